@@ -1,0 +1,41 @@
+# sluice — make targets. `make test` is what CI runs.
+GO          ?= go
+STATICCHECK ?= honnef.co/go/tools/cmd/staticcheck@v0.8.2
+PKGS        ?= ./...
+
+.PHONY: all build test test-short lint fmt deps run sim bench bench-redis help
+
+all: build
+
+build: ## Build the sluice binary into bin/.
+	$(GO) build -o bin/sluice ./cmd/sluice
+
+run: ## Run `sluice serve` on the built-in demo config (in-memory store).
+	$(GO) run ./cmd/sluice serve
+
+sim: ## Replay the classic scenarios in the terminal.
+	$(GO) run ./cmd/sluice sim
+
+deps: ## Install what the tests need and is missing (redis-server).
+	@./scripts/install-test-deps.sh
+
+lint: ## gofmt, go vet and staticcheck.
+	@out=$$(gofmt -l . | grep -v '^bench/' || true); if [ -n "$$out" ]; then echo "gofmt needed:"; echo "$$out"; exit 1; fi
+	$(GO) vet $(PKGS)
+	$(GO) run $(STATICCHECK) $(PKGS)
+	cd bench && gofmt -l . | (! grep .) && $(GO) vet ./...
+
+test: deps lint ## Everything CI checks: lint, then the whole suite under the race detector.
+	$(GO) test -race -count=1 $(PKGS)
+
+test-short: ## The suite without the race detector, for a quick loop.
+	$(GO) test -count=1 $(PKGS)
+
+bench: ## In-process benchmarks against peer libraries (see BENCHMARKS.md).
+	cd bench && $(GO) test -run '^$$' -bench 'HotKey|ManyKeys|Middleware' -benchmem -count 5 -cpu 2 .
+
+bench-redis: deps ## Redis benchmarks against redis_rate on one local redis-server.
+	cd bench && $(GO) test -run '^$$' -bench 'Redis' -benchmem -count 3 -cpu 2 .
+
+help:
+	@grep -E '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | sed 's/:.*## /\t/'

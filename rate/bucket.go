@@ -1,0 +1,130 @@
+package rate
+
+// The bucket algorithms (gcra, leaky_bucket, token_bucket) share one policy:
+// a bucket of B = Burst units refilled at N = Count units per T = Period.
+// One unit refills every emission interval I = T/N microseconds. I is
+// rarely a whole number of microseconds (3 per 7s gives 2333333⅓ µs), so
+// times are kept exactly as a pair (µs, rem) meaning µs + rem/N, with
+// 0 ≤ rem < N. Durations that are multiples of I are counted in ticks of
+// 1/N µs, where I is exactly T ticks: k units take k·T ticks. Validate keeps
+// B·T below 2^52, so no product here leaves the exact integers of a float64.
+
+// pt is an instant µs + rem/N.
+type pt struct{ us, rem int64 }
+
+func (a pt) less(b pt) bool { return a.us < b.us || a.us == b.us && a.rem < b.rem }
+
+// addTicks returns a + t/N for t ≥ 0.
+func (a pt) addTicks(t, n int64) pt {
+	r := a.rem + t%n
+	us := a.us + t/n
+	if r >= n {
+		r -= n
+		us++
+	}
+	return pt{us, r}
+}
+
+// ceilSub returns ⌈a − b⌉ in microseconds.
+func (a pt) ceilSub(b pt) int64 {
+	d := a.us - b.us
+	if a.rem > b.rem {
+		d++
+	}
+	return d
+}
+
+// ticksSince returns (a − b) in ticks, for b ≤ a ≤ b + B·I.
+func (a pt) ticksSince(b pt, n int64) int64 { return (a.us-b.us)*n + a.rem - b.rem }
+
+// gcra is the generic cell rate algorithm, which is also the leaky bucket
+// as a queue. The state is one instant, the theoretical arrival time TAT:
+// when the bucket would be full again. A request of cost c at now would
+// move it to max(TAT, now) + c·I; it passes if that is no later than
+// now + B·I, the most debt the bucket tolerates.
+//
+// As a leaky bucket the same instant is when the queue drains: an admitted
+// request starts its turn at max(TAT, now), so its Delay is that minus now.
+func (l Limit) gcra(s State, now, cost, maxDelay int64) (State, Decision) {
+	n, t, b := l.Count, l.periodMicros(), l.burst()
+	tat := pt{s.A, s.B}
+	base := tat
+	if base.less(pt{now, 0}) {
+		base = pt{now, 0}
+	}
+	full := pt{now, 0}.addTicks(b*t, n) // now + B·I
+	next := base.addTicks(cost*t, n)
+	d := Decision{Limit: b}
+	allowed := !full.less(next)
+	var delay int64
+	if l.Algorithm == LeakyBucket {
+		delay = base.ceilSub(pt{now, 0})
+		if maxDelay > 0 && delay > maxDelay {
+			allowed = false
+			d.RetryAfter = dur(delay - maxDelay)
+		}
+	}
+	if !allowed {
+		d.RetryAfter = max(d.RetryAfter, dur(next.ceilSub(full)))
+		d.Remaining = remainingTicks(full, base, n, t)
+		d.ResetAfter = dur(max(0, tat.ceilSub(pt{now, 0})))
+		return s, d
+	}
+	d.Allowed = true
+	if l.Algorithm == LeakyBucket {
+		d.Delay = dur(delay)
+	}
+	d.Remaining = remainingTicks(full, next, n, t)
+	d.ResetAfter = dur(max(0, next.ceilSub(pt{now, 0})))
+	if !(pt{now, 0}).less(next) {
+		// The bucket is full: nothing to remember.
+		return State{}, d
+	}
+	return State{A: next.us, B: next.rem}, d
+}
+
+// remainingTicks returns how many whole units fit between at and full.
+func remainingTicks(full, at pt, n, t int64) int64 {
+	if !at.less(full) {
+		return 0
+	}
+	return full.ticksSince(at, n) / t
+}
+
+// tokenBucket keeps how far the bucket is below full (its debt) and when
+// it was last refilled. The debt counts in ticks, 1/T of a unit, so
+// refilling for e µs pays back exactly e·N and taking c units adds exactly
+// c·T: no fraction is ever rounded away. A zero debt is a full bucket, so
+// the zero State is fresh. It admits exactly what gcra admits while time
+// runs forward; when time runs backwards it refills nothing until it
+// catches up.
+func (l Limit) tokenBucket(s State, now, cost int64) (State, Decision) {
+	n, t, b := l.Count, l.periodMicros(), l.burst()
+	capacity := b * t
+	debt, last := s.A, s.B
+	if e := now - last; e > 0 {
+		if e >= ceilDiv(debt, n) {
+			debt = 0
+		} else {
+			debt -= e * n
+		}
+		last = now
+	}
+	d := Decision{Limit: b}
+	level := capacity - debt
+	need := cost * t
+	if level < need {
+		d.Remaining = level / t
+		d.RetryAfter = dur(ceilDiv(need-level, n))
+		d.ResetAfter = dur(ceilDiv(debt, n))
+		return State{A: debt, B: last}, d
+	}
+	debt += need
+	d.Allowed = true
+	d.Remaining = (capacity - debt) / t
+	d.ResetAfter = dur(ceilDiv(debt, n))
+	if debt == 0 {
+		return State{}, d
+	}
+	return State{A: debt, B: last}, d
+}

@@ -1,0 +1,127 @@
+package rate
+
+import (
+	"errors"
+	"fmt"
+	"time"
+)
+
+// Decision is what a limit says about one request.
+//
+// A refusal is a decision, not an error: Allowed is false and RetryAfter
+// says how long to wait.
+type Decision struct {
+	// Allowed reports whether the request passes. When it does not, the
+	// request consumed nothing.
+	Allowed bool
+	// Limit is the limit's capacity: the most units that can pass at once
+	// (Count for the window algorithms, Burst for the bucket ones).
+	Limit int64
+	// Remaining is how many more units of cost would pass right now, after
+	// this decision. It is never negative.
+	Remaining int64
+	// ResetAfter is how long until the key's state is back to fresh (a full
+	// bucket, an empty window) if nothing else arrives.
+	ResetAfter time.Duration
+	// RetryAfter is zero when Allowed. Otherwise it is the exact wait after
+	// which the same request passes, if nobody else spends in between.
+	RetryAfter time.Duration
+	// Delay is how long an admitted request must wait for its turn before it
+	// proceeds: non-zero only for leaky_bucket, which shapes traffic instead
+	// of letting a burst through at once.
+	Delay time.Duration
+}
+
+// String formats d for logs and test failures.
+func (d Decision) String() string {
+	return fmt.Sprintf("{allowed:%t limit:%d remaining:%d reset:%v retry:%v delay:%v}",
+		d.Allowed, d.Limit, d.Remaining, d.ResetAfter, d.RetryAfter, d.Delay)
+}
+
+// Request asks one limit to admit Cost units for Key.
+type Request struct {
+	// Key names whose state this is: a user, an API key, an IP, or a mix.
+	// Stores keep one state per Key; callers make sure that two different
+	// limits never share a Key.
+	Key string
+	// Limit decides the request.
+	Limit Limit
+	// Cost is how many units the request takes; 0 only looks (it is always
+	// allowed, consumes nothing and reports Remaining).
+	Cost int64
+	// MaxDelay, if positive, is the longest a caller will wait for a
+	// leaky_bucket's Delay: a request that would be delayed longer is
+	// refused. Other algorithms never delay and ignore it.
+	MaxDelay time.Duration
+}
+
+// ErrCostExceedsCapacity is returned for a request whose cost is larger
+// than its limit's capacity: no amount of waiting would let it pass.
+var ErrCostExceedsCapacity = errors.New("cost exceeds the limit's capacity")
+
+// ErrNegativeCost is returned for a request with a negative cost.
+var ErrNegativeCost = errors.New("negative cost")
+
+// Check reports whether r can ever be decided: its cost is between 0 and
+// its limit's capacity. Stores call it before deciding; the errors wrap
+// ErrCostExceedsCapacity or ErrNegativeCost.
+func (r Request) Check() error {
+	switch {
+	case r.Cost < 0:
+		return fmt.Errorf("key %q: %w %d", r.Key, ErrNegativeCost, r.Cost)
+	case r.Cost > r.Limit.Capacity():
+		return fmt.Errorf("key %q: %w: cost %d, capacity %d (%v)", r.Key, ErrCostExceedsCapacity, r.Cost, r.Limit.Capacity(), r.Limit)
+	}
+	return nil
+}
+
+// MostRestrictive returns the index of the decision a client most needs to
+// hear about, for headers that can name only one: among refusals, the one
+// with the longest RetryAfter; if all allow, the one with the least
+// Remaining, and among those the longest ResetAfter. It returns -1 for an
+// empty slice.
+func MostRestrictive(ds []Decision) int {
+	best := -1
+	for i, d := range ds {
+		if best < 0 {
+			best = i
+			continue
+		}
+		b := ds[best]
+		switch {
+		case d.Allowed != b.Allowed:
+			if !d.Allowed {
+				best = i
+			}
+		case !d.Allowed:
+			if d.RetryAfter > b.RetryAfter {
+				best = i
+			}
+		case d.Remaining < b.Remaining, d.Remaining == b.Remaining && d.ResetAfter > b.ResetAfter:
+			best = i
+		}
+	}
+	return best
+}
+
+// Combine folds the decisions of several limits applied to one request
+// into one: Allowed only if all allow; RetryAfter and Delay the longest (the
+// wait after which every limit lets the request pass); Limit, Remaining and
+// ResetAfter from the most restrictive decision. Combining no decisions
+// gives an allowed, empty Decision.
+func Combine(ds []Decision) Decision {
+	i := MostRestrictive(ds)
+	if i < 0 {
+		return Decision{Allowed: true}
+	}
+	out := ds[i]
+	for _, d := range ds {
+		out.Allowed = out.Allowed && d.Allowed
+		out.RetryAfter = max(out.RetryAfter, d.RetryAfter)
+		out.Delay = max(out.Delay, d.Delay)
+	}
+	if !out.Allowed {
+		out.Delay = 0
+	}
+	return out
+}

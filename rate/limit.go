@@ -1,0 +1,313 @@
+package rate
+
+import (
+	"errors"
+	"fmt"
+	"strconv"
+	"strings"
+	"time"
+)
+
+// Calendar says whether a limit's windows follow the calendar rather than a
+// fixed Period. The zero value, NoCalendar, uses Period.
+type Calendar uint8
+
+const (
+	// NoCalendar: windows are Period long, aligned to the Unix epoch.
+	NoCalendar Calendar = iota
+	// Month: windows are UTC calendar months (fixed_window only).
+	Month
+)
+
+// MaxExact bounds the products the algorithms compute: Count and Burst
+// times Period in microseconds, for the algorithms that weigh time against
+// counts (gcra, token_bucket, leaky_bucket, sliding_window). Keeping them
+// below 2^52 keeps every intermediate value an exact integer both in Go and
+// in the float64 numbers of Redis's Lua, so the two stores agree to the
+// last token. It allows, for example, 52,000 per day or 1.2 million per
+// hour; larger daily quotas belong in a fixed_window.
+const MaxExact = 1 << 52
+
+// MaxLogCount bounds a sliding_log's Count: it keeps one timestamp per
+// admitted unit, so its memory per key grows with Count.
+const MaxLogCount = 1 << 16
+
+// Limit says how much a key may do: Count requests (units of cost) per
+// Period, decided by Algorithm, with up to Burst at once for the algorithms
+// that have a bucket.
+//
+// The zero value is not a valid limit; build one with a composite literal
+// or [ParseLimit] and check it with [Limit.Validate]. A Limit is a small
+// value: copy it freely.
+type Limit struct {
+	// Algorithm decides requests; the zero value is GCRA.
+	Algorithm Algorithm
+	// Count is how many units pass per Period. It must be at least 1.
+	Count int64
+	// Period is the length of the window, or the time over which a bucket
+	// refills Count units. It must be a whole number of microseconds, and
+	// zero when Calendar is Month.
+	Period time.Duration
+	// Burst is the capacity of gcra, token_bucket and leaky_bucket: how many
+	// units can pass at once after a quiet spell (for leaky_bucket, how many
+	// requests its queue holds). Zero means Count. The window algorithms
+	// have no burst and require zero.
+	Burst int64
+	// Calendar makes the windows of a fixed_window limit UTC calendar months.
+	Calendar Calendar
+}
+
+// Capacity returns the most units a single request can cost and still pass:
+// Burst (or Count when Burst is zero) for the bucket algorithms, Count for
+// the window algorithms.
+func (l Limit) Capacity() int64 {
+	if l.Algorithm.bucket() && l.Burst > 0 {
+		return l.Burst
+	}
+	return l.Count
+}
+
+// periodMicros returns Period in microseconds.
+func (l Limit) periodMicros() int64 { return int64(l.Period / time.Microsecond) }
+
+// Validate reports why l cannot be used, or nil. Its errors are sentences
+// a user can act on.
+func (l Limit) Validate() error {
+	if int(l.Algorithm) >= numAlgorithms {
+		return fmt.Errorf("invalid algorithm %d", l.Algorithm)
+	}
+	if l.Count < 1 {
+		return fmt.Errorf("count must be at least 1, got %d", l.Count)
+	}
+	if l.Burst < 0 {
+		return fmt.Errorf("burst must be at least 1, got %d", l.Burst)
+	}
+	if l.Burst != 0 && !l.Algorithm.bucket() {
+		return fmt.Errorf("%s has no burst (got burst %d); use token_bucket, gcra or leaky_bucket for bursts", l.Algorithm, l.Burst)
+	}
+	switch l.Calendar {
+	case NoCalendar:
+	case Month:
+		if l.Algorithm != FixedWindow {
+			return fmt.Errorf("monthly limits are UTC calendar months and need fixed_window, not %s", l.Algorithm)
+		}
+		if l.Period != 0 {
+			return fmt.Errorf("a monthly limit has no period (got %v)", l.Period)
+		}
+		if l.Count > MaxExact {
+			return fmt.Errorf("count %d is too large (at most 2^52)", l.Count)
+		}
+		return nil
+	default:
+		return fmt.Errorf("invalid calendar %d", l.Calendar)
+	}
+	if l.Period <= 0 {
+		return fmt.Errorf("period must be positive, got %v", l.Period)
+	}
+	if l.Period%time.Microsecond != 0 {
+		return fmt.Errorf("period %v is not a whole number of microseconds", l.Period)
+	}
+	t := l.periodMicros()
+	if t > MaxExact {
+		return fmt.Errorf("period %v is too long", l.Period)
+	}
+	switch l.Algorithm {
+	case FixedWindow:
+		if l.Count > MaxExact {
+			return fmt.Errorf("count %d is too large (at most 2^52)", l.Count)
+		}
+	case SlidingLog:
+		if l.Count > MaxLogCount {
+			return fmt.Errorf("sliding_log keeps one timestamp per unit, so its count is at most %d (got %d); use sliding_window for larger limits", MaxLogCount, l.Count)
+		}
+	default:
+		n := max(l.Count, l.Burst)
+		if n > MaxExact/t {
+			return fmt.Errorf("%d per %v is too large for %s: count and burst times the period in microseconds must stay below 2^52 for exact arithmetic; use a shorter period (e.g. per hour) or fixed_window for large quotas", n, l.Period, l.Algorithm)
+		}
+	}
+	return nil
+}
+
+// String returns l in the form ParseLimit reads, algorithm first:
+// "gcra 20/s burst 40", "fixed_window 10000/month", "sliding_log 3 per 7s".
+func (l Limit) String() string {
+	var b strings.Builder
+	b.WriteString(l.Algorithm.String())
+	b.WriteByte(' ')
+	b.WriteString(strconv.FormatInt(l.Count, 10))
+	switch {
+	case l.Calendar == Month:
+		b.WriteString("/month")
+	case l.Period == time.Second:
+		b.WriteString("/s")
+	case l.Period == time.Minute:
+		b.WriteString("/m")
+	case l.Period == time.Hour:
+		b.WriteString("/h")
+	case l.Period == 24*time.Hour:
+		b.WriteString("/d")
+	default:
+		b.WriteString(" per ")
+		b.WriteString(formatPeriod(l.Period))
+	}
+	if l.Burst != 0 {
+		b.WriteString(" burst ")
+		b.WriteString(strconv.FormatInt(l.Burst, 10))
+	}
+	return b.String()
+}
+
+// formatPeriod writes whole days as "2d" and everything else as
+// time.Duration does.
+func formatPeriod(d time.Duration) string {
+	const day = 24 * time.Hour
+	if d >= day && d%day == 0 {
+		return strconv.FormatInt(int64(d/day), 10) + "d"
+	}
+	if d > day {
+		return strconv.FormatInt(int64(d/day), 10) + "d" + (d % day).String()
+	}
+	return d.String()
+}
+
+// ErrSyntax is wrapped by every error ParseLimit returns for text it cannot
+// read.
+var ErrSyntax = errors.New("invalid limit")
+
+// ParseLimit reads a limit as people write it:
+//
+//	10/s  100/m  1000/h  5000/d  10000/month
+//	10 per 10s  3 per 7s  100 per 1m30s  5 per 2d
+//	20/s burst 40
+//	token_bucket 20/s burst 40
+//
+// An optional algorithm name comes first (default gcra); units are s, m
+// (minute), h, d and month, also spelt sec, second, min, minute, hour,
+// day; "per" takes a duration such as 10s or 2d. A monthly limit is a
+// fixed_window over UTC calendar months: "10000/month" means fixed_window
+// even without the name. The result is validated.
+func ParseLimit(s string) (Limit, error) {
+	fields := strings.Fields(strings.ReplaceAll(s, "/", " / "))
+	var l Limit
+	fail := func(format string, args ...any) (Limit, error) {
+		return Limit{}, fmt.Errorf("%w %q: %s", ErrSyntax, s, fmt.Sprintf(format, args...))
+	}
+	if len(fields) == 0 {
+		return fail("empty; write e.g. 10/s, 10 per 10s or 20/s burst 40")
+	}
+	explicit := false
+	if a, err := ParseAlgorithm(fields[0]); err == nil {
+		l.Algorithm, explicit = a, true
+		fields = fields[1:]
+	} else if fields[0] != "" && (fields[0][0] < '0' || fields[0][0] > '9') && fields[0][0] != '-' {
+		return fail("%v", err)
+	}
+	if len(fields) < 3 {
+		return fail("want COUNT/UNIT or COUNT per DURATION, e.g. 10/s or 10 per 10s")
+	}
+	count, err := parseCount(fields[0])
+	if err != nil {
+		return fail("count: %v", err)
+	}
+	l.Count = count
+	switch fields[1] {
+	case "/":
+		if fields[2] == "month" || fields[2] == "mo" {
+			l.Calendar = Month
+			break
+		}
+		d, ok := unitDuration(fields[2])
+		if !ok {
+			if d, err = parsePeriod(fields[2]); err != nil {
+				return fail("unknown unit %q (want s, m, h, d, month or a duration like 10s)", fields[2])
+			}
+		}
+		l.Period = d
+	case "per":
+		if fields[2] == "month" {
+			l.Calendar = Month
+			break
+		}
+		d, ok := unitDuration(fields[2])
+		if !ok {
+			if d, err = parsePeriod(fields[2]); err != nil {
+				return fail("period: %v", err)
+			}
+		}
+		l.Period = d
+	default:
+		return fail("want / or per after the count, got %q", fields[1])
+	}
+	rest := fields[3:]
+	if len(rest) > 0 {
+		if rest[0] != "burst" || len(rest) != 2 {
+			return fail("unexpected %q; only \"burst N\" may follow the rate", strings.Join(rest, " "))
+		}
+		b, err := parseCount(rest[1])
+		if err != nil {
+			return fail("burst: %v", err)
+		}
+		if b < 1 {
+			return fail("burst must be at least 1, got %d", b)
+		}
+		l.Burst = b
+	}
+	if l.Calendar == Month && !explicit {
+		l.Algorithm = FixedWindow
+	}
+	if err := l.Validate(); err != nil {
+		return Limit{}, fmt.Errorf("%w %q: %w", ErrSyntax, s, err)
+	}
+	return l, nil
+}
+
+func parseCount(s string) (int64, error) {
+	n, err := strconv.ParseInt(strings.ReplaceAll(s, "_", ""), 10, 64)
+	if err != nil {
+		var ne *strconv.NumError
+		if errors.As(err, &ne) && errors.Is(ne.Err, strconv.ErrRange) {
+			return 0, fmt.Errorf("%s is too large", s)
+		}
+		return 0, fmt.Errorf("%q is not a whole number", s)
+	}
+	if n < 1 {
+		return 0, fmt.Errorf("must be at least 1, got %d", n)
+	}
+	return n, nil
+}
+
+func unitDuration(u string) (time.Duration, bool) {
+	switch u {
+	case "s", "sec", "secs", "second", "seconds":
+		return time.Second, true
+	case "m", "min", "mins", "minute", "minutes":
+		return time.Minute, true
+	case "h", "hr", "hrs", "hour", "hours":
+		return time.Hour, true
+	case "d", "day", "days":
+		return 24 * time.Hour, true
+	}
+	return 0, false
+}
+
+// parsePeriod reads a Go duration that may also use d for days: 10s, 1m30s,
+// 2d, 1d12h.
+func parsePeriod(s string) (time.Duration, error) {
+	var days int64
+	if i := strings.IndexByte(s, 'd'); i > 0 {
+		n, err := strconv.ParseInt(s[:i], 10, 64)
+		if err != nil || n < 0 || n > int64(MaxExact/(24*time.Hour/time.Microsecond)) {
+			return 0, fmt.Errorf("invalid duration %q", s)
+		}
+		days, s = n, s[i+1:]
+		if s == "" {
+			return time.Duration(days) * 24 * time.Hour, nil
+		}
+	}
+	d, err := time.ParseDuration(s)
+	if err != nil {
+		return 0, fmt.Errorf("invalid duration %q", s)
+	}
+	return time.Duration(days)*24*time.Hour + d, nil
+}

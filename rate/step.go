@@ -1,0 +1,82 @@
+package rate
+
+import "time"
+
+// State is what a limit remembers about one key between decisions. Its
+// zero value is fresh: a key never seen, or one whose state has returned to
+// fresh. Stores keep it opaque; what the fields mean depends on the
+// algorithm:
+//
+//	gcra, leaky_bucket  A: theoretical arrival (drain) time, µs; B: its fraction, in 1/Count µs
+//	token_bucket        A: how far below full, in 1/Period(µs) units; B: last refill, µs
+//	fixed_window        A: window start, µs; B: count in it
+//	sliding_window      A: current window start, µs; B: its count; C: the previous window's count
+//	sliding_log         Log: the time of every admitted unit in the last Period, µs, oldest first
+//
+// A step never modifies the elements of the Log it is given, so a caller
+// may keep the old State until it decides to commit the new one.
+type State struct {
+	A, B, C int64
+	Log     []int64
+}
+
+// Step decides a request of cost units at now, in microseconds since the
+// Unix epoch (see [Micros]), given the key's state s. It returns the state
+// to store if the request is committed, and the decision. When the request
+// is refused the returned state is s, unchanged apart from bookkeeping that
+// does not alter any decision.
+//
+// Step is pure: the same (l, s, now, cost) always gives the same result,
+// which is what lets the Redis store run the same definition in Lua. Cost
+// must be between 0 and l.Capacity() (see [Request.Check]); l must be valid.
+// Time may go backwards: a step never gives back what an earlier step at a
+// later time took.
+func (l Limit) Step(s State, now, cost int64) (State, Decision) {
+	return l.StepWithin(s, now, cost, 0)
+}
+
+// StepWithin is Step for a caller who waits at most maxDelay: a
+// leaky_bucket refuses a request whose Delay would be longer. The other
+// algorithms never delay and ignore maxDelay. A maxDelay of zero or less
+// means no bound beyond the queue's capacity.
+func (l Limit) StepWithin(s State, now, cost int64, maxDelay time.Duration) (State, Decision) {
+	switch l.Algorithm {
+	case GCRA, LeakyBucket:
+		return l.gcra(s, now, cost, micros(maxDelay))
+	case TokenBucket:
+		return l.tokenBucket(s, now, cost)
+	case FixedWindow:
+		return l.fixedWindow(s, now, cost)
+	case SlidingWindow:
+		return l.slidingWindow(s, now, cost)
+	case SlidingLog:
+		return l.slidingLog(s, now, cost)
+	}
+	return s, Decision{}
+}
+
+// micros converts d to whole microseconds, rounding down.
+func micros(d time.Duration) int64 { return int64(d / time.Microsecond) }
+
+// dur converts microseconds to a Duration.
+func dur(us int64) time.Duration { return time.Duration(us) * time.Microsecond }
+
+// floorDiv returns ⌊a/b⌋ for b > 0.
+func floorDiv(a, b int64) int64 {
+	q := a / b
+	if a%b != 0 && a < 0 {
+		q--
+	}
+	return q
+}
+
+// ceilDiv returns ⌈a/b⌉ for b > 0.
+func ceilDiv(a, b int64) int64 { return -floorDiv(-a, b) }
+
+// burst returns the capacity of a bucket algorithm.
+func (l Limit) burst() int64 {
+	if l.Burst > 0 {
+		return l.Burst
+	}
+	return l.Count
+}

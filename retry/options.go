@@ -1,0 +1,177 @@
+package retry
+
+import (
+	"context"
+	"math/rand/v2"
+	"net/http"
+	"time"
+)
+
+// Defaults applied by Options when a field is left at its zero value.
+const (
+	DefaultMaxAttempts      = 4                      // attempts per request, the first included
+	DefaultBase             = 100 * time.Millisecond // backoff unit
+	DefaultCap              = 30 * time.Second       // largest backoff window
+	DefaultMaxRetryAfter    = 5 * time.Minute        // longest Retry-After honoured
+	DefaultBudgetRatio      = 0.1                    // retries per request over the budget window
+	DefaultBudgetMinRetries = 10                     // retries always allowed per budget window
+	DefaultBudgetWindow     = 10 * time.Second       // sliding period of the retry budget
+	DefaultPaceThreshold    = 10                     // remaining quota at which pacing starts
+)
+
+// Options configures a Transport. The zero value is ready to use: every
+// field documents the default it stands for when left at zero.
+type Options struct {
+	// MaxAttempts caps the number of times one request is sent, the first
+	// attempt included. Values below 1 mean DefaultMaxAttempts (4, so at
+	// most 3 retries). Set it to 1 to turn retries off.
+	MaxAttempts int
+
+	// Base is the backoff unit: the wait before the first retry is drawn
+	// from [0, Base), before the second from [0, 2·Base), and so on.
+	// Zero or negative means DefaultBase (100ms).
+	Base time.Duration
+
+	// Cap bounds the backoff window, so a long outage never makes a client
+	// wait longer than Cap between attempts. Zero or negative means
+	// DefaultCap (30s).
+	Cap time.Duration
+
+	// MaxRetryAfter is the longest Retry-After the Transport will honour.
+	// When a server asks for more, the response is returned to the caller
+	// at once instead of being retried: waiting less would break the
+	// server's request, and silently blocking a caller for longer is
+	// rarely what the caller wants. The caller still sees the status and
+	// the Retry-After header and can decide. It also bounds every pacing
+	// wait. Zero or negative means DefaultMaxRetryAfter (5m).
+	MaxRetryAfter time.Duration
+
+	// BudgetRatio is the share of requests that may be retried over
+	// BudgetWindow: with 0.1, a client sends at most 10% more traffic
+	// than its callers asked for, however long an outage lasts. Zero or
+	// negative means DefaultBudgetRatio (0.1).
+	BudgetRatio float64
+
+	// BudgetMinRetries is the number of retries always allowed per
+	// BudgetWindow, so a quiet client can still retry its few requests.
+	// Zero or negative means DefaultBudgetMinRetries (10).
+	BudgetMinRetries int
+
+	// BudgetWindow is the sliding period over which the budget counts
+	// requests and retries, in ten buckets. Zero or negative means
+	// DefaultBudgetWindow (10s).
+	BudgetWindow time.Duration
+
+	// NoBudget turns the retry budget off; only MaxAttempts bounds retries.
+	NoBudget bool
+
+	// Pacing turns on pacing from the server's quota headers (RateLimit,
+	// RateLimit-Policy, X-RateLimit-Remaining, X-RateLimit-Reset): when a
+	// host reports little quota left, the next requests to it are spread
+	// over the time until the quota resets instead of running into a 429.
+	// Off by default.
+	Pacing bool
+
+	// PaceThreshold is the remaining quota at or below which pacing starts.
+	// Zero or negative means DefaultPaceThreshold (10).
+	PaceThreshold int
+
+	// Rand returns numbers in [0, 1) for jitter; values outside are
+	// clamped. Calls are serialized, so the Float64 method of a seeded
+	// *rand.Rand is fine. A Rand that always returns 1 gives plain,
+	// unjittered exponential backoff: useful only as a baseline, since
+	// clients refused together then retry together. If nil, the
+	// math/rand/v2 top-level Float64.
+	Rand func() float64
+
+	// Clock supplies time and sleeping. If nil, the system clock.
+	Clock Clock
+
+	// OnRetry, if set, is called before each retry, before the wait. It
+	// must not modify the request and should return quickly.
+	OnRetry func(RetryInfo)
+}
+
+// RetryInfo describes one retry about to happen; it is passed to
+// Options.OnRetry.
+type RetryInfo struct {
+	// Request is the caller's original request.
+	Request *http.Request
+	// Attempt is the number of attempts sent so far: 1 before the first
+	// retry.
+	Attempt int
+	// Wait is how long the Transport will wait before the retry.
+	Wait time.Duration
+	// StatusCode is the status of the refused response (429 or 503), or 0
+	// when Err is set.
+	StatusCode int
+	// Err is the transport error that caused the retry, or nil.
+	Err error
+}
+
+// Clock is the Transport's source of time. Tests pass a fake whose Sleep
+// advances its Now, so no test waits for real.
+type Clock interface {
+	// Now returns the current time.
+	Now() time.Time
+	// Sleep waits for d, or until ctx is done, in which case it returns
+	// ctx.Err(). A d of zero or less returns at once.
+	Sleep(ctx context.Context, d time.Duration) error
+}
+
+// systemClock is the Clock used when Options.Clock is nil.
+type systemClock struct{}
+
+func (systemClock) Now() time.Time { return time.Now() }
+
+func (systemClock) Sleep(ctx context.Context, d time.Duration) error {
+	if err := ctx.Err(); err != nil {
+		return err
+	}
+	if d <= 0 {
+		return nil
+	}
+	t := time.NewTimer(d)
+	defer t.Stop()
+	select {
+	case <-t.C:
+		return nil
+	case <-ctx.Done():
+		return ctx.Err()
+	}
+}
+
+// withDefaults returns o with every zero field replaced by its default.
+func (o Options) withDefaults() Options {
+	if o.MaxAttempts < 1 {
+		o.MaxAttempts = DefaultMaxAttempts
+	}
+	if o.Base <= 0 {
+		o.Base = DefaultBase
+	}
+	if o.Cap <= 0 {
+		o.Cap = DefaultCap
+	}
+	if o.MaxRetryAfter <= 0 {
+		o.MaxRetryAfter = DefaultMaxRetryAfter
+	}
+	if o.BudgetRatio <= 0 {
+		o.BudgetRatio = DefaultBudgetRatio
+	}
+	if o.BudgetMinRetries <= 0 {
+		o.BudgetMinRetries = DefaultBudgetMinRetries
+	}
+	if o.BudgetWindow <= 0 {
+		o.BudgetWindow = DefaultBudgetWindow
+	}
+	if o.PaceThreshold <= 0 {
+		o.PaceThreshold = DefaultPaceThreshold
+	}
+	if o.Rand == nil {
+		o.Rand = rand.Float64
+	}
+	if o.Clock == nil {
+		o.Clock = systemClock{}
+	}
+	return o
+}

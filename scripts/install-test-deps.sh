@@ -1,0 +1,22 @@
+#!/bin/sh
+# Installs the programs the test suite starts for real, when they are
+# missing: redis-server (and redis-cli, for the cluster tests). Debian and
+# Ubuntu packages; elsewhere, install them yourself and put them on PATH.
+set -eu
+
+missing=""
+command -v redis-server >/dev/null 2>&1 || missing="$missing redis-server"
+command -v redis-cli >/dev/null 2>&1 || missing="$missing redis-tools"
+
+if [ -z "$missing" ]; then
+	exit 0
+fi
+if ! command -v apt-get >/dev/null 2>&1; then
+	echo "install-test-deps: please install:$missing" >&2
+	exit 1
+fi
+SUDO=""
+if [ "$(id -u)" != 0 ]; then SUDO=sudo; fi
+echo "install-test-deps: installing$missing"
+$SUDO apt-get update -qq
+DEBIAN_FRONTEND=noninteractive $SUDO apt-get install -y -qq --no-install-recommends $missing >/dev/null

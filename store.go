@@ -1,0 +1,28 @@
+package sluice
+
+import (
+	"context"
+
+	"github.com/sluicehq/sluice/rate"
+)
+
+// Store keeps the state of many keys and decides requests against it. The
+// in-memory store (store/memory) is the default; store/redis shares one
+// state between many instances.
+//
+// A refusal is a decision, not an error: a Store returns an error only when
+// it could not decide (the network is down, the context ended, a request
+// is invalid). Requests that fail [rate.Request.Check] are refused with an
+// error wrapping [rate.ErrCostExceedsCapacity] or [rate.ErrNegativeCost].
+type Store interface {
+	// Decide decides one request: it admits it, storing the key's new
+	// state, or refuses it, consuming nothing.
+	Decide(ctx context.Context, r rate.Request) (rate.Decision, error)
+	// DecideAll decides several requests as one, all or nothing: if any is
+	// refused, none consumes anything. It writes the decision for reqs[i]
+	// to out[i] (out must be at least as long as reqs) and returns their
+	// combination (see [rate.Combine]). When the whole is refused, out[i]
+	// still says whether reqs[i] alone would have passed, and its Remaining
+	// is what is left without this request.
+	DecideAll(ctx context.Context, reqs []rate.Request, out []rate.Decision) (rate.Decision, error)
+}
