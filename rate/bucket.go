@@ -45,14 +45,20 @@ func (a pt) ticksSince(b pt, n int64) int64 { return (a.us-b.us)*n + a.rem - b.r
 //
 // As a leaky bucket the same instant is when the queue drains: an admitted
 // request starts its turn at max(TAT, now), so its Delay is that minus now.
+//
+// The state also keeps the latest time it has seen. A step at an earlier
+// time (a clock stepped back) is taken at that latest time, so it can
+// never spend tokens that the later time has already refilled; its
+// durations are still measured from the caller's now.
 func (l Limit) gcra(s State, now, cost, maxDelay int64) (State, Decision) {
 	n, t, b := l.Count, l.periodMicros(), l.burst()
+	at := max(now, s.C)
 	tat := pt{s.A, s.B}
 	base := tat
-	if base.less(pt{now, 0}) {
-		base = pt{now, 0}
+	if base.less(pt{at, 0}) {
+		base = pt{at, 0}
 	}
-	full := pt{now, 0}.addTicks(b*t, n) // now + B·I
+	full := pt{at, 0}.addTicks(b*t, n) // at + B·I
 	next := base.addTicks(cost*t, n)
 	d := Decision{Limit: b}
 	allowed := !full.less(next)
@@ -65,7 +71,7 @@ func (l Limit) gcra(s State, now, cost, maxDelay int64) (State, Decision) {
 		}
 	}
 	if !allowed {
-		d.RetryAfter = max(d.RetryAfter, dur(next.ceilSub(full)))
+		d.RetryAfter = max(d.RetryAfter, dur(next.ceilSub(full)+at-now))
 		d.Remaining = remainingTicks(full, base, n, t)
 		d.ResetAfter = dur(max(0, tat.ceilSub(pt{now, 0})))
 		return s, d
@@ -76,11 +82,11 @@ func (l Limit) gcra(s State, now, cost, maxDelay int64) (State, Decision) {
 	}
 	d.Remaining = remainingTicks(full, next, n, t)
 	d.ResetAfter = dur(max(0, next.ceilSub(pt{now, 0})))
-	if !(pt{now, 0}).less(next) {
+	if !(pt{at, 0}).less(next) {
 		// The bucket is full: nothing to remember.
 		return State{}, d
 	}
-	return State{A: next.us, B: next.rem}, d
+	return State{A: next.us, B: next.rem, C: at}, d
 }
 
 // remainingTicks returns how many whole units fit between at and full.
@@ -102,6 +108,7 @@ func (l Limit) tokenBucket(s State, now, cost int64) (State, Decision) {
 	n, t, b := l.Count, l.periodMicros(), l.burst()
 	capacity := b * t
 	debt, last := s.A, s.B
+	shift := max(0, last-now) // a clock stepped back: no refill, waits measured from now
 	if e := now - last; e > 0 {
 		if e >= ceilDiv(debt, n) {
 			debt = 0
@@ -115,14 +122,14 @@ func (l Limit) tokenBucket(s State, now, cost int64) (State, Decision) {
 	need := cost * t
 	if level < need {
 		d.Remaining = level / t
-		d.RetryAfter = dur(ceilDiv(need-level, n))
-		d.ResetAfter = dur(ceilDiv(debt, n))
+		d.RetryAfter = dur(ceilDiv(need-level, n) + shift)
+		d.ResetAfter = dur(ceilDiv(debt, n) + shift)
 		return State{A: debt, B: last}, d
 	}
 	debt += need
 	d.Allowed = true
 	d.Remaining = (capacity - debt) / t
-	d.ResetAfter = dur(ceilDiv(debt, n))
+	d.ResetAfter = dur(ceilDiv(debt, n) + shift)
 	if debt == 0 {
 		return State{}, d
 	}

@@ -220,7 +220,9 @@ func ParseLimit(s string) (Limit, error) {
 		d, ok := unitDuration(fields[2])
 		if !ok {
 			if d, err = parsePeriod(fields[2]); err != nil {
-				return fail("unknown unit %q (want s, m, h, d, month or a duration like 10s)", fields[2])
+				if d, err = parsePeriod("1" + fields[2]); err != nil {
+					return fail("unknown unit %q (want s, m, h, d, month or a duration like 10s)", fields[2])
+				}
 			}
 		}
 		l.Period = d

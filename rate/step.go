@@ -7,7 +7,7 @@ import "time"
 // fresh. Stores keep it opaque; what the fields mean depends on the
 // algorithm:
 //
-//	gcra, leaky_bucket  A: theoretical arrival (drain) time, µs; B: its fraction, in 1/Count µs
+//	gcra, leaky_bucket  A: theoretical arrival (drain) time, µs; B: its fraction, in 1/Count µs; C: latest time seen, µs
 //	token_bucket        A: how far below full, in 1/Period(µs) units; B: last refill, µs
 //	fixed_window        A: window start, µs; B: count in it
 //	sliding_window      A: current window start, µs; B: its count; C: the previous window's count

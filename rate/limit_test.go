@@ -1,0 +1,188 @@
+package rate
+
+import (
+	"errors"
+	"strings"
+	"testing"
+	"time"
+)
+
+func TestParseLimit(t *testing.T) {
+	tests := []struct {
+		in   string
+		want Limit
+		str  string
+	}{
+		{"10/s", Limit{Count: 10, Period: time.Second}, "gcra 10/s"},
+		{"100/m", Limit{Count: 100, Period: time.Minute}, "gcra 100/m"},
+		{"1000/h", Limit{Count: 1000, Period: time.Hour}, "gcra 1000/h"},
+		{"5000/d", Limit{Count: 5000, Period: 24 * time.Hour}, "gcra 5000/d"},
+		{"10000/month", Limit{Algorithm: FixedWindow, Count: 10000, Calendar: Month}, "fixed_window 10000/month"},
+		{"10 per 10s", Limit{Count: 10, Period: 10 * time.Second}, "gcra 10 per 10s"},
+		{"3 per 7s", Limit{Count: 3, Period: 7 * time.Second}, "gcra 3 per 7s"},
+		{"5 per 2d", Limit{Count: 5, Period: 48 * time.Hour}, "gcra 5 per 2d"},
+		{"5 per 1d12h", Limit{Count: 5, Period: 36 * time.Hour}, "gcra 5 per 1d12h0m0s"},
+		{"100 per 1m30s", Limit{Count: 100, Period: 90 * time.Second}, "gcra 100 per 1m30s"},
+		{"20/s burst 40", Limit{Count: 20, Period: time.Second, Burst: 40}, "gcra 20/s burst 40"},
+		{"token_bucket 20/s burst 40", Limit{Algorithm: TokenBucket, Count: 20, Period: time.Second, Burst: 40}, "token_bucket 20/s burst 40"},
+		{"sliding_log 3 per 7s", Limit{Algorithm: SlidingLog, Count: 3, Period: 7 * time.Second}, "sliding_log 3 per 7s"},
+		{"  10 / second ", Limit{Count: 10, Period: time.Second}, "gcra 10/s"},
+		{"60 per minute", Limit{Count: 60, Period: time.Minute}, "gcra 60/m"},
+		{"10/10s", Limit{Count: 10, Period: 10 * time.Second}, "gcra 10 per 10s"},
+		{"1_000/h", Limit{Count: 1000, Period: time.Hour}, "gcra 1000/h"},
+		{"5/ms", Limit{Count: 5, Period: time.Millisecond}, "gcra 5 per 1ms"},
+	}
+	for _, tt := range tests {
+		got, err := ParseLimit(tt.in)
+		if err != nil {
+			t.Errorf("ParseLimit(%q): %v", tt.in, err)
+			continue
+		}
+		if got != tt.want {
+			t.Errorf("ParseLimit(%q) = %#v, want %#v", tt.in, got, tt.want)
+		}
+		if got.String() != tt.str {
+			t.Errorf("ParseLimit(%q).String() = %q, want %q", tt.in, got.String(), tt.str)
+		}
+		again, err := ParseLimit(got.String())
+		if err != nil || again != got {
+			t.Errorf("round trip of %q: %v, %v", got.String(), again, err)
+		}
+	}
+}
+
+func TestParseLimitErrors(t *testing.T) {
+	tests := []struct{ in, want string }{
+		{"", "empty"},
+		{"0/s", "at least 1"},
+		{"-5/s", "at least 1"},
+		{"10/fortnight", "unknown unit"},
+		{"10 per 0s", "period must be positive"},
+		{"10 per -1s", "period must be positive"},
+		{"10 per 1ns", "whole number of microseconds"},
+		{"ten/s", "unknown algorithm"},
+		{"10/s burst 0", "burst: must be at least 1"},
+		{"10/s burst", "only \"burst N\""},
+		{"10/s bust 4", "only \"burst N\""},
+		{"fixed_window 10/s burst 4", "has no burst"},
+		{"gcra 10/month", "need fixed_window"},
+		{"99999999999999999999/s", "too large"},
+		{"1000000/d", "too large for gcra"},
+		{"sliding_log 100000/h", "at most 65536"},
+		{"10 fish", "want COUNT/UNIT"},
+		{"10 x s", "want / or per"},
+	}
+	for _, tt := range tests {
+		_, err := ParseLimit(tt.in)
+		if err == nil {
+			t.Errorf("ParseLimit(%q): no error, want one containing %q", tt.in, tt.want)
+			continue
+		}
+		if !errors.Is(err, ErrSyntax) {
+			t.Errorf("ParseLimit(%q): %v does not wrap ErrSyntax", tt.in, err)
+		}
+		if !strings.Contains(err.Error(), tt.want) {
+			t.Errorf("ParseLimit(%q) = %q, want it to contain %q", tt.in, err, tt.want)
+		}
+	}
+}
+
+func TestValidate(t *testing.T) {
+	bad := []Limit{
+		{},
+		{Count: 1},
+		{Count: 1, Period: time.Second, Burst: -1},
+		{Algorithm: 99, Count: 1, Period: time.Second},
+		{Count: 1, Period: time.Second, Calendar: 7},
+		{Algorithm: FixedWindow, Count: 1, Period: time.Second, Calendar: Month},
+		{Count: MaxExact, Period: time.Second},
+		{Algorithm: FixedWindow, Count: MaxExact + 1, Period: time.Second},
+	}
+	for _, l := range bad {
+		if err := l.Validate(); err == nil {
+			t.Errorf("%#v: valid, want an error", l)
+		}
+	}
+	good := []Limit{
+		{Count: 1, Period: time.Microsecond},
+		{Algorithm: FixedWindow, Count: MaxExact, Period: 24 * time.Hour},
+		{Algorithm: SlidingWindow, Count: 52_000, Period: 24 * time.Hour},
+		{Algorithm: SlidingLog, Count: MaxLogCount, Period: time.Hour},
+	}
+	for _, l := range good {
+		if err := l.Validate(); err != nil {
+			t.Errorf("%#v: %v", l, err)
+		}
+	}
+}
+
+func TestAlgorithmNames(t *testing.T) {
+	seen := map[string]bool{}
+	for _, a := range Algorithms() {
+		name := a.String()
+		if seen[name] {
+			t.Fatalf("duplicate name %q", name)
+		}
+		seen[name] = true
+		var b Algorithm
+		text, err := a.MarshalText()
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := b.UnmarshalText(text); err != nil || b != a {
+			t.Fatalf("%v: round trip gave %v, %v", a, b, err)
+		}
+	}
+	if len(seen) != numAlgorithms {
+		t.Fatalf("Algorithms() lists %d of %d", len(seen), numAlgorithms)
+	}
+	var a Algorithm
+	if err := a.UnmarshalText([]byte("token-bucket")); err == nil {
+		t.Fatal("token-bucket accepted")
+	}
+	if a != GCRA {
+		t.Fatalf("zero Algorithm is %v, want gcra", a)
+	}
+}
+
+func TestRequestCheck(t *testing.T) {
+	l := Limit{Count: 1, Period: time.Second, Burst: 5}
+	if err := (Request{Limit: l, Cost: 5}).Check(); err != nil {
+		t.Fatal(err)
+	}
+	if err := (Request{Limit: l, Cost: 6}).Check(); !errors.Is(err, ErrCostExceedsCapacity) {
+		t.Fatalf("cost 6 of 5: %v", err)
+	}
+	if err := (Request{Limit: l, Cost: -1}).Check(); !errors.Is(err, ErrNegativeCost) {
+		t.Fatalf("cost -1: %v", err)
+	}
+	w := Limit{Algorithm: FixedWindow, Count: 3, Period: time.Second}
+	if err := (Request{Limit: w, Cost: 4}).Check(); !errors.Is(err, ErrCostExceedsCapacity) {
+		t.Fatalf("window cost 4 of 3: %v", err)
+	}
+}
+
+func TestCombine(t *testing.T) {
+	perSecond := Decision{Allowed: true, Limit: 10, Remaining: 9, ResetAfter: 100 * time.Millisecond}
+	perDay := Decision{Allowed: true, Limit: 1000, Remaining: 3, ResetAfter: time.Hour}
+	got := Combine([]Decision{perSecond, perDay})
+	if !got.Allowed || got.Remaining != 3 || got.Limit != 1000 || got.ResetAfter != time.Hour {
+		t.Fatalf("both allow: %v, want the daily limit reported", got)
+	}
+	refusedShort := Decision{Limit: 10, RetryAfter: time.Second}
+	refusedLong := Decision{Limit: 5, RetryAfter: time.Minute}
+	got = Combine([]Decision{perDay, refusedShort, refusedLong})
+	if got.Allowed || got.RetryAfter != time.Minute || got.Limit != 5 {
+		t.Fatalf("two refusals: %v, want the longer wait", got)
+	}
+	if i := MostRestrictive([]Decision{perDay, refusedShort}); i != 1 {
+		t.Fatalf("MostRestrictive = %d, want the refusal", i)
+	}
+	if got := Combine(nil); !got.Allowed {
+		t.Fatalf("Combine(nil) = %v", got)
+	}
+	delayed := Decision{Allowed: true, Limit: 4, Delay: 2 * time.Second}
+	if got := Combine([]Decision{perSecond, delayed}); got.Delay != 2*time.Second {
+		t.Fatalf("delay lost: %v", got)
+	}
+}

@@ -1,0 +1,5 @@
+//go:build !race
+
+package rate
+
+const raceEnabled = false

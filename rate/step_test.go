@@ -1,0 +1,351 @@
+package rate
+
+import (
+	"fmt"
+	"math/rand/v2"
+	"testing"
+	"time"
+)
+
+const sec = int64(time.Second / time.Microsecond)
+
+// run steps l through a sequence of (at, cost) and returns the decisions.
+type arrival struct {
+	at   int64 // µs
+	cost int64
+}
+
+func run(l Limit, s State, arrivals []arrival) (State, []Decision) {
+	out := make([]Decision, len(arrivals))
+	for i, a := range arrivals {
+		var d Decision
+		next, d := l.Step(s, a.at, a.cost)
+		if d.Allowed {
+			s = next
+		}
+		out[i] = d
+	}
+	return s, out
+}
+
+func burst(at int64, n int) []arrival {
+	a := make([]arrival, n)
+	for i := range a {
+		a[i] = arrival{at, 1}
+	}
+	return a
+}
+
+func allowed(ds []Decision) []bool {
+	out := make([]bool, len(ds))
+	for i, d := range ds {
+		out[i] = d.Allowed
+	}
+	return out
+}
+
+func count(ds []Decision) int {
+	n := 0
+	for _, d := range ds {
+		if d.Allowed {
+			n++
+		}
+	}
+	return n
+}
+
+func mustLimit(t testing.TB, s string) Limit {
+	t.Helper()
+	l, err := ParseLimit(s)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return l
+}
+
+// Token bucket, capacity 5, refill 1/s.
+func TestTokenBucketSeed(t *testing.T) {
+	for _, alg := range []Algorithm{TokenBucket, GCRA} {
+		t.Run(alg.String(), func(t *testing.T) {
+			l := Limit{Algorithm: alg, Count: 1, Period: time.Second, Burst: 5}
+			s, ds := run(l, State{}, burst(0, 7))
+			if got, want := fmt.Sprint(allowed(ds)), "[true true true true true false false]"; got != want {
+				t.Errorf("burst of 7 at 0: %s, want %s", got, want)
+			}
+			if ds[5].RetryAfter != time.Second {
+				t.Errorf("6th request RetryAfter = %v, want 1s", ds[5].RetryAfter)
+			}
+			s, ds = run(l, s, burst(2*sec, 3))
+			if got, want := fmt.Sprint(allowed(ds)), "[true true false]"; got != want {
+				t.Errorf("3 at 2s: %s, want %s", got, want)
+			}
+			_, ds = run(l, s, burst(10*sec, 10))
+			if got := count(ds); got != 5 {
+				t.Errorf("10 at 10s: %d allowed, want 5", got)
+			}
+		})
+	}
+}
+
+// 10 per 60s: 10 requests at 59.9s and 10 at 60.0s.
+func TestBoundaryBurst(t *testing.T) {
+	want := map[Algorithm]int{
+		FixedWindow: 20, // two windows, 10 each: the classic double burst
+		SlidingLog:  10, // the first 10 are still inside the last 60s
+		// At 60.0s the new window has just begun (e = 0), so the previous
+		// window's 10 weigh ⌈10·(60−0)/60⌉ = 10: nothing more passes. The
+		// sliding window counter admits at most Count plus whatever the
+		// weighting forgives; here it forgives nothing.
+		SlidingWindow: 10,
+		TokenBucket:   10,
+		GCRA:          10,
+		LeakyBucket:   10,
+	}
+	for alg, n := range want {
+		t.Run(alg.String(), func(t *testing.T) {
+			l := Limit{Algorithm: alg, Count: 10, Period: 60 * time.Second}
+			arrivals := append(burst(59_900_000, 10), burst(60_000_000, 10)...)
+			_, ds := run(l, State{}, arrivals)
+			if got := count(ds); got != n {
+				t.Errorf("allowed %d of 20, want %d", got, n)
+			}
+		})
+	}
+}
+
+// Sliding window counter, step by step: the second half of a window
+// forgives half of the previous one.
+func TestSlidingWindowSteps(t *testing.T) {
+	l := Limit{Algorithm: SlidingWindow, Count: 10, Period: 10 * time.Second}
+	steps := []struct {
+		at        int64
+		cost      int64
+		ok        bool
+		remaining int64
+		retry     time.Duration
+	}{
+		{0, 10, true, 0, 0},
+		{9 * sec, 1, false, 0, time.Second + 1*time.Second}, // next window at 10s: prev 10 weighs 10 until e ≥ 1s
+		{10 * sec, 1, false, 0, time.Second},
+		{11 * sec, 1, true, 0, 0},  // ⌈10·9/10⌉ = 9, +1 = 10
+		{15 * sec, 1, true, 3, 0},  // ⌈10·5/10⌉ = 5, cur 2 → 7 used, 3 left
+		{15 * sec, 4, false, 3, 0}, // needs 4 more: at e=6s weight 4 → 2+4+4 = 10; retry checked below
+	}
+	s := State{}
+	for i, st := range steps {
+		next, d := l.Step(s, st.at, st.cost)
+		if d.Allowed != st.ok || d.Remaining != st.remaining || (st.retry != 0 && d.RetryAfter != st.retry) {
+			t.Fatalf("step %d at %dµs cost %d: %v, want ok=%t remaining=%d retry=%v", i, st.at, st.cost, d, st.ok, st.remaining, st.retry)
+		}
+		if d.Allowed {
+			s = next
+		}
+	}
+	// The last request passes exactly RetryAfter later, not a microsecond earlier.
+	_, d := l.Step(s, 15*sec, 4)
+	if d.RetryAfter != time.Second {
+		t.Fatalf("RetryAfter = %v, want 1s", d.RetryAfter)
+	}
+}
+
+func TestLeakyBucketDelays(t *testing.T) {
+	// 2 per second, a queue of 4: requests leave every 500ms.
+	l := Limit{Algorithm: LeakyBucket, Count: 2, Period: time.Second, Burst: 4}
+	s := State{}
+	want := []time.Duration{0, 500 * time.Millisecond, time.Second, 1500 * time.Millisecond}
+	for i, w := range want {
+		next, d := l.Step(s, 0, 1)
+		if !d.Allowed || d.Delay != w {
+			t.Fatalf("request %d: %v, want allowed with delay %v", i, d, w)
+		}
+		s = next
+	}
+	_, d := l.Step(s, 0, 1)
+	if d.Allowed || d.RetryAfter != 500*time.Millisecond {
+		t.Fatalf("5th request: %v, want refused, retry 500ms", d)
+	}
+	// A caller who can wait at most 700ms is refused a 1s delay...
+	_, d = l.StepWithin(State{A: 0}, 0, 1, 0)
+	if !d.Allowed {
+		t.Fatal("fresh queue refused")
+	}
+	s2, _ := l.Step(State{}, 0, 1)
+	s2, _ = l.Step(s2, 0, 1)
+	_, d = l.StepWithin(s2, 0, 1, 700*time.Millisecond)
+	if d.Allowed || d.RetryAfter != 300*time.Millisecond {
+		t.Fatalf("delay 1s with max 700ms: %v, want refused, retry 300ms", d)
+	}
+	// ...and admitted once 300ms have passed.
+	_, d = l.StepWithin(s2, 300_000, 1, 700*time.Millisecond)
+	if !d.Allowed || d.Delay != 700*time.Millisecond {
+		t.Fatalf("after 300ms: %v, want allowed with delay 700ms", d)
+	}
+}
+
+func TestFixedWindowCalendarMonth(t *testing.T) {
+	l := mustLimit(t, "2/month")
+	jan31 := time.Date(2026, 1, 31, 23, 59, 59, 999_999_000, time.UTC).UnixMicro()
+	feb1 := time.Date(2026, 2, 1, 0, 0, 0, 0, time.UTC).UnixMicro()
+	s, ds := run(l, State{}, burst(jan31, 3))
+	if count(ds) != 2 || ds[2].RetryAfter != time.Microsecond {
+		t.Fatalf("January: %v", ds)
+	}
+	_, ds = run(l, s, burst(feb1, 3))
+	if count(ds) != 2 {
+		t.Fatalf("February: %v", ds)
+	}
+	// February 2026 has 28 days.
+	if want := 28 * 24 * time.Hour; ds[2].RetryAfter != want {
+		t.Fatalf("RetryAfter in February = %v, want %v", ds[2].RetryAfter, want)
+	}
+}
+
+// Every algorithm against the reference model: random arrivals, random
+// costs, awkward rates; every field of every decision must match.
+func TestStepMatchesModel(t *testing.T) {
+	limits := []string{
+		"3 per 7s", "1/s burst 5", "10 per 10s", "7 per 3s burst 2", "1 per 1s", "5 per 999999us",
+		"100/m burst 7", "13 per 1s",
+	}
+	steps := 3000
+	if testing.Short() {
+		steps = 500
+	}
+	for _, spec := range limits {
+		for _, alg := range Algorithms() {
+			l := mustLimit(t, spec)
+			l.Algorithm = alg
+			if !alg.bucket() {
+				l.Burst = 0
+			}
+			t.Run(fmt.Sprintf("%s/%s", alg, spec), func(t *testing.T) {
+				rng := rand.New(rand.NewPCG(uint64(len(spec)), uint64(alg)))
+				m := newModel(l)
+				s := State{}
+				now := int64(1_700_000_000) * sec
+				period := l.periodMicros()
+				for i := range steps {
+					switch rng.IntN(4) {
+					case 0: // same instant
+					case 1:
+						now += rng.Int64N(period/l.Count + 1)
+					case 2:
+						now += rng.Int64N(2 * period)
+					case 3:
+						now += rng.Int64N(1000)
+					}
+					cost := int64(1)
+					if rng.IntN(5) == 0 {
+						cost = rng.Int64N(l.Capacity() + 1)
+					}
+					want := expect(l, m, now, cost)
+					next, got := l.Step(s, now, cost)
+					if got != want {
+						t.Fatalf("step %d at %d cost %d:\n got %v\nwant %v", i, now, cost, got, want)
+					}
+					if got.Allowed {
+						s = next
+					}
+				}
+			})
+		}
+	}
+}
+
+// The properties every algorithm keeps, checked on the real steps alone:
+// waiting RetryAfter lets the same request pass and waiting a microsecond
+// less does not; Remaining unit requests pass at once and one more does not.
+func TestStepProperties(t *testing.T) {
+	for _, alg := range Algorithms() {
+		l := Limit{Algorithm: alg, Count: 3, Period: 7 * time.Second}
+		t.Run(alg.String(), func(t *testing.T) {
+			rng := rand.New(rand.NewPCG(7, uint64(alg)))
+			s := State{}
+			now := int64(0)
+			for i := range 5000 {
+				now += rng.Int64N(4 * sec)
+				cost := 1 + rng.Int64N(l.Capacity())
+				next, d := l.Step(s, now, cost)
+				if d.Remaining < 0 || d.RetryAfter < 0 || d.ResetAfter < 0 {
+					t.Fatalf("step %d: negative field in %v", i, d)
+				}
+				if d.Allowed {
+					s = next
+					if d.RetryAfter != 0 {
+						t.Fatalf("step %d: allowed with RetryAfter %v", i, d.RetryAfter)
+					}
+				} else {
+					w := micros(d.RetryAfter)
+					if w <= 0 {
+						t.Fatalf("step %d: refused with RetryAfter %v", i, d.RetryAfter)
+					}
+					if _, d2 := l.Step(s, now+w, cost); !d2.Allowed {
+						t.Fatalf("step %d: refused again after RetryAfter %v: %v", i, d.RetryAfter, d2)
+					}
+					if _, d2 := l.Step(s, now+w-1, cost); d2.Allowed {
+						t.Fatalf("step %d: RetryAfter %v is not the least wait", i, d.RetryAfter)
+					}
+				}
+				// Remaining is what passes next, at the same instant.
+				probe := s
+				for k := int64(0); k < d.Remaining; k++ {
+					var pd Decision
+					if probe, pd = l.Step(probe, now, 1); !pd.Allowed {
+						t.Fatalf("step %d: Remaining %d but unit %d refused", i, d.Remaining, k+1)
+					}
+				}
+				if _, pd := l.Step(probe, now, 1); pd.Allowed {
+					t.Fatalf("step %d: Remaining %d but one more passed", i, d.Remaining)
+				}
+			}
+		})
+	}
+}
+
+// A million arrivals at 3 per 7s with random gaps: the steps admit exactly
+// what the real-valued definition admits, with no drift.
+func TestNoDriftMillion(t *testing.T) {
+	n, modelSteps := 1_000_000, 1_000_000
+	if testing.Short() || raceEnabled {
+		modelSteps = 50_000
+	}
+	for _, alg := range []Algorithm{GCRA, TokenBucket, LeakyBucket, SlidingWindow, FixedWindow} {
+		t.Run(alg.String(), func(t *testing.T) {
+			l := Limit{Algorithm: alg, Count: 3, Period: 7 * time.Second}
+			rng := rand.New(rand.NewPCG(3, 7))
+			var s State
+			now := int64(0)
+			got := 0
+			var want int
+			// The model is exact and slow: under -short it checks a prefix.
+			m := newModel(l)
+			for i := range n {
+				now += rng.Int64N(3 * sec)
+				next, d := l.Step(s, now, 1)
+				if d.Allowed {
+					s = next
+					got++
+				}
+				if i < modelSteps {
+					if m.allows(now, 1) {
+						m.admit(now, 1)
+						want++
+					}
+					if i == modelSteps-1 && got != want {
+						t.Fatalf("after %d arrivals: steps admitted %d, model %d", i+1, got, want)
+					}
+				}
+			}
+			// Over the whole run nothing can beat the long-run rate: at most
+			// burst + elapsed·3/7 (windows: 3 per started window, doubled for
+			// the sliding window's worst case).
+			bound := l.Capacity() + now*3/(7*sec) + 3
+			if alg == FixedWindow || alg == SlidingWindow {
+				bound = 3 * (now/(7*sec) + 1)
+			}
+			if int64(got) > bound {
+				t.Fatalf("admitted %d over %v, more than %d", got, time.Duration(now)*time.Microsecond, bound)
+			}
+		})
+	}
+}
