@@ -1,0 +1,65 @@
+// Package retry is the client side of rate limiting: an HTTP client that
+// backs off when a server says "too many requests" instead of making the
+// overload worse.
+//
+// A client that retries a 429 at once adds load exactly when the server
+// has none to spare, and thousands of clients refused at the same instant
+// come back at the same instant, in waves. This package retries the way a
+// rate-limited server needs its clients to:
+//
+//   - it waits as long as Retry-After asks, and never less;
+//   - without Retry-After it waits a random time in a window that doubles
+//     with each attempt ("full jitter"), which spreads a herd evenly;
+//   - it never waits past the request's context deadline: if the wait
+//     would cross it, the caller gets the server's 429 at once;
+//   - a retry budget keeps retries to a share of requests (10% by
+//     default), so an outage cannot multiply the traffic of a fleet;
+//   - it only repeats requests that are safe to repeat.
+//
+// It works with any server that sends the standard headers and depends on
+// nothing else in sluice.
+//
+// # Where to start
+//
+// Client returns an *http.Client ready to use; NewTransport wraps any
+// http.RoundTripper. Options holds every knob, and its zero value is the
+// recommended configuration. Transport's doc comment lists exactly which
+// requests are retried.
+//
+// # Files
+//
+//   - transport.go: Transport, the retry loop, Backoff, which requests are safe.
+//   - options.go: Options and their defaults, RetryInfo for the OnRetry
+//     hook, and the Clock interface through which all time passes.
+//   - budget.go: the retry budget, a ring of buckets over a sliding window.
+//   - pacer.go: optional pacing from quota headers (Options.Pacing).
+//   - headers.go: ParseRetryAfter and ParseRateLimit, usable on their own.
+//   - sfv.go: a small Structured Field (RFC 9651) list parser for the
+//     RateLimit and RateLimit-Policy fields.
+//
+// # Choices
+//
+// A Retry-After above Options.MaxRetryAfter is not retried: the response
+// goes back to the caller, who can read the header and decide. Retrying
+// earlier would break the server's request; waiting minutes inside an
+// http.Client call is rarely what the caller wants.
+//
+// Retry-After values are honoured with up to one Options.Base of extra
+// jitter, never less. Garbage or negative values are ignored and the
+// backoff applies; a number of seconds too large to represent saturates
+// (as RFC 9111 prescribes for delta-seconds) and so exceeds the cap.
+//
+// Pacing is off by default. When on, and a host reports r requests left
+// until a reset t away (RateLimit, RateLimit-Policy, or the older
+// X-RateLimit-Remaining and X-RateLimit-Reset), and r is at most
+// Options.PaceThreshold, requests to that host leave t/(r+1) apart. A
+// pacing wait that would cross the request's deadline is skipped: the
+// request is sent at once and the server decides.
+//
+// # Testing
+//
+// All time goes through Options.Clock and all randomness through
+// Options.Rand, so tests drive a fake clock and a seeded source and never
+// sleep. The package's own tests run a real HTTP server on loopback whose
+// limiter reads the same fake clock as the client.
+package retry

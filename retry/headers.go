@@ -1,0 +1,177 @@
+package retry
+
+import (
+	"math"
+	"net/http"
+	"strings"
+	"time"
+)
+
+// maxSeconds is the largest whole number of seconds a time.Duration holds.
+const maxSeconds = math.MaxInt64 / int64(time.Second)
+
+// unixThreshold separates the two readings of X-RateLimit-Reset: a value
+// above it (about September 2001 as a Unix time, or 31 years as a delay)
+// can only sensibly be an absolute Unix time.
+const unixThreshold = 1_000_000_000
+
+// ParseRetryAfter interprets a Retry-After field value (RFC 9110 §10.2.3)
+// received at now, and reports how long the server asked the client to
+// wait. ok is false when the value is empty or not valid, in which case
+// the caller should fall back to its own backoff.
+//
+// Both forms are accepted: delta-seconds ("120") and an HTTP-date in any
+// of the formats http.ParseTime knows. A date in the past means "now" and
+// yields 0. Signs, fractions and other garbage are invalid. A number of
+// seconds too large for a time.Duration is not an error: following the
+// rule RFC 9111 §1.2.2 gives for delta-seconds, it saturates to the
+// largest Duration, so a server asking for "forever" is read as asking
+// for more than any cap rather than being ignored.
+func ParseRetryAfter(value string, now time.Time) (wait time.Duration, ok bool) {
+	v := strings.Trim(value, " \t")
+	if v == "" {
+		return 0, false
+	}
+	if n, ok := parseDigits(v); ok {
+		return seconds(n), true
+	}
+	t, err := http.ParseTime(v)
+	if err != nil {
+		return 0, false
+	}
+	return max(t.Sub(now), 0), true
+}
+
+// Quota is one rate-limit quota a server reported in a response.
+type Quota struct {
+	// Policy is the name of the quota policy from the RateLimit field,
+	// or "" for the X-RateLimit-* fields.
+	Policy string
+	// Remaining is the number of requests the server will still accept
+	// before Reset; never negative.
+	Remaining int64
+	// Reset is the time until more quota becomes available; never negative.
+	Reset time.Duration
+}
+
+// ParseRateLimit extracts the quotas a response's header reports at now.
+// It reads two vocabularies and returns the quotas of both:
+//
+//   - RateLimit and RateLimit-Policy (draft-ietf-httpapi-ratelimit-headers-10),
+//     Structured Field Lists such as
+//     RateLimit: "burst";r=5;t=1, "daily";r=900;t=3600 and
+//     RateLimit-Policy: "burst";q=100;w=60. Each RateLimit item with an r
+//     gives a Quota. When t is missing, the w of the policy of the same
+//     name stands in for it; an item with neither is skipped, since a
+//     quota with no known reset cannot be paced. Items whose policy counts
+//     something other than requests (qu other than "requests") are skipped.
+//   - X-RateLimit-Remaining and X-RateLimit-Reset, the older convention.
+//     Reset is read as delta-seconds, or as a Unix time when it is larger
+//     than 10^9 (no delay that long is plausible, and many servers send
+//     the absolute form).
+//
+// A field that is malformed is ignored as a whole, as RFC 9651 requires;
+// ParseRateLimit never panics and never returns negative values. It
+// returns nil when the response reports no usable quota.
+func ParseRateLimit(h http.Header, now time.Time) []Quota {
+	var quotas []Quota
+
+	type policy struct {
+		window    int64
+		hasWindow bool
+		requests  bool
+	}
+	policies := map[string]policy{}
+	if items, ok := parseSFList(strings.Join(h.Values("RateLimit-Policy"), ",")); ok {
+		for _, it := range items {
+			name, ok := it.name()
+			if !ok {
+				continue
+			}
+			if q, ok := it.param("q"); !ok || q.kind != sfInteger || q.i < 0 {
+				continue // the draft makes q required
+			}
+			pol := policy{requests: true}
+			if w, ok := it.param("w"); ok && w.kind == sfInteger && w.i >= 0 {
+				pol.window, pol.hasWindow = w.i, true
+			}
+			if qu, ok := it.param("qu"); ok && (qu.kind != sfString || qu.s != "requests") {
+				pol.requests = false
+			}
+			policies[name] = pol
+		}
+	}
+	if items, ok := parseSFList(strings.Join(h.Values("RateLimit"), ",")); ok {
+		for _, it := range items {
+			name, ok := it.name()
+			if !ok {
+				continue
+			}
+			r, ok := it.param("r")
+			if !ok || r.kind != sfInteger || r.i < 0 {
+				continue
+			}
+			pol, known := policies[name]
+			if known && !pol.requests {
+				continue
+			}
+			var reset int64
+			if t, ok := it.param("t"); ok && t.kind == sfInteger && t.i >= 0 {
+				reset = t.i
+			} else if known && pol.hasWindow {
+				reset = pol.window
+			} else {
+				continue
+			}
+			quotas = append(quotas, Quota{Policy: name, Remaining: r.i, Reset: seconds(reset)})
+		}
+	}
+
+	remaining, okR := parseDigits(strings.Trim(h.Get("X-RateLimit-Remaining"), " \t"))
+	reset, okT := parseDigits(strings.Trim(h.Get("X-RateLimit-Reset"), " \t"))
+	if okR && okT {
+		d := seconds(reset)
+		if reset > unixThreshold {
+			// time.Unix wraps for values far beyond any real date; 2^40
+			// seconds is some 35,000 years, already past any Duration.
+			if reset > 1<<40 {
+				d = math.MaxInt64
+			} else {
+				d = max(time.Unix(reset, 0).Sub(now), 0)
+			}
+		}
+		quotas = append(quotas, Quota{Remaining: remaining, Reset: d})
+	}
+	return quotas
+}
+
+// parseDigits parses a non-empty run of ASCII digits, saturating at
+// math.MaxInt64 instead of overflowing.
+func parseDigits(s string) (int64, bool) {
+	if s == "" {
+		return 0, false
+	}
+	var n int64
+	for i := 0; i < len(s); i++ {
+		c := s[i]
+		if !isDigit(c) {
+			return 0, false
+		}
+		d := int64(c - '0')
+		if n > (math.MaxInt64-d)/10 {
+			n = math.MaxInt64
+			continue // keep validating the rest
+		}
+		n = n*10 + d
+	}
+	return n, true
+}
+
+// seconds converts a non-negative number of seconds to a Duration,
+// saturating at the largest Duration.
+func seconds(n int64) time.Duration {
+	if n > maxSeconds {
+		return math.MaxInt64
+	}
+	return time.Duration(n) * time.Second
+}

@@ -1,0 +1,148 @@
+package retry
+
+import (
+	"math"
+	"net/http"
+	"reflect"
+	"strconv"
+	"testing"
+	"time"
+)
+
+func TestParseRetryAfter(t *testing.T) {
+	now := testStart
+	cases := []struct {
+		in     string
+		want   time.Duration
+		wantOK bool
+	}{
+		{"120", 120 * time.Second, true},
+		{"0", 0, true},
+		{"007", 7 * time.Second, true},
+		{" 5\t", 5 * time.Second, true}, // surrounding whitespace is allowed
+		{now.Add(90 * time.Second).Format(http.TimeFormat), 90 * time.Second, true},
+		{now.Add(-time.Hour).Format(http.TimeFormat), 0, true}, // past: retry now
+		{now.Add(45 * time.Second).Format(time.RFC850), 45 * time.Second, true},
+		{now.Add(30 * time.Second).Format(time.ANSIC), 30 * time.Second, true},
+		{"9223372036", 9223372036 * time.Second, true},         // the largest whole-second Duration
+		{"9223372037", math.MaxInt64, true},                    // one more saturates
+		{"99999999999999999999999999999", math.MaxInt64, true}, // beyond int64 saturates too
+		{"", 0, false},
+		{"   ", 0, false},
+		{"-5", 0, false},
+		{"+5", 0, false},
+		{"1.5", 0, false},
+		{"1e3", 0, false},
+		{"0x10", 0, false},
+		{"5 s", 0, false},
+		{"soon", 0, false},
+		{"Mon, 32 Foo 2030 99:99:99 GMT", 0, false},
+		{"\u0661\u0662", 0, false}, // non-ASCII digits
+	}
+	for _, tc := range cases {
+		got, ok := ParseRetryAfter(tc.in, now)
+		if got != tc.want || ok != tc.wantOK {
+			t.Errorf("ParseRetryAfter(%q) = %v, %v; want %v, %v", tc.in, got, ok, tc.want, tc.wantOK)
+		}
+	}
+}
+
+func TestParseRateLimit(t *testing.T) {
+	now := testStart
+	unix := func(d time.Duration) string { return strconv.FormatInt(now.Add(d).Unix(), 10) }
+	cases := []struct {
+		name string
+		kv   []string
+		want []Quota
+	}{
+		{"none", nil, nil},
+		{"one item", []string{"RateLimit", `"default";r=50;t=30`},
+			[]Quota{{"default", 50, 30 * time.Second}}},
+		{"several items", []string{"RateLimit", `"burst";r=5;t=1, "daily";r=900;t=3600`},
+			[]Quota{{"burst", 5, time.Second}, {"daily", 900, time.Hour}}},
+		{"several field lines", []string{"RateLimit", `"a";r=1;t=2`, "RateLimit", `"b";r=3;t=4`},
+			[]Quota{{"a", 1, 2 * time.Second}, {"b", 3, 4 * time.Second}}},
+		{"token names", []string{"RateLimit", `burst;r=5;t=1`},
+			[]Quota{{"burst", 5, time.Second}}},
+		{"reset from policy window", []string{"RateLimit", `"w";r=7`, "RateLimit-Policy", `"w";q=100;w=60`},
+			[]Quota{{"w", 7, time.Minute}}},
+		{"no reset known", []string{"RateLimit", `"w";r=7`}, nil},
+		{"policy without q ignored", []string{"RateLimit", `"w";r=7`, "RateLimit-Policy", `"w";w=60`}, nil},
+		{"other quota unit", []string{"RateLimit", `"bytes";r=7;t=1`, "RateLimit-Policy", `"bytes";q=1000;qu="content-bytes";w=1`}, nil},
+		{"requests unit", []string{"RateLimit", `"r";r=7;t=1`, "RateLimit-Policy", `"r";q=10;qu="requests";w=1`},
+			[]Quota{{"r", 7, time.Second}}},
+		{"negative and missing r skipped", []string{"RateLimit", `"a";r=-1;t=5, "b";t=5, "c";r=2;t=5`},
+			[]Quota{{"c", 2, 5 * time.Second}}},
+		{"non-integer r skipped", []string{"RateLimit", `"a";r=1.5;t=5, "b";r="2";t=5`}, nil},
+		{"other parameters and an inner list", []string{"RateLimit", `"a";r=5;t=10;pk=:YWJj:;x=?1, ("x" "y");q=1`},
+			[]Quota{{"a", 5, 10 * time.Second}}},
+		{"escaped name", []string{"RateLimit", `"a\"b";r=1;t=1`},
+			[]Quota{{`a"b`, 1, time.Second}}},
+		{"malformed field ignored whole", []string{"RateLimit", `"a";r=5;t=10, "b";r=`}, nil},
+		{"trailing comma", []string{"RateLimit", `"a";r=5;t=10,`}, nil},
+		{"unterminated string", []string{"RateLimit", `"a;r=5;t=10`}, nil},
+		{"integer too long", []string{"RateLimit", `"a";r=1234567890123456;t=1`}, nil},
+		{"huge t saturates", []string{"RateLimit", `"a";r=1;t=999999999999999`},
+			[]Quota{{"a", 1, math.MaxInt64}}},
+		{"legacy delta", []string{"X-RateLimit-Remaining", "3", "X-RateLimit-Reset", "20"},
+			[]Quota{{"", 3, 20 * time.Second}}},
+		{"legacy unix time", []string{"X-RateLimit-Remaining", "0", "X-RateLimit-Reset", unix(45 * time.Second)},
+			[]Quota{{"", 0, 45 * time.Second}}},
+		{"legacy unix time past", []string{"X-RateLimit-Remaining", "0", "X-RateLimit-Reset", unix(-time.Hour)},
+			[]Quota{{"", 0, 0}}},
+		{"legacy huge", []string{"X-RateLimit-Remaining", "99999999999999999999", "X-RateLimit-Reset", "99999999999999999999"},
+			[]Quota{{"", math.MaxInt64, math.MaxInt64}}},
+		{"legacy garbage", []string{"X-RateLimit-Remaining", "-1", "X-RateLimit-Reset", "20"}, nil},
+		{"legacy half", []string{"X-RateLimit-Remaining", "3"}, nil},
+		{"both vocabularies", []string{"RateLimit", `"a";r=1;t=2`, "X-RateLimit-Remaining", "3", "X-RateLimit-Reset", "4"},
+			[]Quota{{"a", 1, 2 * time.Second}, {"", 3, 4 * time.Second}}},
+	}
+	for _, tc := range cases {
+		h := http.Header{}
+		for i := 0; i+1 < len(tc.kv); i += 2 {
+			h.Add(tc.kv[i], tc.kv[i+1])
+		}
+		if got := ParseRateLimit(h, now); !reflect.DeepEqual(got, tc.want) {
+			t.Errorf("%s: ParseRateLimit(%v) = %v, want %v", tc.name, h, got, tc.want)
+		}
+	}
+}
+
+// TestParseSFList checks the Structured Field parser on the RFC 9651
+// types RateLimit fields do not use but may carry.
+func TestParseSFList(t *testing.T) {
+	cases := []struct {
+		in     string
+		items  int
+		wantOK bool
+	}{
+		{``, 0, true},
+		{`a, b`, 2, true},
+		{`1, -2, 3.5, ?0, ?1, :aGk=:, @1700000000, %"caf%c3%a9"`, 8, true},
+		{`("a" "b";x=1);y, c`, 2, true},
+		{`*tok/en:x`, 1, true},
+		{`a;b;c=?0`, 1, true},
+		{`a,,b`, 0, false},
+		{`a b`, 0, false},
+		{`1.2345`, 0, false},
+		{`1.`, 0, false},
+		{`-`, 0, false},
+		{`?2`, 0, false},
+		{`:a*b:`, 0, false},
+		{`"tab\there"`, 0, false},
+		{`"\x"`, 0, false},
+		{`a;B=1`, 0, false},
+		{`("a"`, 0, false},
+		{`@1.5`, 0, false},
+		{`%"A%zz"`, 0, false},
+		{`%x`, 0, false},
+		{"\x00", 0, false},
+		{`é`, 0, false},
+	}
+	for _, tc := range cases {
+		items, ok := parseSFList(tc.in)
+		if ok != tc.wantOK || len(items) != tc.items {
+			t.Errorf("parseSFList(%q) = %d items, %v; want %d, %v", tc.in, len(items), ok, tc.items, tc.wantOK)
+		}
+	}
+}

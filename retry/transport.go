@@ -1,0 +1,264 @@
+package retry
+
+import (
+	"context"
+	"errors"
+	"io"
+	"math"
+	"net/http"
+	"sync"
+	"time"
+)
+
+// maxDrain bounds how much of a discarded response body is read so that
+// its connection can be reused; a larger body is cut off and its
+// connection closed, which is cheaper than reading megabytes of error page.
+const maxDrain = 64 << 10
+
+// Transport is an http.RoundTripper that retries a request refused with
+// 429 Too Many Requests or 503 Service Unavailable, or lost to a
+// connection error, when the request is safe to send again. It waits as
+// long as the server's Retry-After asks, or else an exponentially growing,
+// fully jittered backoff; it never waits past the request's deadline, and
+// a retry budget keeps its retries to a share of its requests. With
+// Options.Pacing it also slows down before the server refuses anything.
+//
+// A request is safe to send again when its method is GET, HEAD, OPTIONS,
+// TRACE, PUT or DELETE, or when it carries an Idempotency-Key header; and,
+// if it has a body, when the body can be replayed through Request.GetBody
+// (http.NewRequest sets it for in-memory bodies). Other requests are sent
+// once and their response is returned untouched.
+//
+// When it gives up, RoundTrip returns the last response (or error) as it
+// came: a caller sees the server's real 429, with its headers and body.
+//
+// A Transport is safe for concurrent use, and its budget and pacing state
+// span all its requests, so create one per client, not per request. The
+// zero value behaves like NewTransport(nil, Options{}). Most callers want
+// Client; NewTransport wraps a RoundTripper of one's own.
+type Transport struct {
+	next http.RoundTripper
+	opts Options // defaults applied by init
+
+	once   sync.Once
+	budget *budget // nil if Options.NoBudget
+	pacer  *pacer  // nil unless Options.Pacing
+	randMu sync.Mutex
+}
+
+var _ http.RoundTripper = (*Transport)(nil)
+
+// NewTransport returns a Transport that sends each attempt through next,
+// or through http.DefaultTransport if next is nil.
+func NewTransport(next http.RoundTripper, opts Options) *Transport {
+	t := &Transport{next: next, opts: opts}
+	t.once.Do(t.init)
+	return t
+}
+
+// Client returns an http.Client whose transport is
+// NewTransport(http.DefaultTransport, opts).
+func Client(opts Options) *http.Client {
+	return &http.Client{Transport: NewTransport(nil, opts)}
+}
+
+func (t *Transport) init() {
+	t.opts = t.opts.withDefaults()
+	if t.next == nil {
+		t.next = http.DefaultTransport
+	}
+	if !t.opts.NoBudget {
+		t.budget = newBudget(t.opts.BudgetRatio, t.opts.BudgetMinRetries, t.opts.BudgetWindow, t.opts.Clock.Now())
+	}
+	if t.opts.Pacing {
+		t.pacer = newPacer(t.opts.PaceThreshold, t.opts.MaxRetryAfter)
+	}
+}
+
+// Backoff returns the wait before the retry that follows the attempt-th
+// failed attempt, when the server gave no usable Retry-After: a random
+// duration in [0, min(Cap, Base·2^(attempt-1))], "full jitter". attempt
+// counts from 1; smaller values are treated as 1, and huge ones simply
+// reach Cap.
+//
+// Full jitter is what breaks up a herd: clients refused at the same
+// instant come back spread evenly over the whole window instead of
+// together. A constant Rand turns it off.
+func (t *Transport) Backoff(attempt int) time.Duration {
+	t.once.Do(t.init)
+	return jitter(t.rand(), ceiling(t.opts.Base, t.opts.Cap, attempt))
+}
+
+// ceiling returns min(cap, base·2^(attempt-1)) without overflowing.
+func ceiling(base, cap time.Duration, attempt int) time.Duration {
+	d := min(base, cap)
+	for i := 1; i < attempt && d < cap; i++ {
+		if d > cap/2 {
+			return cap
+		}
+		d *= 2
+	}
+	return d
+}
+
+// jitter scales d by r, clamped to [0, 1].
+func jitter(r float64, d time.Duration) time.Duration {
+	switch {
+	case !(r > 0): // also catches NaN
+		return 0
+	case r >= 1:
+		return d
+	}
+	return time.Duration(r * float64(d))
+}
+
+func (t *Transport) rand() float64 {
+	t.randMu.Lock()
+	defer t.randMu.Unlock()
+	return t.opts.Rand()
+}
+
+// CloseIdleConnections closes the idle connections of the wrapped
+// RoundTripper, if it has such a method; http.Client.CloseIdleConnections
+// relies on this.
+func (t *Transport) CloseIdleConnections() {
+	t.once.Do(t.init)
+	if c, ok := t.next.(interface{ CloseIdleConnections() }); ok {
+		c.CloseIdleConnections()
+	}
+}
+
+// RoundTrip implements http.RoundTripper. See Transport for what is
+// retried and how long it waits.
+func (t *Transport) RoundTrip(req *http.Request) (*http.Response, error) {
+	t.once.Do(t.init)
+	o := &t.opts
+	ctx := req.Context()
+	if t.budget != nil {
+		t.budget.request(o.Clock.Now())
+	}
+	canRetry := replayable(req)
+	deadline, hasDeadline := ctx.Deadline()
+	var host string
+	if req.URL != nil {
+		host = req.URL.Host
+	}
+
+	cur := req
+	for attempt := 1; ; attempt++ {
+		if t.pacer != nil {
+			if wait := t.pacer.reserve(host, o.Clock.Now(), deadline, hasDeadline); wait > 0 {
+				if err := o.Clock.Sleep(ctx, wait); err != nil {
+					closeBody(cur) // a RoundTripper must close the body, even on error
+					return nil, err
+				}
+			}
+		}
+		sent := o.Clock.Now()
+		resp, err := t.next.RoundTrip(cur)
+		now := o.Clock.Now()
+		if err == nil && t.pacer != nil {
+			t.pacer.observe(host, resp.Header, sent, now)
+		}
+
+		switch {
+		case err != nil:
+			if ctx.Err() != nil || errors.Is(err, context.Canceled) || errors.Is(err, context.DeadlineExceeded) {
+				return nil, err // the caller gave up; that is not the server's fault
+			}
+		case resp.StatusCode == http.StatusTooManyRequests, resp.StatusCode == http.StatusServiceUnavailable:
+		default:
+			return resp, nil
+		}
+		if !canRetry || attempt >= o.MaxAttempts {
+			return resp, err
+		}
+
+		wait, told := time.Duration(0), false
+		if resp != nil {
+			var ra time.Duration
+			if ra, told = ParseRetryAfter(resp.Header.Get("Retry-After"), now); told {
+				if ra > o.MaxRetryAfter {
+					return resp, nil
+				}
+				// Up to one Base of jitter on top of the server's floor, so
+				// clients told "1 second" at the same moment do not all
+				// come back in the same millisecond.
+				wait = addSat(ra, jitter(t.rand(), o.Base))
+			}
+		}
+		if !told {
+			wait = t.Backoff(attempt)
+		}
+		if hasDeadline && wait >= deadline.Sub(now) {
+			return resp, err // the retry could not complete in time anyway
+		}
+		if t.budget != nil && !t.budget.allowRetry(now) {
+			return resp, err
+		}
+		next := req.Clone(ctx)
+		if hasBody(req) {
+			body, gerr := req.GetBody()
+			if gerr != nil {
+				return resp, err
+			}
+			next.Body = body
+		}
+
+		if o.OnRetry != nil {
+			info := RetryInfo{Request: req, Attempt: attempt, Wait: wait, Err: err}
+			if resp != nil {
+				info.StatusCode = resp.StatusCode
+			}
+			o.OnRetry(info)
+		}
+		if resp != nil {
+			discard(resp)
+		}
+		if serr := o.Clock.Sleep(ctx, wait); serr != nil {
+			closeBody(next)
+			return nil, serr
+		}
+		cur = next
+	}
+}
+
+// replayable reports whether req may be sent again: an idempotent method
+// (RFC 9110 §9.2.2) or an Idempotency-Key, and a body that can be replayed.
+func replayable(req *http.Request) bool {
+	if hasBody(req) && req.GetBody == nil {
+		return false
+	}
+	switch req.Method {
+	case "", http.MethodGet, http.MethodHead, http.MethodOptions, http.MethodTrace,
+		http.MethodPut, http.MethodDelete:
+		return true
+	}
+	return req.Header.Get("Idempotency-Key") != ""
+}
+
+func hasBody(req *http.Request) bool {
+	return req.Body != nil && req.Body != http.NoBody
+}
+
+func closeBody(req *http.Request) {
+	if req.Body != nil {
+		req.Body.Close()
+	}
+}
+
+// discard drains a little of resp's body, so the connection can be
+// reused, and closes it.
+func discard(resp *http.Response) {
+	_, _ = io.CopyN(io.Discard, resp.Body, maxDrain)
+	resp.Body.Close()
+}
+
+// addSat returns a+b for non-negative a and b, saturating instead of
+// overflowing.
+func addSat(a, b time.Duration) time.Duration {
+	if a > math.MaxInt64-b {
+		return math.MaxInt64
+	}
+	return a + b
+}

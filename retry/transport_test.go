@@ -1,0 +1,489 @@
+package retry
+
+import (
+	"context"
+	"errors"
+	"io"
+	"math"
+	"net/http"
+	"net/http/httptest"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+)
+
+// rtFunc adapts a function to http.RoundTripper.
+type rtFunc func(*http.Request) (*http.Response, error)
+
+func (f rtFunc) RoundTrip(r *http.Request) (*http.Response, error) { return f(r) }
+
+// trackedBody is a response body that counts what was read and whether it
+// was closed.
+type trackedBody struct {
+	r      io.Reader
+	read   atomic.Int64
+	closed atomic.Bool
+}
+
+func newTrackedBody(s string) *trackedBody { return &trackedBody{r: strings.NewReader(s)} }
+
+func (b *trackedBody) Read(p []byte) (int, error) {
+	n, err := b.r.Read(p)
+	b.read.Add(int64(n))
+	return n, err
+}
+
+func (b *trackedBody) Close() error { b.closed.Store(true); return nil }
+
+// reply builds a response to req with the given status, header pairs and
+// body.
+func reply(req *http.Request, status int, body io.ReadCloser, kv ...string) *http.Response {
+	h := http.Header{}
+	for i := 0; i+1 < len(kv); i += 2 {
+		h.Add(kv[i], kv[i+1])
+	}
+	if body == nil {
+		body = io.NopCloser(strings.NewReader(""))
+	}
+	return &http.Response{StatusCode: status, Header: h, Body: body, Request: req}
+}
+
+// testStart is a fixed instant for fake clocks that are not compared with
+// context deadlines.
+var testStart = time.Date(2030, 1, 1, 0, 0, 0, 0, time.UTC)
+
+func mustRequest(t *testing.T, method, url string, body io.Reader) *http.Request {
+	t.Helper()
+	req, err := http.NewRequest(method, url, body)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return req
+}
+
+// TestWhichRequestsAreRetried sends requests of every kind to a real
+// server that refuses the first attempt of each, and checks which were
+// retried, and that every attempt carried the whole body.
+func TestWhichRequestsAreRetried(t *testing.T) {
+	type bodyKind int
+	const (
+		noBody bodyKind = iota
+		replayable
+		oneShot // a body with no GetBody
+	)
+	cases := []struct {
+		name         string
+		method       string
+		key          string
+		body         bodyKind
+		wantAttempts int
+		wantStatus   int
+	}{
+		{"GET", http.MethodGet, "", noBody, 2, 200},
+		{"HEAD", http.MethodHead, "", noBody, 2, 200},
+		{"OPTIONS", http.MethodOptions, "", noBody, 2, 200},
+		{"TRACE", http.MethodTrace, "", noBody, 2, 200},
+		{"DELETE", http.MethodDelete, "", noBody, 2, 200},
+		{"PUT with body", http.MethodPut, "", replayable, 2, 200},
+		{"POST without key", http.MethodPost, "", replayable, 1, 429},
+		{"PATCH without key", http.MethodPatch, "", replayable, 1, 429},
+		{"POST with key", http.MethodPost, "k-1", replayable, 2, 200},
+		{"PATCH with key", http.MethodPatch, "k-2", replayable, 2, 200},
+		{"POST with key, one-shot body", http.MethodPost, "k-3", oneShot, 1, 429},
+		{"PUT, one-shot body", http.MethodPut, "", oneShot, 1, 429},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			var (
+				mu       sync.Mutex
+				attempts int
+				bodies   []string
+			)
+			srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+				b, _ := io.ReadAll(r.Body)
+				mu.Lock()
+				attempts++
+				n := attempts
+				bodies = append(bodies, string(b))
+				mu.Unlock()
+				if n == 1 {
+					w.Header().Set("Retry-After", "1")
+					w.WriteHeader(http.StatusTooManyRequests)
+					return
+				}
+				w.WriteHeader(http.StatusOK)
+			}))
+			defer srv.Close()
+
+			var body io.Reader
+			switch tc.body {
+			case replayable:
+				body = strings.NewReader("payload")
+			case oneShot:
+				body = io.NopCloser(strings.NewReader("payload"))
+			}
+			req := mustRequest(t, tc.method, srv.URL, body)
+			if tc.key != "" {
+				req.Header.Set("Idempotency-Key", tc.key)
+			}
+			clock := newFakeClock(testStart)
+			tr := NewTransport(nil, Options{Clock: clock})
+			defer tr.CloseIdleConnections()
+
+			resp, err := tr.RoundTrip(req)
+			if err != nil {
+				t.Fatal(err)
+			}
+			resp.Body.Close()
+			if resp.StatusCode != tc.wantStatus {
+				t.Errorf("status %d, want %d", resp.StatusCode, tc.wantStatus)
+			}
+			mu.Lock()
+			defer mu.Unlock()
+			if attempts != tc.wantAttempts {
+				t.Errorf("server saw %d attempts, want %d", attempts, tc.wantAttempts)
+			}
+			if tc.body != noBody {
+				for i, b := range bodies {
+					if b != "payload" {
+						t.Errorf("attempt %d carried body %q, want %q", i+1, b, "payload")
+					}
+				}
+			}
+			if got := len(clock.Sleeps()); got != tc.wantAttempts-1 {
+				t.Errorf("slept %d times, want %d", got, tc.wantAttempts-1)
+			}
+		})
+	}
+}
+
+// TestWaitsForRetryAfter checks that the wait before a retry is the
+// server's Retry-After plus at most one Base of jitter, for both forms of
+// the header, and the backoff when the header is missing or unusable.
+func TestWaitsForRetryAfter(t *testing.T) {
+	base := 100 * time.Millisecond
+	cases := []struct {
+		name     string
+		status   int
+		header   string // Retry-After; "-" for none
+		min, max time.Duration
+	}{
+		{"seconds", 429, "7", 7 * time.Second, 7*time.Second + base},
+		{"seconds on 503", 503, "3", 3 * time.Second, 3*time.Second + base},
+		{"zero", 429, "0", 0, base},
+		{"date in future", 429, testStart.Add(90 * time.Second).Format(http.TimeFormat), 90 * time.Second, 90*time.Second + base},
+		{"date in past", 429, testStart.Add(-time.Hour).Format(http.TimeFormat), 0, base},
+		{"no header: backoff", 429, "-", 0, base},
+		{"garbage: backoff", 429, "soon", 0, base},
+		{"negative: backoff", 503, "-5", 0, base},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			n := 0
+			next := rtFunc(func(req *http.Request) (*http.Response, error) {
+				n++
+				if n == 1 {
+					if tc.header == "-" {
+						return reply(req, tc.status, nil), nil
+					}
+					return reply(req, tc.status, nil, "Retry-After", tc.header), nil
+				}
+				return reply(req, 200, nil), nil
+			})
+			clock := newFakeClock(testStart)
+			// Rand just below 1 puts the wait at the top of its range,
+			// where an off-by-a-window mistake would show.
+			tr := NewTransport(next, Options{Clock: clock, Base: base, Rand: func() float64 { return 0.999 }})
+			resp, err := tr.RoundTrip(mustRequest(t, "GET", "http://example.test/", nil))
+			if err != nil {
+				t.Fatal(err)
+			}
+			if resp.StatusCode != 200 || n != 2 {
+				t.Fatalf("status %d after %d attempts, want 200 after 2", resp.StatusCode, n)
+			}
+			sleeps := clock.Sleeps()
+			if len(sleeps) != 1 {
+				t.Fatalf("slept %v, want one sleep", sleeps)
+			}
+			if w := sleeps[0]; w < tc.min || w > tc.max {
+				t.Errorf("waited %v, want within [%v, %v]", w, tc.min, tc.max)
+			}
+		})
+	}
+}
+
+// TestDeadlineShorterThanWait checks that when the wait would cross the
+// request's deadline, the real refusal comes back at once, without sleeping.
+func TestDeadlineShorterThanWait(t *testing.T) {
+	cases := []struct {
+		name string
+		kv   []string
+		opts Options
+	}{
+		{"Retry-After beyond deadline", []string{"Retry-After", "5"}, Options{}},
+		{"backoff beyond deadline", nil, Options{Base: 10 * time.Second, Rand: func() float64 { return 0.5 }}},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			// Deadlines are real times; the fake clock starts at the real
+			// now so the Transport compares like with like.
+			start := time.Now()
+			clock := newFakeClock(start)
+			n := 0
+			next := rtFunc(func(req *http.Request) (*http.Response, error) {
+				n++
+				return reply(req, 429, io.NopCloser(strings.NewReader("slow down")), tc.kv...), nil
+			})
+			opts := tc.opts
+			opts.Clock = clock
+			tr := NewTransport(next, opts)
+			ctx, cancel := context.WithDeadline(context.Background(), start.Add(time.Second))
+			defer cancel()
+			req := mustRequest(t, "GET", "http://example.test/", nil).WithContext(ctx)
+
+			resp, err := tr.RoundTrip(req)
+			if err != nil {
+				t.Fatalf("err = %v, want the 429 response", err)
+			}
+			defer resp.Body.Close()
+			if resp.StatusCode != 429 {
+				t.Errorf("status %d, want 429", resp.StatusCode)
+			}
+			if b, _ := io.ReadAll(resp.Body); string(b) != "slow down" {
+				t.Errorf("body %q, want the server's body intact", b)
+			}
+			if n != 1 {
+				t.Errorf("%d attempts, want 1", n)
+			}
+			if s := clock.Sleeps(); len(s) != 0 {
+				t.Errorf("slept %v, want no sleep", s)
+			}
+			if !clock.Now().Equal(start) {
+				t.Errorf("clock advanced by %v", clock.Now().Sub(start))
+			}
+		})
+	}
+}
+
+// TestRetryAfterAboveCap checks the documented choice: a server asking
+// for more than MaxRetryAfter gets its response handed back, not a retry.
+func TestRetryAfterAboveCap(t *testing.T) {
+	for _, ra := range []string{"301", "99999999999999999999999"} {
+		n := 0
+		next := rtFunc(func(req *http.Request) (*http.Response, error) {
+			n++
+			return reply(req, 503, nil, "Retry-After", ra), nil
+		})
+		clock := newFakeClock(testStart)
+		tr := NewTransport(next, Options{Clock: clock, MaxRetryAfter: 5 * time.Minute})
+		resp, err := tr.RoundTrip(mustRequest(t, "GET", "http://example.test/", nil))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if resp.StatusCode != 503 || n != 1 || len(clock.Sleeps()) != 0 {
+			t.Errorf("Retry-After %s: status %d after %d attempts and sleeps %v; want 503 after 1, no sleep",
+				ra, resp.StatusCode, n, clock.Sleeps())
+		}
+	}
+}
+
+// TestMaxAttemptsAndDraining checks that a request is sent MaxAttempts
+// times at most, that the last response comes back unread, and that every
+// discarded response was drained (a bounded amount) and closed.
+func TestMaxAttemptsAndDraining(t *testing.T) {
+	big := strings.Repeat("x", 4*maxDrain)
+	var bodies []*trackedBody
+	next := rtFunc(func(req *http.Request) (*http.Response, error) {
+		b := newTrackedBody(big)
+		bodies = append(bodies, b)
+		return reply(req, 503, b), nil
+	})
+	clock := newFakeClock(testStart)
+	tr := NewTransport(next, Options{Clock: clock, MaxAttempts: 3})
+	resp, err := tr.RoundTrip(mustRequest(t, "GET", "http://example.test/", nil))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if resp.StatusCode != 503 {
+		t.Errorf("status %d, want 503", resp.StatusCode)
+	}
+	if len(bodies) != 3 {
+		t.Fatalf("%d attempts, want 3", len(bodies))
+	}
+	for i, b := range bodies[:2] {
+		if !b.closed.Load() {
+			t.Errorf("discarded body %d not closed", i)
+		}
+		if r := b.read.Load(); r == 0 || r > maxDrain {
+			t.Errorf("discarded body %d: read %d bytes, want 1..%d", i, r, maxDrain)
+		}
+	}
+	last := bodies[2]
+	if last.closed.Load() || last.read.Load() != 0 {
+		t.Errorf("returned body was touched: read %d, closed %v", last.read.Load(), last.closed.Load())
+	}
+	if len(clock.Sleeps()) != 2 {
+		t.Errorf("slept %v, want 2 sleeps", clock.Sleeps())
+	}
+}
+
+// TestConnectionErrors checks that transport errors are retried for safe
+// requests only, and that a caller's cancellation is never retried.
+func TestConnectionErrors(t *testing.T) {
+	errConn := errors.New("connection reset")
+	t.Run("GET retried", func(t *testing.T) {
+		n := 0
+		next := rtFunc(func(req *http.Request) (*http.Response, error) {
+			n++
+			if n == 1 {
+				return nil, errConn
+			}
+			return reply(req, 200, nil), nil
+		})
+		var infos []RetryInfo
+		tr := NewTransport(next, Options{Clock: newFakeClock(testStart), OnRetry: func(i RetryInfo) { infos = append(infos, i) }})
+		resp, err := tr.RoundTrip(mustRequest(t, "GET", "http://example.test/", nil))
+		if err != nil || resp.StatusCode != 200 || n != 2 {
+			t.Fatalf("got %v, %v after %d attempts; want 200 after 2", resp, err, n)
+		}
+		if len(infos) != 1 || !errors.Is(infos[0].Err, errConn) || infos[0].StatusCode != 0 {
+			t.Errorf("OnRetry saw %+v, want one call carrying the error", infos)
+		}
+	})
+	t.Run("POST not retried", func(t *testing.T) {
+		n := 0
+		next := rtFunc(func(req *http.Request) (*http.Response, error) { n++; return nil, errConn })
+		tr := NewTransport(next, Options{Clock: newFakeClock(testStart)})
+		_, err := tr.RoundTrip(mustRequest(t, "POST", "http://example.test/", strings.NewReader("x")))
+		if !errors.Is(err, errConn) || n != 1 {
+			t.Errorf("err %v after %d attempts, want the connection error after 1", err, n)
+		}
+	})
+	t.Run("cancellation not retried", func(t *testing.T) {
+		ctx, cancel := context.WithCancel(context.Background())
+		n := 0
+		next := rtFunc(func(req *http.Request) (*http.Response, error) {
+			n++
+			cancel()
+			return nil, req.Context().Err()
+		})
+		clock := newFakeClock(testStart)
+		retries := 0
+		tr := NewTransport(next, Options{Clock: clock, OnRetry: func(RetryInfo) { retries++ }})
+		_, err := tr.RoundTrip(mustRequest(t, "GET", "http://example.test/", nil).WithContext(ctx))
+		if !errors.Is(err, context.Canceled) || n != 1 || retries != 0 || len(clock.Sleeps()) != 0 {
+			t.Errorf("err %v after %d attempts, %d retries planned, sleeps %v; want context.Canceled after 1, none planned, no sleep",
+				err, n, retries, clock.Sleeps())
+		}
+	})
+	t.Run("retries exhausted return the last error", func(t *testing.T) {
+		n := 0
+		next := rtFunc(func(req *http.Request) (*http.Response, error) { n++; return nil, errConn })
+		tr := NewTransport(next, Options{Clock: newFakeClock(testStart), MaxAttempts: 2})
+		resp, err := tr.RoundTrip(mustRequest(t, "GET", "http://example.test/", nil))
+		if resp != nil || !errors.Is(err, errConn) || n != 2 {
+			t.Errorf("got %v, %v after %d attempts; want the error after 2", resp, err, n)
+		}
+	})
+}
+
+// TestOnRetry checks what the hook is told and that its Wait is the one
+// slept.
+func TestOnRetry(t *testing.T) {
+	next := rtFunc(func(req *http.Request) (*http.Response, error) {
+		return reply(req, 503, nil), nil
+	})
+	clock := newFakeClock(testStart)
+	var infos []RetryInfo
+	req := mustRequest(t, "GET", "http://example.test/", nil)
+	tr := NewTransport(next, Options{Clock: clock, OnRetry: func(i RetryInfo) { infos = append(infos, i) }})
+	if _, err := tr.RoundTrip(req); err != nil {
+		t.Fatal(err)
+	}
+	sleeps := clock.Sleeps()
+	if len(infos) != DefaultMaxAttempts-1 || len(sleeps) != len(infos) {
+		t.Fatalf("%d OnRetry calls and %d sleeps, want %d of each", len(infos), len(sleeps), DefaultMaxAttempts-1)
+	}
+	for i, info := range infos {
+		if info.Attempt != i+1 || info.StatusCode != 503 || info.Err != nil || info.Request != req || info.Wait != sleeps[i] {
+			t.Errorf("call %d: %+v (slept %v)", i, info, sleeps[i])
+		}
+	}
+}
+
+// TestBackoff checks the window min(Cap, Base·2^(attempt-1)) at its top
+// (Rand 1) and bottom (Rand 0), including attempts that would overflow.
+func TestBackoff(t *testing.T) {
+	one := func() float64 { return 1 }
+	cases := []struct {
+		base, cap time.Duration
+		rand      func() float64
+		attempt   int
+		want      time.Duration
+	}{
+		{0, 0, one, 1, 100 * time.Millisecond}, // defaults
+		{0, 0, one, 2, 200 * time.Millisecond},
+		{0, 0, one, 9, 25600 * time.Millisecond},
+		{0, 0, one, 10, 30 * time.Second}, // capped
+		{0, 0, one, 0, 100 * time.Millisecond},
+		{0, 0, one, -7, 100 * time.Millisecond},
+		{0, 0, one, 64, 30 * time.Second},
+		{0, 0, one, math.MaxInt, 30 * time.Second},
+		{time.Second, time.Millisecond, one, 1, time.Millisecond}, // base above cap
+		{math.MaxInt64 / 3, math.MaxInt64, one, 100, math.MaxInt64},
+		{time.Second, time.Minute, func() float64 { return 0 }, 5, 0},
+		{time.Second, time.Minute, func() float64 { return 0.5 }, 3, 2 * time.Second},
+		{time.Second, time.Minute, func() float64 { return math.NaN() }, 3, 0},
+		{time.Second, time.Minute, func() float64 { return 7 }, 3, 4 * time.Second},
+		{time.Second, time.Minute, func() float64 { return -1 }, 3, 0},
+	}
+	for _, tc := range cases {
+		tr := NewTransport(nil, Options{Base: tc.base, Cap: tc.cap, Rand: tc.rand})
+		if got := tr.Backoff(tc.attempt); got != tc.want {
+			t.Errorf("Base %v Cap %v Rand %v: Backoff(%d) = %v, want %v", tc.base, tc.cap, tc.rand(), tc.attempt, got, tc.want)
+		}
+	}
+}
+
+// TestZeroTransport checks that a zero Transport works, over
+// http.DefaultTransport.
+func TestZeroTransport(t *testing.T) {
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		io.WriteString(w, "hi")
+	}))
+	defer srv.Close()
+	var tr Transport
+	c := &http.Client{Transport: &tr}
+	defer c.CloseIdleConnections()
+	resp, err := c.Get(srv.URL)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	if b, _ := io.ReadAll(resp.Body); resp.StatusCode != 200 || string(b) != "hi" {
+		t.Errorf("got %d %q, want 200 \"hi\"", resp.StatusCode, b)
+	}
+	if tr.Backoff(1) > DefaultBase {
+		t.Errorf("zero Transport Backoff(1) = %v, above the default Base", tr.Backoff(1))
+	}
+}
+
+// closeCounter is a RoundTripper with a CloseIdleConnections method.
+type closeCounter struct {
+	http.RoundTripper
+	n int
+}
+
+func (c *closeCounter) CloseIdleConnections() { c.n++ }
+
+func TestCloseIdleConnectionsForwards(t *testing.T) {
+	cc := &closeCounter{}
+	Client(Options{}).CloseIdleConnections() // over http.DefaultTransport: must not panic
+	c := &http.Client{Transport: NewTransport(cc, Options{})}
+	c.CloseIdleConnections()
+	if cc.n != 1 {
+		t.Errorf("wrapped CloseIdleConnections called %d times, want 1", cc.n)
+	}
+}
