@@ -3,7 +3,7 @@ GO          ?= go
 STATICCHECK ?= honnef.co/go/tools/cmd/staticcheck@v0.8.2
 PKGS        ?= ./...
 
-.PHONY: all build test test-short lint fmt deps run sim bench bench-redis help
+.PHONY: all build test test-short lint fmt deps run sim bench bench-redis pictures help
 
 all: build
 
@@ -39,3 +39,6 @@ bench-redis: deps ## Redis benchmarks against redis_rate on one local redis-serv
 
 help:
 	@grep -E '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | sed 's/:.*## /\t/'
+
+pictures: ## Regenerate the pictures in docs/ with `sluice sim`.
+	for s in boundary calm-burst flood; do $(GO) run ./cmd/sluice sim --scenario $$s --svg docs/$$s.svg >/dev/null; done

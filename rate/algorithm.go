@@ -87,8 +87,8 @@ func (a *Algorithm) UnmarshalText(b []byte) error {
 	return nil
 }
 
-// bucket reports whether the algorithm has a burst (a capacity distinct
-// from its count per period).
-func (a Algorithm) bucket() bool {
+// HasBurst reports whether the algorithm has a burst, a capacity distinct
+// from its count per period: gcra, token_bucket and leaky_bucket do.
+func (a Algorithm) HasBurst() bool {
 	return a == GCRA || a == TokenBucket || a == LeakyBucket
 }

@@ -26,7 +26,9 @@
 //	                count through around a boundary.
 //	sliding_window  fixed windows smoothed by weighting the previous one:
 //	                close to a true sliding window for the price of two
-//	                counters.
+//	                counters. Being an estimate, it can refuse a client
+//	                sending at exactly Count per Period at the first
+//	                instant of a window after a full one.
 //	sliding_log     exact over any Period-long interval; memory grows with
 //	                Count. For low limits that must never be exceeded
 //	                (login attempts).

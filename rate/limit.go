@@ -61,7 +61,7 @@ type Limit struct {
 // Burst (or Count when Burst is zero) for the bucket algorithms, Count for
 // the window algorithms.
 func (l Limit) Capacity() int64 {
-	if l.Algorithm.bucket() && l.Burst > 0 {
+	if l.Algorithm.HasBurst() && l.Burst > 0 {
 		return l.Burst
 	}
 	return l.Count
@@ -80,9 +80,9 @@ func (l Limit) Validate() error {
 		return fmt.Errorf("count must be at least 1, got %d", l.Count)
 	}
 	if l.Burst < 0 {
-		return fmt.Errorf("burst must be at least 1, got %d", l.Burst)
+		return fmt.Errorf("burst must not be negative (0 means the count), got %d", l.Burst)
 	}
-	if l.Burst != 0 && !l.Algorithm.bucket() {
+	if l.Burst != 0 && !l.Algorithm.HasBurst() {
 		return fmt.Errorf("%s has no burst (got burst %d); use token_bucket, gcra or leaky_bucket for bursts", l.Algorithm, l.Burst)
 	}
 	switch l.Calendar {
@@ -132,9 +132,13 @@ func (l Limit) Validate() error {
 // String returns l in the form ParseLimit reads, algorithm first:
 // "gcra 20/s burst 40", "fixed_window 10000/month", "sliding_log 3 per 7s".
 func (l Limit) String() string {
+	return l.Algorithm.String() + " " + l.RateString()
+}
+
+// RateString returns l without its algorithm: "20/s burst 40",
+// "10000/month", "3 per 7s".
+func (l Limit) RateString() string {
 	var b strings.Builder
-	b.WriteString(l.Algorithm.String())
-	b.WriteByte(' ')
 	b.WriteString(strconv.FormatInt(l.Count, 10))
 	switch {
 	case l.Calendar == Month:

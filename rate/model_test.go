@@ -172,7 +172,7 @@ func expect(l Limit, m model, now, cost int64) Decision {
 	if l.Calendar == Month {
 		horizon = 2 * 31 * 24 * int64(time.Hour/time.Microsecond)
 	}
-	if l.Algorithm.bucket() {
+	if l.Algorithm.HasBurst() {
 		horizon = ceilDiv(l.burst()*l.periodMicros(), l.Count) + 1
 	}
 	capacity := l.Capacity()

@@ -215,7 +215,7 @@ func TestStepMatchesModel(t *testing.T) {
 		for _, alg := range Algorithms() {
 			l := mustLimit(t, spec)
 			l.Algorithm = alg
-			if !alg.bucket() {
+			if !alg.HasBurst() {
 				l.Burst = 0
 			}
 			t.Run(fmt.Sprintf("%s/%s", alg, spec), func(t *testing.T) {

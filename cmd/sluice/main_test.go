@@ -1,0 +1,42 @@
+package main
+
+import (
+	"strings"
+	"testing"
+)
+
+func TestDispatch(t *testing.T) {
+	tests := []struct {
+		args           []string
+		code           int
+		stdout, stderr string
+	}{
+		{nil, 2, "", "Commands:"},
+		{[]string{"help"}, 0, "sim ", ""},
+		{[]string{"--help"}, 0, "version ", ""},
+		{[]string{"frobnicate"}, 2, "", `unknown command "frobnicate"`},
+		{[]string{"help", "frobnicate"}, 2, "", `unknown command "frobnicate"`},
+		{[]string{"version"}, 0, "sluice ", ""},
+		{[]string{"version", "x"}, 2, "", "takes no arguments"},
+		{[]string{"help", "version"}, 0, "Usage: sluice version", ""},
+	}
+	for _, tt := range tests {
+		code, stdout, stderr := runCLI(t, tt.args...)
+		if code != tt.code {
+			t.Errorf("%q: exit %d, want %d", tt.args, code, tt.code)
+		}
+		if tt.stdout == "" && stdout != "" || !strings.Contains(stdout, tt.stdout) {
+			t.Errorf("%q: stdout %q, want %q", tt.args, stdout, tt.stdout)
+		}
+		if tt.stderr == "" && stderr != "" || !strings.Contains(stderr, tt.stderr) {
+			t.Errorf("%q: stderr %q, want %q", tt.args, stderr, tt.stderr)
+		}
+	}
+	// Every command is listed.
+	_, stdout, _ := runCLI(t, "help")
+	for name := range commands() {
+		if !strings.Contains(stdout, "  "+name+" ") {
+			t.Errorf("help does not list %s", name)
+		}
+	}
+}

@@ -1,0 +1,315 @@
+package main
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"os"
+	"path/filepath"
+	"slices"
+	"strings"
+	"text/tabwriter"
+
+	"github.com/sluicehq/sluice/rate"
+	"github.com/sluicehq/sluice/sim"
+)
+
+const simUsage = `Usage: sluice sim [flags]
+
+Replays traffic against every rate limiting algorithm, with the same limit,
+and shows what passed and what was refused, second by second. A run is
+instant and gives the same result every time: it computes the decisions
+sluice's stores would make, with simulated time.
+
+With no flags it runs the boundary scenario. Examples:
+
+  sluice sim --list
+  sluice sim --scenario calm-burst
+  sluice sim --scenario flood --instances 5 --json
+  sluice sim --scenario boundary --limit "5 per 10s" --algorithms fixed_window,sliding_log
+  sluice sim --csv traffic.csv --limit "100/m" --setup single,own-counters
+  sluice sim --scenario boundary --svg boundary.svg
+
+Flags:
+
+  --list               list the built-in scenarios and exit
+  --scenario NAME      the built-in scenario to run (default boundary)
+  --csv FILE           replay the requests in FILE instead: one per line,
+                       "time,key[,cost]", time in seconds from the start
+                       (9.9) or RFC 3339 (2025-06-01T12:00:09.9Z); a header
+                       line is optional. Needs --limit.
+  --limit LIMIT        the limit, as in sluice's config: "10 per 10s",
+                       "5/s", "100/m burst 20". The buckets (token_bucket,
+                       leaky_bucket, gcra) hold burst tokens, count if no
+                       burst is given. Default: the scenario's.
+  --algorithms LIST    the algorithms to compare, comma-separated, or all
+                       (default all): fixed_window, sliding_log,
+                       sliding_window, token_bucket, leaky_bucket, gcra
+  --setup LIST         how limiters share counters, comma-separated, or all:
+                       single (one limiter), own-counters (N instances
+                       behind round robin, each its own counter),
+                       shared-counter (N instances, one counter).
+                       Default: the scenario's (single for most).
+  --instances N        N for own-counters and shared-counter (default 3)
+  --seconds N          how long the scenario lasts; traffic that runs
+                       throughout (steady, flood, clients, the calm client)
+                       is generated for that long. Default: the scenario's.
+  --seed N             the seed of random arrivals (clients) (default 1)
+  --json               print the result as JSON instead of tables:
+                       {"scenario": NAME, "results": [{"algorithm": A,
+                       "setup": S, "passed": N, "refused": N, "per_second":
+                       [{"t": 0, "passed": N, "refused": N}, ...]}, ...]}
+  --svg FILE           also draw the result as an SVG picture in FILE
+  --help               show this help
+`
+
+// simFlags are the flags of "sluice sim".
+type simFlags struct {
+	list        bool
+	scenario    string
+	csv         string
+	limit       string
+	algorithms  string
+	setups      string
+	instances   int
+	seconds     int
+	seed        uint64
+	json        bool
+	svg         string
+	set         map[string]bool // the flags given on the command line
+	noArguments bool
+}
+
+// runSim is "sluice sim".
+func runSim(ctx context.Context, args []string, stdout, stderr io.Writer) int {
+	f, err := parseSimFlags(args)
+	if errors.Is(err, flag.ErrHelp) {
+		io.WriteString(stdout, simUsage)
+		return 0
+	}
+	if err != nil {
+		fmt.Fprintf(stderr, "sluice sim: %v\nRun 'sluice sim --help' for the flags.\n", err)
+		return 2
+	}
+	if f.list {
+		return listScenarios(stdout)
+	}
+	sc, err := f.buildScenario()
+	if err != nil {
+		fmt.Fprintf(stderr, "sluice sim: %v\n", err)
+		var usage usageError
+		if errors.As(err, &usage) {
+			fmt.Fprintln(stderr, "Run 'sluice sim --help' for the flags.")
+			return 2
+		}
+		return 1
+	}
+	res, err := sim.Run(ctx, sc)
+	if err != nil {
+		fmt.Fprintf(stderr, "sluice sim: %v\n", err)
+		if errors.Is(err, sim.ErrInvalid) {
+			return 2
+		}
+		return 1
+	}
+	if f.svg != "" {
+		if err := writeSVGFile(f.svg, res); err != nil {
+			fmt.Fprintf(stderr, "sluice sim: %v\n", err)
+			return 1
+		}
+	}
+	if f.json {
+		b, err := json.Marshal(res)
+		if err == nil {
+			_, err = stdout.Write(append(b, '\n'))
+		}
+		if err != nil {
+			fmt.Fprintf(stderr, "sluice sim: %v\n", err)
+			return 1
+		}
+	} else {
+		if err := sim.WriteText(stdout, res); err != nil {
+			fmt.Fprintf(stderr, "sluice sim: %v\n", err)
+			return 1
+		}
+		if f.noArguments {
+			fmt.Fprintln(stdout, "\nMore scenarios: sluice sim --list. Every flag: sluice sim --help.")
+		}
+	}
+	if f.svg != "" {
+		fmt.Fprintf(stderr, "wrote %s\n", f.svg)
+	}
+	return 0
+}
+
+// usageError is an error in the flags, as opposed to a failure to read a
+// file.
+type usageError struct{ error }
+
+func (e usageError) Unwrap() error { return e.error }
+
+// parseSimFlags parses the arguments of "sluice sim".
+func parseSimFlags(args []string) (*simFlags, error) {
+	f := &simFlags{set: map[string]bool{}, noArguments: len(args) == 0}
+	fs := flag.NewFlagSet("sim", flag.ContinueOnError)
+	fs.SetOutput(io.Discard)
+	fs.Usage = func() {}
+	fs.BoolVar(&f.list, "list", false, "")
+	fs.StringVar(&f.scenario, "scenario", "boundary", "")
+	fs.StringVar(&f.csv, "csv", "", "")
+	fs.StringVar(&f.limit, "limit", "", "")
+	fs.StringVar(&f.algorithms, "algorithms", "all", "")
+	fs.StringVar(&f.setups, "setup", "", "")
+	fs.IntVar(&f.instances, "instances", sim.DefaultInstances, "")
+	fs.IntVar(&f.seconds, "seconds", 0, "")
+	fs.Uint64Var(&f.seed, "seed", 1, "")
+	fs.BoolVar(&f.json, "json", false, "")
+	fs.StringVar(&f.svg, "svg", "", "")
+	if err := fs.Parse(args); err != nil {
+		return nil, err
+	}
+	if fs.NArg() > 0 {
+		return nil, fmt.Errorf("unexpected argument %q (flags start with --)", fs.Arg(0))
+	}
+	fs.Visit(func(fl *flag.Flag) { f.set[fl.Name] = true })
+	switch {
+	case f.set["csv"] && f.set["scenario"]:
+		return nil, errors.New("--csv and --scenario both name the traffic; give one")
+	case f.set["csv"] && !f.set["limit"]:
+		return nil, errors.New(`--csv needs --limit, such as --limit "100/m"`)
+	case f.instances < 1 || f.instances > sim.MaxInstances:
+		return nil, fmt.Errorf("--instances must be between 1 and %d, got %d", sim.MaxInstances, f.instances)
+	case f.seconds < 0 || f.seconds > sim.MaxSeconds:
+		return nil, fmt.Errorf("--seconds must be between 1 and %d, got %d", sim.MaxSeconds, f.seconds)
+	case f.set["svg"] && f.svg == "":
+		return nil, errors.New("--svg needs a file name")
+	}
+	return f, nil
+}
+
+// scenario_ builds the scenario the flags ask for.
+func (f *simFlags) buildScenario() (sim.Scenario, error) {
+	var sc sim.Scenario
+	if f.csv != "" {
+		file, err := os.Open(f.csv)
+		if err != nil {
+			return sc, err
+		}
+		defer file.Close()
+		events, start, err := sim.ReadCSV(file)
+		if err != nil {
+			return sc, fmt.Errorf("%s: %w", f.csv, err)
+		}
+		sc = sim.Scenario{
+			Name:    filepath.Base(f.csv),
+			Summary: fmt.Sprintf("%d requests from %s", len(events), filepath.Base(f.csv)),
+			Start:   start,
+			Seconds: f.seconds,
+			Events:  events,
+		}
+	} else {
+		var err error
+		sc, err = sim.Builtin(f.scenario, sim.Params{Seconds: f.seconds, Seed: f.seed})
+		if err != nil {
+			return sc, usageError{fmt.Errorf("--scenario: %w", err)}
+		}
+	}
+	if f.limit != "" {
+		if first, _, _ := strings.Cut(strings.TrimSpace(f.limit), " "); first != "" {
+			if _, err := rate.ParseAlgorithm(first); err == nil {
+				return sc, usageError{fmt.Errorf("--limit %q names an algorithm; the limit applies to every algorithm, choose them with --algorithms", f.limit)}
+			}
+		}
+		l, err := rate.ParseLimit(f.limit)
+		if err != nil {
+			return sc, usageError{fmt.Errorf("--limit: %w", err)}
+		}
+		if l.Calendar != rate.NoCalendar {
+			return sc, usageError{fmt.Errorf("--limit %q: monthly limits cannot be simulated second by second; use a period such as 10s or 1m", f.limit)}
+		}
+		l.Algorithm = 0
+		sc.Limit = l
+	}
+	algs, err := parseList(f.algorithms, rate.Algorithms(), rate.ParseAlgorithm)
+	if err != nil {
+		return sc, usageError{fmt.Errorf("--algorithms: %w", err)}
+	}
+	sc.Algorithms = algs
+	if f.setups != "" {
+		setups, err := parseList(f.setups, sim.Setups(), sim.ParseSetup)
+		if err != nil {
+			return sc, usageError{fmt.Errorf("--setup: %w", err)}
+		}
+		sc.Setups = setups
+	}
+	sc.Instances = f.instances
+	var changed []string
+	for _, name := range []string{"limit", "seconds", "seed", "instances"} {
+		if f.set[name] {
+			changed = append(changed, "--"+name)
+		}
+	}
+	if len(changed) > 0 && sc.Description != "" {
+		sc.Description += fmt.Sprintf("\n\n(The figures above are for the scenario as it comes; this run sets %s.)", strings.Join(changed, ", "))
+	}
+	return sc, nil
+}
+
+// parseList reads a comma-separated list of names, or "all".
+func parseList[T comparable](s string, all []T, parse func(string) (T, error)) ([]T, error) {
+	if strings.TrimSpace(s) == "all" {
+		return all, nil
+	}
+	var out []T
+	for _, name := range strings.Split(s, ",") {
+		name = strings.TrimSpace(name)
+		if name == "" {
+			continue
+		}
+		v, err := parse(name)
+		if err != nil {
+			return nil, err
+		}
+		if !slices.Contains(out, v) {
+			out = append(out, v)
+		}
+	}
+	if len(out) == 0 {
+		return nil, errors.New("empty list")
+	}
+	return out, nil
+}
+
+// listScenarios prints the built-in scenarios, one a line.
+func listScenarios(w io.Writer) int {
+	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
+	for _, sc := range sim.Builtins(sim.Params{}) {
+		l := sc.Limit
+		l.Algorithm = 0
+		_, limit, _ := strings.Cut(l.String(), " ")
+		fmt.Fprintf(tw, "%s\t%s\t%s\n", sc.Name, limit, sc.Summary)
+	}
+	if err := tw.Flush(); err != nil {
+		return 1
+	}
+	return 0
+}
+
+// writeSVGFile draws res into the file at path, replacing it.
+func writeSVGFile(path string, res sim.Result) error {
+	file, err := os.Create(path)
+	if err != nil {
+		return err
+	}
+	if err := sim.WriteSVG(file, res); err != nil {
+		file.Close()
+		return fmt.Errorf("writing %s: %w", path, err)
+	}
+	if err := file.Close(); err != nil {
+		return fmt.Errorf("writing %s: %w", path, err)
+	}
+	return nil
+}

@@ -1,0 +1,239 @@
+package sim
+
+import (
+	"encoding/csv"
+	"errors"
+	"fmt"
+	"io"
+	"strconv"
+	"strings"
+	"time"
+	"unicode"
+	"unicode/utf8"
+)
+
+// MaxCSVBytes is the most ReadCSV reads.
+const MaxCSVBytes = 64 << 20
+
+// LineError is an error in one line of a CSV file.
+type LineError struct {
+	// Line is the line number, from 1.
+	Line int
+	// Err says what is wrong with it.
+	Err error
+}
+
+// Error returns "line N: what is wrong".
+func (e *LineError) Error() string { return fmt.Sprintf("line %d: %v", e.Line, e.Err) }
+
+// Unwrap returns e.Err.
+func (e *LineError) Unwrap() error { return e.Err }
+
+// ReadCSV reads traffic from CSV, one request per line:
+//
+//	time,key[,cost]
+//
+// The time is either seconds from the start, with up to six decimals
+// (0, 9.9, 12.000250), or an RFC 3339 instant (2025-06-01T12:00:09.9Z);
+// one file uses one kind. The key names whose counter the request counts
+// against; the cost, a whole number from 1, defaults to 1. Lines may come
+// in any order. A first line whose first field starts with a letter
+// (such as "time,key,cost") is a header and skipped; so are blank lines
+// and lines starting with #. Spaces around fields are ignored.
+//
+// ReadCSV returns the requests, with At measured from start, and start:
+// the Unix epoch for times in seconds (so fixed windows start at second
+// 0), or the earliest instant rounded down to the second for RFC 3339
+// times (so fixed windows fall where they would in production). It reads
+// at most MaxCSVBytes and MaxEvents requests spanning under MaxSeconds;
+// an error in a line is a [*LineError] naming it.
+func ReadCSV(r io.Reader) (events []Event, start time.Time, err error) {
+	return readCSV(r, MaxEvents, MaxCSVBytes)
+}
+
+// readCSV is ReadCSV with its bounds as arguments, so that tests can
+// reach them cheaply.
+func readCSV(r io.Reader, maxEvents int, maxBytes int64) (events []Event, start time.Time, err error) {
+	cr := &countingReader{r: io.LimitReader(r, maxBytes+1)}
+	rd := csv.NewReader(cr)
+	rd.FieldsPerRecord = -1
+	rd.TrimLeadingSpace = true
+	rd.Comment = '#'
+	rd.ReuseRecord = true
+
+	const (
+		unknown = iota
+		relative
+		absolute
+	)
+	kind := unknown
+	var abs []int64 // RFC 3339 instants, µs since the epoch, per event
+	first := true
+	for {
+		rec, err := rd.Read()
+		if cr.n > maxBytes {
+			return nil, time.Time{}, fmt.Errorf("csv is larger than %s", sizeText(maxBytes))
+		}
+		if err == io.EOF {
+			break
+		}
+		if err != nil {
+			var pe *csv.ParseError
+			if errors.As(err, &pe) {
+				return nil, time.Time{}, &LineError{Line: pe.Line, Err: pe.Err}
+			}
+			return nil, time.Time{}, fmt.Errorf("reading csv: %w", err)
+		}
+		line, _ := rd.FieldPos(0)
+		fail := func(format string, args ...any) ([]Event, time.Time, error) {
+			return nil, time.Time{}, &LineError{Line: line, Err: fmt.Errorf(format, args...)}
+		}
+		wasFirst := first
+		first = false
+		if len(rec) < 2 || len(rec) > 3 {
+			if wasFirst && isHeader(rec[0]) {
+				continue
+			}
+			return fail("want time,key or time,key,cost; got %d field(s)", len(rec))
+		}
+		ts := strings.TrimSpace(rec[0])
+		if wasFirst && isHeader(ts) {
+			continue
+		}
+		if len(events) == maxEvents {
+			return fail("more than %d requests", maxEvents)
+		}
+		var e Event
+		if us, ok, err := parseSeconds(ts); ok {
+			if err != nil {
+				return fail("time %q: %v", ts, err)
+			}
+			if kind == absolute {
+				return fail("time %q is in seconds, but earlier lines use RFC 3339 instants; use one kind", ts)
+			}
+			kind = relative
+			e.At = time.Duration(us) * time.Microsecond
+		} else {
+			t, err := time.Parse(time.RFC3339Nano, ts)
+			if err != nil {
+				return fail("time %q: want seconds from the start (such as 9.9) or an RFC 3339 instant (such as 2025-06-01T12:00:09.9Z)", ts)
+			}
+			if kind == relative {
+				return fail("time %q is an RFC 3339 instant, but earlier lines use seconds; use one kind", ts)
+			}
+			kind = absolute
+			abs = append(abs, t.UnixMicro())
+		}
+		e.Key = strings.TrimSpace(rec[1])
+		switch {
+		case e.Key == "":
+			return fail("empty key")
+		case len(e.Key) > MaxKeyLen:
+			return fail("key longer than %d bytes", MaxKeyLen)
+		case !utf8.ValidString(e.Key):
+			return fail("key is not valid UTF-8")
+		case strings.IndexFunc(e.Key, unicode.IsControl) >= 0:
+			return fail("key %q holds a control character", e.Key)
+		}
+		if len(rec) == 3 {
+			c := strings.TrimSpace(rec[2])
+			n, err := strconv.ParseInt(c, 10, 64)
+			if err != nil || n < 1 {
+				return fail("cost %q: want a whole number from 1", c)
+			}
+			e.Cost = n
+		}
+		events = append(events, e)
+	}
+	if len(events) == 0 {
+		return nil, time.Time{}, errors.New("csv holds no requests")
+	}
+	start = time.Unix(0, 0).UTC()
+	if kind == absolute {
+		lo := abs[0]
+		for _, us := range abs {
+			lo = min(lo, us)
+		}
+		lo = floorDiv(lo, 1e6) * 1e6
+		start = time.UnixMicro(lo).UTC()
+		for i, us := range abs {
+			if us-lo >= MaxSeconds*1e6 {
+				return nil, time.Time{}, fmt.Errorf("the requests span more than %d seconds (%s is %v after %s)", MaxSeconds, time.UnixMicro(us).UTC().Format(time.RFC3339Nano), time.Duration(us-lo)*time.Microsecond, start.Format(time.RFC3339))
+			}
+			events[i].At = time.Duration(us-lo) * time.Microsecond
+		}
+	}
+	return events, start, nil
+}
+
+// sizeText formats a size in bytes: "64 MiB", "100 bytes".
+func sizeText(n int64) string {
+	if n >= 1<<20 && n%(1<<20) == 0 {
+		return fmt.Sprintf("%d MiB", n>>20)
+	}
+	return fmt.Sprintf("%d bytes", n)
+}
+
+// isHeader reports whether a first field names a column rather than
+// holding a time: times start with a digit or a dot.
+func isHeader(field string) bool {
+	r, _ := utf8.DecodeRuneInString(strings.TrimSpace(field))
+	return unicode.IsLetter(r)
+}
+
+// parseSeconds reads seconds with up to six decimals as microseconds,
+// exactly. ok is false if s does not look like a number of seconds at all
+// (it may be an RFC 3339 instant); err says why a number is not usable.
+func parseSeconds(s string) (us int64, ok bool, err error) {
+	whole, frac, dot := strings.Cut(s, ".")
+	digits := func(x string) bool {
+		for _, c := range x {
+			if c < '0' || c > '9' {
+				return false
+			}
+		}
+		return true
+	}
+	if s == "" || s == "." || !digits(whole) || !digits(frac) {
+		if strings.HasPrefix(s, "-") {
+			return 0, true, errors.New("before the start: times are seconds from 0")
+		}
+		return 0, false, nil
+	}
+	if dot && len(frac) > 6 {
+		return 0, true, errors.New("more than six decimals: times count microseconds")
+	}
+	var w int64
+	if whole != "" {
+		w, err = strconv.ParseInt(whole, 10, 64)
+		if err != nil || w >= MaxSeconds {
+			return 0, true, fmt.Errorf("a simulation covers less than %d seconds", MaxSeconds)
+		}
+	}
+	f := int64(0)
+	if frac != "" {
+		f, _ = strconv.ParseInt((frac + "000000")[:6], 10, 64)
+	}
+	return w*1e6 + f, true, nil
+}
+
+// floorDiv returns ⌊a/b⌋ for b > 0.
+func floorDiv(a, b int64) int64 {
+	q := a / b
+	if a%b != 0 && a < 0 {
+		q--
+	}
+	return q
+}
+
+// countingReader counts the bytes read through it.
+type countingReader struct {
+	r io.Reader
+	n int64
+}
+
+func (c *countingReader) Read(p []byte) (int, error) {
+	n, err := c.r.Read(p)
+	c.n += int64(n)
+	return n, err
+}

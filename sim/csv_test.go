@@ -1,0 +1,192 @@
+package sim
+
+import (
+	"bytes"
+	"encoding/csv"
+	"errors"
+	"fmt"
+	"slices"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+)
+
+func TestReadCSV(t *testing.T) {
+	us := time.Microsecond
+	tests := []struct {
+		name  string
+		in    string
+		want  []Event
+		start time.Time
+	}{
+		{
+			name: "seconds with a header",
+			in:   "time,key,cost\n0,a\n9.9,b,2\n12.000250, c , 3\n",
+			want: []Event{{At: 0, Key: "a"}, {At: 9900 * time.Millisecond, Key: "b", Cost: 2}, {At: 12*time.Second + 250*us, Key: "c", Cost: 3}},
+		},
+		{
+			name: "no header, comments, blank lines, CRLF, trailing dot, leading dot",
+			in:   "# traffic\r\n\r\n1.,k\r\n.5,k\r\n",
+			want: []Event{{At: time.Second, Key: "k"}, {At: 500 * time.Millisecond, Key: "k"}},
+		},
+		{
+			name: "quoted key with a comma",
+			in:   `3,"user,42"` + "\n",
+			want: []Event{{At: 3 * time.Second, Key: "user,42"}},
+		},
+		{
+			name:  "RFC 3339, out of order, offsets",
+			in:    "ts,key\n2025-06-01T12:00:09.9Z,a\n2025-06-01T12:00:01.25Z,b\n2025-06-01T14:00:10+02:00,c\n",
+			want:  []Event{{At: 8900 * time.Millisecond, Key: "a"}, {At: 250 * time.Millisecond, Key: "b"}, {At: 9 * time.Second, Key: "c"}},
+			start: time.Date(2025, 6, 1, 12, 0, 1, 0, time.UTC),
+		},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			got, start, err := ReadCSV(strings.NewReader(tt.in))
+			if err != nil {
+				t.Fatal(err)
+			}
+			if !slices.Equal(got, tt.want) {
+				t.Errorf("events\n got  %+v\n want %+v", got, tt.want)
+			}
+			want := tt.start
+			if want.IsZero() {
+				want = time.Unix(0, 0).UTC()
+			}
+			if !start.Equal(want) {
+				t.Errorf("start %v, want %v", start, want)
+			}
+		})
+	}
+}
+
+func TestReadCSVErrors(t *testing.T) {
+	tests := []struct {
+		name string
+		in   string
+		line int // 0: not a line's error
+		want string
+	}{
+		{"empty", "", 0, "no requests"},
+		{"header only", "time,key\n", 0, "no requests"},
+		{"one field", "0,a\n1\n", 2, "got 1 field"},
+		{"four fields", "0,a,1,x\n", 1, "got 4 field"},
+		{"header not first", "0,a\ntime,key\n", 2, `time "time"`},
+		{"bad time", "0,a\n1,a\nsoon,a\n", 3, "want seconds from the start"},
+		{"negative time", "-1,a\n", 1, "before the start"},
+		{"too many decimals", "0.1234567,a\n", 1, "six decimals"},
+		{"too late", "3600,a\n", 1, "less than 3600 seconds"},
+		{"huge", "99999999999999999999,a\n", 1, "less than 3600 seconds"},
+		{"mixed kinds", "0,a\n2025-06-01T12:00:00Z,a\n", 2, "use one kind"},
+		{"mixed kinds the other way", "2025-06-01T12:00:00Z,a\n0,a\n", 2, "use one kind"},
+		{"span", "2025-06-01T12:00:00Z,a\n2025-06-01T13:00:00Z,a\n", 0, "span more than 3600 seconds"},
+		{"empty key", "0, \n", 1, "empty key"},
+		{"long key", "0," + strings.Repeat("k", MaxKeyLen+1) + "\n", 1, "longer than"},
+		{"control key", "0,\"a\tb\"\n", 1, "control character"},
+		{"bad utf-8", "0,\xff\n", 1, "UTF-8"},
+		{"zero cost", "0,a,0\n", 1, `cost "0"`},
+		{"bad cost", "0,a\n0,a,x\n", 2, `cost "x"`},
+		{"bad quote", "0,a\n1,\"a\n", 2, "quote"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			_, _, err := ReadCSV(strings.NewReader(tt.in))
+			if err == nil {
+				t.Fatal("no error")
+			}
+			if !strings.Contains(err.Error(), tt.want) {
+				t.Errorf("error %q, want it to say %q", err, tt.want)
+			}
+			var le *LineError
+			switch {
+			case tt.line == 0 && errors.As(err, &le):
+				t.Errorf("error %q names a line", err)
+			case tt.line != 0 && !errors.As(err, &le):
+				t.Errorf("error %q is not a *LineError", err)
+			case tt.line != 0 && le.Line != tt.line:
+				t.Errorf("error %q on line %d, want %d", err, le.Line, tt.line)
+			case tt.line != 0 && !strings.HasPrefix(err.Error(), fmt.Sprintf("line %d: ", tt.line)):
+				t.Errorf("error %q does not start with its line", err)
+			}
+		})
+	}
+}
+
+func TestReadCSVBounds(t *testing.T) {
+	t.Run("events", func(t *testing.T) {
+		in := "time,key\n" + strings.Repeat("1,k\n", 11)
+		if _, _, err := readCSV(strings.NewReader(in), 11, MaxCSVBytes); err != nil {
+			t.Fatalf("11 requests, at most 11: %v", err)
+		}
+		_, _, err := readCSV(strings.NewReader(in), 10, MaxCSVBytes)
+		var le *LineError
+		if !errors.As(err, &le) || le.Line != 12 || !strings.Contains(err.Error(), "more than 10 requests") {
+			t.Errorf("error %v, want more than 10 requests on line 12", err)
+		}
+	})
+	t.Run("bytes", func(t *testing.T) {
+		in := "# a comment\n0,k\n" // 16 bytes
+		if _, _, err := readCSV(strings.NewReader(in), MaxEvents, 16); err != nil {
+			t.Fatalf("16 bytes, at most 16: %v", err)
+		}
+		_, _, err := readCSV(strings.NewReader(in), MaxEvents, 15)
+		if err == nil || !strings.Contains(err.Error(), "larger than 15 bytes") {
+			t.Errorf("error %v, want the size named", err)
+		}
+	})
+}
+
+// writeCSV writes events as ReadCSV reads them, in seconds.
+func writeCSV(events []Event) []byte {
+	var b bytes.Buffer
+	w := csv.NewWriter(&b)
+	for _, e := range events {
+		us := int64(e.At / time.Microsecond)
+		rec := []string{fmt.Sprintf("%d.%06d", us/1e6, us%1e6), e.Key}
+		if e.Cost != 0 {
+			rec = append(rec, strconv.FormatInt(e.Cost, 10))
+		}
+		_ = w.Write(rec)
+	}
+	w.Flush()
+	return b.Bytes()
+}
+
+// FuzzReadCSV checks that ReadCSV never panics, that what it accepts
+// stays within its bounds and makes a valid scenario, and that writing
+// what it read and reading that again gives the same requests.
+func FuzzReadCSV(f *testing.F) {
+	for _, s := range []string{
+		"time,key,cost\n0,a\n9.9,b,2\n",
+		"2025-06-01T12:00:09.9Z,a\n2025-06-01T12:00:01Z,b,3\n",
+		"# c\n\n.5,\"x,y\"\n",
+		"0,a\n1,\"a\n",
+		"3599.999999,k,9223372036854775807\n",
+	} {
+		f.Add([]byte(s))
+	}
+	f.Fuzz(func(t *testing.T, data []byte) {
+		events, start, err := ReadCSV(bytes.NewReader(data))
+		if err != nil {
+			return
+		}
+		for _, e := range events {
+			if e.At < 0 || e.At >= MaxSeconds*time.Second || e.At%time.Microsecond != 0 || e.Key == "" || e.Cost < 0 {
+				t.Fatalf("accepted out-of-bounds request %+v", e)
+			}
+		}
+		sc := Scenario{Name: "fuzz", Limit: tenPer10s, Start: start, Events: events}
+		if err := sc.Validate(); err != nil {
+			t.Fatalf("accepted requests do not validate: %v", err)
+		}
+		again, start2, err := ReadCSV(bytes.NewReader(writeCSV(events)))
+		if err != nil {
+			t.Fatalf("rereading %q: %v", writeCSV(events), err)
+		}
+		if !start2.Equal(time.Unix(0, 0)) || !slices.Equal(again, events) {
+			t.Fatalf("round trip changed the requests:\n %+v\n %+v", events, again)
+		}
+	})
+}

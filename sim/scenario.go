@@ -1,0 +1,306 @@
+package sim
+
+import (
+	"errors"
+	"fmt"
+	"strings"
+	"time"
+	"unicode/utf8"
+
+	"github.com/sluicehq/sluice/rate"
+)
+
+// Bounds on what one simulation may hold. They keep a run instant and its
+// output readable, and they bound what a scenario from an untrusted source
+// (a CSV upload) can cost.
+const (
+	// MaxSeconds is the longest a scenario may last: an hour, one column
+	// per second.
+	MaxSeconds = 3600
+	// MaxEvents is the most requests a scenario may hold.
+	MaxEvents = 1_000_000
+	// MaxInstances is the most instances a setup may have.
+	MaxInstances = 64
+	// MaxKeyLen is the longest key or client name, in bytes.
+	MaxKeyLen = 256
+	// DefaultInstances is how many instances the OwnCounters and
+	// SharedCounter setups run when Scenario.Instances is zero.
+	DefaultInstances = 3
+)
+
+// Setup says how many limiters decide a scenario's traffic and whether
+// they share their counters. The zero value is Single.
+type Setup uint8
+
+// The setups, named on the command line and in JSON as their String.
+const (
+	// Single is one limiter deciding every request.
+	Single Setup = iota
+	// OwnCounters is several instances behind a round-robin balancer,
+	// each keeping its own counters, like replicas that each use an
+	// in-memory store: together they let through up to Instances times
+	// the limit.
+	OwnCounters
+	// SharedCounter is several instances behind a round-robin balancer
+	// that share one counter per key, like replicas on one Redis. The
+	// simulation has no network delay, so it decides exactly as Single
+	// does: that is the point of sharing.
+	SharedCounter
+
+	numSetups = iota
+)
+
+var setupNames = [numSetups]string{
+	Single:        "single",
+	OwnCounters:   "own-counters",
+	SharedCounter: "shared-counter",
+}
+
+// Setups lists every setup, in a stable order.
+func Setups() []Setup { return []Setup{Single, OwnCounters, SharedCounter} }
+
+// String returns the setup's name: single, own-counters or shared-counter.
+func (s Setup) String() string {
+	if int(s) < len(setupNames) {
+		return setupNames[s]
+	}
+	return fmt.Sprintf("Setup(%d)", uint8(s))
+}
+
+// ParseSetup returns the setup with the given name.
+func ParseSetup(name string) (Setup, error) {
+	for s, n := range setupNames {
+		if n == name {
+			return Setup(s), nil
+		}
+	}
+	return 0, fmt.Errorf("unknown setup %q (want single, own-counters or shared-counter)", name)
+}
+
+// MarshalText implements [encoding.TextMarshaler].
+func (s Setup) MarshalText() ([]byte, error) {
+	if int(s) >= len(setupNames) {
+		return nil, fmt.Errorf("invalid setup %d", uint8(s))
+	}
+	return []byte(setupNames[s]), nil
+}
+
+// UnmarshalText implements [encoding.TextUnmarshaler].
+func (s *Setup) UnmarshalText(b []byte) error {
+	v, err := ParseSetup(string(b))
+	if err != nil {
+		return err
+	}
+	*s = v
+	return nil
+}
+
+// Event is one request of a scenario's traffic.
+type Event struct {
+	// At is when the request arrives, measured from the scenario's Start.
+	// It is used to the microsecond, like every step of package rate.
+	At time.Duration
+	// Key is whose counter the request counts against.
+	Key string
+	// Cost is how many units the request takes. Zero means 1: a request
+	// of cost 0 would only look, and there is nothing to see in that. A
+	// cost above the limit's capacity is refused, as a store refuses it.
+	Cost int64
+	// Client names who sent the request, for the per-client totals (a
+	// calm client and a burst may share a key). Empty means Key.
+	Client string
+}
+
+// cost returns the event's cost, 1 when unset.
+func (e Event) cost() int64 {
+	if e.Cost == 0 {
+		return 1
+	}
+	return e.Cost
+}
+
+// client returns the name the event is counted under.
+func (e Event) client() string {
+	if e.Client == "" {
+		return e.Key
+	}
+	return e.Client
+}
+
+// Scenario is traffic to replay and how to limit it: one limit, decided by
+// each of several algorithms in each of several setups. [Run] replays it.
+//
+// The zero value has no traffic and no limit; build a scenario with a
+// composite literal, [Builtin] or [ReadCSV].
+type Scenario struct {
+	// Name identifies the scenario, as in "sluice sim --scenario NAME".
+	Name string
+	// Summary says in one line what the traffic is.
+	Summary string
+	// Description says what to look at in the result and why each
+	// algorithm decides as it does. It may hold several paragraphs.
+	Description string
+	// Limit is the limit every algorithm applies: its Count, Period and
+	// Burst. Its Algorithm is ignored (see Algorithms). Burst zero means
+	// Count, as in package rate; the window algorithms have no burst and
+	// ignore it. Calendar months cannot be simulated second by second.
+	Limit rate.Limit
+	// Algorithms decide the traffic, each on its own. Nil means every
+	// algorithm, in the order of [rate.Algorithms].
+	Algorithms []rate.Algorithm
+	// Setups are the ways instances share counters. Nil means Single.
+	Setups []Setup
+	// Instances is how many instances OwnCounters and SharedCounter run.
+	// Zero means DefaultInstances.
+	Instances int
+	// Start is the instant of second 0. The zero value means the Unix
+	// epoch, so fixed windows start at second 0 whatever their Period.
+	Start time.Time
+	// Seconds is how long the scenario lasts, one column per second.
+	// Zero means up to the second of the last event. Every event must
+	// arrive before it ends.
+	Seconds int
+	// Events is the traffic, in any order: Run replays it sorted by At,
+	// keeping the given order among equal times.
+	Events []Event
+}
+
+// algorithms returns the algorithms to run.
+func (s Scenario) algorithms() []rate.Algorithm {
+	if len(s.Algorithms) == 0 {
+		return rate.Algorithms()
+	}
+	return s.Algorithms
+}
+
+// setups returns the setups to run.
+func (s Scenario) setups() []Setup {
+	if len(s.Setups) == 0 {
+		return []Setup{Single}
+	}
+	return s.Setups
+}
+
+// instances returns how many instances the shared setups run.
+func (s Scenario) instances() int {
+	if s.Instances == 0 {
+		return DefaultInstances
+	}
+	return s.Instances
+}
+
+// seconds returns how many seconds the scenario lasts.
+func (s Scenario) seconds() int {
+	if s.Seconds > 0 {
+		return s.Seconds
+	}
+	var last time.Duration
+	for _, e := range s.Events {
+		last = max(last, e.At)
+	}
+	return int(last/time.Second) + 1
+}
+
+// startMicros returns Start in microseconds since the Unix epoch.
+func (s Scenario) startMicros() int64 {
+	if s.Start.IsZero() {
+		return 0
+	}
+	return rate.Micros(s.Start)
+}
+
+// LimitFor returns the limit algorithm a applies in s: s.Limit with its
+// Algorithm set to a, and without a burst for the window algorithms.
+func (s Scenario) LimitFor(a rate.Algorithm) rate.Limit {
+	l := s.Limit
+	l.Algorithm = a
+	if !isBucket(a) {
+		l.Burst = 0
+	}
+	return l
+}
+
+// isBucket reports whether a has a burst.
+func isBucket(a rate.Algorithm) bool {
+	return a == rate.GCRA || a == rate.TokenBucket || a == rate.LeakyBucket
+}
+
+// ErrInvalid is wrapped by the errors of [Scenario.Validate], and so of
+// [Run], for a scenario that cannot be run.
+var ErrInvalid = errors.New("invalid scenario")
+
+// Validate reports why s cannot be run, or nil. Its errors wrap ErrInvalid
+// and name the scenario and what to change.
+func (s Scenario) Validate() error {
+	fail := func(format string, args ...any) error {
+		name := s.Name
+		if name == "" {
+			name = "unnamed"
+		}
+		return fmt.Errorf("%w %q: %s", ErrInvalid, name, fmt.Sprintf(format, args...))
+	}
+	if s.Limit.Calendar != rate.NoCalendar {
+		return fail("monthly limits cannot be simulated second by second; use a period such as 10s or 1m")
+	}
+	for _, a := range s.algorithms() {
+		if err := s.LimitFor(a).Validate(); err != nil {
+			return fail("limit for %s: %v", a, err)
+		}
+	}
+	for _, st := range s.setups() {
+		if int(st) >= numSetups {
+			return fail("invalid setup %d", uint8(st))
+		}
+	}
+	if s.Instances < 0 || s.Instances > MaxInstances {
+		return fail("instances must be between 1 and %d (0 for %d), got %d", MaxInstances, DefaultInstances, s.Instances)
+	}
+	if s.Seconds < 0 || s.Seconds > MaxSeconds {
+		return fail("seconds must be between 1 and %d (0 for up to the last request), got %d", MaxSeconds, s.Seconds)
+	}
+	if len(s.Events) > MaxEvents {
+		return fail("%d requests; at most %d", len(s.Events), MaxEvents)
+	}
+	end := time.Duration(s.seconds()) * time.Second
+	if end > MaxSeconds*time.Second {
+		return fail("the traffic lasts %v; at most %ds", end, MaxSeconds)
+	}
+	for i, e := range s.Events {
+		switch {
+		case e.At < 0:
+			return fail("request %d arrives at %v, before the start", i, e.At)
+		case e.At >= end:
+			return fail("request %d arrives at %v, after the scenario's %d seconds", i, e.At, s.seconds())
+		case e.Key == "":
+			return fail("request %d has no key", i)
+		case len(e.Key) > MaxKeyLen || len(e.Client) > MaxKeyLen:
+			return fail("request %d: key or client longer than %d bytes", i, MaxKeyLen)
+		case !utf8.ValidString(e.Key) || !utf8.ValidString(e.Client):
+			return fail("request %d: key or client is not valid UTF-8", i)
+		case e.Cost < 0:
+			return fail("request %d has a negative cost %d", i, e.Cost)
+		}
+	}
+	return nil
+}
+
+// describeLimit returns l without its algorithm: "10 per 10s", "5/s".
+func describeLimit(l rate.Limit) string {
+	l.Burst = 0
+	s := l.String()
+	if _, rest, ok := strings.Cut(s, " "); ok {
+		return rest
+	}
+	return s
+}
+
+// describeBucket returns how the bucket algorithms apply l: "burst 10,
+// refilled 1 every 1s".
+func describeBucket(l rate.Limit) string {
+	b := l.Burst
+	if b == 0 {
+		b = l.Count
+	}
+	every := l.Period / time.Duration(l.Count)
+	return fmt.Sprintf("burst %d, refilled 1 every %v", b, every.Round(time.Microsecond))
+}

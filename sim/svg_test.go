@@ -1,0 +1,244 @@
+package sim
+
+import (
+	"bytes"
+	"context"
+	"encoding/xml"
+	"errors"
+	"io"
+	"math"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/sluicehq/sluice/rate"
+)
+
+// svgRow is what a parsed picture draws for one row.
+type svgRow struct {
+	alg, setup             string
+	passed, refused        int // the row's data attributes
+	colPassed, colRefused  int // summed over its columns' data attributes
+	rectPassed, rectRefued float64
+	cols                   map[int][2]int
+}
+
+// parseSVG decodes a whole SVG document with encoding/xml, failing on any
+// malformed XML, and returns its rows and its scale (pixels per request).
+func parseSVG(t *testing.T, doc []byte) ([]*svgRow, float64) {
+	t.Helper()
+	dec := xml.NewDecoder(bytes.NewReader(doc))
+	var (
+		rows    []*svgRow
+		cur     *svgRow
+		colT    int
+		unit    float64
+		sawRoot bool
+	)
+	get := func(se xml.StartElement, name string) string {
+		for _, a := range se.Attr {
+			if a.Name.Local == name {
+				return a.Value
+			}
+		}
+		return ""
+	}
+	num := func(s string) int {
+		n, err := strconv.Atoi(s)
+		if err != nil {
+			t.Fatalf("attribute %q is not a number", s)
+		}
+		return n
+	}
+	flt := func(s string) float64 {
+		f, err := strconv.ParseFloat(s, 64)
+		if err != nil {
+			t.Fatalf("attribute %q is not a number", s)
+		}
+		return f
+	}
+	for {
+		tok, err := dec.Token()
+		if errors.Is(err, io.EOF) {
+			break
+		}
+		if err != nil {
+			t.Fatalf("invalid XML: %v", err)
+		}
+		se, ok := tok.(xml.StartElement)
+		if !ok {
+			continue
+		}
+		switch {
+		case se.Name.Local == "svg":
+			sawRoot = true
+			if se.Name.Space != "http://www.w3.org/2000/svg" {
+				t.Errorf("root namespace %q", se.Name.Space)
+			}
+			unit = flt(get(se, "data-unit"))
+		case se.Name.Local == "g" && get(se, "class") == "row":
+			cur = &svgRow{alg: get(se, "data-algorithm"), setup: get(se, "data-setup"),
+				passed: num(get(se, "data-passed")), refused: num(get(se, "data-refused")), cols: map[int][2]int{}}
+			rows = append(rows, cur)
+		case se.Name.Local == "g" && get(se, "class") == "col":
+			colT = num(get(se, "data-t"))
+			p, r := num(get(se, "data-passed")), num(get(se, "data-refused"))
+			cur.colPassed += p
+			cur.colRefused += r
+			cur.cols[colT] = [2]int{p, r}
+		case se.Name.Local == "rect" && get(se, "class") == "passed":
+			cur.rectPassed += flt(get(se, "height"))
+		case se.Name.Local == "rect" && get(se, "class") == "refused":
+			cur.rectRefued += flt(get(se, "height"))
+		}
+	}
+	if !sawRoot {
+		t.Fatal("no <svg> element")
+	}
+	return rows, unit
+}
+
+// checkSVG draws r and checks that the picture shows exactly r: one row
+// per result row, in order, with its counts, and bars whose heights are
+// the counts at one scale.
+func checkSVG(t *testing.T, r Result) []byte {
+	t.Helper()
+	var b bytes.Buffer
+	if err := WriteSVG(&b, r); err != nil {
+		t.Fatal(err)
+	}
+	rows, unit := parseSVG(t, b.Bytes())
+	if len(rows) != len(r.Rows) {
+		t.Fatalf("%d rows drawn, want %d", len(rows), len(r.Rows))
+	}
+	if unit <= 0 {
+		t.Fatalf("scale %v", unit)
+	}
+	for i, got := range rows {
+		want := r.Rows[i]
+		name := want.Algorithm.String() + "/" + want.Setup.String()
+		if got.alg != want.Algorithm.String() || got.setup != want.Setup.String() {
+			t.Errorf("row %d is %s/%s, want %s", i, got.alg, got.setup, name)
+		}
+		if got.passed != want.Passed || got.refused != want.Refused {
+			t.Errorf("%s: row says %d/%d, want %d/%d", name, got.passed, got.refused, want.Passed, want.Refused)
+		}
+		if got.colPassed != want.Passed || got.colRefused != want.Refused {
+			t.Errorf("%s: columns add up to %d/%d, want %d/%d", name, got.colPassed, got.colRefused, want.Passed, want.Refused)
+		}
+		if math.Abs(got.rectPassed-float64(want.Passed)*unit) > 0.01*float64(len(got.cols)+1) ||
+			math.Abs(got.rectRefued-float64(want.Refused)*unit) > 0.01*float64(len(got.cols)+1) {
+			t.Errorf("%s: bars are %.2f and %.2f px high, want %d and %d requests at %.4f px", name, got.rectPassed, got.rectRefued, want.Passed, want.Refused, unit)
+		}
+	}
+	return b.Bytes()
+}
+
+func TestSVGBuiltins(t *testing.T) {
+	for _, sc := range Builtins(Params{}) {
+		t.Run(sc.Name, func(t *testing.T) {
+			r, err := Run(context.Background(), sc)
+			if err != nil {
+				t.Fatal(err)
+			}
+			doc := checkSVG(t, r)
+			rows, _ := parseSVG(t, doc)
+			// One column per second here: each column is that second.
+			for i, row := range rows {
+				for tt, c := range row.cols {
+					s := r.Rows[i].PerSecond[tt]
+					if c != [2]int{s.Passed, s.Refused} {
+						t.Errorf("%s second %d drawn as %v, want %+v", row.alg, tt, c, s)
+					}
+				}
+			}
+			if !bytes.Contains(doc, []byte("limit "+describeLimit(sc.Limit))) {
+				t.Error("the title does not say the limit")
+			}
+		})
+	}
+}
+
+// TestSVGEscapes: names and keys from a user (a CSV file's name, its keys)
+// cannot break the document.
+func TestSVGEscapes(t *testing.T) {
+	sc := Scenario{
+		Name:    `<script>&"x"`,
+		Summary: "a <b> & c",
+		Limit:   tenPer10s,
+		Events:  append(Burst(`k<&>"'`, 0, 12), Burst("]]>", time.Second, 3)...),
+	}
+	r, err := Run(context.Background(), sc)
+	if err != nil {
+		t.Fatal(err)
+	}
+	doc := checkSVG(t, r)
+	if bytes.Contains(doc, []byte("<script>")) || bytes.Contains(doc, []byte("<b>")) {
+		t.Error("unescaped text in the picture")
+	}
+}
+
+// TestSVGLong: a long scenario gets several seconds per column, and the
+// picture still adds up.
+func TestSVGLong(t *testing.T) {
+	sc := Scenario{Name: "long", Limit: rate.Limit{Count: 100, Period: time.Minute},
+		Events: Steady("k", 0, MaxSeconds*time.Second, 700*time.Millisecond)}
+	r, err := Run(context.Background(), sc)
+	if err != nil {
+		t.Fatal(err)
+	}
+	doc := checkSVG(t, r)
+	if !bytes.Contains(doc, []byte("one column per ")) && !bytes.Contains(doc, []byte("One column per ")) {
+		t.Error("no word on the column width")
+	}
+	if bytes.Contains(doc, []byte("One column per second")) {
+		t.Error("3600 one-second columns in 578 px")
+	}
+	if n := bytes.Count(doc, []byte(`class="col"`)); n*minColumn > plotWidth*len(r.Rows) {
+		t.Errorf("%d columns for %d rows: narrower than %d px", n, len(r.Rows), minColumn)
+	}
+}
+
+func TestWriteText(t *testing.T) {
+	sc, _ := Builtin("calm-burst", Params{})
+	r, err := Run(context.Background(), sc)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var b strings.Builder
+	if err := WriteText(&b, r); err != nil {
+		t.Fatal(err)
+	}
+	out := b.String()
+	for _, want := range []string{
+		"calm-burst: limit 10 per 10s",
+		"token_bucket, leaky_bucket, gcra: burst 10, refilled 1 every 1s",
+		"one limiter — each cell: passed ✕refused",
+	} {
+		if !strings.Contains(out, want) {
+			t.Errorf("output lacks %q:\n%s", want, out)
+		}
+	}
+	// The lines for second 4, the totals and the calm client, column by
+	// column in the order of rate.Algorithms.
+	for label, want := range map[string][]string{
+		"4":    {"8", "✕7", "8", "✕7", "8", "✕7", "10", "✕5", "10", "✕5", "10", "✕5"},
+		"all":  {"16", "✕9", "16", "✕9", "16", "✕9", "20", "✕5", "20", "✕5", "20", "✕5"},
+		"calm": {"8", "✕2", "8", "✕2", "8", "✕2", "10", "10", "10"},
+	} {
+		found := false
+		for _, line := range strings.Split(out, "\n") {
+			head, cells, ok := strings.Cut(line, "│")
+			if ok && strings.TrimSpace(head) == label {
+				found = true
+				if got := strings.Fields(cells); strings.Join(got, " ") != strings.Join(want, " ") {
+					t.Errorf("line %q: cells %q, want %q", label, got, want)
+				}
+			}
+		}
+		if !found {
+			t.Errorf("no line %q in:\n%s", label, out)
+		}
+	}
+}

@@ -1,0 +1,223 @@
+package sim
+
+import (
+	"bufio"
+	"fmt"
+	"io"
+	"strconv"
+	"strings"
+	"unicode/utf8"
+
+	"github.com/sluicehq/sluice/rate"
+)
+
+// maxTextClients is the most clients whose totals the text table lists.
+const maxTextClients = 8
+
+// WriteText writes r as text for a terminal: a title that says the limit,
+// then for each setup a table with one line per second that saw requests
+// and one column per algorithm, each cell "passed ✕refused", then the
+// totals (per client too, for up to 8 clients), and the scenario's
+// description.
+func WriteText(w io.Writer, r Result) error {
+	bw := bufio.NewWriter(w)
+	fmt.Fprintf(bw, "%s: %s\n", r.Scenario, title(r))
+	if r.Summary != "" {
+		fmt.Fprintf(bw, "%s\n", capitalize(r.Summary))
+	}
+	if b := bucketNote(r); b != "" {
+		fmt.Fprintf(bw, "%s\n", b)
+	}
+	for _, setup := range rowSetups(r) {
+		var rows []Row
+		for _, row := range r.Rows {
+			if row.Setup == setup {
+				rows = append(rows, row)
+			}
+		}
+		fmt.Fprintf(bw, "\n%s — each cell: passed ✕refused\n", setupText(setup, r.Instances))
+		writeTable(bw, rows)
+		for _, row := range rows {
+			if row.MaxDelay > 0 {
+				wrap(bw, fmt.Sprintf("%s shapes rather than refuses while its queue has room: admitted requests waited up to %v for their turn.", row.Algorithm, row.MaxDelay), 78)
+			}
+		}
+	}
+	if r.Description != "" {
+		bw.WriteString("\n")
+		for _, para := range strings.Split(r.Description, "\n") {
+			wrap(bw, para, 78)
+		}
+	}
+	return bw.Flush()
+}
+
+// title says the limit: "limit 10 per 10s".
+func title(r Result) string { return "limit " + describeLimit(r.Limit) }
+
+// bucketNote says which burst the bucket algorithms use, if r has any.
+func bucketNote(r Result) string {
+	var names []string
+	seen := map[rate.Algorithm]bool{}
+	for _, row := range r.Rows {
+		if isBucket(row.Algorithm) && !seen[row.Algorithm] {
+			seen[row.Algorithm] = true
+			names = append(names, row.Algorithm.String())
+		}
+	}
+	if len(names) == 0 {
+		return ""
+	}
+	return strings.Join(names, ", ") + ": " + describeBucket(r.Limit)
+}
+
+// rowSetups returns the setups of r's rows in order of appearance.
+func rowSetups(r Result) []Setup {
+	var out []Setup
+	for _, row := range r.Rows {
+		found := false
+		for _, s := range out {
+			found = found || s == row.Setup
+		}
+		if !found {
+			out = append(out, row.Setup)
+		}
+	}
+	return out
+}
+
+// setupText says in words what a setup is.
+func setupText(s Setup, instances int) string {
+	switch s {
+	case OwnCounters:
+		return fmt.Sprintf("%d instances behind round robin, each with its own counter", instances)
+	case SharedCounter:
+		return fmt.Sprintf("%d instances behind round robin, sharing one counter", instances)
+	}
+	return "one limiter"
+}
+
+// cell formats a count: "10", "0 ✕10".
+func cell(passed, refused int) string {
+	if refused == 0 {
+		return strconv.Itoa(passed)
+	}
+	return fmt.Sprintf("%d ✕%d", passed, refused)
+}
+
+// writeTable writes the per-second table of rows, which share a setup.
+func writeTable(w *bufio.Writer, rows []Row) {
+	if len(rows) == 0 {
+		return
+	}
+	clients := rows[0].Clients
+	if len(clients) < 2 || len(clients) > maxTextClients {
+		clients = nil
+	}
+	first := 3
+	for _, c := range clients {
+		first = max(first, min(utf8.RuneCountInString(c.Client), 16))
+	}
+	widths := make([]int, len(rows))
+	for i, row := range rows {
+		widths[i] = max(utf8.RuneCountInString(row.Algorithm.String()), utf8.RuneCountInString(cell(row.Passed, row.Refused)))
+		for _, s := range row.PerSecond {
+			widths[i] = max(widths[i], utf8.RuneCountInString(cell(s.Passed, s.Refused)))
+		}
+		for _, c := range row.Clients {
+			widths[i] = max(widths[i], utf8.RuneCountInString(cell(c.Passed, c.Refused)))
+		}
+	}
+	line := func(label string, cells []string) {
+		fmt.Fprintf(w, "%s │", pad(label, first, true))
+		for i, c := range cells {
+			w.WriteString(" ")
+			if i == len(cells)-1 {
+				w.WriteString(c)
+			} else {
+				w.WriteString(pad(c, widths[i], false))
+				w.WriteString(" ")
+			}
+		}
+		w.WriteString("\n")
+	}
+	rule := func() {
+		total := 0
+		for _, x := range widths {
+			total += x + 2
+		}
+		fmt.Fprintf(w, "%s┼%s\n", strings.Repeat("─", first+1), strings.Repeat("─", total))
+	}
+	names := make([]string, len(rows))
+	for i, row := range rows {
+		names[i] = row.Algorithm.String()
+	}
+	line("sec", names)
+	rule()
+	gap := false
+	for t := range rows[0].PerSecond {
+		cells := make([]string, len(rows))
+		busy := false
+		for i, row := range rows {
+			s := row.PerSecond[t]
+			busy = busy || s.Passed+s.Refused > 0
+			cells[i] = cell(s.Passed, s.Refused)
+		}
+		if !busy {
+			if !gap && t > 0 {
+				line("⋮", nil)
+			}
+			gap = true
+			continue
+		}
+		gap = false
+		line(strconv.Itoa(t), cells)
+	}
+	rule()
+	cells := make([]string, len(rows))
+	for i, row := range rows {
+		cells[i] = cell(row.Passed, row.Refused)
+	}
+	line("all", cells)
+	for k, c := range clients {
+		for i, row := range rows {
+			cells[i] = cell(row.Clients[k].Passed, row.Clients[k].Refused)
+		}
+		name := c.Client
+		if utf8.RuneCountInString(name) > 16 {
+			name = string([]rune(name)[:15]) + "…"
+		}
+		line(name, cells)
+	}
+}
+
+// pad pads s with spaces to n runes, on the left if right is true.
+func pad(s string, n int, right bool) string {
+	k := n - utf8.RuneCountInString(s)
+	if k <= 0 {
+		return s
+	}
+	if right {
+		return strings.Repeat(" ", k) + s
+	}
+	return s + strings.Repeat(" ", k)
+}
+
+// wrap writes text wrapped at width columns, or an empty line.
+func wrap(w *bufio.Writer, text string, width int) {
+	col := 0
+	for _, word := range strings.Fields(text) {
+		n := utf8.RuneCountInString(word)
+		if col > 0 && col+1+n > width {
+			w.WriteString("\n")
+			col = 0
+		}
+		if col > 0 {
+			w.WriteString(" ")
+			col++
+		}
+		w.WriteString(word)
+		col += n
+	}
+	w.WriteString("\n")
+}
