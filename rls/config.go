@@ -1,0 +1,712 @@
+package rls
+
+import (
+	"errors"
+	"fmt"
+	"math"
+	"os"
+	"path/filepath"
+	"slices"
+	"strconv"
+	"strings"
+	"time"
+
+	rlsv3 "github.com/envoyproxy/go-control-plane/envoy/service/ratelimit/v3"
+	"go.yaml.in/yaml/v3"
+	"google.golang.org/protobuf/types/known/wrapperspb"
+
+	"github.com/sluicehq/sluice/rate"
+)
+
+// Config is a loaded and validated set of rate limit domains, one per file
+// in the format of Envoy's reference rate limit service. It is immutable:
+// build a new one to change the limits and hand it to [Service.SetConfig].
+// Load one with [LoadFiles], [LoadDir] or [Parse]. A nil *Config has no
+// domains: every request is answered OK with no limit.
+type Config struct {
+	domains map[string]*domain
+}
+
+// Domains returns the names of the configured domains, sorted.
+func (c *Config) Domains() []string {
+	if c == nil {
+		return nil
+	}
+	names := make([]string, 0, len(c.domains))
+	for name := range c.domains {
+		names = append(names, name)
+	}
+	slices.Sort(names)
+	return names
+}
+
+// File is one configuration file's name and contents, for [Parse]. The
+// name appears in error messages.
+type File struct {
+	Name string
+	Data []byte
+}
+
+// ConfigError is one problem found in a configuration file. Its message
+// reads "file:line: message".
+type ConfigError struct {
+	// File is the name of the file, as given to Parse or LoadFiles.
+	File string
+	// Line is the 1-based line of the problem, or 0 when the problem
+	// concerns the whole file.
+	Line int
+	// Msg says what is wrong.
+	Msg string
+}
+
+// Error returns "file:line: message".
+func (e *ConfigError) Error() string {
+	if e.Line <= 0 {
+		return e.File + ": " + e.Msg
+	}
+	return e.File + ":" + strconv.Itoa(e.Line) + ": " + e.Msg
+}
+
+// maxErrors bounds how many problems one load reports.
+const maxErrors = 20
+
+// LoadFiles reads and parses the given files, one domain each (see
+// [Parse]).
+func LoadFiles(paths ...string) (*Config, error) {
+	files := make([]File, 0, len(paths))
+	for _, p := range paths {
+		data, err := os.ReadFile(p)
+		if err != nil {
+			return nil, fmt.Errorf("rls: %w", err)
+		}
+		files = append(files, File{Name: p, Data: data})
+	}
+	return Parse(files...)
+}
+
+// LoadDir loads every file in dir whose name ends in .yaml or .yml, in
+// name order, the way the reference service loads its runtime directory.
+func LoadDir(dir string) (*Config, error) {
+	entries, err := os.ReadDir(dir)
+	if err != nil {
+		return nil, fmt.Errorf("rls: %w", err)
+	}
+	var paths []string
+	for _, e := range entries {
+		name := e.Name()
+		if e.IsDir() || strings.HasPrefix(name, ".") {
+			continue
+		}
+		if ext := filepath.Ext(name); ext == ".yaml" || ext == ".yml" {
+			paths = append(paths, filepath.Join(dir, name))
+		}
+	}
+	return LoadFiles(paths...)
+}
+
+// Parse builds a Config from files in the reference service's format, one
+// domain per file:
+//
+//	domain: <name>
+//	descriptors:
+//	  - key: <key>
+//	    value: <value, optional; "*" or a trailing "*" matches by prefix>
+//	    rate_limit:
+//	      unit: second | minute | hour | day | week | month | year
+//	      requests_per_unit: <n>
+//	      unit_multiplier: <n, optional>
+//	      unlimited: <bool>
+//	      name: <name>
+//	      replaces: [{name: <name>}]
+//	      algorithm: <sluice extension: gcra, token_bucket, ...>
+//	      burst: <sluice extension: bucket capacity>
+//	    shadow_mode: <bool>
+//	    share_threshold: <bool>
+//	    detailed_metric: <bool>
+//	    value_to_metric: <bool>
+//	    descriptors: [...]
+//
+// Decoding is strict: an unknown key, a duplicate descriptor, a bad unit,
+// a missing requests_per_unit, unlimited together with a unit or a
+// requests_per_unit, a replaces naming its own limit, share_threshold on a
+// value that is not a wildcard and two files with the same domain are all
+// errors. The error lists every problem found (up to 20), each as
+// "file:line: message" ([ConfigError]), joined with [errors.Join].
+func Parse(files ...File) (*Config, error) {
+	p := &parser{}
+	cfg := &Config{domains: make(map[string]*domain)}
+	for _, f := range files {
+		p.file = f.Name
+		first := len(p.errs)
+		d := p.parseFile(f.Data)
+		slices.SortStableFunc(p.errs[first:], func(a, b error) int {
+			return a.(*ConfigError).Line - b.(*ConfigError).Line
+		})
+		if d == nil {
+			continue
+		}
+		if prev, ok := cfg.domains[d.name]; ok {
+			p.errorf(d.line, "duplicate domain %q (also in %s:%d)", d.name, prev.file, prev.line)
+			continue
+		}
+		cfg.domains[d.name] = d
+	}
+	if p.more > 0 {
+		p.errs = append(p.errs, fmt.Errorf("and %d more problems", p.more))
+	}
+	if len(p.errs) > 0 {
+		return nil, errors.Join(p.errs...)
+	}
+	return cfg, nil
+}
+
+// domain is one configured domain: the root of its descriptor tree.
+type domain struct {
+	name string
+	file string
+	line int
+	root level
+}
+
+// level is one list of descriptors: the top of a domain or the children of
+// a descriptor. A request entry looks for its (key, value) in exact, then
+// for the first wildcard whose key matches and whose prefix starts its
+// value, then for its key alone in anyValue.
+type level struct {
+	exact    map[entryKey]*node
+	wildcard []*node
+	anyValue map[string]*node
+}
+
+type entryKey struct{ key, value string }
+
+func (l *level) empty() bool {
+	return len(l.exact) == 0 && len(l.wildcard) == 0 && len(l.anyValue) == 0
+}
+
+// node is one configured descriptor.
+type node struct {
+	key, value string
+	// wildcard is set for a value ending in "*"; prefix is the value
+	// without it.
+	wildcard bool
+	prefix   string
+	limit    *limitSpec
+	shadow   bool
+	share    bool
+	detailed bool
+	toMetric bool
+	children level
+	// stat is the reference service's name for the node in its stats:
+	// the path of key or key_value parts joined with dots.
+	stat string
+	line int
+}
+
+// unitDurations are the reference's units: fixed windows aligned to the
+// Unix epoch, months 30 days and years 365.
+var unitDurations = map[rlsv3.RateLimitResponse_RateLimit_Unit]time.Duration{
+	rlsv3.RateLimitResponse_RateLimit_SECOND: time.Second,
+	rlsv3.RateLimitResponse_RateLimit_MINUTE: time.Minute,
+	rlsv3.RateLimitResponse_RateLimit_HOUR:   time.Hour,
+	rlsv3.RateLimitResponse_RateLimit_DAY:    24 * time.Hour,
+	rlsv3.RateLimitResponse_RateLimit_WEEK:   7 * 24 * time.Hour,
+	rlsv3.RateLimitResponse_RateLimit_MONTH:  30 * 24 * time.Hour,
+	rlsv3.RateLimitResponse_RateLimit_YEAR:   365 * 24 * time.Hour,
+}
+
+// limitSpec is a configured rate_limit block, or a request's override.
+type limitSpec struct {
+	name      string
+	replaces  []string
+	unlimited bool
+	// perUnit is requests_per_unit; zero refuses every request.
+	perUnit    uint32
+	unit       rlsv3.RateLimitResponse_RateLimit_Unit
+	multiplier uint32
+	// limit decides requests; its Count is perUnit (when not zero) and
+	// its Period the unit times the multiplier.
+	limit rate.Limit
+	// id names the limit in store keys, so that a changed limit starts
+	// from fresh and an unchanged one keeps its state across reloads.
+	id string
+}
+
+// newLimitSpec fills in limit and id from perUnit, unit, multiplier and an
+// algorithm. It reports why they do not make a valid limit.
+func newLimitSpec(perUnit uint32, unit rlsv3.RateLimitResponse_RateLimit_Unit, multiplier uint32, alg rate.Algorithm, burst int64) (*limitSpec, error) {
+	base, ok := unitDurations[unit]
+	if !ok {
+		return nil, fmt.Errorf("invalid unit %v", unit)
+	}
+	if multiplier == 0 {
+		multiplier = 1
+	}
+	if int64(multiplier) > rate.MaxExact/int64(base/time.Microsecond) {
+		return nil, fmt.Errorf("unit_multiplier %d is too large", multiplier)
+	}
+	period := base * time.Duration(multiplier)
+	ls := &limitSpec{perUnit: perUnit, unit: unit, multiplier: multiplier}
+	ls.limit = rate.Limit{Algorithm: alg, Count: int64(perUnit), Period: period, Burst: burst}
+	if perUnit > 0 {
+		if err := ls.limit.Validate(); err != nil {
+			return nil, err
+		}
+	} else if alg != rate.FixedWindow || burst != 0 {
+		return nil, errors.New("requests_per_unit 0 refuses everything and takes no algorithm or burst")
+	}
+	ls.id = fmt.Sprintf("%s_%d_per_%s", alg, perUnit, period)
+	if burst != 0 {
+		ls.id += fmt.Sprintf("_burst_%d", burst)
+	}
+	return ls, nil
+}
+
+// current returns the limit as a response's current_limit.
+func (ls *limitSpec) current() *rlsv3.RateLimitResponse_RateLimit {
+	rl := &rlsv3.RateLimitResponse_RateLimit{Name: ls.name, RequestsPerUnit: ls.perUnit, Unit: ls.unit}
+	if ls.multiplier > 1 {
+		rl.UnitMultiplier = wrapperspb.UInt32(ls.multiplier)
+	}
+	return rl
+}
+
+// parser collects the problems of one Parse call.
+type parser struct {
+	file string
+	errs []error
+	more int // problems found beyond maxErrors
+}
+
+func (p *parser) errorf(line int, format string, args ...any) {
+	if len(p.errs) >= maxErrors {
+		p.more++
+		return
+	}
+	p.errs = append(p.errs, &ConfigError{File: p.file, Line: line, Msg: fmt.Sprintf(format, args...)})
+}
+
+// pair is one key and value of a YAML mapping.
+type pair struct {
+	key string
+	k   *yaml.Node
+	v   *yaml.Node
+}
+
+// mapping returns the pairs of a mapping node, with aliases resolved and
+// merge keys ("<<") expanded, reporting duplicate and unknown keys. want
+// lists the keys allowed; what names the mapping in messages.
+func (p *parser) mapping(n *yaml.Node, what string, want ...string) []pair {
+	n = deref(n)
+	if n.Kind != yaml.MappingNode {
+		p.errorf(n.Line, "%s must be a mapping, not %s", what, kindName(n))
+		return nil
+	}
+	var out []pair
+	seen := map[string]int{}
+	// Keys written in the mapping win over merged ones, wherever the
+	// merge key stands, so merges are expanded after them.
+	var merges []*yaml.Node
+	add := func(m *yaml.Node, merged bool) {
+		for i := 0; i+1 < len(m.Content); i += 2 {
+			k, v := deref(m.Content[i]), m.Content[i+1]
+			if k.Kind != yaml.ScalarNode {
+				p.errorf(k.Line, "%s has a key that is not a string", what)
+				continue
+			}
+			if k.Tag == "!!merge" {
+				if merged {
+					continue
+				}
+				switch src := deref(v); src.Kind {
+				case yaml.MappingNode:
+					merges = append(merges, src)
+				case yaml.SequenceNode:
+					for _, s := range src.Content {
+						if s = deref(s); s.Kind == yaml.MappingNode {
+							merges = append(merges, s)
+						}
+					}
+				default:
+					p.errorf(k.Line, "merge key in %s must refer to a mapping", what)
+				}
+				continue
+			}
+			if first, dup := seen[k.Value]; dup {
+				if !merged {
+					p.errorf(k.Line, "duplicate key %q in %s (first at line %d)", k.Value, what, first)
+				}
+				continue
+			}
+			if !slices.Contains(want, k.Value) {
+				p.errorf(k.Line, "unknown key %q in %s (want one of %s)", k.Value, what, strings.Join(want, ", "))
+				continue
+			}
+			seen[k.Value] = k.Line
+			out = append(out, pair{key: k.Value, k: k, v: deref(v)})
+		}
+	}
+	add(n, false)
+	for _, m := range merges {
+		add(m, true)
+	}
+	return out
+}
+
+// deref follows aliases and document nodes.
+func deref(n *yaml.Node) *yaml.Node {
+	for n != nil {
+		switch n.Kind {
+		case yaml.AliasNode:
+			n = n.Alias
+		case yaml.DocumentNode:
+			if len(n.Content) == 0 {
+				return &yaml.Node{Kind: yaml.ScalarNode, Tag: "!!null", Line: n.Line}
+			}
+			n = n.Content[0]
+		case 0:
+			// An empty document.
+			return &yaml.Node{Kind: yaml.ScalarNode, Tag: "!!null"}
+		default:
+			return n
+		}
+	}
+	return &yaml.Node{Kind: yaml.ScalarNode, Tag: "!!null"}
+}
+
+func kindName(n *yaml.Node) string {
+	switch n.Kind {
+	case yaml.MappingNode:
+		return "a mapping"
+	case yaml.SequenceNode:
+		return "a list"
+	case yaml.ScalarNode:
+		if n.Tag == "!!null" {
+			return "empty"
+		}
+		return fmt.Sprintf("%q", n.Value)
+	}
+	return "this"
+}
+
+func isNull(n *yaml.Node) bool { return n.Kind == yaml.ScalarNode && n.Tag == "!!null" }
+
+// str reads a scalar as a string, as the reference does: numbers and
+// booleans keep their spelling, and an empty value is "".
+func (p *parser) str(pr pair) string {
+	if isNull(pr.v) {
+		return ""
+	}
+	if pr.v.Kind != yaml.ScalarNode {
+		p.errorf(pr.v.Line, "%s must be a string, not %s", pr.key, kindName(pr.v))
+		return ""
+	}
+	return pr.v.Value
+}
+
+func (p *parser) boolean(pr pair) bool {
+	if pr.v.Kind != yaml.ScalarNode || pr.v.Tag != "!!bool" {
+		p.errorf(pr.v.Line, "%s must be true or false, not %s", pr.key, kindName(pr.v))
+		return false
+	}
+	b, _ := strconv.ParseBool(strings.ToLower(pr.v.Value))
+	return b
+}
+
+func (p *parser) uint32(pr pair) (uint32, bool) {
+	if pr.v.Kind != yaml.ScalarNode || pr.v.Tag != "!!int" {
+		p.errorf(pr.v.Line, "%s must be a whole number, not %s", pr.key, kindName(pr.v))
+		return 0, false
+	}
+	n, err := strconv.ParseInt(strings.ReplaceAll(pr.v.Value, "_", ""), 0, 64)
+	if err != nil || n < 0 || n > math.MaxUint32 {
+		p.errorf(pr.v.Line, "%s must be between 0 and %d, not %s", pr.key, uint32(math.MaxUint32), pr.v.Value)
+		return 0, false
+	}
+	return uint32(n), true
+}
+
+func (p *parser) parseFile(data []byte) *domain {
+	var doc yaml.Node
+	if err := yaml.Unmarshal(data, &doc); err != nil {
+		line := 0
+		var te *yaml.TypeError
+		if !errors.As(err, &te) {
+			line = yamlErrorLine(err.Error())
+		}
+		p.errorf(line, "invalid YAML: %s", strings.TrimPrefix(err.Error(), "yaml: "))
+		return nil
+	}
+	root := deref(&doc)
+	if isNull(root) {
+		p.errorf(0, "config file cannot be empty: it needs a domain")
+		return nil
+	}
+	d := &domain{file: p.file, line: root.Line}
+	var descs *yaml.Node
+	for _, pr := range p.mapping(root, "the file", "domain", "descriptors") {
+		switch pr.key {
+		case "domain":
+			d.name = p.str(pr)
+			d.line = pr.k.Line
+		case "descriptors":
+			descs = pr.v
+		}
+	}
+	if d.name == "" {
+		p.errorf(d.line, "config file cannot have an empty domain")
+	}
+	p.parseLevel(&d.root, descs, d.name)
+	if d.name == "" {
+		return nil
+	}
+	return d
+}
+
+// yamlErrorLine extracts the line from a YAML syntax error ("yaml: line
+// 3: ...").
+func yamlErrorLine(msg string) int {
+	_, rest, ok := strings.Cut(msg, "line ")
+	if !ok {
+		return 0
+	}
+	end := strings.IndexFunc(rest, func(r rune) bool { return r < '0' || r > '9' })
+	if end <= 0 {
+		return 0
+	}
+	n, _ := strconv.Atoi(rest[:end])
+	return n
+}
+
+var (
+	descriptorKeys = []string{"key", "value", "rate_limit", "descriptors", "shadow_mode", "share_threshold", "detailed_metric", "value_to_metric"}
+	rateLimitKeys  = []string{"unit", "requests_per_unit", "unit_multiplier", "unlimited", "name", "replaces", "algorithm", "burst"}
+)
+
+// parseLevel parses a list of descriptors into l. stat is the stats path of
+// the parent.
+func (p *parser) parseLevel(l *level, list *yaml.Node, stat string) {
+	list = deref(list)
+	if isNull(list) {
+		return
+	}
+	if list.Kind != yaml.SequenceNode {
+		p.errorf(list.Line, "descriptors must be a list, not %s", kindName(list))
+		return
+	}
+	for _, item := range list.Content {
+		n := p.parseNode(item, stat)
+		if n == nil {
+			continue
+		}
+		if dup := l.find(n); dup != nil {
+			if n.value == "" {
+				p.errorf(n.line, "duplicate descriptor key %q with no value (first at line %d)", n.key, dup.line)
+			} else {
+				p.errorf(n.line, "duplicate descriptor key %q value %q (first at line %d)", n.key, n.value, dup.line)
+			}
+			continue
+		}
+		l.add(n)
+	}
+}
+
+func (l *level) find(n *node) *node {
+	switch {
+	case n.value == "":
+		return l.anyValue[n.key]
+	case n.wildcard:
+		for _, w := range l.wildcard {
+			if w.key == n.key && w.value == n.value {
+				return w
+			}
+		}
+		return nil
+	}
+	return l.exact[entryKey{n.key, n.value}]
+}
+
+func (l *level) add(n *node) {
+	switch {
+	case n.value == "":
+		if l.anyValue == nil {
+			l.anyValue = map[string]*node{}
+		}
+		l.anyValue[n.key] = n
+	case n.wildcard:
+		l.wildcard = append(l.wildcard, n)
+	default:
+		if l.exact == nil {
+			l.exact = map[entryKey]*node{}
+		}
+		l.exact[entryKey{n.key, n.value}] = n
+	}
+}
+
+func (p *parser) parseNode(item *yaml.Node, parentStat string) *node {
+	n := &node{line: deref(item).Line}
+	var rl, children *yaml.Node
+	keySeen := false
+	for _, pr := range p.mapping(item, "a descriptor", descriptorKeys...) {
+		switch pr.key {
+		case "key":
+			n.key, keySeen = p.str(pr), true
+		case "value":
+			n.value = p.str(pr)
+		case "rate_limit":
+			rl = pr.v
+		case "descriptors":
+			children = pr.v
+		case "shadow_mode":
+			n.shadow = p.boolean(pr)
+		case "share_threshold":
+			n.share = p.boolean(pr)
+		case "detailed_metric":
+			n.detailed = p.boolean(pr)
+		case "value_to_metric":
+			n.toMetric = p.boolean(pr)
+		}
+	}
+	if n.key == "" {
+		if keySeen {
+			p.errorf(n.line, "descriptor has an empty key")
+		} else {
+			p.errorf(n.line, "descriptor has no key")
+		}
+		return nil
+	}
+	if strings.HasSuffix(n.value, "*") {
+		n.wildcard, n.prefix = true, strings.TrimSuffix(n.value, "*")
+	}
+	if n.share && !n.wildcard {
+		p.errorf(n.line, "share_threshold needs a wildcard value ending in '*' (key %q value %q)", n.key, n.value)
+	}
+	part := n.key
+	if n.value != "" {
+		part += "_" + n.value
+	}
+	n.stat = parentStat + "." + part
+	if rl != nil {
+		n.limit = p.parseRateLimit(rl)
+	}
+	p.parseLevel(&n.children, children, n.stat)
+	return n
+}
+
+func (p *parser) parseRateLimit(rl *yaml.Node) *limitSpec {
+	var (
+		perUnit, multiplier uint32
+		unitName            string
+		unitLine, rpuLine   int
+		hasUnit, hasPerUnit bool
+		unlimited           bool
+		name                string
+		replaces            []string
+		replacesLines       []int
+		alg                 = rate.FixedWindow
+		burst               int64
+		extLine             int
+	)
+	rl = deref(rl)
+	for _, pr := range p.mapping(rl, "rate_limit", rateLimitKeys...) {
+		switch pr.key {
+		case "unit":
+			unitName, unitLine, hasUnit = p.str(pr), pr.k.Line, true
+		case "requests_per_unit":
+			perUnit, _ = p.uint32(pr)
+			rpuLine, hasPerUnit = pr.k.Line, true
+		case "unit_multiplier":
+			if m, ok := p.uint32(pr); ok {
+				if m == 0 {
+					p.errorf(pr.k.Line, "unit_multiplier must be at least 1")
+				}
+				multiplier = m
+			}
+		case "unlimited":
+			unlimited = p.boolean(pr)
+		case "name":
+			name = p.str(pr)
+		case "replaces":
+			list := pr.v
+			if list.Kind != yaml.SequenceNode {
+				p.errorf(list.Line, "replaces must be a list of {name: ...}, not %s", kindName(list))
+				continue
+			}
+			for _, item := range list.Content {
+				r := ""
+				for _, rp := range p.mapping(item, "a replaces entry", "name") {
+					r = p.str(rp)
+				}
+				replaces = append(replaces, r)
+				replacesLines = append(replacesLines, deref(item).Line)
+			}
+		case "algorithm":
+			a, err := rate.ParseAlgorithm(p.str(pr))
+			if err != nil {
+				p.errorf(pr.v.Line, "%v", err)
+			}
+			alg, extLine = a, pr.k.Line
+		case "burst":
+			b, _ := p.uint32(pr)
+			burst = int64(b)
+			if extLine == 0 {
+				extLine = pr.k.Line
+			}
+		}
+	}
+	for i, r := range replaces {
+		switch {
+		case r == "":
+			p.errorf(replacesLines[i], "replaces entry has an empty name")
+		case r == name:
+			p.errorf(replacesLines[i], "limit %q replaces itself", r)
+		}
+	}
+	unit, validUnit := rlsv3.RateLimitResponse_RateLimit_UNKNOWN, false
+	if hasUnit {
+		v, ok := rlsv3.RateLimitResponse_RateLimit_Unit_value[strings.ToUpper(unitName)]
+		unit = rlsv3.RateLimitResponse_RateLimit_Unit(v)
+		validUnit = ok && unit != rlsv3.RateLimitResponse_RateLimit_UNKNOWN
+	}
+	if unlimited {
+		ok := true
+		if hasUnit {
+			p.errorf(unitLine, "an unlimited limit takes no unit")
+			ok = false
+		}
+		if hasPerUnit {
+			p.errorf(rpuLine, "an unlimited limit takes no requests_per_unit")
+			ok = false
+		}
+		if extLine != 0 {
+			p.errorf(extLine, "an unlimited limit takes no algorithm or burst")
+			ok = false
+		}
+		if !ok {
+			return nil
+		}
+		return &limitSpec{name: name, replaces: replaces, unlimited: true}
+	}
+	switch {
+	case !hasUnit:
+		p.errorf(rl.Line, "rate_limit needs a unit (second, minute, hour, day, week, month or year), or unlimited: true")
+		return nil
+	case !validUnit:
+		p.errorf(unitLine, "invalid rate limit unit %q (want second, minute, hour, day, week, month or year)", unitName)
+		return nil
+	case !hasPerUnit:
+		p.errorf(rl.Line, "rate_limit needs requests_per_unit (0 refuses every request)")
+		return nil
+	}
+	ls, err := newLimitSpec(perUnit, unit, multiplier, alg, burst)
+	if err != nil {
+		line := rpuLine
+		if extLine != 0 {
+			line = extLine
+		}
+		p.errorf(line, "%v", err)
+		return nil
+	}
+	ls.name, ls.replaces = name, replaces
+	return ls
+}

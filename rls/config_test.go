@@ -1,0 +1,451 @@
+package rls
+
+import (
+	"errors"
+	"os"
+	"path/filepath"
+	"slices"
+	"strings"
+	"testing"
+	"time"
+
+	rlsv3 "github.com/envoyproxy/go-control-plane/envoy/service/ratelimit/v3"
+
+	"github.com/sluicehq/sluice/rate"
+)
+
+func parse(t *testing.T, yaml string) *Config {
+	t.Helper()
+	cfg, err := Parse(File{Name: "test.yaml", Data: []byte(yaml)})
+	if err != nil {
+		t.Fatalf("Parse: %v", err)
+	}
+	return cfg
+}
+
+func TestParseBadConfigs(t *testing.T) {
+	tests := []struct {
+		name string
+		yaml string
+		want string // "file:line: message" fragment
+	}{
+		{
+			name: "unknown key in a descriptor",
+			yaml: `domain: d
+descriptors:
+  - key: a
+    rate_limit: {unit: second, requests_per_unit: 1}
+    shadow: true
+`,
+			want: `test.yaml:5: unknown key "shadow" in a descriptor`,
+		},
+		{
+			name: "unknown key in rate_limit",
+			yaml: `domain: d
+descriptors:
+  - key: a
+    rate_limit:
+      unit: second
+      requests_per_second: 1
+`,
+			want: `test.yaml:6: unknown key "requests_per_second" in rate_limit`,
+		},
+		{
+			name: "unknown top-level key",
+			yaml: "domain: d\nlimits: []\n",
+			want: `test.yaml:2: unknown key "limits" in the file`,
+		},
+		{
+			name: "a key valid elsewhere is unknown here",
+			yaml: "domain: d\nunit: second\n",
+			want: `test.yaml:2: unknown key "unit" in the file`,
+		},
+		{
+			name: "duplicate descriptor",
+			yaml: `domain: d
+descriptors:
+  - key: database
+    value: users
+    rate_limit: {unit: second, requests_per_unit: 500}
+  - key: database
+    value: users
+    rate_limit: {unit: second, requests_per_unit: 50}
+`,
+			want: `test.yaml:6: duplicate descriptor key "database" value "users" (first at line 3)`,
+		},
+		{
+			name: "duplicate descriptor without value, nested",
+			yaml: `domain: d
+descriptors:
+  - key: a
+    descriptors:
+      - key: b
+        rate_limit: {unit: second, requests_per_unit: 1}
+      - key: b
+        rate_limit: {unit: second, requests_per_unit: 2}
+`,
+			want: `test.yaml:7: duplicate descriptor key "b" with no value (first at line 5)`,
+		},
+		{
+			name: "duplicate YAML key",
+			yaml: `domain: d
+descriptors:
+  - key: a
+    rate_limit:
+      unit: second
+      unit: minute
+      requests_per_unit: 1
+`,
+			want: `test.yaml:6: duplicate key "unit" in rate_limit (first at line 5)`,
+		},
+		{
+			name: "bad unit",
+			yaml: `domain: d
+descriptors:
+  - key: a
+    rate_limit:
+      unit: fortnight
+      requests_per_unit: 1
+`,
+			want: `test.yaml:5: invalid rate limit unit "fortnight"`,
+		},
+		{
+			name: "unknown is not a unit",
+			yaml: `domain: d
+descriptors:
+  - key: a
+    rate_limit: {unit: unknown, requests_per_unit: 1}
+`,
+			want: `test.yaml:4: invalid rate limit unit "unknown"`,
+		},
+		{
+			name: "missing unit",
+			yaml: `domain: d
+descriptors:
+  - key: a
+    rate_limit:
+      requests_per_unit: 1
+`,
+			want: `test.yaml:5: rate_limit needs a unit`,
+		},
+		{
+			name: "missing requests_per_unit",
+			yaml: `domain: d
+descriptors:
+  - key: a
+    rate_limit:
+      unit: second
+`,
+			want: `test.yaml:5: rate_limit needs requests_per_unit`,
+		},
+		{
+			name: "unlimited with requests_per_unit",
+			yaml: `domain: d
+descriptors:
+  - key: a
+    rate_limit:
+      unlimited: true
+      requests_per_unit: 10
+`,
+			want: `test.yaml:6: an unlimited limit takes no requests_per_unit`,
+		},
+		{
+			name: "unlimited with unit",
+			yaml: `domain: d
+descriptors:
+  - key: a
+    rate_limit:
+      unlimited: true
+      unit: second
+`,
+			want: `test.yaml:6: an unlimited limit takes no unit`,
+		},
+		{
+			name: "negative requests_per_unit",
+			yaml: `domain: d
+descriptors:
+  - key: a
+    rate_limit: {unit: second, requests_per_unit: -1}
+`,
+			want: `test.yaml:4: requests_per_unit must be between 0 and 4294967295, not -1`,
+		},
+		{
+			name: "requests_per_unit not a number",
+			yaml: `domain: d
+descriptors:
+  - key: a
+    rate_limit: {unit: second, requests_per_unit: lots}
+`,
+			want: `test.yaml:4: requests_per_unit must be a whole number, not "lots"`,
+		},
+		{
+			name: "unit_multiplier zero",
+			yaml: `domain: d
+descriptors:
+  - key: a
+    rate_limit: {unit: second, requests_per_unit: 1, unit_multiplier: 0}
+`,
+			want: `test.yaml:4: unit_multiplier must be at least 1`,
+		},
+		{
+			name: "shadow_mode not a boolean",
+			yaml: `domain: d
+descriptors:
+  - key: a
+    shadow_mode: yes please
+    rate_limit: {unit: second, requests_per_unit: 1}
+`,
+			want: `test.yaml:4: shadow_mode must be true or false, not "yes please"`,
+		},
+		{
+			name: "empty key",
+			yaml: `domain: d
+descriptors:
+  - key: ""
+    rate_limit: {unit: second, requests_per_unit: 1}
+`,
+			want: `test.yaml:3: descriptor has an empty key`,
+		},
+		{
+			name: "no key",
+			yaml: `domain: d
+descriptors:
+  - value: x
+`,
+			want: `test.yaml:3: descriptor has no key`,
+		},
+		{
+			name: "replaces itself",
+			yaml: `domain: d
+descriptors:
+  - key: a
+    rate_limit:
+      name: mine
+      unit: second
+      requests_per_unit: 1
+      replaces:
+        - name: mine
+`,
+			want: `test.yaml:9: limit "mine" replaces itself`,
+		},
+		{
+			name: "replaces with an empty name",
+			yaml: `domain: d
+descriptors:
+  - key: a
+    rate_limit:
+      unit: second
+      requests_per_unit: 1
+      replaces:
+        - name: ""
+`,
+			want: `test.yaml:8: replaces entry has an empty name`,
+		},
+		{
+			name: "share_threshold without a wildcard",
+			yaml: `domain: d
+descriptors:
+  - key: path
+    value: /files
+    share_threshold: true
+    rate_limit: {unit: second, requests_per_unit: 1}
+`,
+			want: `test.yaml:3: share_threshold needs a wildcard value ending in '*'`,
+		},
+		{
+			name: "empty domain",
+			yaml: "domain: \"\"\ndescriptors: []\n",
+			want: `test.yaml:1: config file cannot have an empty domain`,
+		},
+		{
+			name: "empty file",
+			yaml: "",
+			want: `test.yaml: config file cannot be empty`,
+		},
+		{
+			name: "descriptors not a list",
+			yaml: "domain: d\ndescriptors:\n  key: a\n",
+			want: `test.yaml:3: descriptors must be a list, not a mapping`,
+		},
+		{
+			name: "YAML syntax error",
+			yaml: "domain: d\ndescriptors:\n  - key: a\n    value: b: c\n",
+			want: `test.yaml:4: invalid YAML: line 4: mapping values are not allowed in this context`,
+		},
+		{
+			name: "unknown algorithm (sluice extension)",
+			yaml: `domain: d
+descriptors:
+  - key: a
+    rate_limit: {unit: second, requests_per_unit: 1, algorithm: leaky}
+`,
+			want: `test.yaml:4: unknown algorithm "leaky"`,
+		},
+		{
+			name: "burst on a fixed window (sluice extension)",
+			yaml: `domain: d
+descriptors:
+  - key: a
+    rate_limit:
+      unit: second
+      requests_per_unit: 10
+      burst: 20
+`,
+			want: `test.yaml:7: fixed_window has no burst`,
+		},
+		{
+			name: "algorithm on an unlimited limit",
+			yaml: `domain: d
+descriptors:
+  - key: a
+    rate_limit:
+      unlimited: true
+      algorithm: gcra
+`,
+			want: `test.yaml:6: an unlimited limit takes no algorithm or burst`,
+		},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			_, err := Parse(File{Name: "test.yaml", Data: []byte(tt.yaml)})
+			if err == nil {
+				t.Fatalf("Parse accepted:\n%s", tt.yaml)
+			}
+			if !strings.Contains(err.Error(), tt.want) {
+				t.Fatalf("error:\n  %v\nwant it to contain:\n  %s", err, tt.want)
+			}
+			var ce *ConfigError
+			if !errors.As(err, &ce) {
+				t.Fatalf("error %v is not a *ConfigError", err)
+			}
+		})
+	}
+}
+
+func TestParseDuplicateDomainAcrossFiles(t *testing.T) {
+	a := File{Name: "a.yaml", Data: []byte("domain: edge\ndescriptors: []\n")}
+	b := File{Name: "b.yaml", Data: []byte("# the same domain again\ndomain: edge\n")}
+	_, err := Parse(a, b)
+	if err == nil {
+		t.Fatal("two files with the same domain were accepted")
+	}
+	if want := `b.yaml:2: duplicate domain "edge" (also in a.yaml:1)`; err.Error() != want {
+		t.Fatalf("error %q, want %q", err, want)
+	}
+}
+
+func TestParseReportsEveryProblem(t *testing.T) {
+	_, err := Parse(File{Name: "many.yaml", Data: []byte(`domain: d
+descriptors:
+  - key: a
+    rate_limit: {unit: eon, requests_per_unit: 1}
+  - key: b
+    rate_limit: {unit: second}
+  - key: c
+    colour: blue
+`)})
+	if err == nil {
+		t.Fatal("accepted")
+	}
+	for _, want := range []string{"many.yaml:4: invalid rate limit unit", "many.yaml:6: rate_limit needs requests_per_unit", `many.yaml:8: unknown key "colour"`} {
+		if !strings.Contains(err.Error(), want) {
+			t.Errorf("error %q lacks %q", err, want)
+		}
+	}
+}
+
+func TestParseUnitsAndExtensions(t *testing.T) {
+	cfg := parse(t, `domain: units
+descriptors:
+  - {key: s, rate_limit: {unit: second, requests_per_unit: 1}}
+  - {key: m, rate_limit: {unit: Minute, requests_per_unit: 1}}
+  - {key: h, rate_limit: &hourly {unit: HOUR, requests_per_unit: 7}}
+  - {key: h2, rate_limit: *hourly}
+  - {key: d, rate_limit: {unit: day, requests_per_unit: 1}}
+  - {key: w, rate_limit: {unit: week, requests_per_unit: 1}}
+  - {key: mo, rate_limit: {unit: month, requests_per_unit: 1}}
+  - {key: y, rate_limit: {unit: year, requests_per_unit: 1}}
+  - {key: m10, rate_limit: {unit: minute, unit_multiplier: 10, requests_per_unit: 1}}
+  - {key: g, rate_limit: {unit: second, requests_per_unit: 10, algorithm: gcra, burst: 20}}
+  - {key: zero, rate_limit: {unit: second, requests_per_unit: 0}}
+  - key: merged
+    rate_limit:
+      <<: *hourly
+      requests_per_unit: 9
+`)
+	day := 24 * time.Hour
+	tests := []struct {
+		key    string
+		unit   rlsv3.RateLimitResponse_RateLimit_Unit
+		count  uint32
+		period time.Duration
+		alg    rate.Algorithm
+	}{
+		{"s", rlsv3.RateLimitResponse_RateLimit_SECOND, 1, time.Second, rate.FixedWindow},
+		{"m", rlsv3.RateLimitResponse_RateLimit_MINUTE, 1, time.Minute, rate.FixedWindow},
+		{"h", rlsv3.RateLimitResponse_RateLimit_HOUR, 7, time.Hour, rate.FixedWindow},
+		{"h2", rlsv3.RateLimitResponse_RateLimit_HOUR, 7, time.Hour, rate.FixedWindow},
+		{"d", rlsv3.RateLimitResponse_RateLimit_DAY, 1, day, rate.FixedWindow},
+		{"w", rlsv3.RateLimitResponse_RateLimit_WEEK, 1, 7 * day, rate.FixedWindow},
+		{"mo", rlsv3.RateLimitResponse_RateLimit_MONTH, 1, 30 * day, rate.FixedWindow},
+		{"y", rlsv3.RateLimitResponse_RateLimit_YEAR, 1, 365 * day, rate.FixedWindow},
+		{"m10", rlsv3.RateLimitResponse_RateLimit_MINUTE, 1, 10 * time.Minute, rate.FixedWindow},
+		{"g", rlsv3.RateLimitResponse_RateLimit_SECOND, 10, time.Second, rate.GCRA},
+		{"zero", rlsv3.RateLimitResponse_RateLimit_SECOND, 0, time.Second, rate.FixedWindow},
+		{"merged", rlsv3.RateLimitResponse_RateLimit_HOUR, 9, time.Hour, rate.FixedWindow},
+	}
+	for _, tt := range tests {
+		n := cfg.domains["units"].root.anyValue[tt.key]
+		if n == nil || n.limit == nil {
+			t.Errorf("%s: no limit", tt.key)
+			continue
+		}
+		ls := n.limit
+		if ls.unit != tt.unit || ls.perUnit != tt.count || ls.limit.Period != tt.period || ls.limit.Algorithm != tt.alg {
+			t.Errorf("%s: got %v %d per %v (%v), want %v %d per %v (%v)", tt.key, ls.unit, ls.perUnit, ls.limit.Period, ls.limit.Algorithm, tt.unit, tt.count, tt.period, tt.alg)
+		}
+	}
+	if g := cfg.domains["units"].root.anyValue["g"].limit.limit; g.Burst != 20 {
+		t.Errorf("burst %d, want 20", g.Burst)
+	}
+}
+
+func TestLoadDirAndFiles(t *testing.T) {
+	cfg, err := LoadDir("testdata")
+	if err != nil {
+		t.Fatalf("LoadDir: %v", err)
+	}
+	entries, _ := os.ReadDir("testdata")
+	var paths []string
+	for _, e := range entries {
+		if filepath.Ext(e.Name()) == ".yaml" {
+			paths = append(paths, filepath.Join("testdata", e.Name()))
+		}
+	}
+	byFiles, err := LoadFiles(paths...)
+	if err != nil {
+		t.Fatalf("LoadFiles: %v", err)
+	}
+	if got, want := cfg.Domains(), byFiles.Domains(); !slices.Equal(got, want) || len(got) < 2 {
+		t.Fatalf("LoadDir domains %v, LoadFiles domains %v", got, want)
+	}
+	if _, err := LoadFiles("testdata/missing.yaml"); err == nil || !errors.Is(err, os.ErrNotExist) {
+		t.Fatalf("missing file: %v", err)
+	}
+}
+
+func TestParseBoundsTheErrorList(t *testing.T) {
+	var b strings.Builder
+	b.WriteString("domain: d\ndescriptors:\n")
+	for range 25 {
+		b.WriteString("  - key: k\n    rate_limit: {unit: lightyear, requests_per_unit: 1}\n")
+	}
+	_, err := Parse(File{Name: "big.yaml", Data: []byte(b.String())})
+	if err == nil {
+		t.Fatal("accepted")
+	}
+	lines := strings.Split(err.Error(), "\n")
+	if len(lines) != maxErrors+1 || lines[maxErrors] != "and 29 more problems" {
+		t.Fatalf("%d lines, last %q", len(lines), lines[len(lines)-1])
+	}
+}

@@ -1,0 +1,233 @@
+package rls
+
+import (
+	"crypto/sha256"
+	"encoding/hex"
+	"fmt"
+	"strings"
+
+	ratelimitv3 "github.com/envoyproxy/go-control-plane/envoy/extensions/common/ratelimit/v3"
+	rlsv3 "github.com/envoyproxy/go-control-plane/envoy/service/ratelimit/v3"
+
+	"github.com/sluicehq/sluice/rate"
+)
+
+// match is what one request descriptor resolves to: the limit that
+// applies, if any, and the names it is counted and reported under.
+type match struct {
+	limit  *limitSpec
+	shadow bool
+	// key is the store key: the domain, the descriptor's entries and the
+	// limit's id (see storeKey).
+	key string
+	// stat names the limit in metrics, as the reference names its stats:
+	// domain.key_value.key...
+	stat string
+	// policy names the limit in RateLimit headers when it has no name:
+	// the configured path, which holds no value from the request.
+	policy string
+}
+
+// lookup resolves descriptor d in the named domain the way the reference
+// service does. It returns ok false for an unknown domain or a descriptor
+// that no configured limit matches.
+//
+// A descriptor carrying a limit override gets that limit, whatever the
+// configuration says, as long as the domain is known. Otherwise the
+// entries walk the domain's tree one level each: at every level the
+// (key, value) is looked up exactly, then among the wildcards of that
+// level in configuration order, then by key alone. The limit that applies
+// is the one of the node reached by the last entry; a descriptor longer
+// or shorter than the configured path has none. Each distinct value gets
+// its own key, except that entries matched by a wildcard with
+// share_threshold use the wildcard's pattern instead of their value, so
+// all values matching it share one counter.
+func (c *Config) lookup(domainName string, d *ratelimitv3.RateLimitDescriptor) (m match, ok bool, err error) {
+	if c == nil {
+		return match{}, false, nil
+	}
+	dom := c.domains[domainName]
+	if dom == nil {
+		return match{}, false, nil
+	}
+	entries := d.GetEntries()
+	if o := d.GetLimit(); o != nil {
+		unit := rlsv3.RateLimitResponse_RateLimit_Unit(o.GetUnit())
+		ls, err := newLimitSpec(o.GetRequestsPerUnit(), unit, o.GetUnitMultiplier().GetValue(), rate.FixedWindow, 0)
+		if err != nil {
+			return match{}, false, fmt.Errorf("descriptor limit override: %w", err)
+		}
+		stat, policy := []string{domainName}, []string{domainName}
+		for _, e := range entries {
+			stat = append(stat, statPart(e.GetKey(), e.GetValue()))
+			policy = append(policy, e.GetKey())
+		}
+		return match{
+			limit:  ls,
+			key:    storeKey(domainName, entries, nil, ls.id),
+			stat:   strings.Join(stat, "."),
+			policy: strings.Join(policy, "."),
+		}, true, nil
+	}
+	if len(entries) == 0 {
+		return match{}, false, nil
+	}
+
+	lvl := &dom.root
+	var leaf *node
+	// shared[i] is the pattern entry i is counted under, when it matched a
+	// wildcard with share_threshold.
+	var shared []string
+	parts := make([]string, 0, len(entries))
+	for i, e := range entries {
+		key, value := e.GetKey(), e.GetValue()
+		next := lvl.exact[entryKey{key, value}]
+		how := "exact"
+		if next == nil {
+			for _, w := range lvl.wildcard {
+				if w.key == key && strings.HasPrefix(value, w.prefix) {
+					next, how = w, "wildcard"
+					break
+				}
+			}
+		}
+		if next == nil {
+			next, how = lvl.anyValue[key], "key"
+		}
+		if next == nil {
+			break
+		}
+		switch {
+		case how == "exact":
+			parts = append(parts, statPart(key, value))
+		case how == "wildcard" && next.share:
+			if shared == nil {
+				shared = make([]string, len(entries))
+			}
+			shared[i] = next.value
+			parts = append(parts, statPart(key, next.value))
+		case next.toMetric:
+			parts = append(parts, statPart(key, value))
+		case how == "wildcard":
+			parts = append(parts, statPart(key, next.value))
+		default:
+			parts = append(parts, key)
+		}
+		if i == len(entries)-1 {
+			leaf = next
+		}
+		if next.children.empty() {
+			break
+		}
+		lvl = &next.children
+	}
+	if leaf == nil || leaf.limit == nil {
+		return match{}, false, nil
+	}
+	if leaf.detailed {
+		for i, e := range entries {
+			if shared == nil || shared[i] == "" {
+				parts[i] = statPart(e.GetKey(), e.GetValue())
+			}
+		}
+	}
+	m = match{
+		limit:  leaf.limit,
+		shadow: leaf.shadow,
+		stat:   domainName + "." + strings.Join(parts, "."),
+		policy: leaf.stat,
+	}
+	if !leaf.limit.unlimited {
+		m.key = storeKey(domainName, entries, shared, leaf.limit.id)
+	}
+	return m, true, nil
+}
+
+func statPart(key, value string) string {
+	if value == "" {
+		return key
+	}
+	return key + "_" + value
+}
+
+// maxValue is the longest descriptor key or value kept verbatim in a store
+// key; longer ones are replaced by a hash. Values come from clients (a
+// header, a path), so without a bound a client chooses how much memory
+// each key costs.
+const maxValue = 64
+
+// maxKey bounds a whole store key in the same way: the entries of a
+// descriptor with a limit override are not bounded by the configuration.
+const maxKey = 512
+
+// storeKey returns the key a descriptor's state is kept under:
+//
+//	rls:<domain>:<k1>=<v1>|<k2>=<v2>:<limit id>
+//
+// Entries counted under a shared wildcard pattern are written
+// <k>*=<pattern prefix>. Every part is escaped so that the separators
+// (and Redis Cluster's hash tag braces) never come from a client, and a
+// part longer than maxValue is replaced by "%h" and a hash of it, so two
+// different descriptors never share a key. The limit id at the end makes
+// a changed limit start from fresh while an unchanged one keeps its state
+// when the configuration is reloaded.
+func storeKey(domain string, entries []*ratelimitv3.RateLimitDescriptor_Entry, shared []string, limitID string) string {
+	var b strings.Builder
+	b.WriteString("rls:")
+	writePart(&b, domain)
+	b.WriteByte(':')
+	start := b.Len()
+	for i, e := range entries {
+		if i > 0 {
+			b.WriteByte('|')
+		}
+		writePart(&b, e.GetKey())
+		if shared != nil && shared[i] != "" {
+			b.WriteString("*=")
+			writePart(&b, strings.TrimSuffix(shared[i], "*"))
+			continue
+		}
+		b.WriteByte('=')
+		writePart(&b, e.GetValue())
+	}
+	if b.Len()-start > maxKey {
+		path := b.String()[start:]
+		b.Reset()
+		b.WriteString("rls:")
+		writePart(&b, domain)
+		b.WriteByte(':')
+		writeHash(&b, path)
+	}
+	b.WriteByte(':')
+	b.WriteString(limitID)
+	return b.String()
+}
+
+// writePart writes s escaped: bytes other than letters, digits and
+// "-._~/@+" become %XX. A string longer than maxValue becomes %h and its
+// hash instead, which no escaped string can be.
+func writePart(b *strings.Builder, s string) {
+	if len(s) > maxValue {
+		writeHash(b, s)
+		return
+	}
+	const hexDigits = "0123456789ABCDEF"
+	for i := 0; i < len(s); i++ {
+		c := s[i]
+		switch {
+		case 'a' <= c && c <= 'z', 'A' <= c && c <= 'Z', '0' <= c && c <= '9',
+			c == '-', c == '.', c == '_', c == '~', c == '/', c == '@', c == '+':
+			b.WriteByte(c)
+		default:
+			b.WriteByte('%')
+			b.WriteByte(hexDigits[c>>4])
+			b.WriteByte(hexDigits[c&15])
+		}
+	}
+}
+
+func writeHash(b *strings.Builder, s string) {
+	sum := sha256.Sum256([]byte(s))
+	b.WriteString("%h")
+	b.WriteString(hex.EncodeToString(sum[:16]))
+}

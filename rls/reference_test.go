@@ -1,0 +1,157 @@
+package rls
+
+import (
+	"math"
+	"strings"
+	"testing"
+
+	ratelimitv3 "github.com/envoyproxy/go-control-plane/envoy/extensions/common/ratelimit/v3"
+)
+
+// TestReferenceConfigFiles loads configuration files written in the
+// reference service's format and checks each rule does what its comment
+// says.
+func TestReferenceConfigFiles(t *testing.T) {
+	cfg, err := LoadFiles("testdata/edge.yaml", "testdata/messaging.yaml")
+	if err != nil {
+		t.Fatal(err)
+	}
+	h := newHarness(t, cfg, Options{})
+
+	// 20 a minute for each address.
+	for range 20 {
+		h.ask("edge", desc("remote_address", "10.1.2.3"))
+	}
+	h.expect(h.ask("edge", desc("remote_address", "10.1.2.3")), over, st{over, 20, minute, 0, 30})
+	h.expect(h.ask("edge", desc("remote_address", "10.1.2.4")), ok, st{ok, 20, minute, 19, 30})
+
+	// The blocked address, and the unlimited health checks.
+	h.expect(h.ask("edge", desc("remote_address", "50.0.0.5")), over, st{over, 0, second, 0, 1})
+	h.expect(h.askHits("edge", 1_000_000, desc("generic_key", "health")), ok, st{code: ok, remain: math.MaxUint32})
+
+	// Searches by prefix, 5 a second per key; other paths share the
+	// per-path default, counted per path.
+	search := func(path string) *ratelimitv3.RateLimitDescriptor { return desc("api_key", "k1", "path", path) }
+	h.expect(h.ask("edge", search("/v1/search?q=a")), ok, st{ok, 5, second, 4, 1})
+	h.expect(h.ask("edge", search("/v1/search?q=b")), ok, st{ok, 5, second, 4, 1})
+	h.expect(h.ask("edge", search("/v1/items")), ok, st{ok, 100, minute, 99, 30})
+
+	// Downloads share one budget.
+	h.expect(h.askHits("edge", 600, desc("path", "/files/a.pdf")), ok, st{ok, 1000, hour, 400, 3570})
+	h.expect(h.askHits("edge", 500, desc("path", "/files/b.csv")), over, st{over, 1000, hour, 0, 3570})
+
+	// The trial quota is in shadow mode: over it, and OK.
+	for range 3 {
+		h.ask("edge", desc("plan", "trial"))
+	}
+	h.takeEvents()
+	h.expect(h.ask("edge", desc("plan", "trial")), ok, st{ok, 3, day, 0, 50370})
+	if ev := h.takeEvents(); len(ev) != 1 || !ev[0].Over || !ev[0].Shadow {
+		t.Errorf("trial events %+v", ev)
+	}
+
+	// The partner's limit replaces the per-path default it names.
+	resp := h.ask("edge", search("/v1/items"), desc("partner", "acme", "path", "/v1/items"))
+	h.expect(resp, ok, st{code: ok}, st{ok, 1000, minute, 999, 30})
+	// Without the partner, the per-path default applies, untouched.
+	h.expect(h.ask("edge", search("/v1/items")), ok, st{ok, 100, minute, 98, 30})
+
+	// The README's example 2: marketing messages to a number, 5 a day, and
+	// any messages to it, 100 a day, in one request.
+	for i := range 5 {
+		resp := h.ask("messaging", desc("message_type", "marketing", "to_number", "2061111111"), desc("to_number", "2061111111"))
+		h.expect(resp, ok, st{ok, 5, day, uint32(4 - i), 50370}, st{ok, 100, day, uint32(99 - i), 50370})
+	}
+	resp = h.ask("messaging", desc("message_type", "marketing", "to_number", "2061111111"), desc("to_number", "2061111111"))
+	h.expect(resp, over, st{over, 5, day, 0, 50370}, st{ok, 100, day, 94, 50370})
+	h.expect(h.ask("messaging", desc("message_type", "marketing", "to_number", "2062222222")), ok, st{ok, 5, day, 4, 50370})
+}
+
+func TestStoreKeys(t *testing.T) {
+	entries := func(kv ...string) []*ratelimitv3.RateLimitDescriptor_Entry { return desc(kv...).GetEntries() }
+	got := storeKey("edge", entries("remote_address", "10.0.0.1", "path", "/v1/a b"), nil, "fixed_window_20_per_1m0s")
+	if want := "rls:edge:remote_address=10.0.0.1|path=/v1/a%20b:fixed_window_20_per_1m0s"; got != want {
+		t.Errorf("key %q, want %q", got, want)
+	}
+	got = storeKey("edge", entries("path", "/files/a"), []string{"/files/*"}, "id")
+	if want := "rls:edge:path*=/files/:id"; got != want {
+		t.Errorf("shared key %q, want %q", got, want)
+	}
+
+	// Descriptors that differ never share a key, however their values
+	// are made to look like the separators.
+	distinct := [][]string{
+		{"a", "b|c=d"},
+		{"a", "b", "c", "d"},
+		{"a", "b:c"},
+		{"a", "b%7Cc=d"},
+		{"a=b", "c"},
+		{"a", "b=c"},
+		{"a", "{tag}"},
+		{"a", strings.Repeat("x", 65)},
+		{"a", strings.Repeat("x", 65) + "y"},
+		{"a", strings.Repeat("x", 64)},
+	}
+	seen := map[string][]string{}
+	for _, kv := range distinct {
+		k := storeKey("d", entries(kv...), nil, "id")
+		if prev, dup := seen[k]; dup {
+			t.Errorf("%q and %q share the key %q", prev, kv, k)
+		}
+		seen[k] = kv
+		if strings.ContainsAny(k, "{}") {
+			t.Errorf("key %q holds a hash tag brace from a client", k)
+		}
+	}
+
+	// Client values are bounded: a long value is hashed, and so is a long
+	// path of entries.
+	long := storeKey("d", entries("a", strings.Repeat("v", 10_000)), nil, "id")
+	if len(long) > 100 {
+		t.Errorf("key for a 10kB value is %d bytes", len(long))
+	}
+	var kv []string
+	for range 100 {
+		kv = append(kv, "key", strings.Repeat("v", 60))
+	}
+	if k := storeKey("d", entries(kv...), nil, "id"); len(k) > maxKey {
+		t.Errorf("key for 100 entries is %d bytes", len(k))
+	}
+}
+
+func TestStatKeys(t *testing.T) {
+	cfg := parse(t, `domain: d
+descriptors:
+  - key: a
+    descriptors:
+      - key: b
+        detailed_metric: true
+        rate_limit: {unit: second, requests_per_unit: 1}
+  - key: c
+    value_to_metric: true
+    rate_limit: {unit: second, requests_per_unit: 1}
+  - key: e
+    value: x*
+    rate_limit: {unit: second, requests_per_unit: 1}
+  - key: f
+    value: exact
+    rate_limit: {unit: second, requests_per_unit: 1}
+`)
+	for _, tt := range []struct {
+		d    *ratelimitv3.RateLimitDescriptor
+		want string
+	}{
+		{desc("a", "1", "b", "2"), "d.a_1.b_2"},
+		{desc("c", "3"), "d.c_3"},
+		{desc("e", "xyz"), "d.e_x*"},
+		{desc("f", "exact"), "d.f_exact"},
+	} {
+		m, ok, err := cfg.lookup("d", tt.d)
+		if err != nil || !ok {
+			t.Fatalf("%v: no match (%v)", tt.d, err)
+		}
+		if m.stat != tt.want {
+			t.Errorf("%v: stat %q, want %q", tt.d, m.stat, tt.want)
+		}
+	}
+}

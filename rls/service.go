@@ -1,0 +1,497 @@
+package rls
+
+import (
+	"context"
+	"log/slog"
+	"math"
+	"sync/atomic"
+	"time"
+
+	rlsv3 "github.com/envoyproxy/go-control-plane/envoy/service/ratelimit/v3"
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/health"
+	healthpb "google.golang.org/grpc/health/grpc_health_v1"
+	"google.golang.org/grpc/status"
+	"google.golang.org/protobuf/types/known/durationpb"
+
+	"github.com/sluicehq/sluice"
+	"github.com/sluicehq/sluice/rate"
+)
+
+// Options configures a Service. The zero value behaves as Envoy's
+// reference rate limit service does.
+type Options struct {
+	// Clock tells the time when the store's decision does not say how
+	// long a window has left (a zero limit, or a look at a window nothing
+	// has touched yet). If nil, rate.SystemClock{}. Give it the clock the
+	// store uses.
+	Clock rate.Clock
+	// RefusedConsumeNothing selects sluice's semantics instead of the
+	// reference's. By default, as in the reference, every descriptor is
+	// decided on its own, and hits refused by a fixed window still count:
+	// a request over one descriptor's limit still spends from the others,
+	// and a window once exceeded stays exceeded until it ends, even for a
+	// check with hits_addend 0. With RefusedConsumeNothing, the
+	// descriptors of a request that are not in shadow mode are decided
+	// together, all or nothing: a request refused by one limit spends
+	// nothing from any, and a refused request never counts.
+	RefusedConsumeNothing bool
+	// Headers adds RateLimit-Policy and RateLimit fields
+	// (draft-ietf-httpapi-ratelimit-headers-10) for the enforced limits of
+	// each request to response_headers_to_add, and Retry-After (whole
+	// seconds, rounded up, never 0) when the request is over a limit.
+	// Envoy adds them to the response it sends downstream. If false, no
+	// headers are added.
+	Headers bool
+	// Observe, if not nil, is called once for each descriptor of a request
+	// decided against a limit (not for unlimited, unmatched or replaced
+	// ones), after the decision, on the request's goroutine. It must be
+	// quick and safe for concurrent use: the server counts metrics with
+	// it.
+	Observe func(Event)
+	// Logger receives warnings about store errors. If nil, nothing is
+	// logged.
+	Logger *slog.Logger
+}
+
+// Event describes one descriptor's decision, for metrics.
+type Event struct {
+	// Domain is the request's domain.
+	Domain string
+	// Key names the limit the way the reference service names its stats:
+	// the domain and the configured descriptor path, such as
+	// "messaging.message_type_marketing.to_number". Its cardinality is
+	// that of the configuration, except under detailed_metric and
+	// value_to_metric, which put the request's values in it, as in the
+	// reference.
+	Key string
+	// Name is the limit's configured name, or "".
+	Name string
+	// Hits is how many hits the descriptor asked for.
+	Hits uint64
+	// Over reports whether the descriptor was over its limit, whether or
+	// not the limit is enforced.
+	Over bool
+	// Shadow reports that the limit is in shadow mode: when Over, the
+	// response said OK anyway.
+	Shadow bool
+}
+
+// Service answers Envoy's rate limit requests
+// (envoy.service.ratelimit.v3.RateLimitService) from a Config and a
+// sluice.Store. It is safe for concurrent use; create it with
+// [NewService], mount it with [Service.Register], and change its
+// configuration with [Service.SetConfig].
+type Service struct {
+	rlsv3.UnimplementedRateLimitServiceServer
+
+	store  sluice.Store
+	opts   Options
+	clock  rate.Clock
+	log    *slog.Logger
+	cfg    atomic.Pointer[Config]
+	health *health.Server
+}
+
+var _ rlsv3.RateLimitServiceServer = (*Service)(nil)
+
+// NewService returns a Service that decides requests against cfg (nil
+// means no domains) with store, which must not be nil.
+func NewService(cfg *Config, store sluice.Store, opts Options) *Service {
+	s := &Service{store: store, opts: opts, clock: opts.Clock, log: opts.Logger, health: health.NewServer()}
+	if s.clock == nil {
+		s.clock = rate.SystemClock{}
+	}
+	if s.log == nil {
+		s.log = slog.New(slog.DiscardHandler)
+	}
+	s.cfg.Store(cfg)
+	s.health.SetServingStatus("", healthpb.HealthCheckResponse_SERVING)
+	s.health.SetServingStatus(rlsv3.RateLimitService_ServiceDesc.ServiceName, healthpb.HealthCheckResponse_SERVING)
+	return s
+}
+
+// Register registers the rate limit service and the standard gRPC health
+// service (grpc.health.v1, reporting SERVING for "" and for
+// envoy.service.ratelimit.v3.RateLimitService) on r, usually a
+// *grpc.Server. A server that has a health service of its own registers
+// the Service alone with rlsv3.RegisterRateLimitServiceServer.
+func (s *Service) Register(r grpc.ServiceRegistrar) {
+	rlsv3.RegisterRateLimitServiceServer(r, s)
+	healthpb.RegisterHealthServer(r, s.health)
+}
+
+// Health returns the health service Register mounts, for a server that
+// wants to report NOT_SERVING while it drains (health.Server.Shutdown).
+func (s *Service) Health() *health.Server { return s.health }
+
+// SetConfig replaces the configuration for the requests that arrive from
+// now on. Counters live in the store under keys that name the descriptor
+// and the limit, so a limit that did not change keeps its state and one
+// that changed starts from fresh.
+func (s *Service) SetConfig(cfg *Config) { s.cfg.Store(cfg) }
+
+// Config returns the current configuration.
+func (s *Service) Config() *Config { return s.cfg.Load() }
+
+// item is one descriptor of a request on its way to a status.
+type item struct {
+	m       match
+	limited bool // a limit that is not unlimited applies
+	unlim   bool
+	hits    int64
+	over    bool
+	remain  int64
+	reset   time.Duration
+	decided bool
+}
+
+// ShouldRateLimit decides a request the way the reference service does:
+// one status per descriptor, in order, and OVER_LIMIT overall when any
+// enforced descriptor is over its limit. An unknown domain or a
+// descriptor no limit matches is OK with no current_limit; an empty
+// domain or descriptor list is InvalidArgument; a store that cannot decide
+// makes the call fail with Unavailable, and Envoy's failure_mode_deny
+// decides what happens to the request.
+func (s *Service) ShouldRateLimit(ctx context.Context, req *rlsv3.RateLimitRequest) (*rlsv3.RateLimitResponse, error) {
+	if req.GetDomain() == "" {
+		return nil, status.Error(codes.InvalidArgument, "rate limit domain must not be empty")
+	}
+	descs := req.GetDescriptors()
+	if len(descs) == 0 {
+		return nil, status.Error(codes.InvalidArgument, "rate limit descriptor list must not be empty")
+	}
+	cfg := s.cfg.Load()
+	items := make([]item, len(descs))
+	var replacing map[string]bool
+	for i, d := range descs {
+		m, ok, err := cfg.lookup(req.GetDomain(), d)
+		if err != nil {
+			return nil, status.Errorf(codes.InvalidArgument, "descriptor %d: %v", i, err)
+		}
+		if !ok {
+			continue
+		}
+		for _, r := range m.limit.replaces {
+			if replacing == nil {
+				replacing = map[string]bool{}
+			}
+			replacing[r] = true
+		}
+		it := &items[i]
+		it.m, it.unlim, it.limited = m, m.limit.unlimited, !m.limit.unlimited
+		it.hits = hitsOf(req, i)
+	}
+	// As in the reference, a limit named in the replaces of any limit the
+	// request matched (unlimited ones included) is dropped.
+	for i := range items {
+		it := &items[i]
+		if it.limited && it.m.limit.name != "" && replacing[it.m.limit.name] {
+			*it = item{}
+		}
+	}
+
+	var err error
+	if s.opts.RefusedConsumeNothing {
+		err = s.decideTogether(ctx, items)
+	} else {
+		for i := range items {
+			if items[i].limited {
+				if err = s.decideCounting(ctx, &items[i]); err != nil {
+					break
+				}
+			}
+		}
+	}
+	if err != nil {
+		if ctxErr := ctx.Err(); ctxErr != nil {
+			return nil, status.FromContextError(ctxErr).Err()
+		}
+		s.log.WarnContext(ctx, "rls: store could not decide", "domain", req.GetDomain(), "err", err)
+		return nil, status.Errorf(codes.Unavailable, "rate limit store: %v", err)
+	}
+	return s.respond(req.GetDomain(), items), nil
+}
+
+// hitsOf returns how many hits descriptor i asks for, as the reference
+// reads them: the descriptor's own hits_addend when set (0 is a check that
+// spends nothing), else the request's, else 1. Negative hits (a refund)
+// cannot be given back to an all-or-nothing store: such a descriptor is
+// checked and spends nothing.
+func hitsOf(req *rlsv3.RateLimitRequest, i int) int64 {
+	d := req.GetDescriptors()[i]
+	if d.GetIsNegativeHits() {
+		return 0
+	}
+	if h := d.GetHitsAddend(); h != nil {
+		return int64(min(h.GetValue(), math.MaxInt64))
+	}
+	return int64(max(1, req.GetHitsAddend()))
+}
+
+// decideCounting decides one descriptor the reference's way. For a fixed
+// window, the reference counts every hit, refused or not, and refuses
+// whenever its count is above the limit. A store here consumes nothing on
+// a refusal, so the same state is reached in two steps:
+//
+//  1. A refused request fills the rest of the window, so that every
+//     later request in it is refused as the reference would refuse it.
+//     Its count then stands at the limit, and the reference's above it.
+//  2. The only request that could tell the two apart is a check (0 hits):
+//     the reference refuses it above the limit and admits it at the limit.
+//     So a refusal also sets a mark for the window (a fixed window of one
+//     under "<key>:over"), and a check that finds nothing left reads it.
+//
+// Algorithms other than fixed_window (a sluice extension) keep sluice's
+// meaning even here: a refused request consumes nothing.
+func (s *Service) decideCounting(ctx context.Context, it *item) error {
+	ls := it.m.limit
+	if ls.limit.Algorithm != rate.FixedWindow {
+		return s.decideAlone(ctx, it, true)
+	}
+	it.decided = true
+	if ls.perUnit == 0 {
+		// Nothing ever passes: only the mark is kept.
+		it.remain, it.reset = 0, s.windowLeft(ls)
+		if it.hits > 0 {
+			it.over = true
+			return s.setMark(ctx, it)
+		}
+		over, err := s.marked(ctx, it)
+		it.over = over
+		return err
+	}
+	var d rate.Decision
+	var err error
+	if it.hits > ls.limit.Capacity() {
+		// More than the window holds: it can never pass.
+		d, err = s.store.Decide(ctx, rate.Request{Key: it.m.key, Limit: ls.limit})
+		d.Allowed = false
+	} else {
+		d, err = s.store.Decide(ctx, rate.Request{Key: it.m.key, Limit: ls.limit, Cost: it.hits})
+	}
+	if err != nil {
+		return err
+	}
+	it.reset = s.resetOf(ls, d)
+	if d.Allowed {
+		it.remain = d.Remaining
+		if it.hits == 0 && d.Remaining == 0 {
+			it.over, err = s.marked(ctx, it)
+		}
+		return err
+	}
+	it.over, it.remain = true, 0
+	left := d.Remaining
+	for try := 0; left > 0 && try < 3; try++ {
+		f, err := s.store.Decide(ctx, rate.Request{Key: it.m.key, Limit: ls.limit, Cost: left})
+		if err != nil {
+			return err
+		}
+		if f.Allowed {
+			break
+		}
+		left = f.Remaining // someone else spent some meanwhile
+	}
+	return s.setMark(ctx, it)
+}
+
+// markLimit is the limit of the mark a refusal sets in its window.
+func markLimit(ls *limitSpec) rate.Limit {
+	return rate.Limit{Algorithm: rate.FixedWindow, Count: 1, Period: ls.limit.Period}
+}
+
+func (s *Service) setMark(ctx context.Context, it *item) error {
+	_, err := s.store.Decide(ctx, rate.Request{Key: it.m.key + ":over", Limit: markLimit(it.m.limit), Cost: 1})
+	return err
+}
+
+// marked reports whether a refusal set the mark in the current window.
+func (s *Service) marked(ctx context.Context, it *item) (bool, error) {
+	d, err := s.store.Decide(ctx, rate.Request{Key: it.m.key + ":over", Limit: markLimit(it.m.limit)})
+	return err == nil && d.Remaining == 0, err
+}
+
+// decideAlone decides one descriptor with sluice's meaning: a refused
+// request consumes nothing. If spend is false it only looks, and reports
+// whether the descriptor's hits would have passed.
+func (s *Service) decideAlone(ctx context.Context, it *item, spend bool) error {
+	ls := it.m.limit
+	it.decided = true
+	if ls.perUnit == 0 {
+		it.over, it.remain, it.reset = it.hits > 0, 0, s.windowLeft(ls)
+		return nil
+	}
+	cost := it.hits
+	if !spend || cost > ls.limit.Capacity() {
+		cost = 0
+	}
+	d, err := s.store.Decide(ctx, rate.Request{Key: it.m.key, Limit: ls.limit, Cost: cost})
+	if err != nil {
+		return err
+	}
+	it.over = !d.Allowed || cost != it.hits && d.Remaining < it.hits
+	it.remain, it.reset = d.Remaining, s.resetOf(ls, d)
+	return nil
+}
+
+// decideTogether decides the enforced descriptors of a request all or
+// nothing with one DecideAll, then the shadow-mode ones each on its own,
+// spending only if the request as a whole was admitted.
+func (s *Service) decideTogether(ctx context.Context, items []item) error {
+	var (
+		reqs     []rate.Request
+		owner    = make([]int, len(items)) // index in reqs, or -1
+		byKey    map[string]int
+		possible = true
+	)
+	for i := range items {
+		owner[i] = -1
+		it := &items[i]
+		if !it.limited || it.m.shadow {
+			continue
+		}
+		ls := it.m.limit
+		if ls.perUnit == 0 {
+			it.decided, it.over, it.reset = true, it.hits > 0, s.windowLeft(ls)
+			possible = possible && !it.over
+			continue
+		}
+		// A key that appears twice is asked for once, for the sum of the
+		// hits: stores need not accept a key twice in one DecideAll.
+		if j, ok := byKey[it.m.key]; ok {
+			owner[i] = j
+			reqs[j].Cost += it.hits
+		} else {
+			if byKey == nil {
+				byKey = map[string]int{}
+			}
+			byKey[it.m.key] = len(reqs)
+			owner[i] = len(reqs)
+			reqs = append(reqs, rate.Request{Key: it.m.key, Limit: ls.limit, Cost: it.hits})
+		}
+	}
+	costs := make([]int64, len(reqs))
+	for j := range reqs {
+		costs[j] = reqs[j].Cost
+		if costs[j] > reqs[j].Limit.Capacity() {
+			possible = false
+		}
+	}
+	if !possible {
+		// Some limit can never admit this request: look without spending.
+		for j := range reqs {
+			reqs[j].Cost = 0
+		}
+	}
+	admitted := possible
+	if len(reqs) > 0 {
+		out := make([]rate.Decision, len(reqs))
+		all, err := s.store.DecideAll(ctx, reqs, out)
+		if err != nil {
+			return err
+		}
+		admitted = admitted && all.Allowed
+		for i := range items {
+			j := owner[i]
+			if j < 0 {
+				continue
+			}
+			it, d := &items[i], out[j]
+			it.decided = true
+			it.over = !d.Allowed || !possible && d.Remaining < costs[j]
+			it.remain, it.reset = d.Remaining, s.resetOf(items[i].m.limit, d)
+		}
+	}
+	for i := range items {
+		it := &items[i]
+		if !it.limited || !it.m.shadow {
+			continue
+		}
+		// A refused request spends nothing here either.
+		if err := s.decideAlone(ctx, it, admitted); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// resetOf returns how long until the descriptor's limit resets, from the
+// store's decision: the wait after which a refused request passes, or
+// until an admitted one's state is fresh. A fixed window the decision says
+// nothing about (a look at an untouched window) is measured on the clock.
+func (s *Service) resetOf(ls *limitSpec, d rate.Decision) time.Duration {
+	switch {
+	case !d.Allowed && d.RetryAfter > 0:
+		return d.RetryAfter
+	case d.ResetAfter > 0:
+		return d.ResetAfter
+	case ls.limit.Algorithm == rate.FixedWindow:
+		return s.windowLeft(ls)
+	}
+	return 0
+}
+
+// windowLeft returns the time left in the current fixed window of ls on
+// the service's clock: windows are aligned to the Unix epoch.
+func (s *Service) windowLeft(ls *limitSpec) time.Duration {
+	p := ls.limit.Period.Microseconds()
+	now := rate.Micros(s.clock.Now())
+	left := p - now%p
+	if now < 0 {
+		left = -(now % p)
+		if left == 0 {
+			left = p
+		}
+	}
+	return time.Duration(left) * time.Microsecond
+}
+
+// ceilSeconds rounds d up to whole seconds, as the reference reports
+// durations: a client told to come back in 30s never comes back early.
+func ceilSeconds(d time.Duration) time.Duration {
+	if d <= 0 {
+		return 0
+	}
+	return (d + time.Second - 1) / time.Second * time.Second
+}
+
+// respond builds the response and reports the events.
+func (s *Service) respond(domain string, items []item) *rlsv3.RateLimitResponse {
+	resp := &rlsv3.RateLimitResponse{
+		OverallCode: rlsv3.RateLimitResponse_OK,
+		Statuses:    make([]*rlsv3.RateLimitResponse_DescriptorStatus, len(items)),
+	}
+	for i := range items {
+		it := &items[i]
+		st := &rlsv3.RateLimitResponse_DescriptorStatus{Code: rlsv3.RateLimitResponse_OK}
+		resp.Statuses[i] = st
+		switch {
+		case it.unlim:
+			st.LimitRemaining = math.MaxUint32
+		case it.limited && it.decided:
+			if it.over && !it.m.shadow {
+				st.Code = rlsv3.RateLimitResponse_OVER_LIMIT
+				resp.OverallCode = rlsv3.RateLimitResponse_OVER_LIMIT
+			}
+			st.CurrentLimit = it.m.limit.current()
+			st.LimitRemaining = uint32(min(max(it.remain, 0), math.MaxUint32))
+			st.DurationUntilReset = durationpb.New(ceilSeconds(it.reset))
+			if s.opts.Observe != nil {
+				s.opts.Observe(Event{
+					Domain: domain,
+					Key:    it.m.stat,
+					Name:   it.m.limit.name,
+					Hits:   uint64(it.hits),
+					Over:   it.over,
+					Shadow: it.m.shadow,
+				})
+			}
+		}
+	}
+	if s.opts.Headers {
+		resp.ResponseHeadersToAdd = headers(items)
+	}
+	return resp
+}

@@ -1,0 +1,521 @@
+package rls
+
+import (
+	"context"
+	"math"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	ratelimitv3 "github.com/envoyproxy/go-control-plane/envoy/extensions/common/ratelimit/v3"
+	rlsv3 "github.com/envoyproxy/go-control-plane/envoy/service/ratelimit/v3"
+	typev3 "github.com/envoyproxy/go-control-plane/envoy/type/v3"
+	"google.golang.org/grpc/codes"
+	healthpb "google.golang.org/grpc/health/grpc_health_v1"
+	"google.golang.org/grpc/status"
+	"google.golang.org/protobuf/types/known/wrapperspb"
+)
+
+const perMinute = `domain: api
+descriptors:
+  - key: user
+    rate_limit:
+      unit: minute
+      requests_per_unit: 20
+`
+
+func TestCountsDownThenOverLimit(t *testing.T) {
+	h := newHarness(t, parse(t, perMinute), Options{})
+	for want := uint32(19); ; want-- {
+		resp := h.ask("api", desc("user", "alice"))
+		// start is 30s into the minute: the window resets in 30s.
+		h.expect(resp, ok, st{ok, 20, minute, want, 30})
+		if want == 0 {
+			break
+		}
+	}
+	resp := h.ask("api", desc("user", "alice"))
+	h.expect(resp, over, st{over, 20, minute, 0, 30})
+	if cl := resp.GetStatuses()[0].GetCurrentLimit(); cl.GetRequestsPerUnit() != 20 || cl.GetUnit() != minute {
+		t.Fatalf("current_limit %v, want {20, MINUTE}", cl)
+	}
+
+	// Time inside the window: the reset counts down, rounded up to whole
+	// seconds as the reference reports it.
+	h.clock.Advance(10*time.Second + 500*time.Millisecond)
+	h.expect(h.ask("api", desc("user", "alice")), over, st{over, 20, minute, 0, 20})
+
+	// Another user has a counter of its own.
+	h.expect(h.ask("api", desc("user", "bob")), ok, st{ok, 20, minute, 19, 20})
+
+	// The next window starts afresh, with a whole minute to go.
+	h.clock.Advance(19*time.Second + 500*time.Millisecond)
+	h.expect(h.ask("api", desc("user", "alice")), ok, st{ok, 20, minute, 19, 60})
+}
+
+func TestTwoDescriptorsEachHaveAStatus(t *testing.T) {
+	const cfg = `domain: api
+descriptors:
+  - key: user
+    rate_limit: {unit: minute, requests_per_unit: 3}
+  - key: path
+    rate_limit: {unit: hour, requests_per_unit: 10}
+`
+	t.Run("reference: each descriptor on its own", func(t *testing.T) {
+		h := newHarness(t, parse(t, cfg), Options{})
+		both := func() *rlsv3.RateLimitResponse { return h.ask("api", desc("user", "u"), desc("path", "/p")) }
+		h.expect(both(), ok, st{ok, 3, minute, 2, 30}, st{ok, 10, hour, 9, 3570})
+		h.expect(both(), ok, st{ok, 3, minute, 1, 30}, st{ok, 10, hour, 8, 3570})
+		h.expect(both(), ok, st{ok, 3, minute, 0, 30}, st{ok, 10, hour, 7, 3570})
+		// The user is over: the request is over, and, as in the reference,
+		// the path's limit still counts it.
+		h.expect(both(), over, st{over, 3, minute, 0, 30}, st{ok, 10, hour, 6, 3570})
+		h.expect(both(), over, st{over, 3, minute, 0, 30}, st{ok, 10, hour, 5, 3570})
+	})
+	t.Run("RefusedConsumeNothing: all or nothing", func(t *testing.T) {
+		h := newHarness(t, parse(t, cfg), Options{RefusedConsumeNothing: true})
+		both := func() *rlsv3.RateLimitResponse { return h.ask("api", desc("user", "u"), desc("path", "/p")) }
+		for i := range 3 {
+			h.expect(both(), ok, st{ok, 3, minute, uint32(2 - i), 30}, st{ok, 10, hour, uint32(9 - i), 3570})
+		}
+		// Refused: the path's budget is untouched.
+		h.expect(both(), over, st{over, 3, minute, 0, 30}, st{ok, 10, hour, 7, 3570})
+		h.expect(both(), over, st{over, 3, minute, 0, 30}, st{ok, 10, hour, 7, 3570})
+		h.expect(h.ask("api", desc("path", "/p")), ok, st{ok, 10, hour, 6, 3570})
+	})
+	t.Run("either descriptor makes the request over", func(t *testing.T) {
+		h := newHarness(t, parse(t, cfg), Options{})
+		h.expect(h.askHits("api", 10, desc("path", "/q")), ok, st{ok, 10, hour, 0, 3570})
+		h.expect(h.ask("api", desc("user", "v"), desc("path", "/q")), over, st{ok, 3, minute, 2, 30}, st{over, 10, hour, 0, 3570})
+	})
+}
+
+func TestUnknownAndUnmatched(t *testing.T) {
+	h := newHarness(t, parse(t, perMinute+`
+  - key: key
+    value: value
+    descriptors:
+      - key: subkey
+        rate_limit: {unit: second, requests_per_unit: 300}
+`), Options{})
+	okNoLimit := st{code: ok}
+	// An unknown domain is not an error: nothing is limited.
+	h.expect(h.ask("nowhere", desc("user", "alice")), ok, okNoLimit)
+	// A descriptor no limit matches, one that is shorter than the
+	// configured path, and one that is longer (the reference's example 4).
+	h.expect(h.ask("api", desc("team", "x"), desc("key", "value"), desc("user", "alice", "extra", "1")),
+		ok, okNoLimit, okNoLimit, okNoLimit)
+	h.expect(h.ask("api", desc("key", "value", "subkey", "anything")), ok, st{ok, 300, second, 299, 1})
+	if ev := h.takeEvents(); len(ev) != 1 || ev[0].Key != "api.key_value.subkey" {
+		t.Fatalf("events %+v, want one for api.key_value.subkey", ev)
+	}
+
+	for _, tt := range []struct {
+		name string
+		req  *rlsv3.RateLimitRequest
+	}{
+		{"empty domain", &rlsv3.RateLimitRequest{Descriptors: []*ratelimitv3.RateLimitDescriptor{desc("user", "a")}}},
+		{"no descriptors", &rlsv3.RateLimitRequest{Domain: "api"}},
+	} {
+		_, err := h.call(tt.req)
+		if status.Code(err) != codes.InvalidArgument {
+			t.Errorf("%s: error %v, want InvalidArgument", tt.name, err)
+		}
+	}
+}
+
+func TestUnlimited(t *testing.T) {
+	// The reference's example 5.
+	h := newHarness(t, parse(t, `domain: internal
+descriptors:
+  - key: ldap
+    rate_limit:
+      unlimited: true
+  - key: azure
+    rate_limit:
+      unit: minute
+      requests_per_unit: 100
+`), Options{})
+	for range 3 {
+		h.expect(h.askHits("internal", 1000, desc("ldap", "x"), desc("azure", "")), over,
+			st{code: ok, remain: math.MaxUint32}, st{over, 100, minute, 0, 30})
+	}
+	if n := h.store.Len(); n != 2 { // azure's window and its over mark; nothing for ldap
+		t.Fatalf("store holds %d keys, want 2", n)
+	}
+	if ev := h.takeEvents(); len(ev) != 3 || ev[0].Key != "internal.azure" {
+		t.Fatalf("events %+v: unlimited descriptors are not reported", ev)
+	}
+}
+
+func TestShadowMode(t *testing.T) {
+	// The reference's example 6.
+	h := newHarness(t, parse(t, `domain: example6
+descriptors:
+  - key: service
+    descriptors:
+      - key: user
+        value: user-a
+        rate_limit:
+          requests_per_unit: 10
+          unit: second
+        shadow_mode: true
+      - key: user
+        value: user-b
+        rate_limit:
+          requests_per_unit: 20
+          unit: second
+`), Options{})
+	a := func() *rlsv3.RateLimitResponse {
+		return h.ask("example6", desc("service", "auth-service", "user", "user-a"))
+	}
+	b := func() *rlsv3.RateLimitResponse {
+		return h.ask("example6", desc("service", "auth-service", "user", "user-b"))
+	}
+	for i := range 10 {
+		h.expect(a(), ok, st{ok, 10, second, uint32(9 - i), 1})
+	}
+	h.takeEvents()
+	// Over the limit, and OK all the same, with the limit's numbers.
+	h.expect(a(), ok, st{ok, 10, second, 0, 1})
+	ev := h.takeEvents()
+	if len(ev) != 1 || !ev[0].Over || !ev[0].Shadow || ev[0].Key != "example6.service.user_user-a" {
+		t.Fatalf("events %+v, want one over, in shadow mode", ev)
+	}
+	for range 20 {
+		b()
+	}
+	h.expect(b(), over, st{over, 20, second, 0, 1})
+	if ev := h.takeEvents(); !ev[len(ev)-1].Over || ev[len(ev)-1].Shadow {
+		t.Fatalf("last event %+v, want over and enforced", ev[len(ev)-1])
+	}
+}
+
+func TestReplaces(t *testing.T) {
+	// The reference's example 7.
+	h := newHarness(t, parse(t, `domain: example7
+descriptors:
+  - key: key_1
+    value: value_1
+    descriptors:
+      - key: user
+        value: bkthomps
+        rate_limit:
+          name: specific_limit
+          requests_per_unit: 5
+          unit: second
+  - key: key_2
+    value: value_2
+    descriptors:
+      - key: user
+        value: bkthomps
+        rate_limit:
+          replaces:
+            - name: specific_limit
+          requests_per_unit: 10
+          unit: second
+`), Options{})
+	one := desc("key_1", "value_1", "user", "bkthomps")
+	two := desc("key_2", "value_2", "user", "bkthomps")
+	// Both together: only the replacing limit applies, and the replaced
+	// one is left untouched.
+	for i := range 10 {
+		h.expect(h.ask("example7", one, two), ok, st{code: ok}, st{ok, 10, second, uint32(9 - i), 1})
+	}
+	h.expect(h.ask("example7", one, two), over, st{code: ok}, st{over, 10, second, 0, 1})
+	// On its own, the named limit applies with its whole budget.
+	for i := range 5 {
+		h.expect(h.ask("example7", one), ok, st{ok, 5, second, uint32(4 - i), 1})
+	}
+	h.expect(h.ask("example7", one), over, st{over, 5, second, 0, 1})
+}
+
+func TestWildcards(t *testing.T) {
+	h := newHarness(t, parse(t, `domain: files
+descriptors:
+  - key: path
+    value: /own/*
+    rate_limit: {unit: minute, requests_per_unit: 2}
+  - key: path
+    value: /shared/*
+    share_threshold: true
+    rate_limit: {unit: minute, requests_per_unit: 2}
+  - key: path
+    value: /own/special
+    rate_limit: {unit: minute, requests_per_unit: 5}
+  - key: tenant
+    value: "*"
+    descriptors:
+      - key: bucket
+        value: b*
+        share_threshold: true
+        rate_limit: {unit: minute, requests_per_unit: 1}
+`), Options{})
+	ask := func(path string) st { return statusOf(h.ask("files", desc("path", path)).GetStatuses()[0]) }
+	// Each value matching a plain wildcard has a counter of its own.
+	for _, p := range []string{"/own/a", "/own/b"} {
+		if got, want := ask(p), (st{ok, 2, minute, 1, 30}); got != want {
+			t.Errorf("%s: %+v, want %+v", p, got, want)
+		}
+	}
+	// An exact value wins over the wildcard.
+	if got, want := ask("/own/special"), (st{ok, 5, minute, 4, 30}); got != want {
+		t.Errorf("exact: %+v, want %+v", got, want)
+	}
+	// With share_threshold, every matching value spends from one counter.
+	for i, p := range []string{"/shared/a", "/shared/b", "/shared/c"} {
+		want := st{ok, 2, minute, uint32(1 - i), 30}
+		if i == 2 {
+			want = st{over, 2, minute, 0, 30}
+		}
+		if got := ask(p); got != want {
+			t.Errorf("%s: %+v, want %+v", p, got, want)
+		}
+	}
+	// A value that does not start with the prefix does not match.
+	if got := ask("/other"); got != (st{code: ok}) {
+		t.Errorf("/other: %+v, want no limit", got)
+	}
+	// Sharing applies to the entry that matched the shared wildcard only:
+	// tenants still count apart.
+	h.expect(h.ask("files", desc("tenant", "t1", "bucket", "b1")), ok, st{ok, 1, minute, 0, 30})
+	h.expect(h.ask("files", desc("tenant", "t1", "bucket", "b2")), over, st{over, 1, minute, 0, 30})
+	h.expect(h.ask("files", desc("tenant", "t2", "bucket", "b3")), ok, st{ok, 1, minute, 0, 30})
+	ev := h.takeEvents()
+	if got := ev[len(ev)-1].Key; got != "files.tenant_*.bucket_b*" {
+		t.Errorf("stat key %q", got)
+	}
+}
+
+func TestHitsAddend(t *testing.T) {
+	h := newHarness(t, parse(t, perMinute), Options{})
+	alice := func() *ratelimitv3.RateLimitDescriptor { return desc("user", "alice") }
+	// The request's hits_addend applies to every descriptor.
+	h.expect(h.askHits("api", 5, alice()), ok, st{ok, 20, minute, 15, 30})
+	// A descriptor's own hits_addend overrides it.
+	h.expect(h.askHits("api", 5, withHits(alice(), 3)), ok, st{ok, 20, minute, 12, 30})
+	// An explicit 0 looks without spending.
+	h.expect(h.askHits("api", 5, withHits(alice(), 0)), ok, st{ok, 20, minute, 12, 30})
+	// 12 left: 12 pass, leaving the window exactly full; a check still
+	// says OK, as the reference does when the count equals the limit.
+	h.expect(h.ask("api", withHits(alice(), 12)), ok, st{ok, 20, minute, 0, 30})
+	h.expect(h.ask("api", withHits(alice(), 0)), ok, st{ok, 20, minute, 0, 30})
+	// One more is over, and from then on the reference's count is above
+	// the limit: even a check is over until the window ends.
+	h.expect(h.ask("api", alice()), over, st{over, 20, minute, 0, 30})
+	h.expect(h.ask("api", withHits(alice(), 0)), over, st{over, 20, minute, 0, 30})
+	h.clock.Advance(30 * time.Second)
+	h.expect(h.ask("api", withHits(alice(), 0)), ok, st{ok, 20, minute, 20, 60})
+}
+
+func TestRefusedHitsCount(t *testing.T) {
+	t.Run("reference", func(t *testing.T) {
+		h := newHarness(t, parse(t, perMinute), Options{})
+		h.expect(h.askHits("api", 15, desc("user", "a")), ok, st{ok, 20, minute, 5, 30})
+		// 10 hits do not fit in the 5 left: refused, and still counted,
+		// so that a single hit is refused too.
+		h.expect(h.askHits("api", 10, desc("user", "a")), over, st{over, 20, minute, 0, 30})
+		h.expect(h.ask("api", desc("user", "a")), over, st{over, 20, minute, 0, 30})
+		// More hits than the limit can ever hold: over, and counted.
+		h.expect(h.askHits("api", 21, desc("user", "b")), over, st{over, 20, minute, 0, 30})
+		h.expect(h.ask("api", desc("user", "b")), over, st{over, 20, minute, 0, 30})
+		// Post-hoc accounting, as gateways that report usage after the
+		// response do: a check passes, the usage recorded afterwards
+		// exceeds the budget, and the next check is refused.
+		h.expect(h.ask("api", withHits(desc("user", "c"), 0)), ok, st{ok, 20, minute, 20, 30})
+		h.expect(h.ask("api", withHits(desc("user", "c"), 35)), over, st{over, 20, minute, 0, 30})
+		h.expect(h.ask("api", withHits(desc("user", "c"), 0)), over, st{over, 20, minute, 0, 30})
+	})
+	t.Run("RefusedConsumeNothing", func(t *testing.T) {
+		h := newHarness(t, parse(t, perMinute), Options{RefusedConsumeNothing: true})
+		h.expect(h.askHits("api", 15, desc("user", "a")), ok, st{ok, 20, minute, 5, 30})
+		// Refused, and nothing spent: the 5 left are reported, and pass.
+		h.expect(h.askHits("api", 10, desc("user", "a")), over, st{over, 20, minute, 5, 30})
+		h.expect(h.askHits("api", 5, desc("user", "a")), ok, st{ok, 20, minute, 0, 30})
+		h.expect(h.askHits("api", 21, desc("user", "b")), over, st{over, 20, minute, 20, 30})
+		h.expect(h.ask("api", desc("user", "b")), ok, st{ok, 20, minute, 19, 30})
+	})
+}
+
+func TestLimitOverride(t *testing.T) {
+	h := newHarness(t, parse(t, perMinute), Options{})
+	override := func(d *ratelimitv3.RateLimitDescriptor, n uint32, unit typev3.RateLimitUnit) *ratelimitv3.RateLimitDescriptor {
+		d.Limit = &ratelimitv3.RateLimitDescriptor_RateLimitOverride{RequestsPerUnit: n, Unit: unit}
+		return d
+	}
+	// The override replaces the configured 20/minute.
+	for i := range 2 {
+		h.expect(h.ask("api", override(desc("user", "alice"), 2, typev3.RateLimitUnit_SECOND)), ok, st{ok, 2, second, uint32(1 - i), 1})
+	}
+	h.expect(h.ask("api", override(desc("user", "alice"), 2, typev3.RateLimitUnit_SECOND)), over, st{over, 2, second, 0, 1})
+	// The configured limit has its own counter.
+	h.expect(h.ask("api", desc("user", "alice")), ok, st{ok, 20, minute, 19, 30})
+	// As in the reference, an override applies to a descriptor the
+	// configuration does not know, as long as the domain is known.
+	h.expect(h.ask("api", override(desc("anything", "x"), 7, typev3.RateLimitUnit_HOUR)), ok, st{ok, 7, hour, 6, 3570})
+	h.expect(h.ask("elsewhere", override(desc("anything", "x"), 7, typev3.RateLimitUnit_HOUR)), ok, st{code: ok})
+	// A multiplier widens the window: 10 minutes.
+	d := override(desc("user", "bob"), 3, typev3.RateLimitUnit_MINUTE)
+	d.Limit.UnitMultiplier = wrapperspb.UInt32(10)
+	resp := h.ask("api", d)
+	h.expect(resp, ok, st{ok, 3, minute, 2, 570})
+	if m := resp.GetStatuses()[0].GetCurrentLimit().GetUnitMultiplier().GetValue(); m != 10 {
+		t.Errorf("unit_multiplier %d, want 10", m)
+	}
+	_, err := h.call(&rlsv3.RateLimitRequest{Domain: "api", Descriptors: []*ratelimitv3.RateLimitDescriptor{
+		override(desc("user", "carol"), 1, typev3.RateLimitUnit_UNKNOWN),
+	}})
+	if status.Code(err) != codes.InvalidArgument {
+		t.Fatalf("unknown unit: %v, want InvalidArgument", err)
+	}
+}
+
+func TestZeroLimit(t *testing.T) {
+	h := newHarness(t, parse(t, `domain: edge
+descriptors:
+  - key: remote_address
+    rate_limit: {unit: second, requests_per_unit: 10}
+  - key: remote_address
+    value: 50.0.0.5
+    rate_limit: {unit: second, requests_per_unit: 0}
+`), Options{})
+	h.expect(h.ask("edge", withHits(desc("remote_address", "50.0.0.5"), 0)), ok, st{ok, 0, second, 0, 1})
+	h.expect(h.ask("edge", desc("remote_address", "50.0.0.5")), over, st{over, 0, second, 0, 1})
+	h.expect(h.ask("edge", withHits(desc("remote_address", "50.0.0.5"), 0)), over, st{over, 0, second, 0, 1})
+	h.expect(h.ask("edge", desc("remote_address", "50.0.0.1")), ok, st{ok, 10, second, 9, 1})
+}
+
+func TestSetConfigKeepsUnchangedCounters(t *testing.T) {
+	h := newHarness(t, parse(t, perMinute), Options{})
+	for range 5 {
+		h.ask("api", desc("user", "alice"))
+	}
+	// The same limit, reloaded (with a new descriptor beside it): the
+	// counter carries on.
+	h.svc.SetConfig(parse(t, perMinute+"  - key: team\n    rate_limit: {unit: second, requests_per_unit: 1}\n"))
+	h.expect(h.ask("api", desc("user", "alice")), ok, st{ok, 20, minute, 14, 30})
+	// A changed limit starts from fresh.
+	h.svc.SetConfig(parse(t, "domain: api\ndescriptors:\n  - key: user\n    rate_limit: {unit: minute, requests_per_unit: 30}\n"))
+	h.expect(h.ask("api", desc("user", "alice")), ok, st{ok, 30, minute, 29, 30})
+	// A domain removed from the configuration limits nothing.
+	h.svc.SetConfig(parse(t, "domain: other\n"))
+	h.expect(h.ask("api", desc("user", "alice")), ok, st{code: ok})
+	h.svc.SetConfig(nil)
+	h.expect(h.ask("api", desc("user", "alice")), ok, st{code: ok})
+}
+
+func TestGCRAExtension(t *testing.T) {
+	h := newHarness(t, parse(t, `domain: api
+descriptors:
+  - key: user
+    rate_limit:
+      unit: second
+      requests_per_unit: 10
+      algorithm: gcra   # a sluice extension
+      burst: 2
+`), Options{})
+	// A burst of 2, then one every 100ms.
+	h.expect(h.ask("api", desc("user", "a")), ok, st{ok, 10, second, 1, 1})
+	h.expect(h.ask("api", desc("user", "a")), ok, st{ok, 10, second, 0, 1})
+	h.expect(h.ask("api", desc("user", "a")), over, st{over, 10, second, 0, 1})
+	h.clock.Advance(100 * time.Millisecond)
+	h.expect(h.ask("api", desc("user", "a")), ok, st{ok, 10, second, 0, 1})
+	// A refused request consumes nothing, even in the reference's mode:
+	// the next token arrives on time.
+	h.expect(h.ask("api", desc("user", "a")), over, st{over, 10, second, 0, 1})
+	h.clock.Advance(100 * time.Millisecond)
+	h.expect(h.ask("api", desc("user", "a")), ok, st{ok, 10, second, 0, 1})
+}
+
+func TestHeaders(t *testing.T) {
+	h := newHarness(t, parse(t, `domain: api
+descriptors:
+  - key: user
+    rate_limit: {name: per-user, unit: minute, requests_per_unit: 2}
+  - key: path
+    rate_limit: {unit: hour, requests_per_unit: 100}
+  - key: trial
+    shadow_mode: true
+    rate_limit: {unit: day, requests_per_unit: 1}
+`), Options{Headers: true})
+	headers := func(resp *rlsv3.RateLimitResponse) map[string]string {
+		m := map[string]string{}
+		for _, hv := range resp.GetResponseHeadersToAdd() {
+			m[hv.GetKey()] = hv.GetValue()
+		}
+		return m
+	}
+	resp := h.ask("api", desc("user", "u"), desc("path", "/p"), desc("trial", "t"))
+	got := headers(resp)
+	want := map[string]string{
+		"RateLimit-Policy": `"per-user";q=2;w=60, "api.path";q=100;w=3600`,
+		"RateLimit":        `"per-user";r=1;t=30, "api.path";r=99;t=3570`,
+	}
+	if len(got) != len(want) || got["RateLimit-Policy"] != want["RateLimit-Policy"] || got["RateLimit"] != want["RateLimit"] {
+		t.Fatalf("headers %q, want %q", got, want)
+	}
+	h.ask("api", desc("user", "u"))
+	h.clock.Advance(5*time.Second + 200*time.Millisecond)
+	got = headers(h.ask("api", desc("user", "u")))
+	if got["Retry-After"] != "25" || got["RateLimit"] != `"per-user";r=0;t=25` {
+		t.Fatalf("headers when over: %q", got)
+	}
+	// Without the option, no headers.
+	plain := newHarness(t, parse(t, perMinute), Options{})
+	if hs := plain.ask("api", desc("user", "x")).GetResponseHeadersToAdd(); len(hs) != 0 {
+		t.Fatalf("headers without the option: %v", hs)
+	}
+}
+
+func TestHealth(t *testing.T) {
+	h := newHarness(t, nil, Options{})
+	hc := healthpb.NewHealthClient(h.conn)
+	for _, svc := range []string{"", "envoy.service.ratelimit.v3.RateLimitService"} {
+		resp, err := hc.Check(context.Background(), &healthpb.HealthCheckRequest{Service: svc})
+		if err != nil || resp.GetStatus() != healthpb.HealthCheckResponse_SERVING {
+			t.Fatalf("health of %q: %v, %v", svc, resp, err)
+		}
+	}
+	h.svc.Health().Shutdown()
+	resp, err := hc.Check(context.Background(), &healthpb.HealthCheckRequest{})
+	if err != nil || resp.GetStatus() != healthpb.HealthCheckResponse_NOT_SERVING {
+		t.Fatalf("after Shutdown: %v, %v", resp, err)
+	}
+}
+
+// TestConcurrentRequestsAdmitExactlyTheLimit sends many requests at once
+// for one descriptor: exactly the limit pass, whichever mode.
+func TestConcurrentRequestsAdmitExactlyTheLimit(t *testing.T) {
+	for _, consumeNothing := range []bool{false, true} {
+		h := newHarness(t, parse(t, perMinute), Options{RefusedConsumeNothing: consumeNothing})
+		var passed atomic.Int64
+		var wg sync.WaitGroup
+		for range 8 {
+			wg.Go(func() {
+				for range 10 {
+					resp, err := h.call(&rlsv3.RateLimitRequest{Domain: "api", Descriptors: []*ratelimitv3.RateLimitDescriptor{desc("user", "x")}})
+					if err != nil {
+						t.Error(err)
+						return
+					}
+					if resp.GetOverallCode() == ok {
+						passed.Add(1)
+					}
+				}
+			})
+		}
+		wg.Wait()
+		if n := passed.Load(); n != 20 {
+			t.Errorf("RefusedConsumeNothing=%v: %d of 80 passed, want 20", consumeNothing, n)
+		}
+	}
+}
+
+func TestNegativeHitsSpendNothing(t *testing.T) {
+	h := newHarness(t, parse(t, perMinute), Options{})
+	h.expect(h.askHits("api", 4, desc("user", "a")), ok, st{ok, 20, minute, 16, 30})
+	d := withHits(desc("user", "a"), 3)
+	d.IsNegativeHits = true
+	h.expect(h.ask("api", d), ok, st{ok, 20, minute, 16, 30})
+}

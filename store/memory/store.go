@@ -1,0 +1,351 @@
+package memory
+
+import (
+	"context"
+	"errors"
+	"hash/maphash"
+	"math/bits"
+	"runtime"
+	"time"
+
+	"github.com/sluicehq/sluice/rate"
+)
+
+// DefaultMaxKeys is the number of keys a Store holds when Options.MaxKeys
+// is zero.
+const DefaultMaxKeys = 1 << 20
+
+// Options configures a Store. The zero value is ready to use.
+type Options struct {
+	// Clock tells the time of every decision. If nil, the store uses
+	// rate.SystemClock{}. Tests pass a fake clock (ratetest.NewClock) to
+	// pin it.
+	Clock rate.Clock
+	// MaxKeys bounds how many keys the store holds: keys come from clients,
+	// so an unbounded store is a memory leak an attacker can drive. When
+	// full, inserting a key evicts another (see Store). Zero means
+	// DefaultMaxKeys; a negative value means no bound.
+	MaxKeys int
+	// Shards is how many independently locked parts the keys are spread
+	// over; it is rounded up to a power of two. Zero means the larger of 64
+	// and four times GOMAXPROCS, fewer if MaxKeys is small (each shard
+	// holds at least 64 keys when MaxKeys allows it).
+	Shards int
+}
+
+// Store is a sluice.Store that keeps every key's state in this process.
+// It is safe for concurrent use; create it with [New].
+//
+// The keys are spread over shards by a hash seeded per store, each shard
+// under its own mutex. Deciding a request for a key the store already holds
+// does not allocate.
+//
+// A key costs memory only while its state differs from fresh. A decision
+// that leaves a key fresh (a token bucket back to full, an empty window)
+// deletes it, and a key whose state has become fresh with time is found
+// and reclaimed a little at a time: every decision looks at one or a few
+// entries at a per-shard cursor. There is no background goroutine and no
+// pass over all keys at once.
+//
+// When MaxKeys keys are held, a new key evicts an old one: of a few picked
+// at random, the one closest to fresh. Evicting a key forgets its state, so
+// its next request is decided as if the key were fresh; picking the
+// soonest to expire makes that the least generous mistake available. Each
+// shard holds at most MaxKeys divided by the number of shards, so the
+// store may start evicting a little before it holds MaxKeys keys in all.
+// [Store.Stats] counts evictions: if they are frequent, raise MaxKeys.
+type Store struct {
+	clock rate.Clock
+	// system is set when clock is rate.SystemClock, to call time.Now
+	// without going through the interface.
+	system bool
+	seed   maphash.Seed
+	shift  uint
+	shards []shard
+}
+
+// Stats are counters for metrics.
+type Stats struct {
+	// Keys is the number of keys held.
+	Keys int
+	// Evictions counts keys removed to make room while their state was
+	// not yet fresh: each one forgot a state.
+	Evictions uint64
+	// Expired counts keys reclaimed because their state had become fresh.
+	Expired uint64
+}
+
+// Work the sweeper does per decision: it looks at sweepDecide entries on
+// every decision and sweepInsert more when a key is added, so reclaiming
+// outpaces a flood of new keys.
+const (
+	sweepDecide = 1
+	sweepInsert = 4
+)
+
+// New returns a store configured by opts.
+func New(opts Options) *Store {
+	s := &Store{clock: opts.Clock, seed: maphash.MakeSeed()}
+	if s.clock == nil {
+		s.clock = rate.SystemClock{}
+	}
+	switch s.clock.(type) {
+	case rate.SystemClock, *rate.SystemClock:
+		s.system = true
+	}
+	maxKeys := opts.MaxKeys
+	if maxKeys == 0 {
+		maxKeys = DefaultMaxKeys
+	}
+	n := opts.Shards
+	if n <= 0 {
+		n = max(64, 4*runtime.GOMAXPROCS(0))
+		for maxKeys > 0 && n > 1 && maxKeys/n < 64 {
+			n /= 2
+		}
+	}
+	n = 1 << bits.Len(uint(n-1)) // a power of two
+	s.shards = make([]shard, n)
+	s.shift = uint(64 - bits.Len(uint(n-1)))
+	perShard := -1
+	if maxKeys > 0 {
+		perShard = max(1, maxKeys/n)
+	}
+	var h maphash.Hash
+	h.SetSeed(s.seed)
+	for i := range s.shards {
+		s.shards[i].max = perShard
+		s.shards[i].rng = h.Sum64() + uint64(i)
+	}
+	return s
+}
+
+// now returns the time of a decision in µs.
+func (s *Store) now() int64 {
+	if s.system {
+		return time.Now().UnixMicro()
+	}
+	return rate.Micros(s.clock.Now())
+}
+
+// locate returns the index of key's shard and the low 32 bits of its hash.
+func (s *Store) locate(key string) (int, uint32) {
+	h := maphash.String(s.seed, key)
+	// The high bits pick the shard and the low bits the slot, so the two
+	// stay independent.
+	return int(h >> s.shift & uint64(len(s.shards)-1)), uint32(h)
+}
+
+// valid is the test of [rate.Request.Check], which is the one to call for
+// the error: it builds an error and copies the request, this does neither.
+func valid(r *rate.Request) bool {
+	return r.Cost >= 0 && r.Cost <= r.Limit.Capacity()
+}
+
+// expiry returns when a state decided at now with decision d is fresh.
+func expiry(now int64, d rate.Decision) int64 {
+	return now + int64(d.ResetAfter/time.Microsecond)
+}
+
+// Decide decides one request (see sluice.Store). It does no I/O and never
+// waits for anything but a shard's mutex, so it ignores ctx. A request that
+// fails [rate.Request.Check] returns its error.
+func (s *Store) Decide(_ context.Context, r rate.Request) (rate.Decision, error) {
+	if !valid(&r) {
+		return rate.Decision{}, r.Check()
+	}
+	// The time is read outside the lock. Two callers may then commit out
+	// of time order; the steps take time going backwards into account and
+	// never admit more for it.
+	now := s.now()
+	i, h := s.locate(r.Key)
+	sh := &s.shards[i]
+	sh.mu.Lock()
+	slot, idx := -1, -1
+	var st rate.State
+	if len(sh.slots) > 0 {
+		slot, idx = sh.find(r.Key, h)
+		if idx >= 0 {
+			st = sh.state(&sh.entries[idx])
+		}
+	}
+	next, d := r.Limit.StepWithin(st, now, r.Cost, r.MaxDelay)
+	sweep := sweepDecide
+	if d.Allowed {
+		// A refusal leaves the state as it was, apart from bookkeeping that
+		// changes no decision: there is nothing to write.
+		switch {
+		case idx >= 0 && fresh(next):
+			sh.remove(idx)
+		case idx >= 0:
+			sh.set(&sh.entries[idx], next, expiry(now, d))
+		case !fresh(next):
+			sh.insert(slot, r.Key, h, next, expiry(now, d), now, nil)
+			sweep = sweepInsert
+		}
+	}
+	sh.sweep(now, sweep)
+	sh.mu.Unlock()
+	return d, nil
+}
+
+// maxStack is how many requests DecideAll handles without allocating.
+const maxStack = 8
+
+// DecideAll decides several requests as one, all or nothing (see
+// sluice.Store). Their keys may live in different shards: it locks every
+// shard involved, always in the same order, so that concurrent calls
+// cannot deadlock and no other decision sees a partial commit. A key may
+// appear more than once: each step sees the state the previous ones left.
+// Like Decide, it ignores ctx.
+func (s *Store) DecideAll(_ context.Context, reqs []rate.Request, out []rate.Decision) (rate.Decision, error) {
+	if len(out) < len(reqs) {
+		return rate.Decision{}, errors.New("memory: DecideAll: out is shorter than reqs")
+	}
+	for i := range reqs {
+		if !valid(&reqs[i]) {
+			return rate.Decision{}, reqs[i].Check()
+		}
+	}
+	if len(reqs) == 0 {
+		return rate.Combine(nil), nil
+	}
+	now := s.now()
+
+	var (
+		shardBuf [maxStack]int
+		hashBuf  [maxStack]uint32
+		stateBuf [maxStack]rate.State
+		lockBuf  [maxStack]int
+	)
+	shards, hashes, states, locked := shardBuf[:0], hashBuf[:0], stateBuf[:0], lockBuf[:0]
+	if len(reqs) > maxStack {
+		shards = make([]int, 0, len(reqs))
+		hashes = make([]uint32, 0, len(reqs))
+		states = make([]rate.State, 0, len(reqs))
+		locked = make([]int, 0, len(reqs))
+	}
+	for i := range reqs {
+		sh, h := s.locate(reqs[i].Key)
+		shards = append(shards, sh)
+		hashes = append(hashes, h)
+		locked = insertSorted(locked, sh)
+	}
+	// Locking in ascending order means two calls can never each hold a
+	// shard the other waits for.
+	for _, i := range locked {
+		s.shards[i].mu.Lock()
+	}
+
+	allowed := true
+	for i := range reqs {
+		r := &reqs[i]
+		sh := &s.shards[shards[i]]
+		var st rate.State
+		if j := lastIndex(reqs[:i], r.Key); j >= 0 {
+			st = states[j]
+		} else if idx := sh.lookup(r.Key, hashes[i]); idx >= 0 {
+			st = sh.state(&sh.entries[idx])
+		}
+		next, d := r.Limit.StepWithin(st, now, r.Cost, r.MaxDelay)
+		states = append(states, next)
+		out[i] = d
+		allowed = allowed && d.Allowed
+	}
+
+	if allowed {
+		// Commit in order: where a key repeats, its last state wins, and
+		// that state already counts the earlier steps.
+		for i := range reqs {
+			s.shards[shards[i]].commit(reqs[i].Key, hashes[i], states[i], expiry(now, out[i]), now, reqs)
+		}
+	} else {
+		// Nothing is consumed: what a request that passed on its own
+		// leaves is what is there now. A step of cost 0 reads it.
+		for i := range reqs {
+			if !out[i].Allowed {
+				continue
+			}
+			sh := &s.shards[shards[i]]
+			var st rate.State
+			if idx := sh.lookup(reqs[i].Key, hashes[i]); idx >= 0 {
+				st = sh.state(&sh.entries[idx])
+			}
+			_, peek := reqs[i].Limit.Step(st, now, 0)
+			out[i].Remaining, out[i].ResetAfter = peek.Remaining, peek.ResetAfter
+		}
+	}
+
+	for _, i := range locked {
+		s.shards[i].sweep(now, sweepDecide)
+		s.shards[i].mu.Unlock()
+	}
+	return rate.Combine(out[:len(reqs)]), nil
+}
+
+// insertSorted adds x to the ascending set xs unless it is there.
+func insertSorted(xs []int, x int) []int {
+	i := 0
+	for i < len(xs) && xs[i] < x {
+		i++
+	}
+	if i < len(xs) && xs[i] == x {
+		return xs
+	}
+	xs = append(xs, 0)
+	copy(xs[i+1:], xs[i:])
+	xs[i] = x
+	return xs
+}
+
+// lastIndex returns the index of the last request for key, or -1.
+func lastIndex(reqs []rate.Request, key string) int {
+	for j := len(reqs) - 1; j >= 0; j-- {
+		if reqs[j].Key == key {
+			return j
+		}
+	}
+	return -1
+}
+
+// commit stores st for key, whose lock the caller holds.
+func (sh *shard) commit(key string, h uint32, st rate.State, expires, now int64, protect []rate.Request) {
+	slot, idx := -1, -1
+	if len(sh.slots) > 0 {
+		slot, idx = sh.find(key, h)
+	}
+	switch {
+	case idx >= 0 && fresh(st):
+		sh.remove(idx)
+	case idx >= 0:
+		sh.set(&sh.entries[idx], st, expires)
+	case !fresh(st):
+		sh.insert(slot, key, h, st, expires, now, protect)
+	}
+}
+
+// Len returns the number of keys the store holds.
+func (s *Store) Len() int {
+	n := 0
+	for i := range s.shards {
+		sh := &s.shards[i]
+		sh.mu.Lock()
+		n += len(sh.entries)
+		sh.mu.Unlock()
+	}
+	return n
+}
+
+// Stats returns the store's counters.
+func (s *Store) Stats() Stats {
+	var st Stats
+	for i := range s.shards {
+		sh := &s.shards[i]
+		sh.mu.Lock()
+		st.Keys += len(sh.entries)
+		st.Evictions += sh.evictions
+		st.Expired += sh.expired
+		sh.mu.Unlock()
+	}
+	return st
+}

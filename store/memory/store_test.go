@@ -1,0 +1,560 @@
+package memory_test
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"math/rand/v2"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/sluicehq/sluice"
+	"github.com/sluicehq/sluice/rate"
+	"github.com/sluicehq/sluice/rate/ratetest"
+	"github.com/sluicehq/sluice/store/memory"
+)
+
+var _ sluice.Store = (*memory.Store)(nil)
+
+// start is a Monday, midnight UTC: daily and fixed windows start here.
+var start = time.Date(2030, 1, 7, 0, 0, 0, 0, time.UTC)
+
+func mustLimit(t testing.TB, s string) rate.Limit {
+	t.Helper()
+	l, err := rate.ParseLimit(s)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return l
+}
+
+func TestDecideSteps(t *testing.T) {
+	ctx := context.Background()
+	type step struct {
+		advance   time.Duration
+		key       string
+		cost      int64
+		allowed   bool
+		remaining int64
+		retry     time.Duration
+		keys      int // Len after the step
+	}
+	tests := []struct {
+		limit string
+		steps []step
+	}{
+		{"gcra 2/s", []step{
+			{0, "a", 1, true, 1, 0, 1},
+			{0, "a", 1, true, 0, 0, 1},
+			{0, "a", 1, false, 0, 500 * time.Millisecond, 1},
+			{500 * time.Millisecond, "a", 1, true, 0, 0, 1},
+			{time.Second, "a", 0, true, 2, 0, 0}, // a's bucket is full again: deleted
+			{0, "b", 2, true, 0, 0, 1},
+			{0, "c", 1, true, 1, 0, 2}, // each key has its own bucket
+		}},
+		{"token_bucket 2/s", []step{
+			{0, "a", 2, true, 0, 0, 1},
+			{250 * time.Millisecond, "a", 1, false, 0, 250 * time.Millisecond, 1},
+			{250 * time.Millisecond, "a", 1, true, 0, 0, 1},
+			{time.Second, "a", 0, true, 2, 0, 0},
+		}},
+		{"fixed_window 3 per 10s", []step{
+			{0, "a", 3, true, 0, 0, 1},
+			{9 * time.Second, "a", 1, false, 0, time.Second, 1},
+			{time.Second, "a", 1, true, 2, 0, 1}, // a new window
+		}},
+		{"sliding_log 2 per 10s", []step{
+			{0, "a", 1, true, 1, 0, 1},
+			{4 * time.Second, "a", 1, true, 0, 0, 1},
+			{time.Second, "a", 1, false, 0, 5 * time.Second, 1},
+			{5 * time.Second, "a", 1, true, 0, 0, 1},
+			{20 * time.Second, "a", 0, true, 2, 0, 0},
+		}},
+		{"leaky_bucket 1/s burst 2", []step{
+			{0, "a", 1, true, 1, 0, 1},
+			{0, "a", 1, true, 0, 0, 1},
+			{0, "a", 1, false, 0, time.Second, 1},
+		}},
+	}
+	for _, tt := range tests {
+		t.Run(tt.limit, func(t *testing.T) {
+			clock := ratetest.NewClock(start)
+			s := memory.New(memory.Options{Clock: clock})
+			l := mustLimit(t, tt.limit)
+			for i, st := range tt.steps {
+				clock.Advance(st.advance)
+				d, err := s.Decide(ctx, rate.Request{Key: st.key, Limit: l, Cost: st.cost})
+				if err != nil {
+					t.Fatalf("step %d: %v", i, err)
+				}
+				if d.Allowed != st.allowed || d.Remaining != st.remaining || d.RetryAfter != st.retry {
+					t.Errorf("step %d: got %v, want allowed %t remaining %d retry %v", i, d, st.allowed, st.remaining, st.retry)
+				}
+				if n := s.Len(); n != st.keys {
+					t.Errorf("step %d: Len() = %d, want %d", i, n, st.keys)
+				}
+			}
+		})
+	}
+}
+
+// TestMatchesSteps replays random traffic on a few keys, for every
+// algorithm, against a reference that keeps every state forever in a map
+// and calls the steps directly: deleting fresh keys, reclaiming expired ones
+// and sharing shards must never change a decision.
+func TestMatchesSteps(t *testing.T) {
+	ctx := context.Background()
+	limits := []string{
+		"gcra 3 per 7s burst 5", "token_bucket 3 per 7s burst 5", "leaky_bucket 3 per 7s burst 2",
+		"fixed_window 4 per 3s", "sliding_window 4 per 3s", "sliding_log 4 per 3s",
+	}
+	for _, ls := range limits {
+		t.Run(ls, func(t *testing.T) {
+			l := mustLimit(t, ls)
+			rng := rand.New(rand.NewPCG(1, 2))
+			clock := ratetest.NewClock(start)
+			s := memory.New(memory.Options{Clock: clock, Shards: 2})
+			ref := map[string]rate.State{}
+			for i := range 20000 {
+				clock.Advance(time.Duration(rng.IntN(700)) * time.Millisecond)
+				key := fmt.Sprintf("k%d", rng.IntN(12))
+				cost := rng.Int64N(l.Capacity() + 1)
+				maxDelay := time.Duration(rng.IntN(3)) * time.Second
+				r := rate.Request{Key: key, Limit: l, Cost: cost, MaxDelay: maxDelay}
+				got, err := s.Decide(ctx, r)
+				if err != nil {
+					t.Fatal(err)
+				}
+				next, want := l.StepWithin(ref[key], rate.Micros(clock.Now()), cost, maxDelay)
+				if want.Allowed {
+					ref[key] = next
+				}
+				if got != want {
+					t.Fatalf("request %d (%s cost %d): got %v, want %v", i, key, cost, got, want)
+				}
+			}
+			if st := s.Stats(); st.Expired == 0 {
+				t.Errorf("no key expired in 20000 requests: %+v", st)
+			}
+		})
+	}
+}
+
+func TestConcurrentOneKey(t *testing.T) {
+	ctx := context.Background()
+	for _, ls := range []string{"gcra 1000/h", "token_bucket 1000/h", "fixed_window 1000/h", "sliding_window 1000/h", "sliding_log 1000/h"} {
+		t.Run(ls, func(t *testing.T) {
+			clock := ratetest.NewClock(start.Add(time.Minute))
+			s := memory.New(memory.Options{Clock: clock})
+			l := mustLimit(t, ls)
+			var admitted atomic.Int64
+			var wg sync.WaitGroup
+			for range 8 {
+				wg.Go(func() {
+					for range 400 {
+						d, err := s.Decide(ctx, rate.Request{Key: "k", Limit: l, Cost: 1})
+						if err != nil {
+							t.Error(err)
+							return
+						}
+						if d.Allowed {
+							admitted.Add(1)
+						}
+					}
+				})
+			}
+			wg.Wait()
+			if n := admitted.Load(); n != 1000 {
+				t.Errorf("admitted %d of 3200, want exactly 1000", n)
+			}
+		})
+	}
+}
+
+func TestConcurrentManyKeys(t *testing.T) {
+	ctx := context.Background()
+	clock := ratetest.NewClock(start)
+	s := memory.New(memory.Options{Clock: clock, Shards: 4})
+	l := mustLimit(t, "gcra 10/h")
+	const keys = 200
+	var admitted [keys]atomic.Int64
+	var wg sync.WaitGroup
+	for g := range 8 {
+		wg.Go(func() {
+			rng := rand.New(rand.NewPCG(uint64(g), 0))
+			for range 1000 {
+				k := rng.IntN(keys)
+				d, err := s.Decide(ctx, rate.Request{Key: fmt.Sprint("key-", k), Limit: l, Cost: 1})
+				if err != nil {
+					t.Error(err)
+					return
+				}
+				if d.Allowed {
+					admitted[k].Add(1)
+				}
+			}
+		})
+	}
+	wg.Wait()
+	// 8000 requests over 200 keys: each key was asked about 40 times. Ask
+	// every key 10 more times so that each has certainly been asked
+	// enough, then count.
+	for k := range keys {
+		for range 10 {
+			d, _ := s.Decide(ctx, rate.Request{Key: fmt.Sprint("key-", k), Limit: l, Cost: 1})
+			if d.Allowed {
+				admitted[k].Add(1)
+			}
+		}
+		if n := admitted[k].Load(); n != 10 {
+			t.Errorf("key-%d: admitted %d, want exactly 10", k, n)
+		}
+	}
+	if n := s.Len(); n != keys {
+		t.Errorf("Len() = %d, want %d", n, keys)
+	}
+}
+
+// TestExpiryIsIncremental fills a store, lets every state become fresh,
+// and checks that keys are reclaimed as requests arrive, a few at a time.
+func TestExpiryIsIncremental(t *testing.T) {
+	ctx := context.Background()
+	clock := ratetest.NewClock(start)
+	s := memory.New(memory.Options{Clock: clock, Shards: 4})
+	l := mustLimit(t, "gcra 10/s")
+	const n = 4000
+	for i := range n {
+		if _, err := s.Decide(ctx, rate.Request{Key: fmt.Sprint("k", i), Limit: l, Cost: 1}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if got := s.Len(); got != n {
+		t.Fatalf("Len() = %d after %d keys, want %d", got, n, n)
+	}
+	clock.Advance(time.Hour) // every state is fresh again
+	if got := s.Len(); got != n {
+		t.Fatalf("Len() = %d before any request, want %d: nothing should run in the background", got, n)
+	}
+	// Requests that store nothing (cost 0 on keys never seen) still
+	// reclaim expired keys in their shard, a few at a time.
+	prev := n
+	for i := 0; s.Len() > 0; i++ {
+		if i > 3*n {
+			t.Fatalf("after %d requests still %d keys", i, s.Len())
+		}
+		if _, err := s.Decide(ctx, rate.Request{Key: fmt.Sprint("probe-", i), Limit: l}); err != nil {
+			t.Fatal(err)
+		}
+		got := s.Len()
+		if prev-got > 2 {
+			t.Fatalf("one request reclaimed %d keys; reclaiming should be incremental", prev-got)
+		}
+		prev = got
+	}
+	st := s.Stats()
+	if st.Keys != 0 || st.Expired != n || st.Evictions != 0 {
+		t.Errorf("Stats() = %+v, want 0 keys, %d expired, 0 evictions", st, n)
+	}
+}
+
+// TestMaxKeys floods the store with random keys: it must never hold more
+// than MaxKeys, and when it evicts it should pick keys whose state is
+// closest to fresh.
+func TestMaxKeys(t *testing.T) {
+	ctx := context.Background()
+	clock := ratetest.NewClock(start)
+	const maxKeys = 1024
+	s := memory.New(memory.Options{Clock: clock, MaxKeys: maxKeys})
+	short := mustLimit(t, "gcra 10/s")       // fresh again in 100ms
+	long := mustLimit(t, "fixed_window 5/d") // fresh again at midnight
+	for i := range maxKeys / 2 {
+		for _, r := range []rate.Request{
+			{Key: fmt.Sprint("short-", i), Limit: short, Cost: 1},
+			{Key: fmt.Sprint("long-", i), Limit: long, Cost: 1},
+		} {
+			if _, err := s.Decide(ctx, r); err != nil {
+				t.Fatal(err)
+			}
+		}
+	}
+	// Every shard is full: each new key evicts one.
+	for i := range maxKeys / 4 {
+		if _, err := s.Decide(ctx, rate.Request{Key: fmt.Sprint("new-", i), Limit: long, Cost: 1}); err != nil {
+			t.Fatal(err)
+		}
+		if n := s.Len(); n > maxKeys {
+			t.Fatalf("Len() = %d > MaxKeys %d", n, maxKeys)
+		}
+	}
+	held := func(prefix string, l rate.Limit) int {
+		n := 0
+		for i := range maxKeys / 2 {
+			d, _ := s.Decide(ctx, rate.Request{Key: fmt.Sprint(prefix, i), Limit: l})
+			if d.Remaining < l.Capacity() {
+				n++
+			}
+		}
+		return n
+	}
+	shortHeld, longHeld := held("short-", short), held("long-", long)
+	st := s.Stats()
+	t.Logf("held %d of %d short-lived and %d of %d long-lived keys; %+v", shortHeld, maxKeys/2, longHeld, maxKeys/2, st)
+	if st.Evictions < maxKeys/4 {
+		t.Errorf("Evictions = %d, want at least %d", st.Evictions, maxKeys/4)
+	}
+	// With 5 samples a long-lived key is picked only when all 5 are
+	// long-lived: about 1 time in 10 here.
+	if longHeld < maxKeys/2-maxKeys/16 || shortHeld > maxKeys/2-maxKeys/8 {
+		t.Errorf("eviction did not prefer keys closest to fresh: %d short-lived, %d long-lived left", shortHeld, longHeld)
+	}
+
+	// A flood of random keys.
+	rng := rand.New(rand.NewPCG(3, 4))
+	for range 50000 {
+		if _, err := s.Decide(ctx, rate.Request{Key: fmt.Sprint(rng.Uint64()), Limit: long, Cost: 1}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if n := s.Len(); n > maxKeys || n < maxKeys*3/4 {
+		t.Errorf("Len() = %d after a flood, want at most MaxKeys %d and close to it", n, maxKeys)
+	}
+}
+
+func TestUnbounded(t *testing.T) {
+	ctx := context.Background()
+	s := memory.New(memory.Options{Clock: ratetest.NewClock(start), MaxKeys: -1, Shards: 1})
+	l := mustLimit(t, "gcra 1/h")
+	for i := range 5000 {
+		if _, err := s.Decide(ctx, rate.Request{Key: fmt.Sprint(i), Limit: l, Cost: 1}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if st := s.Stats(); st.Keys != 5000 || st.Evictions != 0 {
+		t.Errorf("Stats() = %+v, want 5000 keys and no eviction", st)
+	}
+}
+
+func TestNoAllocsForExistingKey(t *testing.T) {
+	if testing.CoverMode() != "" {
+		t.Skip("coverage counters allocate")
+	}
+	ctx := context.Background()
+	for _, ls := range []string{"gcra 1000000000/s", "token_bucket 1000000/s", "leaky_bucket 1000000/s", "fixed_window 1000000000/h", "sliding_window 100000/s"} {
+		for _, clock := range []rate.Clock{rate.SystemClock{}, ratetest.NewClock(start)} {
+			t.Run(fmt.Sprintf("%s/%T", ls, clock), func(t *testing.T) {
+				s := memory.New(memory.Options{Clock: clock})
+				l := mustLimit(t, ls)
+				r := rate.Request{Key: "user:12345", Limit: l, Cost: 1}
+				for i := range 100 {
+					// Other keys in the store, and the key itself.
+					_, _ = s.Decide(ctx, rate.Request{Key: fmt.Sprint("other:", i), Limit: l, Cost: 1})
+				}
+				if _, err := s.Decide(ctx, r); err != nil {
+					t.Fatal(err)
+				}
+				if n := testing.AllocsPerRun(1000, func() { _, _ = s.Decide(ctx, r) }); n != 0 {
+					t.Errorf("Decide on an existing key: %v allocations, want 0", n)
+				}
+				reqs := []rate.Request{r, {Key: "other:7", Limit: l, Cost: 1}}
+				out := make([]rate.Decision, 2)
+				if n := testing.AllocsPerRun(1000, func() { _, _ = s.DecideAll(ctx, reqs, out) }); n != 0 {
+					t.Errorf("DecideAll on existing keys: %v allocations, want 0", n)
+				}
+			})
+		}
+	}
+}
+
+// TestDecideAllAllOrNothing: a request the daily limit refuses consumes
+// nothing from the per-second one.
+func TestDecideAllAllOrNothing(t *testing.T) {
+	ctx := context.Background()
+	clock := ratetest.NewClock(start)
+	s := memory.New(memory.Options{Clock: clock})
+	perSecond, daily := mustLimit(t, "gcra 10/s"), mustLimit(t, "fixed_window 3/d")
+	reqs := []rate.Request{
+		{Key: "alice|10/s", Limit: perSecond, Cost: 1},
+		{Key: "alice|3/d", Limit: daily, Cost: 1},
+	}
+	out := make([]rate.Decision, 2)
+	for i := range 3 {
+		d, err := s.DecideAll(ctx, reqs, out)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if !d.Allowed || d.Remaining != int64(2-i) {
+			t.Fatalf("request %d: got %v, want allowed with %d remaining (the daily limit)", i, d, 2-i)
+		}
+	}
+	peek := func() int64 {
+		d, _ := s.Decide(ctx, rate.Request{Key: "alice|10/s", Limit: perSecond})
+		return d.Remaining
+	}
+	before := peek()
+	if before != 7 {
+		t.Fatalf("per-second remaining %d after 3 requests, want 7", before)
+	}
+	d, err := s.DecideAll(ctx, reqs, out)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if d.Allowed || d.RetryAfter != 24*time.Hour {
+		t.Errorf("4th request: got %v, want refused until midnight", d)
+	}
+	if !out[0].Allowed || out[0].Remaining != 7 || out[1].Allowed {
+		t.Errorf("4th request: out = %v, want the per-second limit to pass on its own with 7 remaining (nothing taken) and the daily one to refuse", out)
+	}
+	if after := peek(); after != before {
+		t.Errorf("the refused request took from the per-second limit: remaining %d, was %d", after, before)
+	}
+}
+
+func TestDecideAllSameKeyTwice(t *testing.T) {
+	ctx := context.Background()
+	clock := ratetest.NewClock(start)
+	s := memory.New(memory.Options{Clock: clock})
+	l := mustLimit(t, "fixed_window 3/h")
+	remaining := func() int64 {
+		d, _ := s.Decide(ctx, rate.Request{Key: "k", Limit: l})
+		return d.Remaining
+	}
+	out := make([]rate.Decision, 2)
+	twice := func(cost int64) rate.Decision {
+		t.Helper()
+		d, err := s.DecideAll(ctx, []rate.Request{{Key: "k", Limit: l, Cost: cost}, {Key: "k", Limit: l, Cost: cost}}, out)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return d
+	}
+	// 2 + 2 > 3: the second sees the first's state and refuses, so the
+	// whole takes nothing.
+	if d := twice(2); d.Allowed {
+		t.Errorf("2+2 of 3: got %v, want refused", d)
+	}
+	if !out[0].Allowed || out[1].Allowed {
+		t.Errorf("2+2 of 3: out = %v, want the first alone to pass and the second to refuse", out)
+	}
+	if r := remaining(); r != 3 {
+		t.Errorf("after a refused 2+2: remaining %d, want 3", r)
+	}
+	if d := twice(1); !d.Allowed || d.Remaining != 1 {
+		t.Errorf("1+1 of 3: got %v, want allowed with 1 remaining", d)
+	}
+	if r := remaining(); r != 1 {
+		t.Errorf("after 1+1: remaining %d, want 1", r)
+	}
+}
+
+// TestDecideAllConcurrent has callers take pairs of keys in opposite
+// orders, which deadlocks unless the shards are locked in one order, and
+// counts what a shared key admitted.
+func TestDecideAllConcurrent(t *testing.T) {
+	ctx := context.Background()
+	clock := ratetest.NewClock(start)
+	s := memory.New(memory.Options{Clock: clock, Shards: 8})
+	shared, own := mustLimit(t, "gcra 500/h"), mustLimit(t, "gcra 100/h")
+	var admitted atomic.Int64
+	var wg sync.WaitGroup
+	for g := range 8 {
+		wg.Go(func() {
+			mine := rate.Request{Key: fmt.Sprint("own-", g), Limit: own, Cost: 1}
+			common := rate.Request{Key: "shared", Limit: shared, Cost: 1}
+			reqs := []rate.Request{mine, common}
+			if g%2 == 1 {
+				reqs = []rate.Request{common, mine}
+			}
+			out := make([]rate.Decision, 2)
+			for range 150 {
+				d, err := s.DecideAll(ctx, reqs, out)
+				if err != nil {
+					t.Error(err)
+					return
+				}
+				if d.Allowed {
+					admitted.Add(1)
+				}
+			}
+		})
+	}
+	wg.Wait()
+	// Each of 8 callers can pass at most 100 times (its own limit) and all
+	// together at most 500 times (the shared one); they ask 150 times each.
+	if n := admitted.Load(); n != 500 {
+		t.Errorf("admitted %d, want exactly 500", n)
+	}
+	// Refused calls took nothing from the callers' own limits either.
+	var taken int64
+	for g := range 8 {
+		d, _ := s.Decide(ctx, rate.Request{Key: fmt.Sprint("own-", g), Limit: own})
+		taken += 100 - d.Remaining
+	}
+	if taken != 500 {
+		t.Errorf("the callers' own limits lost %d units in all, want 500", taken)
+	}
+}
+
+func TestInvalidRequests(t *testing.T) {
+	ctx := context.Background()
+	s := memory.New(memory.Options{Clock: ratetest.NewClock(start)})
+	l := mustLimit(t, "gcra 10/s burst 20")
+	ok := rate.Request{Key: "a", Limit: l, Cost: 1}
+	tests := []struct {
+		name string
+		r    rate.Request
+		want error
+	}{
+		{"cost over burst", rate.Request{Key: "a", Limit: l, Cost: 21}, rate.ErrCostExceedsCapacity},
+		{"negative cost", rate.Request{Key: "a", Limit: l, Cost: -1}, rate.ErrNegativeCost},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			if _, err := s.Decide(ctx, tt.r); !errors.Is(err, tt.want) {
+				t.Errorf("Decide: err = %v, want %v", err, tt.want)
+			}
+			out := make([]rate.Decision, 2)
+			if _, err := s.DecideAll(ctx, []rate.Request{ok, tt.r}, out); !errors.Is(err, tt.want) {
+				t.Errorf("DecideAll: err = %v, want %v", err, tt.want)
+			}
+			if s.Len() != 0 {
+				t.Errorf("an invalid request stored %d keys", s.Len())
+			}
+		})
+	}
+	if _, err := s.DecideAll(ctx, []rate.Request{ok, ok}, make([]rate.Decision, 1)); err == nil {
+		t.Error("DecideAll with a short out: no error")
+	}
+	if d, err := s.DecideAll(ctx, nil, nil); err != nil || !d.Allowed {
+		t.Errorf("DecideAll of nothing = %v, %v; want allowed", d, err)
+	}
+}
+
+func TestManyRequestsInOneCall(t *testing.T) {
+	ctx := context.Background()
+	s := memory.New(memory.Options{Clock: ratetest.NewClock(start), Shards: 4})
+	l := mustLimit(t, "fixed_window 2/h")
+	reqs := make([]rate.Request, 20) // more than fit on the stack
+	for i := range reqs {
+		reqs[i] = rate.Request{Key: fmt.Sprint("k", i%10), Limit: l, Cost: 1}
+	}
+	out := make([]rate.Decision, len(reqs))
+	if d, err := s.DecideAll(ctx, reqs, out); err != nil || !d.Allowed || d.Remaining != 0 {
+		t.Fatalf("first call = %v, %v; want allowed with 0 remaining", d, err)
+	}
+	if d, err := s.DecideAll(ctx, reqs, out); err != nil || d.Allowed {
+		t.Fatalf("second call = %v, %v; want refused", d, err)
+	}
+	if n := s.Len(); n != 10 {
+		t.Errorf("Len() = %d, want 10", n)
+	}
+}
+
+func TestDefaults(t *testing.T) {
+	s := memory.New(memory.Options{})
+	d, err := s.Decide(context.Background(), rate.Request{Key: "a", Limit: mustLimit(t, "1/h"), Cost: 1})
+	if err != nil || !d.Allowed || d.ResetAfter != time.Hour {
+		t.Errorf("system clock, default options: %v, %v", d, err)
+	}
+}
