@@ -124,7 +124,7 @@ func (l Limit) tokenBucket(s State, now, cost int64) (State, Decision) {
 		d.Remaining = level / t
 		d.RetryAfter = dur(ceilDiv(need-level, n) + shift)
 		d.ResetAfter = dur(ceilDiv(debt, n) + shift)
-		return State{A: debt, B: last}, d
+		return s, d
 	}
 	debt += need
 	d.Allowed = true

@@ -23,8 +23,7 @@ type State struct {
 // Step decides a request of cost units at now, in microseconds since the
 // Unix epoch (see [Micros]), given the key's state s. It returns the state
 // to store if the request is committed, and the decision. When the request
-// is refused the returned state is s, unchanged apart from bookkeeping that
-// does not alter any decision.
+// is refused the returned state is s itself: a refusal changes nothing.
 //
 // Step is pure: the same (l, s, now, cost) always gives the same result,
 // which is what lets the Redis store run the same definition in Lua. Cost

@@ -43,9 +43,10 @@ type Options struct {
 // A key costs memory only while its state differs from fresh. A decision
 // that leaves a key fresh (a token bucket back to full, an empty window)
 // deletes it, and a key whose state has become fresh with time is found
-// and reclaimed a little at a time: every decision looks at one or a few
-// entries at a per-shard cursor. There is no background goroutine and no
-// pass over all keys at once.
+// and reclaimed a little at a time: decisions move a per-shard cursor
+// over the keys, one key per decision on average and a few more for each
+// new key. There is no background goroutine and no pass over all keys at
+// once; a shard that sees no decisions keeps its keys until it does.
 //
 // When MaxKeys keys are held, a new key evicts an old one: of a few picked
 // at random, the one closest to fresh. Evicting a key forgets its state, so
@@ -75,11 +76,13 @@ type Stats struct {
 	Expired uint64
 }
 
-// Work the sweeper does per decision: it looks at sweepDecide entries on
-// every decision and sweepInsert more when a key is added, so reclaiming
-// outpaces a flood of new keys.
+// Work the sweeper does: every sweepEvery-th decision on a shard looks at
+// sweepBatch entries (one a decision on average, in one sequential run
+// rather than a cache miss each time), and a decision that adds a key
+// looks at sweepInsert more, so reclaiming outpaces a flood of new keys.
 const (
-	sweepDecide = 1
+	sweepEvery  = 16
+	sweepBatch  = 16
 	sweepInsert = 4
 )
 
@@ -170,7 +173,7 @@ func (s *Store) Decide(_ context.Context, r rate.Request) (rate.Decision, error)
 		}
 	}
 	next, d := r.Limit.StepWithin(st, now, r.Cost, r.MaxDelay)
-	sweep := sweepDecide
+	sweep := sh.sweepDue()
 	if d.Allowed {
 		// A refusal leaves the state as it was, apart from bookkeeping that
 		// changes no decision: there is nothing to write.
@@ -181,10 +184,12 @@ func (s *Store) Decide(_ context.Context, r rate.Request) (rate.Decision, error)
 			sh.set(&sh.entries[idx], next, expiry(now, d))
 		case !fresh(next):
 			sh.insert(slot, r.Key, h, next, expiry(now, d), now, nil)
-			sweep = sweepInsert
+			sweep += sweepInsert
 		}
 	}
-	sh.sweep(now, sweep)
+	if sweep > 0 {
+		sh.sweep(now, sweep)
+	}
 	sh.mu.Unlock()
 	return d, nil
 }
@@ -277,7 +282,9 @@ func (s *Store) DecideAll(_ context.Context, reqs []rate.Request, out []rate.Dec
 	}
 
 	for _, i := range locked {
-		s.shards[i].sweep(now, sweepDecide)
+		if n := s.shards[i].sweepDue(); n > 0 {
+			s.shards[i].sweep(now, n)
+		}
 		s.shards[i].mu.Unlock()
 	}
 	return rate.Combine(out[:len(reqs)]), nil
@@ -321,6 +328,7 @@ func (sh *shard) commit(key string, h uint32, st rate.State, expires, now int64,
 		sh.set(&sh.entries[idx], st, expires)
 	case !fresh(st):
 		sh.insert(slot, key, h, st, expires, now, protect)
+		sh.sweep(now, sweepInsert)
 	}
 }
 

@@ -44,6 +44,8 @@ type shard struct {
 	cursor int
 	// max is the most entries the shard holds; negative for no bound.
 	max int
+	// decisions counts decisions, to sweep every sweepEvery-th.
+	decisions uint32
 	// rng is the state of the generator that picks eviction samples.
 	rng       uint64
 	evictions uint64
@@ -246,6 +248,15 @@ func (s *shard) shrink() {
 	if n == 0 {
 		s.cursor = 0
 	}
+}
+
+// sweepDue counts a decision and returns how many entries it should sweep.
+func (s *shard) sweepDue() int {
+	s.decisions++
+	if s.decisions%sweepEvery == 0 {
+		return sweepBatch
+	}
+	return 0
 }
 
 // sweep looks at up to n entries from the cursor and reclaims those whose

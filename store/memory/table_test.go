@@ -75,7 +75,7 @@ func TestShardAgainstMap(t *testing.T) {
 				default:
 					st = rate.State{A: int64(step) + 1, B: 2, C: 3}
 				}
-				s.commit(key, h, st, int64(step), int64(step), nil)
+				s.commit(key, h, st, int64(step)+1e9, int64(step), nil) // never expires here
 				if fresh(st) {
 					delete(ref, key)
 				} else {

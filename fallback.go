@@ -1,0 +1,391 @@
+package sluice
+
+import (
+	"context"
+	"fmt"
+	"log/slog"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/sluicehq/sluice/rate"
+	"github.com/sluicehq/sluice/store/memory"
+)
+
+// FailureMode says what a [Fallback] does while its primary store cannot
+// decide. The zero value is FailOpen.
+type FailureMode uint8
+
+const (
+	// FailOpen admits every request: availability first. The decisions
+	// report the full capacity as remaining.
+	FailOpen FailureMode = iota
+	// FailClosed refuses every request, with FallbackOptions.RetryAfter:
+	// protection first.
+	FailClosed
+	// FailLocal decides in a local store, each instance with its share of
+	// every limit: Count and Burst divided by FallbackOptions.Instances,
+	// rounded up, at least 1. The fleet as a whole then admits about the
+	// limit, if traffic is spread evenly over the instances.
+	FailLocal
+)
+
+var failureModeNames = [...]string{FailOpen: "fail_open", FailClosed: "fail_closed", FailLocal: "local"}
+
+// String returns fail_open, fail_closed or local.
+func (m FailureMode) String() string {
+	if int(m) < len(failureModeNames) {
+		return failureModeNames[m]
+	}
+	return fmt.Sprintf("FailureMode(%d)", uint8(m))
+}
+
+// ParseFailureMode returns the mode with the given name: fail_open,
+// fail_closed or local.
+func ParseFailureMode(name string) (FailureMode, error) {
+	for m, n := range failureModeNames {
+		if n == name {
+			return FailureMode(m), nil
+		}
+	}
+	return 0, fmt.Errorf("unknown failure mode %q (want fail_open, fail_closed or local)", name)
+}
+
+// Source says who made a decision: the primary store or, while it is
+// down, the failure mode.
+type Source uint8
+
+const (
+	// SourcePrimary: the primary store decided.
+	SourcePrimary Source = iota
+	// SourceFailOpen: the primary could not decide; admitted by FailOpen.
+	SourceFailOpen
+	// SourceFailClosed: the primary could not decide; refused by FailClosed.
+	SourceFailClosed
+	// SourceLocal: the primary could not decide; the local store decided.
+	SourceLocal
+)
+
+var sourceNames = [...]string{SourcePrimary: "primary", SourceFailOpen: "fail_open", SourceFailClosed: "fail_closed", SourceLocal: "local"}
+
+// String returns primary, fail_open, fail_closed or local.
+func (s Source) String() string {
+	if int(s) < len(sourceNames) {
+		return sourceNames[s]
+	}
+	return fmt.Sprintf("Source(%d)", uint8(s))
+}
+
+// Defaults of FallbackOptions.
+const (
+	DefaultFallbackTimeout    = 50 * time.Millisecond
+	DefaultFallbackRetryAfter = time.Second
+	DefaultProbeMinBackoff    = 100 * time.Millisecond
+	DefaultProbeMaxBackoff    = 5 * time.Second
+)
+
+// FallbackOptions configures a Fallback. The zero value fails open after a
+// 50ms timeout.
+type FallbackOptions struct {
+	// Mode is what to do while the primary is down; the zero value is
+	// FailOpen.
+	Mode FailureMode
+	// Timeout bounds each call to the primary (a context deadline on the
+	// call); a call that takes longer counts as a failure. Zero means
+	// DefaultFallbackTimeout (50ms); negative means no bound but the
+	// caller's context.
+	Timeout time.Duration
+	// RetryAfter is the RetryAfter of FailClosed's refusals, and of
+	// FailLocal's refusals of a cost above an instance's share. Zero means
+	// DefaultFallbackRetryAfter (1s).
+	RetryAfter time.Duration
+	// Local is FailLocal's store. If nil, a memory store (store/memory) is
+	// made with Clock.
+	Local Store
+	// Instances is how many instances share the primary's limits; FailLocal
+	// gives each the limits divided by it. Zero means 1.
+	Instances int
+	// MinBackoff is how long after the primary fails the first probe is
+	// sent; each failed probe doubles the wait, up to MaxBackoff. Zero
+	// means DefaultProbeMinBackoff (100ms) and DefaultProbeMaxBackoff (5s).
+	MinBackoff, MaxBackoff time.Duration
+	// Logger receives one line when the primary goes down and one when it
+	// recovers. Nil means no logging.
+	Logger *slog.Logger
+	// Clock times the probes' backoff. Nil means rate.SystemClock.
+	Clock rate.Clock
+}
+
+// FallbackStats counts what a Fallback has done since it was created.
+type FallbackStats struct {
+	// Down reports whether the primary is considered down now.
+	Down bool
+	// Primary counts decisions the primary made; Fallback counts those the
+	// failure mode made.
+	Primary, Fallback uint64
+	// Failures counts calls to the primary that failed or timed out.
+	Failures uint64
+	// Probes counts calls sent to the primary while it was down.
+	Probes uint64
+	// Outages counts transitions to down; Recoveries transitions back up.
+	Outages, Recoveries uint64
+}
+
+// Fallback is a Store that decides through a primary store (typically
+// store/redis) and, when the primary fails or is slower than Timeout,
+// through its FailureMode instead. It is safe for concurrent use; create it
+// with [NewFallback].
+//
+// After a failure the primary is considered down: calls go straight to the
+// failure mode, and one call at a time is sent to the primary as a probe,
+// after MinBackoff, then after twice as long each time a probe fails, up to
+// MaxBackoff. The first probe that succeeds brings the primary back. So a
+// dead server costs one slow call per backoff period, not one per request.
+// Each transition is logged once and counted in [Fallback.Stats].
+//
+// Requests that could never be decided (an invalid limit, a cost above the
+// capacity, a negative cost) return their error without a fallback, and so
+// does a call whose own context ends first: those are the caller's, not
+// the primary's. [Fallback.DecideAllSource] also says who decided.
+type Fallback struct {
+	primary    Store
+	local      Store
+	mode       FailureMode
+	timeout    time.Duration
+	retryAfter time.Duration
+	instances  int64
+	minBackoff time.Duration
+	maxBackoff time.Duration
+	log        *slog.Logger
+	clock      rate.Clock
+
+	down    atomic.Bool
+	probing atomic.Bool
+	mu      sync.Mutex // guards the fields below
+	backoff time.Duration
+	next    time.Time // when the next probe may go
+	since   time.Time // when the primary went down
+
+	primaryN, fallbackN, failures, probes, outages, recoveries atomic.Uint64
+}
+
+var _ Store = (*Fallback)(nil)
+
+// NewFallback returns a Fallback over primary.
+func NewFallback(primary Store, opts FallbackOptions) *Fallback {
+	f := &Fallback{
+		primary:    primary,
+		local:      opts.Local,
+		mode:       opts.Mode,
+		timeout:    opts.Timeout,
+		retryAfter: opts.RetryAfter,
+		instances:  int64(max(1, opts.Instances)),
+		minBackoff: opts.MinBackoff,
+		maxBackoff: opts.MaxBackoff,
+		log:        opts.Logger,
+		clock:      opts.Clock,
+	}
+	if f.timeout == 0 {
+		f.timeout = DefaultFallbackTimeout
+	}
+	if f.retryAfter <= 0 {
+		f.retryAfter = DefaultFallbackRetryAfter
+	}
+	if f.minBackoff <= 0 {
+		f.minBackoff = DefaultProbeMinBackoff
+	}
+	if f.maxBackoff <= 0 {
+		f.maxBackoff = DefaultProbeMaxBackoff
+	}
+	f.maxBackoff = max(f.maxBackoff, f.minBackoff)
+	if f.log == nil {
+		f.log = slog.New(slog.DiscardHandler)
+	}
+	if f.clock == nil {
+		f.clock = rate.SystemClock{}
+	}
+	if f.mode == FailLocal && f.local == nil {
+		f.local = memory.New(memory.Options{Clock: f.clock})
+	}
+	return f
+}
+
+// Decide decides one request. See Store.
+func (f *Fallback) Decide(ctx context.Context, r rate.Request) (rate.Decision, error) {
+	var out [1]rate.Decision
+	d, _, err := f.DecideAllSource(ctx, []rate.Request{r}, out[:])
+	return d, err
+}
+
+// DecideAll decides reqs as one, all or nothing. See Store.
+func (f *Fallback) DecideAll(ctx context.Context, reqs []rate.Request, out []rate.Decision) (rate.Decision, error) {
+	d, _, err := f.DecideAllSource(ctx, reqs, out)
+	return d, err
+}
+
+// DecideAllSource is DecideAll that also says who decided: the primary, or
+// the failure mode. Middleware can use it to mark degraded decisions (in a
+// header, a log line or a metric).
+func (f *Fallback) DecideAllSource(ctx context.Context, reqs []rate.Request, out []rate.Decision) (rate.Decision, Source, error) {
+	if len(out) < len(reqs) {
+		return rate.Decision{}, SourcePrimary, fmt.Errorf("fallback: out has %d places for %d requests", len(out), len(reqs))
+	}
+	for _, r := range reqs {
+		if err := r.Limit.Validate(); err != nil {
+			return rate.Decision{}, SourcePrimary, fmt.Errorf("key %q: %w", r.Key, err)
+		}
+		if err := r.Check(); err != nil {
+			return rate.Decision{}, SourcePrimary, err
+		}
+	}
+	if err := ctx.Err(); err != nil {
+		return rate.Decision{}, SourcePrimary, err
+	}
+	probe := false
+	if f.down.Load() {
+		if !f.startProbe() {
+			return f.fallback(ctx, reqs, out)
+		}
+		probe = true
+		f.probes.Add(1)
+	}
+	cctx, cancel := ctx, context.CancelFunc(func() {})
+	if f.timeout > 0 {
+		cctx, cancel = context.WithTimeout(ctx, f.timeout)
+	}
+	d, err := f.primary.DecideAll(cctx, reqs, out)
+	cancel()
+	if err == nil {
+		f.primaryN.Add(1)
+		f.up(probe)
+		return d, SourcePrimary, nil
+	}
+	if ctx.Err() != nil {
+		// The caller gave up: not the primary's failure.
+		if probe {
+			f.probing.Store(false)
+		}
+		return rate.Decision{}, SourcePrimary, err
+	}
+	f.failures.Add(1)
+	f.fail(err, probe)
+	return f.fallback(ctx, reqs, out)
+}
+
+// Stats returns the counters.
+func (f *Fallback) Stats() FallbackStats {
+	return FallbackStats{
+		Down:       f.down.Load(),
+		Primary:    f.primaryN.Load(),
+		Fallback:   f.fallbackN.Load(),
+		Failures:   f.failures.Load(),
+		Probes:     f.probes.Load(),
+		Outages:    f.outages.Load(),
+		Recoveries: f.recoveries.Load(),
+	}
+}
+
+// startProbe reports whether this call should probe the primary: the
+// backoff has passed and no other probe is in flight.
+func (f *Fallback) startProbe() bool {
+	f.mu.Lock()
+	due := !f.clock.Now().Before(f.next)
+	f.mu.Unlock()
+	return due && f.probing.CompareAndSwap(false, true)
+}
+
+// up records a success of the primary.
+func (f *Fallback) up(probe bool) {
+	if probe {
+		f.probing.Store(false)
+	}
+	if !f.down.Load() {
+		return
+	}
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if !f.down.Load() {
+		return
+	}
+	f.down.Store(false)
+	f.recoveries.Add(1)
+	f.log.Info("sluice: store recovered", "down_for", f.clock.Now().Sub(f.since).Round(time.Millisecond))
+}
+
+// fail records a failure of the primary: the first takes it down, a failed
+// probe doubles the backoff.
+func (f *Fallback) fail(err error, probe bool) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	now := f.clock.Now()
+	switch {
+	case !f.down.Load():
+		f.down.Store(true)
+		f.outages.Add(1)
+		f.since = now
+		f.backoff = f.minBackoff
+		f.next = now.Add(f.backoff)
+		f.log.Warn("sluice: store unavailable; deciding by failure mode until it recovers", "mode", f.mode.String(), "err", err)
+	case probe:
+		f.backoff = min(2*f.backoff, f.maxBackoff)
+		f.next = now.Add(f.backoff)
+	}
+	if probe {
+		f.probing.Store(false)
+	}
+}
+
+// fallback decides by the failure mode.
+func (f *Fallback) fallback(ctx context.Context, reqs []rate.Request, out []rate.Decision) (rate.Decision, Source, error) {
+	f.fallbackN.Add(1)
+	switch f.mode {
+	case FailClosed:
+		for i, r := range reqs {
+			c := r.Limit.Capacity()
+			out[i] = rate.Decision{Limit: c, RetryAfter: f.retryAfter, ResetAfter: f.retryAfter}
+		}
+		return rate.Combine(out[:len(reqs)]), SourceFailClosed, nil
+	case FailLocal:
+		d, err := f.decideLocal(ctx, reqs, out)
+		return d, SourceLocal, err
+	}
+	for i, r := range reqs {
+		c := r.Limit.Capacity()
+		out[i] = rate.Decision{Allowed: true, Limit: c, Remaining: c - r.Cost}
+	}
+	return rate.Combine(out[:len(reqs)]), SourceFailOpen, nil
+}
+
+// decideLocal decides reqs in the local store with each limit divided by
+// the number of instances. A request whose cost exceeds its share is
+// refused, and the others only report what they have left.
+func (f *Fallback) decideLocal(ctx context.Context, reqs []rate.Request, out []rate.Decision) (rate.Decision, error) {
+	local := make([]rate.Request, len(reqs))
+	tooBig := false
+	for i, r := range reqs {
+		r.Limit.Count = shareOf(r.Limit.Count, f.instances)
+		if r.Limit.Burst > 0 {
+			r.Limit.Burst = shareOf(r.Limit.Burst, f.instances)
+		}
+		local[i] = r
+		tooBig = tooBig || r.Cost > r.Limit.Capacity()
+	}
+	if !tooBig {
+		return f.local.DecideAll(ctx, local, out)
+	}
+	for i := range local {
+		local[i].Cost = 0 // only look
+	}
+	if _, err := f.local.DecideAll(ctx, local, out); err != nil {
+		return rate.Decision{}, err
+	}
+	for i, r := range local {
+		if reqs[i].Cost > r.Limit.Capacity() {
+			out[i] = rate.Decision{Limit: r.Limit.Capacity(), Remaining: out[i].Remaining, RetryAfter: f.retryAfter, ResetAfter: out[i].ResetAfter}
+		}
+	}
+	return rate.Combine(out[:len(reqs)]), nil
+}
+
+// shareOf returns ⌈n/k⌉, at least 1.
+func shareOf(n, k int64) int64 { return max(1, (n+k-1)/k) }

@@ -1,0 +1,18 @@
+// Package redistest starts real redis-server processes for tests: a single
+// server, or a Redis Cluster of several masters, each on free loopback
+// ports, in a temporary directory, without persistence. Tests that need
+// Redis call [Start] or [StartCluster]; cleanup is registered with
+// testing.TB.
+//
+// A server can be killed and restarted on the same port, or paused and
+// resumed, to test what a client does when Redis goes away.
+//
+// There is no skipping: when redis-server is not installed the test fails
+// and says to run `make deps`.
+//
+// # Files
+//
+//   - redistest.go: Server (Start, Kill, Restart, Pause, Resume, Do, Info)
+//     and a minimal RESP client, so the harness needs no Redis library.
+//   - cluster.go: Cluster (StartCluster, Owner).
+package redistest

@@ -1,0 +1,339 @@
+package redistest
+
+import (
+	"bufio"
+	"errors"
+	"fmt"
+	"io"
+	"net"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"sync"
+	"syscall"
+	"testing"
+	"time"
+)
+
+// startTimeout bounds how long a server may take to answer PING.
+const startTimeout = 10 * time.Second
+
+// Server is one redis-server process on a loopback port. Its methods are
+// safe for concurrent use.
+type Server struct {
+	t       tb
+	dir     string
+	port    int
+	busPort int // cluster bus port; 0 unless cluster-enabled
+	extra   []string
+
+	mu     sync.Mutex
+	cmd    *exec.Cmd
+	done   chan struct{} // closed when cmd has exited
+	paused bool
+}
+
+// tb is the part of testing.TB the harness uses, so that a TestMain can
+// start a server too (see Main).
+type tb interface {
+	Helper()
+	Fatalf(format string, args ...any)
+}
+
+// Start starts a redis-server on a free loopback port and stops it when
+// the test ends. Extra arguments are passed to redis-server as they are,
+// e.g. "--maxmemory", "10mb".
+func Start(t testing.TB, extra ...string) *Server {
+	t.Helper()
+	mustHave(t, "redis-server")
+	s := &Server{t: t, dir: t.TempDir(), extra: extra}
+	s.startFree()
+	t.Cleanup(s.stop)
+	return s
+}
+
+// Main starts a redis-server for a TestMain, where there is no testing.TB:
+// for examples and benchmarks. Call stop when the tests are done. The
+// server's methods panic where a test's would fail it.
+func Main(extra ...string) (s *Server, stop func(), err error) {
+	if _, err := exec.LookPath("redis-server"); err != nil {
+		return nil, nil, fmt.Errorf("redistest: redis-server not found on PATH; run `make deps` to install it (the tests start a real Redis)")
+	}
+	dir, err := os.MkdirTemp("", "redistest")
+	if err != nil {
+		return nil, nil, err
+	}
+	s = &Server{t: panicTB{}, dir: dir, extra: extra}
+	s.startFree()
+	return s, func() { s.stop(); os.RemoveAll(dir) }, nil
+}
+
+type panicTB struct{}
+
+func (panicTB) Helper()                           {}
+func (panicTB) Fatalf(format string, args ...any) { panic(fmt.Sprintf(format, args...)) }
+
+// startFree starts the server on a free port.
+func (s *Server) startFree() {
+	t := s.t
+	t.Helper()
+	var err error
+	for range 5 { // another process may take the free port before we do
+		s.port = freePort(t)
+		if err = s.start(); err == nil {
+			break
+		}
+	}
+	if err != nil {
+		t.Fatalf("redistest: %v", err)
+	}
+}
+
+// Addr returns the server's address, 127.0.0.1:port.
+func (s *Server) Addr() string { return net.JoinHostPort("127.0.0.1", strconv.Itoa(s.port)) }
+
+// Port returns the server's port.
+func (s *Server) Port() int { return s.port }
+
+// Kill ends the server with SIGKILL, as a crash would, and waits until the
+// process is gone. Its data is lost.
+func (s *Server) Kill() {
+	s.t.Helper()
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.cmd == nil {
+		return
+	}
+	_ = s.cmd.Process.Kill()
+	<-s.done
+	s.cmd = nil
+	s.paused = false
+}
+
+// Restart starts a killed server again on the same port, empty, and waits
+// until it answers.
+func (s *Server) Restart() {
+	s.t.Helper()
+	s.mu.Lock()
+	running := s.cmd != nil
+	s.mu.Unlock()
+	if running {
+		s.t.Fatalf("redistest: Restart of a running server on port %d", s.port)
+	}
+	// The port was ours a moment ago; the kernel may hold it briefly.
+	var err error
+	deadline := time.Now().Add(startTimeout)
+	for {
+		if err = s.start(); err == nil || time.Now().After(deadline) {
+			break
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	if err != nil {
+		s.t.Fatalf("redistest: restart: %v", err)
+	}
+}
+
+// Pause stops the server with SIGSTOP: connections stay open but nothing
+// answers, as with a hung or overloaded server.
+func (s *Server) Pause() { s.signal(syscall.SIGSTOP, true) }
+
+// Resume continues a paused server with SIGCONT.
+func (s *Server) Resume() { s.signal(syscall.SIGCONT, false) }
+
+func (s *Server) signal(sig syscall.Signal, paused bool) {
+	s.t.Helper()
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.cmd == nil {
+		s.t.Fatalf("redistest: %v to a server that is not running", sig)
+	}
+	if err := s.cmd.Process.Signal(sig); err != nil {
+		s.t.Fatalf("redistest: %v: %v", sig, err)
+	}
+	s.paused = paused
+}
+
+// Do sends one command over a fresh connection and returns the reply as
+// text: simple strings, integers and bulk strings as they are, arrays one
+// element per line. A Redis error reply is returned as an error.
+func (s *Server) Do(args ...string) (string, error) { return do(s.Addr(), args...) }
+
+// MustDo is Do that fails the test on error.
+func (s *Server) MustDo(args ...string) string {
+	s.t.Helper()
+	r, err := s.Do(args...)
+	if err != nil {
+		s.t.Fatalf("redistest: %s: %v", strings.Join(args, " "), err)
+	}
+	return r
+}
+
+// Info returns the fields of INFO section as a map.
+func (s *Server) Info(section string) map[string]string {
+	s.t.Helper()
+	out := map[string]string{}
+	for line := range strings.SplitSeq(s.MustDo("INFO", section), "\n") {
+		k, v, ok := strings.Cut(strings.TrimSpace(line), ":")
+		if ok && !strings.HasPrefix(k, "#") {
+			out[k] = v
+		}
+	}
+	return out
+}
+
+// start runs redis-server on s.port and waits until it answers PING.
+func (s *Server) start() error {
+	args := []string{
+		"--port", strconv.Itoa(s.port),
+		"--bind", "127.0.0.1",
+		"--dir", s.dir,
+		"--save", "",
+		"--appendonly", "no",
+		"--logfile", "redis.log",
+	}
+	if s.busPort != 0 {
+		args = append(args,
+			"--cluster-enabled", "yes",
+			"--cluster-config-file", "nodes-"+strconv.Itoa(s.port)+".conf",
+			"--cluster-port", strconv.Itoa(s.busPort),
+			"--cluster-node-timeout", "2000",
+		)
+	}
+	args = append(args, s.extra...)
+	cmd := exec.Command("redis-server", args...)
+	cmd.Dir = s.dir
+	if err := cmd.Start(); err != nil {
+		return fmt.Errorf("start redis-server: %w", err)
+	}
+	done := make(chan struct{})
+	go func() { _ = cmd.Wait(); close(done) }()
+	deadline := time.Now().Add(startTimeout)
+	for {
+		r, err := do(net.JoinHostPort("127.0.0.1", strconv.Itoa(s.port)), "PING")
+		if err == nil && r == "PONG" {
+			break
+		}
+		select {
+		case <-done:
+			return fmt.Errorf("redis-server on port %d exited: %s", s.port, s.logTail())
+		default:
+		}
+		if time.Now().After(deadline) {
+			_ = cmd.Process.Kill()
+			<-done
+			return fmt.Errorf("redis-server on port %d did not answer within %v: %s", s.port, startTimeout, s.logTail())
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
+	s.mu.Lock()
+	s.cmd, s.done, s.paused = cmd, done, false
+	s.mu.Unlock()
+	return nil
+}
+
+func (s *Server) stop() {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.cmd == nil {
+		return
+	}
+	if s.paused {
+		_ = s.cmd.Process.Signal(syscall.SIGCONT)
+	}
+	_ = s.cmd.Process.Kill()
+	<-s.done
+	s.cmd = nil
+}
+
+// logTail returns the end of the server's log, for error messages.
+func (s *Server) logTail() string {
+	b, err := os.ReadFile(filepath.Join(s.dir, "redis.log"))
+	if err != nil {
+		return "(no log)"
+	}
+	lines := strings.Split(strings.TrimSpace(string(b)), "\n")
+	return strings.Join(lines[max(0, len(lines)-5):], "\n")
+}
+
+// mustHave fails the test when prog is not on PATH.
+func mustHave(t tb, prog string) {
+	t.Helper()
+	if _, err := exec.LookPath(prog); err != nil {
+		t.Fatalf("redistest: %s not found on PATH; run `make deps` to install it (the tests start a real Redis)", prog)
+	}
+}
+
+// freePort returns a loopback TCP port that was free a moment ago.
+func freePort(t tb) int {
+	t.Helper()
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatalf("redistest: free port: %v", err)
+	}
+	defer l.Close()
+	return l.Addr().(*net.TCPAddr).Port
+}
+
+// do sends one command in RESP and reads one reply.
+func do(addr string, args ...string) (string, error) {
+	c, err := net.DialTimeout("tcp", addr, time.Second)
+	if err != nil {
+		return "", err
+	}
+	defer c.Close()
+	_ = c.SetDeadline(time.Now().Add(5 * time.Second))
+	var b strings.Builder
+	fmt.Fprintf(&b, "*%d\r\n", len(args))
+	for _, a := range args {
+		fmt.Fprintf(&b, "$%d\r\n%s\r\n", len(a), a)
+	}
+	if _, err := c.Write([]byte(b.String())); err != nil {
+		return "", err
+	}
+	return readReply(bufio.NewReader(c))
+}
+
+func readReply(r *bufio.Reader) (string, error) {
+	line, err := r.ReadString('\n')
+	if err != nil {
+		return "", err
+	}
+	line = strings.TrimSuffix(line, "\r\n")
+	if line == "" {
+		return "", errors.New("empty reply")
+	}
+	switch line[0] {
+	case '+', ':':
+		return line[1:], nil
+	case '-':
+		return "", errors.New(line[1:])
+	case '$':
+		n, err := strconv.Atoi(line[1:])
+		if err != nil || n < 0 {
+			return "", err
+		}
+		buf := make([]byte, n+2)
+		if _, err := io.ReadFull(r, buf); err != nil {
+			return "", err
+		}
+		return string(buf[:n]), nil
+	case '*':
+		n, err := strconv.Atoi(line[1:])
+		if err != nil {
+			return "", err
+		}
+		parts := make([]string, 0, max(n, 0))
+		for range n {
+			p, err := readReply(r)
+			if err != nil {
+				return "", err
+			}
+			parts = append(parts, p)
+		}
+		return strings.Join(parts, "\n"), nil
+	}
+	return "", fmt.Errorf("unexpected reply %q", line)
+}

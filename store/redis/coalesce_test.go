@@ -1,0 +1,106 @@
+package redis_test
+
+import (
+	"context"
+	"fmt"
+	"math/rand/v2"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/sluicehq/sluice/internal/redistest"
+	"github.com/sluicehq/sluice/rate"
+	"github.com/sluicehq/sluice/rate/ratetest"
+	"github.com/sluicehq/sluice/store/redis"
+)
+
+// Concurrent callers through the coalescer share script calls, and each
+// caller's group is still decided on its own, all or nothing: with time
+// frozen, every key admits exactly its limit, whatever the batches were.
+func TestCoalescer(t *testing.T) {
+	srv := redistest.Start(t)
+	clk := ratetest.NewClock(time.Date(2024, 6, 1, 12, 0, 0, 0, time.UTC))
+	o := redis.Options{DisableDenyCache: true}
+	redis.PinNow(&o, clk)
+	s := redis.New(newClient(t, srv.Addr()), o)
+	ctx := context.Background()
+
+	single := rate.Limit{Algorithm: rate.FixedWindow, Count: 5, Period: time.Hour}
+	x := rate.Limit{Algorithm: rate.GCRA, Count: 3, Period: time.Hour}
+	y := rate.Limit{Algorithm: rate.SlidingLog, Count: 4, Period: time.Hour}
+	const keys, callers, perCaller = 50, 64, 40
+	var mu sync.Mutex
+	attempts, admitted := map[string]int{}, map[string]int{}
+	before := scriptCalls(t, srv)
+	var wg sync.WaitGroup
+	for c := range callers {
+		wg.Go(func() {
+			rng := rand.New(rand.NewPCG(uint64(c), 2))
+			out := make([]rate.Decision, 2)
+			for range perCaller {
+				i := rng.IntN(keys)
+				var d rate.Decision
+				var err error
+				var name string
+				if rng.IntN(2) == 0 {
+					name = fmt.Sprintf("single%d", i)
+					d, err = s.Decide(ctx, rate.Request{Key: name, Limit: single, Cost: 1})
+				} else {
+					name = fmt.Sprintf("pair%d", i)
+					tag := fmt.Sprintf("{pair%d}", i)
+					d, err = s.DecideAll(ctx, []rate.Request{
+						{Key: tag + "x", Limit: x, Cost: 1},
+						{Key: tag + "y", Limit: y, Cost: 1},
+					}, out)
+				}
+				if err != nil {
+					t.Error(err)
+					return
+				}
+				mu.Lock()
+				attempts[name]++
+				if d.Allowed {
+					admitted[name]++
+				}
+				mu.Unlock()
+			}
+		})
+	}
+	wg.Wait()
+	calls := scriptCalls(t, srv) - before
+	t.Logf("%d decisions in %d script calls", callers*perCaller, calls)
+	if calls >= callers*perCaller {
+		t.Errorf("%d script calls for %d concurrent decisions: nothing was coalesced", calls, callers*perCaller)
+	}
+	for name, n := range attempts {
+		want := min(n, 5)
+		if name[0] == 'p' {
+			want = min(n, 3) // the pair passes while x (3/h) does
+		}
+		if admitted[name] != want {
+			t.Errorf("%s: %d of %d admitted, want %d", name, admitted[name], n, want)
+		}
+		if name[0] == 'p' {
+			// y counted only the admitted pairs: refused pairs took nothing.
+			d, err := s.Decide(ctx, rate.Request{Key: "{" + name + "}y", Limit: y})
+			if err != nil {
+				t.Fatal(err)
+			}
+			if d.Remaining != int64(4-admitted[name]) {
+				t.Errorf("%s: y has %d remaining after %d admitted pairs, want %d", name, d.Remaining, admitted[name], 4-admitted[name])
+			}
+		}
+	}
+
+	// One caller at a time: one script call per decision, as without the
+	// coalescer.
+	before = scriptCalls(t, srv)
+	for i := range 20 {
+		if _, err := s.Decide(ctx, rate.Request{Key: fmt.Sprintf("alone%d", i), Limit: single, Cost: 1}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if calls := scriptCalls(t, srv) - before; calls != 20 {
+		t.Errorf("20 sequential decisions in %d script calls, want 20", calls)
+	}
+}

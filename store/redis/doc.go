@@ -1,0 +1,80 @@
+// Package redis is the shared store: every key's state lives in Redis, so
+// any number of instances behind a load balancer enforce one limit
+// between them, not one each.
+//
+//	s, err := redis.Dial("redis://localhost:6379", redis.Options{Prefix: "sluice:"})
+//	...
+//	d, err := s.Decide(ctx, rate.Request{Key: "user=42", Limit: lim, Cost: 1})
+//
+// In production, wrap it in a [sluice.Fallback]: it bounds every call with
+// a timeout and decides by a failure mode (fail open, fail closed, or a
+// local memory store with each instance's share) while Redis is down.
+//
+// # One script call per decision
+//
+// A decision reads the key's state, steps it and writes it back, and
+// between instances that must be one atomic step. Each decision is one
+// EVALSHA of scripts/decide.lua (the script is loaded on NOSCRIPT, after a
+// restart or failover). The script is the Lua twin of package rate's steps:
+// the same integer arithmetic on microseconds, the same exact fractions for
+// rates like 3 per 7s, the same behaviour when time goes backwards. The
+// conformance suite (store/storetest) holds the two to the same decisions,
+// field by field.
+//
+// The time is Redis's (TIME), never the caller's, so instances whose clocks
+// disagree still share one timeline.
+//
+// All the limits of one request (DecideAll) go in the same script call and
+// are decided all or nothing: every new state is computed, and written only
+// if all allow.
+//
+// # Keys and Redis Cluster
+//
+// The Redis key of a request key k is Options.Prefix followed by k if k
+// has a hash tag (a non-empty {…}), and by {k} otherwise. So by default
+// every key is its own tag and keys spread evenly over a cluster's
+// masters. A caller that decides several keys together (DecideAll) must,
+// on a cluster, give them a common tag: "{account=7}:per-second" and
+// "{account=7}:per-day" live in one slot and are decided in one call;
+// keys in different slots make DecideAll return [ErrCrossSlot] rather than
+// decide them apart. A single server or a Sentinel setup has no slots and
+// takes any keys together. (sluice.Limiter already tags the keys of its
+// limits this way.)
+//
+// A key holds a few decimal integers: its algorithm and the state's
+// fields (a sliding log keeps runs of equal timestamps). It expires by
+// itself when its state would be fresh again (after the decision's
+// ResetAfter), and is deleted when a decision leaves it fresh, so idle keys
+// cost Redis nothing.
+//
+// # Coalescing
+//
+// Under load, much of what a script call costs Redis does not depend on
+// the work inside it: reading the command, entering the script, TIME,
+// writing the reply. So by default concurrent decisions share calls: while
+// a couple of calls are on the wire, new decisions queue, and the next call
+// carries all of them (up to 256 keys, per cluster slot). Each caller's
+// requests remain their own group, decided all or nothing, independently of
+// the other groups in the call. A caller alone never waits for company: its
+// decision goes out at once. Options.DisableCoalescing turns it off.
+//
+// # The deny cache
+//
+// Once Redis refuses a request with RetryAfter T, the store refuses the
+// same request (same keys, limits and costs) locally until T has passed,
+// without a round trip: nothing another instance does can make it pass
+// sooner, since others can only spend more. A flood of refused traffic
+// then costs Redis one call per RetryAfter per instance, not one per
+// request. The local refusal reports the RetryAfter and ResetAfter counted
+// down on the local clock, and the Remaining Redis reported. The cache is
+// bounded (Options.DenyCacheSize) and can be turned off
+// (Options.DisableDenyCache).
+//
+// # Files
+//
+//   - store.go: Store, Options, New, Dial; argument and reply encoding.
+//   - scripts/decide.lua: the steps in Lua, and the all-or-nothing commit.
+//   - coalesce.go: sharing script calls between concurrent callers.
+//   - keys.go: Redis keys, hash tags and cluster slots.
+//   - denycache.go: the deny cache and why it is exact.
+package redis

@@ -1,0 +1,156 @@
+package redis_test
+
+import (
+	"context"
+	"fmt"
+	"math/rand/v2"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/sluicehq/sluice"
+	"github.com/sluicehq/sluice/internal/redistest"
+	"github.com/sluicehq/sluice/rate"
+	"github.com/sluicehq/sluice/store/redis"
+)
+
+// call records one decision made under load.
+type call struct {
+	start, end time.Time
+	allowed    bool
+	source     sluice.Source
+	err        error
+}
+
+// load runs callers goroutines deciding through f until stop is closed,
+// each on its own keys, and returns every call.
+func load(f *sluice.Fallback, callers int, stop <-chan struct{}) func() []call {
+	var mu sync.Mutex
+	var calls []call
+	var wg sync.WaitGroup
+	limit := rate.Limit{Algorithm: rate.GCRA, Count: 1000, Period: time.Second}
+	for i := range callers {
+		wg.Go(func() {
+			rng := rand.New(rand.NewPCG(uint64(i), 1))
+			out := make([]rate.Decision, 1)
+			var mine []call
+			for {
+				select {
+				case <-stop:
+					mu.Lock()
+					calls = append(calls, mine...)
+					mu.Unlock()
+					return
+				default:
+				}
+				r := rate.Request{Key: fmt.Sprintf("load:%d:%d", i, rng.IntN(100)), Limit: limit, Cost: 1}
+				c := call{start: time.Now()}
+				d, src, err := f.DecideAllSource(context.Background(), []rate.Request{r}, out)
+				c.end, c.allowed, c.source, c.err = time.Now(), d.Allowed, src, err
+				mine = append(mine, c)
+				time.Sleep(time.Millisecond) // a steady load, not a busy loop
+			}
+		})
+	}
+	return func() []call { wg.Wait(); return calls }
+}
+
+// Redis killed (and later restarted on the same port) or paused (SIGSTOP,
+// later SIGCONT) under load, with each failure mode: no call errs or
+// blocks much past the 50ms timeout, every call made while Redis is gone
+// is decided by the mode, and decisions come from Redis again once it is
+// back.
+func TestRedisOutage(t *testing.T) {
+	for _, outage := range []string{"kill", "pause"} {
+		t.Run(outage, func(t *testing.T) {
+			srv := redistest.Start(t)
+			const timeout = 50 * time.Millisecond
+			modes := []sluice.FailureMode{sluice.FailOpen, sluice.FailClosed, sluice.FailLocal}
+			var fallbacks []*sluice.Fallback
+			for _, m := range modes {
+				s, err := redis.Dial("redis://"+srv.Addr(), redis.Options{})
+				if err != nil {
+					t.Fatal(err)
+				}
+				t.Cleanup(s.Close)
+				fallbacks = append(fallbacks, sluice.NewFallback(s, sluice.FallbackOptions{
+					Mode: m, Timeout: timeout, Instances: 2,
+					MinBackoff: 20 * time.Millisecond, MaxBackoff: 100 * time.Millisecond,
+				}))
+			}
+			stop := make(chan struct{})
+			var results []func() []call
+			for _, f := range fallbacks {
+				results = append(results, load(f, 4, stop))
+			}
+
+			time.Sleep(100 * time.Millisecond)
+			down := time.Now()
+			if outage == "kill" {
+				srv.Kill()
+			} else {
+				srv.Pause()
+			}
+			time.Sleep(300 * time.Millisecond)
+			back := time.Now()
+			if outage == "kill" {
+				srv.Restart()
+			} else {
+				srv.Resume()
+			}
+			// Wait until every fallback has heard from Redis again.
+			deadline := time.Now().Add(5 * time.Second)
+			for _, f := range fallbacks {
+				for f.Stats().Down && time.Now().Before(deadline) {
+					time.Sleep(10 * time.Millisecond)
+				}
+			}
+			recovered := time.Now()
+			time.Sleep(100 * time.Millisecond)
+			close(stop)
+
+			for i, f := range fallbacks {
+				mode := modes[i]
+				calls := results[i]()
+				var during, after, afterPrimary int
+				var slowest time.Duration
+				for _, c := range calls {
+					if c.err != nil {
+						t.Fatalf("%v: a call failed: %v", mode, c.err)
+					}
+					slowest = max(slowest, c.end.Sub(c.start))
+					switch {
+					case c.start.After(down) && c.end.Before(back):
+						during++
+						if c.source == sluice.SourcePrimary {
+							t.Fatalf("%v: a call while Redis was down says Redis decided", mode)
+						}
+						if mode == sluice.FailOpen && !c.allowed || mode == sluice.FailClosed && c.allowed {
+							t.Fatalf("%v: while down, allowed = %t", mode, c.allowed)
+						}
+					case c.start.After(recovered):
+						after++
+						if c.source == sluice.SourcePrimary {
+							afterPrimary++
+						}
+					}
+				}
+				st := f.Stats()
+				t.Logf("%v: %d calls, %d while down, slowest %v, stats %+v", mode, len(calls), during, slowest, st)
+				// The timeout, plus room for a loaded 2-core machine.
+				if slowest > timeout+200*time.Millisecond {
+					t.Errorf("%v: a call took %v, timeout %v", mode, slowest, timeout)
+				}
+				if during < 10 {
+					t.Errorf("%v: only %d calls while Redis was down", mode, during)
+				}
+				if st.Down || st.Outages < 1 || st.Recoveries < 1 {
+					t.Errorf("%v: stats %+v, want recovered after an outage", mode, st)
+				}
+				if after == 0 || afterPrimary != after {
+					t.Errorf("%v: after recovery %d of %d calls decided by Redis, want all", mode, afterPrimary, after)
+				}
+			}
+		})
+	}
+}

@@ -1,0 +1,54 @@
+package redis
+
+import "strings"
+
+// redisKey returns the Redis key holding the state of request key k.
+//
+// A key that carries a hash tag (a non-empty {…}, as Redis Cluster reads
+// it) keeps it: its caller chose which keys share a slot. Any other key is
+// wrapped whole in braces, so its slot depends on the key alone and keys
+// spread over the cluster. The prefix is outside the tag and never affects
+// the slot.
+func redisKey(prefix, k string) string {
+	if hasTag(k) {
+		return prefix + k
+	}
+	return prefix + "{" + k + "}"
+}
+
+// hashTag returns the part of key that Redis Cluster hashes: the content of
+// the first {…} if it is not empty, else the whole key.
+func hashTag(key string) string {
+	i := strings.IndexByte(key, '{')
+	if i < 0 {
+		return key
+	}
+	j := strings.IndexByte(key[i+1:], '}')
+	if j <= 0 {
+		return key
+	}
+	return key[i+1 : i+1+j]
+}
+
+func hasTag(key string) bool {
+	i := strings.IndexByte(key, '{')
+	return i >= 0 && strings.IndexByte(key[i+1:], '}') > 0
+}
+
+// slot returns key's Redis Cluster slot: CRC16 (XMODEM) of its hash tag,
+// modulo 16384.
+func slot(key string) uint16 {
+	var crc uint16
+	tag := hashTag(key)
+	for i := range len(tag) {
+		crc ^= uint16(tag[i]) << 8
+		for range 8 {
+			if crc&0x8000 != 0 {
+				crc = crc<<1 ^ 0x1021
+			} else {
+				crc <<= 1
+			}
+		}
+	}
+	return crc & 16383
+}
