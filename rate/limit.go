@@ -205,7 +205,7 @@ func ParseLimit(s string) (Limit, error) {
 		l.Algorithm, explicit = a, true
 		fields = fields[1:]
 	} else if fields[0] != "" && (fields[0][0] < '0' || fields[0][0] > '9') && fields[0][0] != '-' {
-		return fail("%v", err)
+		return fail("%q is neither a count nor an algorithm (write e.g. 10/s or token_bucket 10/s; algorithms: fixed_window, sliding_log, sliding_window, token_bucket, leaky_bucket, gcra)", fields[0])
 	}
 	if len(fields) < 3 {
 		return fail("want COUNT/UNIT or COUNT per DURATION, e.g. 10/s or 10 per 10s")

@@ -60,7 +60,7 @@ func TestParseLimitErrors(t *testing.T) {
 		{"10 per 0s", "period must be positive"},
 		{"10 per -1s", "period must be positive"},
 		{"10 per 1ns", "whole number of microseconds"},
-		{"ten/s", "unknown algorithm"},
+		{"ten/s", "neither a count nor an algorithm"},
 		{"10/s burst 0", "burst: must be at least 1"},
 		{"10/s burst", "only \"burst N\""},
 		{"10/s bust 4", "only \"burst N\""},

@@ -1,12 +1,16 @@
 #!/bin/sh
 # Installs the programs the test suite starts for real, when they are
-# missing: redis-server (and redis-cli, for the cluster tests). Debian and
-# Ubuntu packages; elsewhere, install them yourself and put them on PATH.
+# missing: redis-server and redis-cli (the Redis store and cluster tests),
+# nginx (the auth_request end-to-end test) and chromium (the dashboard's
+# browser test). Debian and Ubuntu packages; elsewhere, install them
+# yourself and put them on PATH.
 set -eu
 
 missing=""
 command -v redis-server >/dev/null 2>&1 || missing="$missing redis-server"
 command -v redis-cli >/dev/null 2>&1 || missing="$missing redis-tools"
+command -v nginx >/dev/null 2>&1 || [ -x /usr/sbin/nginx ] || missing="$missing nginx-light"
+command -v chromium >/dev/null 2>&1 || missing="$missing chromium fonts-dejavu-core"
 
 if [ -z "$missing" ]; then
 	exit 0

@@ -1,0 +1,447 @@
+package dashboard
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"mime"
+	"net/http"
+	"slices"
+	"strconv"
+	"strings"
+
+	"github.com/sluicehq/sluice/rate"
+	"github.com/sluicehq/sluice/sim"
+)
+
+// SimRequest asks POST api/sim for a simulation. It is sent as JSON
+// (Content-Type application/json, unknown fields refused) or as a form
+// (application/x-www-form-urlencoded or multipart/form-data, the field
+// names of the JSON; algorithms and setups repeated or comma-separated;
+// in a multipart form csv may be a file).
+//
+// Give Scenario or CSV. Every other field is optional: its zero value
+// means the scenario's own.
+type SimRequest struct {
+	// Scenario names a built-in scenario of package sim: boundary,
+	// calm-burst, flood, …; see GET api/scenarios.
+	Scenario string `json:"scenario,omitempty"`
+	// CSV is traffic in the form sim.ReadCSV reads: "time,key[,cost]" a
+	// line, time in seconds from the start or RFC 3339. It needs Limit.
+	CSV string `json:"csv,omitempty"`
+	// Limit is the limit every algorithm applies, as in sluice's config:
+	// "10 per 10s", "5/s", "100/m burst 20"; without an algorithm name.
+	// Empty means the scenario's.
+	Limit string `json:"limit,omitempty"`
+	// Algorithms are the algorithms to compare, by name (fixed_window,
+	// sliding_log, sliding_window, token_bucket, leaky_bucket, gcra), or
+	// "all". Empty means all.
+	Algorithms []string `json:"algorithms,omitempty"`
+	// Setups are single, own-counters and shared-counter, or "all".
+	// Empty means the scenario's (single for pasted traffic).
+	Setups []string `json:"setups,omitempty"`
+	// Instances is how many instances own-counters and shared-counter
+	// run, up to sim.MaxInstances. Zero means sim.DefaultInstances.
+	Instances int `json:"instances,omitempty"`
+	// Seconds is how long the scenario lasts, up to sim.MaxSeconds. Zero
+	// means the scenario's.
+	Seconds int `json:"seconds,omitempty"`
+	// Seed picks the random arrivals of the scenarios that have them.
+	// Zero means 1.
+	Seed uint64 `json:"seed,omitempty"`
+	// SVG asks for the picture in SimResponse.SVG.
+	SVG bool `json:"svg,omitempty"`
+}
+
+// SimResponse is what POST api/sim returns as JSON: the fields of
+// sim.Result's JSON form (scenario, results), what the scenario was, and
+// the picture if asked for. A request whose Accept header asks for
+// image/svg+xml and not JSON gets the picture alone.
+type SimResponse struct {
+	// Scenario is the scenario's name ("csv" for pasted traffic).
+	Scenario string `json:"scenario"`
+	// Summary says in one line what the traffic is.
+	Summary string `json:"summary,omitempty"`
+	// Description says what to look at and why, for a built-in scenario
+	// as it comes.
+	Description string `json:"description,omitempty"`
+	// Limit is the limit applied, such as "10 per 10s".
+	Limit string `json:"limit"`
+	// Seconds is how long the scenario lasts: the length of every
+	// result's per_second.
+	Seconds int `json:"seconds"`
+	// Instances is how many instances own-counters and shared-counter ran.
+	Instances int `json:"instances"`
+	// Requests is how many requests the traffic holds.
+	Requests int `json:"requests"`
+	// Results holds one row per algorithm and setup, as in sim.Result.
+	Results []sim.Row `json:"results"`
+	// SVG is the picture sim.WriteSVG draws, if the request asked for it.
+	SVG string `json:"svg,omitempty"`
+}
+
+// ScenarioInfo describes a built-in scenario, as GET api/scenarios lists
+// them.
+type ScenarioInfo struct {
+	// Name is what SimRequest.Scenario names it by.
+	Name string `json:"name"`
+	// Summary says in one line what the traffic is.
+	Summary string `json:"summary"`
+	// Description says what to look at and why each algorithm decides as
+	// it does.
+	Description string `json:"description"`
+	// Limit is the scenario's limit, such as "10 per 10s".
+	Limit string `json:"limit"`
+	// Seconds is how long the scenario lasts.
+	Seconds int `json:"seconds"`
+	// Setups are the setups it runs unless told otherwise.
+	Setups []string `json:"setups"`
+}
+
+// scenarios lists the built-in scenarios as they come.
+func scenarios() []ScenarioInfo {
+	var out []ScenarioInfo
+	for _, sc := range sim.Builtins(sim.Params{}) {
+		info := ScenarioInfo{
+			Name:        sc.Name,
+			Summary:     sc.Summary,
+			Description: sc.Description,
+			Limit:       limitText(sc.Limit),
+			Seconds:     sc.Seconds,
+			Setups:      []string{sim.Single.String()},
+		}
+		if len(sc.Setups) > 0 {
+			info.Setups = info.Setups[:0]
+			for _, s := range sc.Setups {
+				info.Setups = append(info.Setups, s.String())
+			}
+		}
+		out = append(out, info)
+	}
+	return out
+}
+
+// limitText writes a limit without its algorithm: "10 per 10s", "5/s
+// burst 10".
+func limitText(l rate.Limit) string {
+	l.Algorithm = 0
+	if _, rest, ok := strings.Cut(l.String(), " "); ok {
+		return rest
+	}
+	return l.String()
+}
+
+// serveSim is POST api/sim.
+func (d *Dashboard) serveSim(w http.ResponseWriter, r *http.Request) {
+	req, err := d.readSimRequest(w, r)
+	if err != nil {
+		d.fail(w, r, err)
+		return
+	}
+	sc, err := buildScenario(req)
+	if err != nil {
+		d.fail(w, r, err)
+		return
+	}
+	// Take a place only now, so that a slow upload does not hold one.
+	select {
+	case d.running <- struct{}{}:
+		defer func() { <-d.running }()
+	default:
+		w.Header().Set("Retry-After", "1")
+		writeProblem(w, newProblem(http.StatusTooManyRequests, "",
+			fmt.Sprintf("%d simulations are running already; try again in a second", cap(d.running))).p)
+		return
+	}
+	ctx, cancel := context.WithTimeout(r.Context(), d.timeout)
+	defer cancel()
+	res, err := sim.Run(ctx, sc)
+	switch {
+	case errors.Is(err, sim.ErrInvalid):
+		d.fail(w, r, newProblem(http.StatusBadRequest, "", err.Error()))
+		return
+	case errors.Is(err, context.DeadlineExceeded) && r.Context().Err() == nil:
+		d.fail(w, r, newProblem(http.StatusServiceUnavailable, "",
+			fmt.Sprintf("the simulation took longer than %v; try fewer requests, seconds or algorithms", d.timeout)))
+		return
+	case err != nil:
+		d.fail(w, r, fmt.Errorf("simulation: %w", err))
+		return
+	}
+	d.log.DebugContext(r.Context(), "simulation", "scenario", res.Scenario, "requests", len(sc.Events), "rows", len(res.Rows))
+
+	if wantsSVG(r.Header.Get("Accept")) {
+		w.Header().Set("Content-Type", "image/svg+xml; charset=utf-8")
+		w.Header().Set("Cache-Control", "no-store")
+		if err := sim.WriteSVG(w, res); err != nil {
+			d.log.WarnContext(r.Context(), "writing a simulation's picture", "err", err)
+		}
+		return
+	}
+	out := SimResponse{
+		Scenario:    res.Scenario,
+		Summary:     res.Summary,
+		Description: res.Description,
+		Limit:       limitText(res.Limit),
+		Seconds:     res.Seconds,
+		Instances:   res.Instances,
+		Requests:    len(sc.Events),
+		Results:     res.Rows,
+	}
+	if req.SVG {
+		var b strings.Builder
+		if err := sim.WriteSVG(&b, res); err != nil {
+			d.fail(w, r, fmt.Errorf("drawing the simulation: %w", err))
+			return
+		}
+		out.SVG = b.String()
+	}
+	d.writeJSON(w, r, out)
+}
+
+// wantsSVG reports whether an Accept header asks for SVG rather than
+// JSON.
+func wantsSVG(accept string) bool {
+	return strings.Contains(accept, "image/svg+xml") && !strings.Contains(accept, "json")
+}
+
+// readSimRequest decodes the body of POST api/sim, at most d.maxBody
+// bytes of it.
+func (d *Dashboard) readSimRequest(w http.ResponseWriter, r *http.Request) (SimRequest, error) {
+	var req SimRequest
+	r.Body = http.MaxBytesReader(w, r.Body, d.maxBody)
+	ct, _, err := mime.ParseMediaType(r.Header.Get("Content-Type"))
+	if err != nil && r.Header.Get("Content-Type") != "" {
+		return req, newProblem(http.StatusUnsupportedMediaType, "", "unreadable Content-Type; send application/json or a form")
+	}
+	switch ct {
+	case "application/json":
+		dec := json.NewDecoder(r.Body)
+		dec.DisallowUnknownFields()
+		if err := dec.Decode(&req); err != nil {
+			return req, d.bodyError(err, "JSON")
+		}
+		if _, err := dec.Token(); err != io.EOF {
+			if err != nil {
+				return req, d.bodyError(err, "JSON")
+			}
+			return req, newProblem(http.StatusBadRequest, "", "the body holds more than one JSON value")
+		}
+		return req, nil
+	case "application/x-www-form-urlencoded", "multipart/form-data":
+		if ct == "multipart/form-data" {
+			err = r.ParseMultipartForm(d.maxBody)
+		} else {
+			err = r.ParseForm()
+		}
+		if err != nil {
+			return req, d.bodyError(err, "form")
+		}
+		return formRequest(r)
+	}
+	return req, newProblem(http.StatusUnsupportedMediaType, "",
+		fmt.Sprintf("Content-Type %q; send application/json, application/x-www-form-urlencoded or multipart/form-data", ct))
+}
+
+// bodyError turns an error reading the body into a problem: 413 if the
+// body is over the limit.
+func (d *Dashboard) bodyError(err error, what string) error {
+	if _, ok := errors.AsType[*http.MaxBytesError](err); ok {
+		return newProblem(http.StatusRequestEntityTooLarge, "",
+			fmt.Sprintf("the body is larger than %s; paste less traffic", sizeText(d.maxBody)))
+	}
+	return newProblem(http.StatusBadRequest, "", fmt.Sprintf("unreadable %s: %v", what, err))
+}
+
+// formFields are the fields a form may hold. The page's form also sends
+// source (which of scenario and csv to use) if its script did not run;
+// it is ignored.
+var formFields = []string{"scenario", "csv", "limit", "algorithms", "setups", "instances", "seconds", "seed", "svg", "source"}
+
+// formRequest reads a SimRequest from a parsed form.
+func formRequest(r *http.Request) (SimRequest, error) {
+	var req SimRequest
+	f := r.PostForm
+	for k := range f {
+		if !slices.Contains(formFields, k) {
+			return req, newProblem(http.StatusBadRequest, k, fmt.Sprintf("unknown field %q (want %s)", k, strings.Join(formFields, ", ")))
+		}
+	}
+	req.Scenario = strings.TrimSpace(f.Get("scenario"))
+	req.CSV = f.Get("csv")
+	if r.MultipartForm != nil && req.CSV == "" {
+		if fhs := r.MultipartForm.File["csv"]; len(fhs) > 0 {
+			file, err := fhs[0].Open()
+			if err != nil {
+				return req, fmt.Errorf("opening the uploaded csv: %w", err)
+			}
+			b, err := io.ReadAll(file)
+			file.Close()
+			if err != nil {
+				return req, fmt.Errorf("reading the uploaded csv: %w", err)
+			}
+			req.CSV = string(b)
+		}
+	}
+	req.Limit = strings.TrimSpace(f.Get("limit"))
+	req.Algorithms = splitList(f["algorithms"])
+	req.Setups = splitList(f["setups"])
+	var err error
+	if req.Instances, err = formInt(f.Get("instances"), "instances"); err != nil {
+		return req, err
+	}
+	if req.Seconds, err = formInt(f.Get("seconds"), "seconds"); err != nil {
+		return req, err
+	}
+	if s := strings.TrimSpace(f.Get("seed")); s != "" {
+		if req.Seed, err = strconv.ParseUint(s, 10, 64); err != nil {
+			return req, newProblem(http.StatusBadRequest, "seed", fmt.Sprintf("seed %q: want a whole number from 0", s))
+		}
+	}
+	switch strings.TrimSpace(f.Get("svg")) {
+	case "", "0", "false", "off":
+	default:
+		req.SVG = true
+	}
+	return req, nil
+}
+
+// formInt reads a whole number, empty meaning 0.
+func formInt(s, field string) (int, error) {
+	s = strings.TrimSpace(s)
+	if s == "" {
+		return 0, nil
+	}
+	n, err := strconv.Atoi(s)
+	if err != nil {
+		return 0, newProblem(http.StatusBadRequest, field, fmt.Sprintf("%s %q: want a whole number", field, s))
+	}
+	return n, nil
+}
+
+// splitList reads values that may repeat and may each hold a
+// comma-separated list.
+func splitList(values []string) []string {
+	var out []string
+	for _, v := range values {
+		for _, name := range strings.Split(v, ",") {
+			if name = strings.TrimSpace(name); name != "" {
+				out = append(out, name)
+			}
+		}
+	}
+	return out
+}
+
+// buildScenario turns a request into the scenario to run, or a problem
+// naming the field at fault.
+func buildScenario(req SimRequest) (sim.Scenario, error) {
+	bad := func(field, format string, args ...any) (sim.Scenario, error) {
+		return sim.Scenario{}, newProblem(http.StatusBadRequest, field, fmt.Sprintf(format, args...))
+	}
+	switch {
+	case req.Instances < 0 || req.Instances > sim.MaxInstances:
+		return bad("instances", "instances must be between 1 and %d, got %d", sim.MaxInstances, req.Instances)
+	case req.Seconds < 0 || req.Seconds > sim.MaxSeconds:
+		return bad("seconds", "seconds must be between 1 and %d, got %d", sim.MaxSeconds, req.Seconds)
+	}
+	var sc sim.Scenario
+	hasCSV := strings.TrimSpace(req.CSV) != ""
+	switch {
+	case req.Scenario != "" && hasCSV:
+		return bad("csv", "give a scenario or csv traffic, not both")
+	case hasCSV:
+		if req.Limit == "" {
+			return bad("limit", `traffic of your own needs a limit, such as "10 per 10s" or "100/m"`)
+		}
+		events, start, err := sim.ReadCSV(strings.NewReader(req.CSV))
+		if le, ok := errors.AsType[*sim.LineError](err); ok {
+			p := newProblem(http.StatusBadRequest, "csv", "csv "+le.Error())
+			p.p.Line = le.Line
+			return sim.Scenario{}, p
+		}
+		if err != nil {
+			return bad("csv", "csv: %v", err)
+		}
+		keys := map[string]bool{}
+		for _, e := range events {
+			keys[e.Key] = true
+		}
+		sc = sim.Scenario{
+			Name:    "csv",
+			Summary: fmt.Sprintf("%d requests on %d key(s), pasted", len(events), len(keys)),
+			Start:   start,
+			Seconds: req.Seconds,
+			Events:  events,
+		}
+	case req.Scenario != "":
+		var err error
+		sc, err = sim.Builtin(req.Scenario, sim.Params{Seconds: req.Seconds, Seed: req.Seed})
+		if err != nil {
+			return bad("scenario", "%v", err)
+		}
+	default:
+		return bad("scenario", "choose a scenario or paste csv traffic")
+	}
+	if req.Limit != "" {
+		if first, _, _ := strings.Cut(req.Limit, " "); first != "" {
+			if _, err := rate.ParseAlgorithm(first); err == nil {
+				return bad("limit", "limit %q names an algorithm; the limit applies to every algorithm, choose them with algorithms", req.Limit)
+			}
+		}
+		l, err := rate.ParseLimit(req.Limit)
+		if err != nil {
+			return bad("limit", "%v", err)
+		}
+		if l.Calendar != rate.NoCalendar {
+			return bad("limit", "limit %q: monthly limits cannot be simulated second by second; use a period such as 10s or 1m", req.Limit)
+		}
+		l.Algorithm = 0
+		sc.Limit = l
+	}
+	algs, err := parseNames(req.Algorithms, rate.Algorithms(), rate.ParseAlgorithm)
+	if err != nil {
+		return bad("algorithms", "algorithms: %v", err)
+	}
+	sc.Algorithms = algs
+	setups, err := parseNames(req.Setups, sim.Setups(), sim.ParseSetup)
+	if err != nil {
+		return bad("setups", "setups: %v", err)
+	}
+	if setups != nil {
+		sc.Setups = setups
+	}
+	sc.Instances = req.Instances
+	return sc, nil
+}
+
+// parseNames reads names, or "all"; none gives nil.
+func parseNames[T comparable](names []string, all []T, parse func(string) (T, error)) ([]T, error) {
+	var out []T
+	for _, name := range names {
+		if name == "all" {
+			return all, nil
+		}
+		v, err := parse(name)
+		if err != nil {
+			return nil, err
+		}
+		if !slices.Contains(out, v) {
+			out = append(out, v)
+		}
+	}
+	return out, nil
+}
+
+// sizeText formats a size in bytes: "1 MiB", "64 KiB", "100 bytes".
+func sizeText(n int64) string {
+	switch {
+	case n >= 1<<20 && n%(1<<20) == 0:
+		return fmt.Sprintf("%d MiB", n>>20)
+	case n >= 1<<10 && n%(1<<10) == 0:
+		return fmt.Sprintf("%d KiB", n>>10)
+	}
+	return fmt.Sprintf("%d bytes", n)
+}
