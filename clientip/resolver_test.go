@@ -1,0 +1,160 @@
+package clientip
+
+import (
+	"net/http"
+	"net/http/httptest"
+	"net/netip"
+	"strings"
+	"testing"
+)
+
+func mustResolver(t testing.TB, o Options) *Resolver {
+	t.Helper()
+	r, err := New(o)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return r
+}
+
+func prefixes(ss ...string) []netip.Prefix {
+	var ps []netip.Prefix
+	for _, s := range ss {
+		ps = append(ps, netip.MustParsePrefix(s))
+	}
+	return ps
+}
+
+func TestFromRequest(t *testing.T) {
+	proxies := prefixes("10.0.0.0/8", "2001:db8:ffff::/48")
+	tests := []struct {
+		name   string
+		opts   Options
+		remote string
+		header map[string][]string
+		want   string // AppendPrefix form; "" for the invalid prefix
+	}{
+		{"peer only", Options{}, "203.0.113.7:5123", nil, "203.0.113.7"},
+		{"port stripped v6", Options{}, "[2001:db8::1]:443", nil, "2001:db8::/64"},
+		{"mapped v4 normalized", Options{}, "[::ffff:203.0.113.7]:80", nil, "203.0.113.7"},
+		{"zone dropped", Options{IPv6Prefix: 128}, "[fe80::1%eth0]:80", nil, "fe80::1"},
+		{"no port", Options{}, "203.0.113.7", nil, "203.0.113.7"},
+		{"unix socket", Options{}, "@", nil, ""},
+		{"spoofed XFF from untrusted peer ignored", Options{TrustedProxies: proxies}, "203.0.113.7:1",
+			map[string][]string{"X-Forwarded-For": {"198.51.100.1"}}, "203.0.113.7"},
+		{"spoof ignored without any trusted proxy", Options{}, "203.0.113.7:1",
+			map[string][]string{"X-Forwarded-For": {"198.51.100.1"}, "Forwarded": {"for=198.51.100.1"}}, "203.0.113.7"},
+		{"trusted proxy: rightmost untrusted hop", Options{TrustedProxies: proxies}, "10.0.0.2:1",
+			map[string][]string{"X-Forwarded-For": {"198.51.100.99, 203.0.113.7"}}, "203.0.113.7"},
+		{"chain of trusted proxies", Options{TrustedProxies: proxies}, "10.0.0.2:1",
+			map[string][]string{"X-Forwarded-For": {"1.1.1.1, 203.0.113.7, 10.1.1.1", "10.2.2.2"}}, "203.0.113.7"},
+		{"all hops trusted: leftmost", Options{TrustedProxies: proxies}, "10.0.0.2:1",
+			map[string][]string{"X-Forwarded-For": {"10.9.9.9, 10.1.1.1"}}, "10.9.9.9"},
+		{"garbage stops the walk at the last good hop", Options{TrustedProxies: proxies}, "10.0.0.2:1",
+			map[string][]string{"X-Forwarded-For": {"198.51.100.1, bogus, 10.1.1.1"}}, "10.1.1.1"},
+		{"garbage as the only hop: the peer", Options{TrustedProxies: proxies}, "10.0.0.2:1",
+			map[string][]string{"X-Forwarded-For": {"not an ip"}}, "10.0.0.2"},
+		{"empty hop is garbage", Options{TrustedProxies: proxies}, "10.0.0.2:1",
+			map[string][]string{"X-Forwarded-For": {"198.51.100.1,,"}}, "10.0.0.2"},
+		{"XFF hop with port", Options{TrustedProxies: proxies}, "10.0.0.2:1",
+			map[string][]string{"X-Forwarded-For": {"203.0.113.7:8080"}}, "203.0.113.7"},
+		{"XFF v6 grouped", Options{TrustedProxies: proxies}, "10.0.0.2:1",
+			map[string][]string{"X-Forwarded-For": {"[2001:db8:1:2:3::9]:1"}}, "2001:db8:1:2::/64"},
+		{"other header not read", Options{TrustedProxies: proxies}, "10.0.0.2:1",
+			map[string][]string{"Forwarded": {"for=198.51.100.1"}, "X-Real-Ip": {"198.51.100.2"}}, "10.0.0.2"},
+		{"Forwarded", Options{TrustedProxies: proxies, Header: "forwarded"}, "10.0.0.2:1",
+			map[string][]string{"Forwarded": {`for=198.51.100.1;proto=https, for="[2001:db8:cafe::17]:4711";by=10.0.0.2`}}, "2001:db8:cafe::/64"},
+		{"Forwarded walks trusted hops", Options{TrustedProxies: proxies, Header: "Forwarded"}, "10.0.0.2:1",
+			map[string][]string{"Forwarded": {`for=198.51.100.1`, `For="203.0.113.9:80", for=10.3.3.3`}}, "203.0.113.9"},
+		{"Forwarded unknown stops", Options{TrustedProxies: proxies, Header: "Forwarded"}, "10.0.0.2:1",
+			map[string][]string{"Forwarded": {`for=198.51.100.1, for=unknown, for=10.3.3.3`}}, "10.3.3.3"},
+		{"Forwarded unterminated quote", Options{TrustedProxies: proxies, Header: "Forwarded"}, "10.0.0.2:1",
+			map[string][]string{"Forwarded": {`for="198.51.100.1, for=203.0.113.9`}}, "10.0.0.2"},
+		{"Forwarded element without for", Options{TrustedProxies: proxies, Header: "Forwarded"}, "10.0.0.2:1",
+			map[string][]string{"Forwarded": {`for=198.51.100.1, proto=http`}}, "10.0.0.2"},
+		{"X-Real-IP", Options{TrustedProxies: proxies, Header: "x-real-ip"}, "10.0.0.2:1",
+			map[string][]string{"X-Real-Ip": {"203.0.113.5"}}, "203.0.113.5"},
+		{"X-Real-IP garbage", Options{TrustedProxies: proxies, Header: "X-Real-IP"}, "10.0.0.2:1",
+			map[string][]string{"X-Real-Ip": {"203.0.113.5, 1.1.1.1"}}, "10.0.0.2"},
+		{"trusted unix socket", Options{TrustNonIP: true}, "@",
+			map[string][]string{"X-Forwarded-For": {"203.0.113.7"}}, "203.0.113.7"},
+		{"v4 grouping", Options{IPv4Prefix: 24}, "203.0.113.7:1", nil, "203.0.113.0/24"},
+		{"trusted v6 proxy", Options{TrustedProxies: proxies}, "[2001:db8:ffff::1]:1",
+			map[string][]string{"X-Forwarded-For": {"203.0.113.7"}}, "203.0.113.7"},
+		{"mapped peer in v4 trusted range", Options{TrustedProxies: proxies}, "[::ffff:10.0.0.2]:1",
+			map[string][]string{"X-Forwarded-For": {"203.0.113.7"}}, "203.0.113.7"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			r := mustResolver(t, tt.opts)
+			req := httptest.NewRequest("GET", "/", nil)
+			req.RemoteAddr = tt.remote
+			for k, v := range tt.header {
+				req.Header[k] = v
+			}
+			got := string(AppendPrefix(nil, r.FromRequest(req)))
+			if got != tt.want {
+				t.Errorf("FromRequest = %q, want %q", got, tt.want)
+			}
+		})
+	}
+}
+
+func TestSameSlash64SharesKey(t *testing.T) {
+	r := mustResolver(t, Options{})
+	a := r.Resolve(netip.MustParseAddr("2001:db8:1:2::1"), nil)
+	b := r.Resolve(netip.MustParseAddr("2001:db8:1:2:ffff:ffff:ffff:ffff"), nil)
+	c := r.Resolve(netip.MustParseAddr("2001:db8:1:3::1"), nil)
+	if a != b {
+		t.Errorf("two addresses in one /64: %v != %v", a, b)
+	}
+	if a == c {
+		t.Errorf("addresses in different /64s share %v", a)
+	}
+}
+
+func TestNewRejects(t *testing.T) {
+	for _, o := range []Options{
+		{IPv4Prefix: 33},
+		{IPv4Prefix: 4},
+		{IPv6Prefix: 129},
+		{IPv6Prefix: 8},
+		{Header: "X-Client-IP"},
+		{TrustedProxies: []netip.Prefix{{}}},
+	} {
+		if _, err := New(o); err == nil {
+			t.Errorf("New(%+v) accepted", o)
+		}
+	}
+}
+
+func TestManyHopsBounded(t *testing.T) {
+	r := mustResolver(t, Options{TrustedProxies: prefixes("10.0.0.0/8")})
+	hops := make([]string, 0, 100)
+	for range 99 {
+		hops = append(hops, "10.0.0.1")
+	}
+	// The client wrote a long list of trusted-looking hops; it stays a
+	// trusted address, never one the client chose from outside the range.
+	req := httptest.NewRequest("GET", "/", nil)
+	req.RemoteAddr = "10.0.0.2:1"
+	req.Header.Set("X-Forwarded-For", "198.51.100.66, "+strings.Join(hops, ","))
+	got := r.FromRequest(req)
+	if !r.Trusted(got.Addr()) {
+		t.Errorf("FromRequest = %v, want a trusted hop", got)
+	}
+}
+
+func TestNoAllocs(t *testing.T) {
+	r := mustResolver(t, Options{TrustedProxies: prefixes("10.0.0.0/8"), Header: "Forwarded"})
+	req := &http.Request{RemoteAddr: "10.0.0.2:1", Header: http.Header{
+		"Forwarded": {`for=198.51.100.1, for="[2001:db8::1]:80", for=10.0.0.9`},
+	}}
+	var buf []byte
+	allocs := testing.AllocsPerRun(100, func() {
+		buf = AppendPrefix(buf[:0], r.FromRequest(req))
+	})
+	if string(buf) != "2001:db8::/64" || allocs != 0 {
+		t.Errorf("got %q with %v allocs, want 2001:db8::/64 with 0", buf, allocs)
+	}
+}

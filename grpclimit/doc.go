@@ -1,0 +1,28 @@
+// Package grpclimit enforces a policy file on gRPC servers, with unary and
+// stream server interceptors:
+//
+//	l := grpclimit.New(set, store, grpclimit.Options{})
+//	srv := grpc.NewServer(
+//		grpc.ChainUnaryInterceptor(l.Unary),
+//		grpc.ChainStreamInterceptor(l.Stream),
+//	)
+//
+// Policies see a call as an HTTP/2 request: method POST, the full method
+// name as path (match: /pkg.Service/Method, or /pkg.Service/ for a whole
+// service), :authority as host, metadata as headers (key:
+// "header:x-api-key"), and the peer's address as ip (forwarding metadata
+// is read only from trusted proxies, as for HTTP). A stream is decided
+// once, when it opens.
+//
+// A refused call fails with RESOURCE_EXHAUSTED, and its status carries a
+// google.rpc.RetryInfo (the exact retry delay) and a google.rpc.QuotaFailure
+// (one violation per refusing policy, subject "policy:NAME"). A shed call,
+// or one refused because the store failed under on_store_error: closed,
+// fails with UNAVAILABLE and a RetryInfo. Both send retry-after response
+// metadata in whole seconds; every decided call also gets ratelimit and
+// ratelimit-policy metadata unless Options.NoHeaders.
+//
+// # Files
+//
+//   - interceptor.go: Options, Limiter, its Unary and Stream interceptors.
+package grpclimit

@@ -1,0 +1,208 @@
+package grpclimit
+
+import (
+	"context"
+	"errors"
+	"log/slog"
+	"net"
+	"net/http"
+	"net/netip"
+	"net/url"
+	"strconv"
+	"strings"
+
+	"google.golang.org/genproto/googleapis/rpc/errdetails"
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/metadata"
+	"google.golang.org/grpc/peer"
+	"google.golang.org/grpc/status"
+	"google.golang.org/protobuf/protoadapt"
+	"google.golang.org/protobuf/types/known/durationpb"
+
+	"github.com/sluicehq/sluice"
+	"github.com/sluicehq/sluice/clientip"
+	"github.com/sluicehq/sluice/policy"
+	"github.com/sluicehq/sluice/rate"
+)
+
+// Options configures a Limiter. The zero value is ready to use.
+type Options struct {
+	// Clock tells the time of waits (max_delay, leaky_bucket). If nil,
+	// rate.SystemClock. Give it the store's clock.
+	Clock rate.Clock
+	// Local is the store policies with on_store_error: local fall back
+	// to. If nil, an in-memory store of this process.
+	Local sluice.Store
+	// Observer is told about every decision (see policy.Observer). If
+	// nil, nobody is.
+	Observer policy.Observer
+	// Logger logs store failures and shadow refusals. If nil, nothing is
+	// logged.
+	Logger *slog.Logger
+	// Identify returns the authenticated user of a call, "" for an
+	// anonymous one. If nil, the user is the one policy.WithUser put in
+	// the call's context (by an interceptor that runs before this one).
+	Identify func(ctx context.Context) string
+	// Plan returns the plan of a call, "" to let the policy file decide.
+	// If nil, the plan is the one policy.WithPlan put in the context.
+	Plan func(ctx context.Context) string
+	// NoHeaders turns off the ratelimit and ratelimit-policy response
+	// metadata. retry-after is always sent with a refusal.
+	NoHeaders bool
+}
+
+// Limiter applies a policy set to gRPC calls. Its Unary and Stream
+// methods are server interceptors; both share one policy.Enforcer, and so
+// one concurrency limit. Create one with [New].
+type Limiter struct {
+	e         *policy.Enforcer
+	resolver  *clientip.Resolver
+	fwdHeader string // the forwarding header, lower case, as metadata keys are
+	o         Options
+}
+
+// New returns a Limiter that decides set's policies against store.
+func New(set *policy.Set, store sluice.Store, o Options) *Limiter {
+	return &Limiter{
+		e: policy.NewEnforcer(set, store, policy.Options{
+			Clock: o.Clock, Local: o.Local, Observer: o.Observer, Logger: o.Logger,
+		}),
+		resolver:  set.ClientIP(),
+		fwdHeader: strings.ToLower(set.ClientIP().Header()),
+		o:         o,
+	}
+}
+
+// Unary is a grpc.UnaryServerInterceptor: install it with
+// grpc.ChainUnaryInterceptor(l.Unary).
+func (l *Limiter) Unary(ctx context.Context, req any, info *grpc.UnaryServerInfo, handler grpc.UnaryHandler) (any, error) {
+	out := l.enforce(ctx, info.FullMethod)
+	defer out.Done()
+	md := l.responseMD(&out)
+	if md != nil {
+		_ = grpc.SetHeader(ctx, md) // fails only if headers were sent, which they cannot have been
+	}
+	if err := refusal(&out); err != nil {
+		return nil, err
+	}
+	return handler(ctx, req)
+}
+
+// Stream is a grpc.StreamServerInterceptor: install it with
+// grpc.ChainStreamInterceptor(l.Stream). A stream is decided once, when
+// it opens.
+func (l *Limiter) Stream(srv any, ss grpc.ServerStream, info *grpc.StreamServerInfo, handler grpc.StreamHandler) error {
+	out := l.enforce(ss.Context(), info.FullMethod)
+	defer out.Done()
+	if md := l.responseMD(&out); md != nil {
+		_ = ss.SetHeader(md)
+	}
+	if err := refusal(&out); err != nil {
+		return err
+	}
+	return handler(srv, ss)
+}
+
+// enforce decides a call to fullMethod.
+func (l *Limiter) enforce(ctx context.Context, fullMethod string) policy.Outcome {
+	md, _ := metadata.FromIncomingContext(ctx)
+	authority := ""
+	if vs := md[":authority"]; len(vs) > 0 {
+		authority = vs[0]
+	}
+	in := policy.Request{
+		// Policies match calls as HTTP/2 requests: POST to the full method.
+		HTTP:     &http.Request{Method: http.MethodPost, Host: authority, URL: &url.URL{Path: fullMethod}},
+		Metadata: md,
+		Client:   l.resolver.Resolve(peerAddr(ctx), md[l.fwdHeader]),
+	}
+	if in.Metadata == nil {
+		in.Metadata = metadata.MD{}
+	}
+	if l.o.Identify != nil {
+		in.User = l.o.Identify(ctx)
+	} else {
+		in.User = policy.UserFrom(ctx)
+	}
+	if l.o.Plan != nil {
+		in.Plan = l.o.Plan(ctx)
+	} else {
+		in.Plan = policy.PlanFrom(ctx)
+	}
+	return l.e.Enforce(ctx, &in)
+}
+
+// peerAddr returns the address of the call's peer, or the invalid Addr.
+func peerAddr(ctx context.Context) netip.Addr {
+	p, ok := peer.FromContext(ctx)
+	if !ok || p.Addr == nil {
+		return netip.Addr{}
+	}
+	if t, ok := p.Addr.(*net.TCPAddr); ok {
+		return clientip.Normalize(t.AddrPort().Addr())
+	}
+	return clientip.ParsePeer(p.Addr.String())
+}
+
+// responseMD returns the metadata to send with the response: the rate
+// limit fields of the most restrictive limit, and retry-after with a
+// refusal.
+func (l *Limiter) responseMD(out *policy.Outcome) metadata.MD {
+	md := metadata.MD{}
+	if out.Verdict != policy.Allow {
+		md["retry-after"] = []string{strconv.FormatInt(policy.RetryAfterSeconds(out.RetryAfter), 10)}
+	}
+	if !l.o.NoHeaders && out.Limit != nil {
+		md["ratelimit-policy"] = []string{out.Limit.HeaderPolicy()}
+		md["ratelimit"] = []string{string(out.Limit.AppendHeader(nil, out.Decision))}
+	}
+	if len(md) == 0 {
+		return nil
+	}
+	return md
+}
+
+// refusal returns the status error for an outcome that does not serve
+// the call, or nil. A refusal is RESOURCE_EXHAUSTED; a shed call or a
+// failed store is UNAVAILABLE. Both carry a RetryInfo; a refusal also
+// carries a QuotaFailure naming each violated policy.
+func refusal(out *policy.Outcome) error {
+	if out.Verdict == policy.Allow {
+		return nil
+	}
+	retry := policy.RetryAfterSeconds(out.RetryAfter)
+	wait := "; retry in " + strconv.FormatInt(retry, 10) + "s"
+	code, msg := codes.Unavailable, "the rate limiter is unavailable"+wait
+	switch {
+	case out.Verdict == policy.Refuse:
+		code, msg = codes.ResourceExhausted, "rate limited"+wait
+		if out.Limit != nil {
+			msg = "rate limited by policy " + strconv.Quote(out.Limit.Policy.Name) + " (limit " + out.Limit.String() + ")" + wait
+		}
+	case out.Verdict == policy.Shed:
+		msg = "the server is at capacity for calls of this priority" + wait
+	case errors.Is(out.Err, context.Canceled), errors.Is(out.Err, context.DeadlineExceeded):
+		return status.FromContextError(out.Err).Err()
+	}
+	st := status.New(code, msg)
+	details := []protoadapt.MessageV1{&errdetails.RetryInfo{RetryDelay: durationpb.New(out.RetryAfter)}}
+	if out.Verdict == policy.Refuse {
+		qf := &errdetails.QuotaFailure{}
+		for _, p := range out.Violated {
+			desc := "rate limited by policy " + strconv.Quote(p.Name)
+			if out.Limit != nil && out.Limit.Policy == p {
+				desc += " (limit " + out.Limit.String() + ")"
+			}
+			qf.Violations = append(qf.Violations, &errdetails.QuotaFailure_Violation{
+				Subject:     "policy:" + p.Name,
+				Description: desc,
+			})
+		}
+		details = append(details, qf)
+	}
+	if withDetails, err := st.WithDetails(details...); err == nil {
+		st = withDetails
+	}
+	return st.Err()
+}

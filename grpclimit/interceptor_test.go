@@ -1,0 +1,153 @@
+package grpclimit
+
+import (
+	"context"
+	"net"
+	"testing"
+	"time"
+
+	"google.golang.org/genproto/googleapis/rpc/errdetails"
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/credentials/insecure"
+	"google.golang.org/grpc/health"
+	healthpb "google.golang.org/grpc/health/grpc_health_v1"
+	"google.golang.org/grpc/metadata"
+	"google.golang.org/grpc/status"
+
+	"github.com/sluicehq/sluice/policy"
+	"github.com/sluicehq/sluice/rate/ratetest"
+	"github.com/sluicehq/sluice/store/memory"
+)
+
+const config = `
+policies:
+  - name: check
+    match: /grpc.health.v1.Health/Check
+    key: ip
+    limits: ["2/m burst 2"]
+  - name: watch
+    match: /grpc.health.v1.Health/Watch
+    key: "header:x-api-key"
+    limits: ["1/m burst 1"]
+`
+
+// serve starts a real gRPC server with the health service on a loopback
+// port, behind the limiter's interceptors, and returns a client.
+func serve(t *testing.T, config string) healthpb.HealthClient {
+	t.Helper()
+	set, err := policy.Load("test.yaml", []byte(config))
+	if err != nil {
+		t.Fatal(err)
+	}
+	clock := ratetest.NewClock(time.Date(2026, 3, 1, 12, 0, 0, 0, time.UTC))
+	l := New(set, memory.New(memory.Options{Clock: clock}), Options{Clock: clock})
+	srv := grpc.NewServer(grpc.ChainUnaryInterceptor(l.Unary), grpc.ChainStreamInterceptor(l.Stream))
+	healthpb.RegisterHealthServer(srv, health.NewServer())
+	lis, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	go func() { _ = srv.Serve(lis) }()
+	t.Cleanup(srv.Stop)
+	conn, err := grpc.NewClient(lis.Addr().String(), grpc.WithTransportCredentials(insecure.NewCredentials()))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = conn.Close() })
+	return healthpb.NewHealthClient(conn)
+}
+
+func TestUnaryRefusesAfterLimit(t *testing.T) {
+	c := serve(t, config)
+	ctx := context.Background()
+	for i := range 2 {
+		var md metadata.MD
+		if _, err := c.Check(ctx, &healthpb.HealthCheckRequest{}, grpc.Header(&md)); err != nil {
+			t.Fatalf("call %d: %v", i, err)
+		}
+		if got := md.Get("ratelimit-policy"); len(got) != 1 || got[0] != `"check";q=2;w=60` {
+			t.Errorf("call %d: ratelimit-policy %q", i, got)
+		}
+	}
+	var md metadata.MD
+	_, err := c.Check(ctx, &healthpb.HealthCheckRequest{}, grpc.Header(&md))
+	st := status.Convert(err)
+	if st.Code() != codes.ResourceExhausted {
+		t.Fatalf("third call: %v, want ResourceExhausted", err)
+	}
+	if got := md.Get("retry-after"); len(got) != 1 || got[0] != "30" {
+		t.Errorf("retry-after metadata %q, want 30", got)
+	}
+	var retry *errdetails.RetryInfo
+	var quota *errdetails.QuotaFailure
+	for _, d := range st.Details() {
+		switch d := d.(type) {
+		case *errdetails.RetryInfo:
+			retry = d
+		case *errdetails.QuotaFailure:
+			quota = d
+		}
+	}
+	if retry == nil || retry.GetRetryDelay().AsDuration() != 30*time.Second {
+		t.Errorf("RetryInfo %v, want a 30s delay", retry)
+	}
+	if quota == nil || len(quota.Violations) != 1 || quota.Violations[0].Subject != "policy:check" ||
+		quota.Violations[0].Description != `rate limited by policy "check" (limit gcra 2/m burst 2)` {
+		t.Errorf("QuotaFailure %v, want one violation of policy:check", quota)
+	}
+	if want := `rate limited by policy "check" (limit gcra 2/m burst 2); retry in 30s`; st.Message() != want {
+		t.Errorf("message %q, want %q", st.Message(), want)
+	}
+}
+
+func TestStreamKeyedByMetadata(t *testing.T) {
+	c := serve(t, config)
+	open := func(key string) error {
+		ctx, cancel := context.WithCancel(metadata.AppendToOutgoingContext(context.Background(), "x-api-key", key))
+		defer cancel()
+		s, err := c.Watch(ctx, &healthpb.HealthCheckRequest{})
+		if err != nil {
+			return err
+		}
+		_, err = s.Recv()
+		return err
+	}
+	if err := open("k1"); err != nil {
+		t.Fatalf("first stream: %v", err)
+	}
+	if err := open("k1"); status.Code(err) != codes.ResourceExhausted {
+		t.Fatalf("second stream of k1: %v, want ResourceExhausted", err)
+	}
+	if err := open("k2"); err != nil {
+		t.Fatalf("k2 is not k1: %v", err)
+	}
+}
+
+func TestShedIsUnavailable(t *testing.T) {
+	c := serve(t, `
+concurrency:
+  max_in_flight: 1
+  shares: {low: 1%}
+policies:
+  - {name: health, match: /grpc.health.v1.Health/, priority: low}
+`)
+	// One slot, and low may use 1% of it: rounded up to one, so a single
+	// call passes while nothing else is in flight.
+	if _, err := c.Check(context.Background(), &healthpb.HealthCheckRequest{}); err != nil {
+		t.Fatalf("alone: %v", err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	s, err := c.Watch(ctx, &healthpb.HealthCheckRequest{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := s.Recv(); err != nil { // the stream is open and holds the slot
+		t.Fatal(err)
+	}
+	_, err = c.Check(context.Background(), &healthpb.HealthCheckRequest{})
+	if status.Code(err) != codes.Unavailable {
+		t.Fatalf("while the stream holds the slot: %v, want Unavailable", err)
+	}
+}

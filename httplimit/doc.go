@@ -1,0 +1,47 @@
+// Package httplimit is net/http middleware that enforces a policy file.
+//
+//	set, err := policy.LoadFile("sluice.yaml")
+//	...
+//	limit := httplimit.Middleware(set, memory.New(memory.Options{}), httplimit.Options{})
+//	http.ListenAndServe(":8080", limit(mux))
+//
+// An allowed request is served with the rate limit headers of the most
+// restrictive limit that applied:
+//
+//	RateLimit-Policy: "search";q=20;w=2
+//	RateLimit: "search";r=13;t=1
+//	X-RateLimit-Limit: 20
+//	X-RateLimit-Remaining: 13
+//	X-RateLimit-Reset: 1
+//
+// (the first two from draft-ietf-httpapi-ratelimit-headers-10, the last
+// three the older convention, each family switchable in Options; t and
+// X-RateLimit-Reset are whole seconds rounded up). Shadow policies send
+// none.
+//
+// A refused request gets 429 Too Many Requests, the same headers, a
+// Retry-After in whole seconds rounded up and never 0, and an RFC 9457
+// body:
+//
+//	{"type":"about:blank","title":"Too Many Requests","status":429,
+//	 "detail":"rate limited by policy \"search\" (limit gcra 10/s burst 20); retry in 1s",
+//	 "retry_after":1,"violated-policies":["search"]}
+//
+// A request shed by the concurrency limit, or refused because the store
+// failed under on_store_error: closed, gets 503 Service Unavailable with
+// Retry-After and a problem body of the same shape.
+//
+// The user a policy keys by (key: user) or matches on (authenticated:
+// true) comes from the request context: an authentication middleware
+// that runs first calls WithUser; or set Options.Identify.
+//
+// # Cost
+//
+// On the allowed path the middleware allocates the key (one string) and
+// the varying header values (one block); everything else is precomputed
+// when the policy file is loaded or pooled.
+//
+// # Files
+//
+//   - middleware.go: Options, Middleware, the headers and the problem body.
+package httplimit

@@ -1,0 +1,283 @@
+package httplimit
+
+import (
+	"context"
+	"errors"
+	"log/slog"
+	"net/http"
+	"strconv"
+	"unsafe"
+
+	"github.com/sluicehq/sluice"
+	"github.com/sluicehq/sluice/clientip"
+	"github.com/sluicehq/sluice/policy"
+	"github.com/sluicehq/sluice/rate"
+)
+
+// Options configures the middleware. The zero value is ready to use: it
+// sends both header vocabularies, reads the user from the request context
+// (see WithUser) and runs on the system clock.
+type Options struct {
+	// Clock tells the time of waits (max_delay, leaky_bucket). If nil,
+	// rate.SystemClock. Give it the store's clock.
+	Clock rate.Clock
+	// Local is the store policies with on_store_error: local fall back
+	// to. If nil, an in-memory store of this process.
+	Local sluice.Store
+	// Observer is told about every decision, to count them (see
+	// policy.Observer). If nil, nobody is.
+	Observer policy.Observer
+	// Logger logs store failures and shadow refusals. If nil, nothing is
+	// logged.
+	Logger *slog.Logger
+	// Identify returns the authenticated user of a request, "" for an
+	// anonymous one. If nil, the user is the one WithUser put in the
+	// request's context.
+	Identify func(*http.Request) string
+	// Plan returns the plan of a request, "" to let the policy file decide.
+	// If nil, the plan is the one WithPlan put in the request's context.
+	Plan func(*http.Request) string
+	// NoDraftHeaders turns off the RateLimit and RateLimit-Policy fields
+	// (draft-ietf-httpapi-ratelimit-headers-10).
+	NoDraftHeaders bool
+	// NoLegacyHeaders turns off X-RateLimit-Limit, X-RateLimit-Remaining
+	// and X-RateLimit-Reset.
+	NoLegacyHeaders bool
+	// ProblemType is the "type" member of refusal bodies (RFC 9457).
+	// Empty means "about:blank", whose title is the status phrase.
+	ProblemType string
+}
+
+// WithUser returns a context naming the authenticated user of a request;
+// it is policy.WithUser. An authentication middleware in front of this
+// one calls it, as in r = r.WithContext(httplimit.WithUser(r.Context(),
+// id)).
+func WithUser(ctx context.Context, id string) context.Context { return policy.WithUser(ctx, id) }
+
+// WithPlan returns a context naming the plan of a request; it is
+// policy.WithPlan.
+func WithPlan(ctx context.Context, plan string) context.Context { return policy.WithPlan(ctx, plan) }
+
+// Middleware returns a middleware that applies set's policies to every
+// request, deciding them against store. Every handler it wraps shares one
+// policy.Enforcer, and so one concurrency limit.
+func Middleware(set *policy.Set, store sluice.Store, o Options) func(http.Handler) http.Handler {
+	l := &limiter{
+		e: policy.NewEnforcer(set, store, policy.Options{
+			Clock: o.Clock, Local: o.Local, Observer: o.Observer, Logger: o.Logger,
+		}),
+		resolver: set.ClientIP(),
+		usesIP:   set.UsesClientIP(),
+		usesUser: set.UsesUser(),
+		usesPlan: set.UsesPlan(),
+		identify: o.Identify,
+		plan:     o.Plan,
+		draft:    !o.NoDraftHeaders,
+		legacy:   !o.NoLegacyHeaders,
+		ptype:    o.ProblemType,
+	}
+	if l.ptype == "" {
+		l.ptype = "about:blank"
+	}
+	return func(next http.Handler) http.Handler {
+		return &handler{l: l, next: next}
+	}
+}
+
+type limiter struct {
+	e             *policy.Enforcer
+	resolver      *clientip.Resolver
+	usesIP        bool
+	usesUser      bool
+	usesPlan      bool
+	identify      func(*http.Request) string
+	plan          func(*http.Request) string
+	draft, legacy bool
+	ptype         string
+}
+
+type handler struct {
+	l    *limiter
+	next http.Handler
+}
+
+// ServeHTTP decides the request, then serves it or refuses it.
+func (h *handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	l := h.l
+	in := policy.Request{HTTP: r, Header: r.Header}
+	if l.usesIP {
+		in.Client = l.resolver.FromRequest(r)
+	}
+	switch {
+	case !l.usesUser:
+	case l.identify != nil:
+		in.User = l.identify(r)
+	default:
+		in.User = policy.UserFrom(r.Context())
+	}
+	switch {
+	case !l.usesPlan:
+	case l.plan != nil:
+		in.Plan = l.plan(r)
+	default:
+		in.Plan = policy.PlanFrom(r.Context())
+	}
+	out := l.e.Enforce(r.Context(), &in)
+	defer out.Done()
+	switch out.Verdict {
+	case policy.Allow:
+		l.setHeaders(w.Header(), &out)
+		h.next.ServeHTTP(w, r)
+	case policy.Refuse:
+		l.setHeaders(w.Header(), &out)
+		l.problem(w, http.StatusTooManyRequests, &out)
+	default:
+		l.problem(w, http.StatusServiceUnavailable, &out)
+	}
+}
+
+// Canonical header names, so that setting them skips canonicalization and
+// Header.Get finds them.
+const (
+	hRateLimitPolicy = "Ratelimit-Policy"
+	hRateLimit       = "Ratelimit"
+	hLimit           = "X-Ratelimit-Limit"
+	hRemaining       = "X-Ratelimit-Remaining"
+	hReset           = "X-Ratelimit-Reset"
+	hRetryAfter      = "Retry-After"
+)
+
+// headerBlock holds, in one allocation, the computed header values of a
+// response and the slices that carry them. Each value is appended to the
+// text and then never written again, and the strings point into it: that
+// is what keeps them immutable, as strings must be. The text fits the
+// values of policy names up to about 40 bytes; longer ones spill into a
+// second allocation.
+type headerBlock struct {
+	vals [4][1]string
+	text [88]byte
+}
+
+// setHeaders sets the rate limit headers of the most restrictive limit,
+// and Retry-After when the request is refused. It allocates once: the
+// values that vary live in one headerBlock, and the ones that do not are
+// slices the Limit precomputed (Header.Set and Header.Add replace or copy
+// them, so a handler cannot change them for other responses).
+func (l *limiter) setHeaders(h http.Header, out *policy.Outcome) {
+	lim := out.Limit
+	if lim == nil || !l.draft && !l.legacy {
+		return
+	}
+	d := out.Decision
+	blk := new(headerBlock)
+	b := blk.text[:0]
+	n := 0
+	// value makes b[start:] the next value. Should b outgrow blk.text,
+	// append moves it to a new array and the values made so far keep
+	// pointing into the old one, which is never written again.
+	value := func(start int) {
+		if len(b) > start {
+			blk.vals[n][0] = unsafe.String(&b[start], len(b)-start)
+		}
+		n++
+	}
+	if l.draft {
+		start := len(b)
+		b = lim.AppendHeader(b, d)
+		value(start)
+		h[hRateLimitPolicy] = lim.HeaderPolicyValues()
+		h[hRateLimit] = blk.vals[n-1][:]
+	}
+	if l.legacy {
+		start := len(b)
+		b = strconv.AppendInt(b, d.Remaining, 10)
+		value(start)
+		h[hRemaining] = blk.vals[n-1][:]
+		start = len(b)
+		b = strconv.AppendInt(b, policy.CeilSeconds(d.ResetAfter), 10)
+		value(start)
+		h[hReset] = blk.vals[n-1][:]
+		h[hLimit] = lim.HeaderLimitValues()
+	}
+	if out.Verdict == policy.Refuse {
+		start := len(b)
+		b = strconv.AppendInt(b, policy.RetryAfterSeconds(out.RetryAfter), 10)
+		value(start)
+		h[hRetryAfter] = blk.vals[n-1][:]
+	}
+}
+
+// problem writes an RFC 9457 problem body for a refused, shed or
+// unavailable request.
+func (l *limiter) problem(w http.ResponseWriter, status int, out *policy.Outcome) {
+	retry := policy.RetryAfterSeconds(out.RetryAfter)
+	h := w.Header()
+	if _, ok := h[hRetryAfter]; !ok {
+		h[hRetryAfter] = []string{strconv.FormatInt(retry, 10)}
+	}
+	h["Content-Type"] = []string{"application/problem+json"}
+	h["Cache-Control"] = []string{"no-store"}
+
+	b := make([]byte, 0, 256)
+	b = append(b, `{"type":`...)
+	b = appendJSONString(b, l.ptype)
+	b = append(b, `,"title":`...)
+	b = appendJSONString(b, http.StatusText(status))
+	b = append(b, `,"status":`...)
+	b = strconv.AppendInt(b, int64(status), 10)
+	b = append(b, `,"detail":`...)
+	b = appendJSONString(b, detail(out, retry))
+	b = append(b, `,"retry_after":`...)
+	b = strconv.AppendInt(b, retry, 10)
+	if out.Verdict == policy.Refuse {
+		b = append(b, `,"violated-policies":[`...)
+		for i, p := range out.Violated {
+			if i > 0 {
+				b = append(b, ',')
+			}
+			b = appendJSONString(b, p.Name)
+		}
+		b = append(b, ']')
+	}
+	b = append(b, "}\n"...)
+	h["Content-Length"] = []string{strconv.Itoa(len(b))}
+	w.WriteHeader(status)
+	_, _ = w.Write(b) // the client may be gone; there is nothing to do
+}
+
+// detail says in a sentence why the request was not served.
+func detail(out *policy.Outcome, retry int64) string {
+	wait := "; retry in " + strconv.FormatInt(retry, 10) + "s"
+	switch out.Verdict {
+	case policy.Refuse:
+		if out.Limit == nil {
+			return "rate limited" + wait
+		}
+		return "rate limited by policy " + strconv.Quote(out.Limit.Policy.Name) +
+			" (limit " + out.Limit.String() + ")" + wait
+	case policy.Shed:
+		return "the server is at capacity for requests of this priority" + wait
+	}
+	if errors.Is(out.Err, context.Canceled) || errors.Is(out.Err, context.DeadlineExceeded) {
+		return "the request ended while waiting for its turn"
+	}
+	return "the rate limiter is unavailable" + wait
+}
+
+// appendJSONString appends s as a JSON string.
+func appendJSONString(b []byte, s string) []byte {
+	const hex = "0123456789abcdef"
+	b = append(b, '"')
+	for i := 0; i < len(s); i++ {
+		c := s[i]
+		switch {
+		case c == '"' || c == '\\':
+			b = append(b, '\\', c)
+		case c < 0x20:
+			b = append(b, '\\', 'u', '0', '0', hex[c>>4], hex[c&0xf])
+		default:
+			b = append(b, c)
+		}
+	}
+	return append(b, '"')
+}

@@ -1,0 +1,484 @@
+package httplimit
+
+import (
+	"fmt"
+	"net/http"
+	"net/http/httptest"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/sluicehq/sluice/policy"
+	"github.com/sluicehq/sluice/rate/ratetest"
+	"github.com/sluicehq/sluice/store/memory"
+)
+
+const apiConfig = `
+policies:
+  - name: api
+    limits: ["1/s burst 2"]
+`
+
+// The allowed and refused paths, every header and the body.
+func TestAllowedAndRefused(t *testing.T) {
+	e := newEnv(t, apiConfig, Options{}, nil)
+	policyHdr := `"api";q=2;w=2`
+	steps := []struct {
+		name    string
+		advance time.Duration
+		status  int
+		headers map[string]string
+		body    map[string]any
+	}{
+		{"first", 0, 200, map[string]string{
+			"RateLimit-Policy": policyHdr, "RateLimit": `"api";r=1;t=1`,
+			"X-RateLimit-Limit": "2", "X-RateLimit-Remaining": "1", "X-RateLimit-Reset": "1", "Retry-After": "",
+		}, nil},
+		{"second", 0, 200, map[string]string{
+			"RateLimit": `"api";r=0;t=2`, "X-RateLimit-Remaining": "0", "X-RateLimit-Reset": "2", "Retry-After": "",
+		}, nil},
+		{"refused", 0, 429, map[string]string{
+			"RateLimit-Policy": policyHdr, "RateLimit": `"api";r=0;t=2`,
+			"X-RateLimit-Limit": "2", "X-RateLimit-Remaining": "0", "X-RateLimit-Reset": "2",
+			"Retry-After": "1", "Cache-Control": "no-store",
+		}, map[string]any{
+			"type": "about:blank", "title": "Too Many Requests", "status": 429.0,
+			"detail":      `rate limited by policy "api" (limit gcra 1/s burst 2); retry in 1s`,
+			"retry_after": 1.0, "violated-policies": []any{"api"},
+		}},
+		// 400 ms later the next unit is still 600 ms away: Retry-After
+		// rounds up.
+		{"refused again", 400 * time.Millisecond, 429, map[string]string{
+			"Retry-After": "1", "RateLimit": `"api";r=0;t=2`, "X-RateLimit-Reset": "2",
+		}, nil},
+		{"after the wait", 600 * time.Millisecond, 200, map[string]string{
+			"RateLimit": `"api";r=0;t=2`, "X-RateLimit-Remaining": "0",
+		}, nil},
+	}
+	for _, s := range steps {
+		e.clock.Advance(s.advance)
+		w := e.do(req{remote: "203.0.113.7:1000"})
+		expect(t, s.name, w, s.status, s.headers, s.body)
+		if s.status == 200 && w.Body.String() != "ok" {
+			t.Errorf("%s: body %q, want the handler's", s.name, w.Body)
+		}
+	}
+}
+
+func TestHeaderSwitches(t *testing.T) {
+	for _, tt := range []struct {
+		o               Options
+		draft, legacy   bool
+		wantRetryAfter  string
+		wantProblemType string
+	}{
+		{Options{}, true, true, "1", "about:blank"},
+		{Options{NoDraftHeaders: true}, false, true, "1", "about:blank"},
+		{Options{NoLegacyHeaders: true, ProblemType: "https://example.com/probs/rate"}, true, false, "1", "https://example.com/probs/rate"},
+		{Options{NoDraftHeaders: true, NoLegacyHeaders: true}, false, false, "1", "about:blank"},
+	} {
+		e := newEnv(t, `
+policies:
+  - {name: api, limits: ["1/s burst 1"]}
+`, tt.o, nil)
+		e.do(req{})
+		w := e.do(req{})
+		name := fmt.Sprintf("%+v", tt.o)
+		if got := w.Header().Get("RateLimit") != ""; got != tt.draft {
+			t.Errorf("%s: RateLimit present %v, want %v", name, got, tt.draft)
+		}
+		if got := w.Header().Get("X-RateLimit-Remaining") != ""; got != tt.legacy {
+			t.Errorf("%s: X-RateLimit-Remaining present %v, want %v", name, got, tt.legacy)
+		}
+		// Retry-After is not a rate limit header: a refusal always has it.
+		expect(t, name, w, 429, map[string]string{"Retry-After": tt.wantRetryAfter}, nil)
+		if want := `"type":"` + tt.wantProblemType + `"`; !strings.Contains(w.Body.String(), want) {
+			t.Errorf("%s: body %s lacks %s", name, w.Body, want)
+		}
+	}
+}
+
+// Retry-After is whole seconds rounded up and never 0: the window ends
+// 1 ms, 1000 ms and 1001 ms after the refused request.
+func TestRetryAfterRounding(t *testing.T) {
+	for _, tt := range []struct {
+		left time.Duration
+		want string
+	}{
+		{time.Millisecond, "1"},
+		{1000 * time.Millisecond, "1"},
+		{1001 * time.Millisecond, "2"},
+	} {
+		e := newEnv(t, `
+policies:
+  - {name: w, limits: ["fixed_window 1 per 10s"]}
+`, Options{}, nil)
+		e.clock.Set(start.Add(10*time.Second - tt.left))
+		expect(t, "first", e.do(req{}), 200, nil, nil)
+		w := e.do(req{})
+		expect(t, tt.left.String()+" left", w, 429, map[string]string{"Retry-After": tt.want}, nil)
+	}
+}
+
+// A shadow policy decides and reports, but never refuses and sends no
+// headers; an enforcing policy beside it is unaffected.
+func TestShadow(t *testing.T) {
+	e := newEnv(t, `
+policies:
+  - {name: trial, shadow: true, limits: ["1/s burst 1"]}
+  - {name: real, limits: ["10/s burst 10"]}
+`, Options{}, nil)
+	for i := range 3 {
+		w := e.do(req{})
+		expect(t, fmt.Sprint("request ", i), w, 200, map[string]string{
+			"RateLimit-Policy": `"real";q=10;w=1`, "RateLimit": fmt.Sprintf(`"real";r=%d;t=1`, 9-i),
+		}, nil)
+	}
+	allowed, refused, _ := e.observer.count("trial")
+	if allowed != 1 || refused != 2 {
+		t.Errorf("shadow policy observed %d allowed, %d refused; want 1 and 2", allowed, refused)
+	}
+	for _, ev := range e.observer.events {
+		if ev.Policy.Name == "trial" && !ev.Shadow {
+			t.Error("shadow event not marked Shadow")
+		}
+	}
+	// Shadow alone: no headers at all.
+	e = newEnv(t, `
+policies:
+  - {name: trial, shadow: true, limits: ["1/s burst 1"]}
+`, Options{}, nil)
+	e.do(req{})
+	expect(t, "shadow only", e.do(req{}), 200, map[string]string{"RateLimit": "", "X-RateLimit-Limit": "", "Retry-After": ""}, nil)
+}
+
+// max_delay holds back a request that would pass within it, on the
+// injected clock (the fake clock's Sleep advances time, never blocks).
+func TestThrottled(t *testing.T) {
+	e := newEnv(t, `
+policies:
+  - name: slow
+    limits: ["1/s burst 1"]
+    max_delay: 1500ms
+`, Options{}, nil)
+	expect(t, "first", e.do(req{}), 200, map[string]string{"RateLimit": `"slow";r=0;t=1`}, nil)
+	w := e.do(req{})
+	expect(t, "waited", w, 200, map[string]string{"RateLimit": `"slow";r=0;t=1`, "Retry-After": ""}, nil)
+	if slept, n := e.clock.Slept(); slept != time.Second || n != 1 {
+		t.Errorf("slept %v in %d sleeps, want 1s in 1", slept, n)
+	}
+	// Two requests at once: the second would wait 2 s, beyond max_delay.
+	e.do(req{})
+	e.clock.Advance(-time.Second) // back to where the queue holds one
+	w = e.do(req{})
+	expect(t, "too long to wait", w, 429, map[string]string{"Retry-After": "2"}, nil)
+
+	// A leaky bucket shapes instead: each request waits for its turn.
+	// The clock is rewound after each wait, so that the four requests
+	// arrive at the same instant, as concurrent ones would.
+	e = newEnv(t, `
+policies:
+  - name: shaped
+    limits: ["leaky_bucket 2/s burst 4"]
+    max_delay: 1s
+`, Options{}, nil)
+	for i, tt := range []struct {
+		status int
+		wait   time.Duration
+	}{{200, 0}, {200, 500 * time.Millisecond}, {200, time.Second}, {429, 0}} {
+		before, _ := e.clock.Slept()
+		w := e.do(req{})
+		after, _ := e.clock.Slept()
+		e.clock.Advance(before - after)
+		expect(t, fmt.Sprint("leaky ", i), w, tt.status, nil, nil)
+		if after-before != tt.wait {
+			t.Errorf("leaky %d: waited %v, want %v", i, after-before, tt.wait)
+		}
+	}
+}
+
+// A request whose context ends while it waits is not served.
+func TestThrottledContextEnds(t *testing.T) {
+	e := newEnv(t, `
+policies:
+  - {name: slow, limits: ["1/s burst 1"], max_delay: 5s}
+`, Options{}, nil)
+	e.do(req{})
+	hr := httptest.NewRequest("GET", "/", nil)
+	ctx, cancel := contextWithCancel(hr)
+	cancel()
+	w := httptest.NewRecorder()
+	e.h.ServeHTTP(w, hr.WithContext(ctx))
+	expect(t, "canceled", w, 503, map[string]string{"Retry-After": "1"}, nil)
+}
+
+// One client's traffic never refuses another's.
+func TestKeysAreIndependent(t *testing.T) {
+	e := newEnv(t, apiConfig, Options{}, nil)
+	for i := range 50 {
+		victim := fmt.Sprintf("198.51.100.%d:1", i)
+		for range 5 {
+			e.do(req{remote: "203.0.113.66:1"}) // the noisy client, refused after 2
+		}
+		expect(t, "victim "+victim, e.do(req{remote: victim}), 200, nil, nil)
+	}
+}
+
+// A spoofed X-Forwarded-For from an untrusted peer does not change its
+// key; through a trusted proxy the right client is limited; addresses in
+// one IPv6 /64 share a key.
+func TestClientAddress(t *testing.T) {
+	e := newEnv(t, `
+client_ip:
+  trusted_proxies: [10.0.0.0/8]
+policies:
+  - {name: api, limits: ["1/s burst 1"]}
+`, Options{}, nil)
+	steps := []struct {
+		name   string
+		remote string
+		xff    string
+		status int
+	}{
+		{"client", "203.0.113.7:1", "198.51.100.1", 200},
+		{"same client, other spoofed header", "203.0.113.7:2", "198.51.100.2", 429},
+		{"same client, no header", "203.0.113.7:3", "", 429},
+		{"proxy forwards client A", "10.0.0.2:1", "198.51.100.1", 200},
+		{"proxy forwards client B", "10.0.0.2:1", "198.51.100.2", 200},
+		{"other proxy forwards client A", "10.0.0.3:1", "192.0.2.99, 198.51.100.1", 429},
+		{"client A spoofs a hop behind the proxy", "10.0.0.2:1", "198.51.100.1, 10.0.0.5", 429},
+		{"v6 client", "[2001:db8:1:2::1]:1", "", 200},
+		{"same /64", "[2001:db8:1:2:ffff::9]:1", "", 429},
+		{"other /64", "[2001:db8:1:3::1]:1", "", 200},
+	}
+	for _, s := range steps {
+		h := map[string]string{}
+		if s.xff != "" {
+			h["X-Forwarded-For"] = s.xff
+		}
+		expect(t, s.name, e.do(req{remote: s.remote, header: h}), s.status, nil, nil)
+	}
+}
+
+// Garbage in headers never panics and never errors.
+func TestMalformedHeaders(t *testing.T) {
+	e := newEnv(t, `
+client_ip:
+  trusted_proxies: [0.0.0.0/0]
+  header: Forwarded
+policies:
+  - {name: api, key: [ip, "header:X-API-Key"], limits: ["100/s"]}
+`, Options{}, nil)
+	for _, v := range []string{"", ",", `for="`, "for=[::1", "\x00\xff", string(make([]byte, 10000)), `for="\"", for=unknown`, "for=1.2.3.4:99999"} {
+		w := e.do(req{header: map[string]string{"Forwarded": v, "X-API-Key": v}})
+		if w.Code != 200 {
+			t.Errorf("header %.20q: status %d", v, w.Code)
+		}
+	}
+}
+
+// Priority under pressure: with the concurrency limit near full, a
+// low-priority route is shed with 503 while a critical one passes.
+func TestPriorityShedding(t *testing.T) {
+	entered, release := make(chan struct{}), make(chan struct{})
+	next := http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if r.URL.Path == "/slow" {
+			entered <- struct{}{}
+			<-release
+		}
+	})
+	e := newEnv(t, `
+concurrency:
+  max_in_flight: 4
+  shares: {low: 50%, normal: 75%, critical: 100%}
+  retry_after: 3s
+policies:
+  - {name: analytics, match: /analytics/, priority: low}
+  - {name: payments, match: "POST /payments", priority: critical}
+`, Options{}, next)
+	var wg sync.WaitGroup
+	for range 2 {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			e.do(req{path: "/slow"})
+		}()
+		<-entered
+	}
+	// Two of four slots in use: low may use two, so it is shed.
+	w := e.do(req{path: "/analytics/beacon"})
+	expect(t, "low", w, 503, map[string]string{"Retry-After": "3"}, map[string]any{
+		"type": "about:blank", "title": "Service Unavailable", "status": 503.0,
+		"detail": "the server is at capacity for requests of this priority; retry in 3s", "retry_after": 3.0,
+	})
+	expect(t, "normal", e.do(req{path: "/other"}), 200, nil, nil)
+	expect(t, "critical", e.do(req{method: "POST", path: "/payments"}), 200, nil, nil)
+	// A third slow request fills normal's share (3 of 4): now normal is
+	// shed too, and critical still passes.
+	wg.Add(1)
+	go func() {
+		defer wg.Done()
+		e.do(req{path: "/slow"})
+	}()
+	<-entered
+	expect(t, "normal at 3", e.do(req{path: "/other"}), 503, nil, nil)
+	expect(t, "critical at 3", e.do(req{method: "POST", path: "/payments"}), 200, nil, nil)
+	close(release)
+	wg.Wait()
+	expect(t, "low after", e.do(req{path: "/analytics/beacon"}), 200, nil, nil)
+	if len(e.observer.shed) != 2 {
+		t.Errorf("observer saw %d sheds, want 2", len(e.observer.shed))
+	}
+}
+
+// Store failures follow each policy's on_store_error and are counted.
+func TestStoreErrors(t *testing.T) {
+	for _, tt := range []struct {
+		mode     string
+		statuses []int
+		headers  map[string]string
+	}{
+		{"open", []int{200, 200, 200}, map[string]string{"RateLimit": "", "Retry-After": ""}},
+		{"closed", []int{503, 503, 503}, map[string]string{"Retry-After": "1"}},
+		// Two instances share 4/s burst 4: alone, each allows 2.
+		{"local", []int{200, 200, 429}, map[string]string{"X-RateLimit-Limit": "2"}},
+	} {
+		e := newEnv(t, `
+instances: 2
+policies:
+  - {name: api, limits: ["4/s burst 4"], on_store_error: `+tt.mode+`}
+`, Options{}, nil)
+		e.store.down.Store(true)
+		var last *httptest.ResponseRecorder
+		for i, want := range tt.statuses {
+			last = e.do(req{})
+			expect(t, fmt.Sprintf("%s %d", tt.mode, i), last, want, nil, nil)
+		}
+		expect(t, tt.mode+" headers", last, last.Code, tt.headers, nil)
+		if _, _, errs := e.observer.count("api"); errs != len(tt.statuses) {
+			t.Errorf("%s: observer saw %d store errors, want %d", tt.mode, errs, len(tt.statuses))
+		}
+		// Recovery is automatic.
+		e.store.down.Store(false)
+		expect(t, tt.mode+" recovered", e.do(req{}), 200, map[string]string{"X-RateLimit-Limit": "4"}, nil)
+	}
+}
+
+// Policies that key by a path wildcard count each item apart, and leave
+// the application's own path values alone.
+func TestPathWildcardKey(t *testing.T) {
+	mux := http.NewServeMux()
+	var got []string
+	mux.HandleFunc("GET /things/{name}", func(w http.ResponseWriter, r *http.Request) {
+		got = append(got, r.PathValue("name"))
+	})
+	set := `
+policies:
+  - {name: things, match: "GET /things/{id}", key: "path:id", limits: ["1/m burst 1"]}
+`
+	e := newEnv(t, set, Options{}, mux)
+	expect(t, "a", e.do(req{path: "/things/a"}), 200, nil, nil)
+	expect(t, "b", e.do(req{path: "/things/b"}), 200, nil, nil)
+	expect(t, "a again", e.do(req{path: "/things/a"}), 429, nil, nil)
+	if fmt.Sprint(got) != "[a b]" {
+		t.Errorf("handler saw %v, want [a b]", got)
+	}
+	// Mounted inside the application's mux, the middleware sees the
+	// application's pattern and must not disturb it.
+	app := http.NewServeMux()
+	var seen string
+	app.Handle("GET /things/{name}", e2(t, set, http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		seen = r.Pattern + " " + r.PathValue("name")
+	})))
+	app.ServeHTTP(httptest.NewRecorder(), httptest.NewRequest("GET", "/things/z", nil))
+	if seen != "GET /things/{name} z" {
+		t.Errorf("inner handler saw %q", seen)
+	}
+}
+
+func e2(t *testing.T, config string, next http.Handler) http.Handler {
+	return newEnv(t, config, Options{}, next).h
+}
+
+// After a reload, a policy whose limit is unchanged keeps its counters,
+// and one whose limit changed starts afresh.
+func TestReloadKeepsUnchangedCounters(t *testing.T) {
+	clock := ratetest.NewClock(start)
+	store := memory.New(memory.Options{Clock: clock})
+	load := func(limit string) http.Handler {
+		set, err := policy.Load("t.yaml", []byte(`
+policies:
+  - {name: api, limits: ["`+limit+`"]}
+`))
+		if err != nil {
+			t.Fatal(err)
+		}
+		return Middleware(set, store, Options{Clock: clock})(http.HandlerFunc(func(http.ResponseWriter, *http.Request) {}))
+	}
+	status := func(h http.Handler) int {
+		w := httptest.NewRecorder()
+		h.ServeHTTP(w, httptest.NewRequest("GET", "/", nil))
+		return w.Code
+	}
+	first := load("1/m burst 1")
+	if got := status(first); got != 200 {
+		t.Fatalf("first: %d", got)
+	}
+	if got := status(load("1/m burst 1")); got != 429 {
+		t.Errorf("same limit after reload: %d, want 429 (counters kept)", got)
+	}
+	if got := status(load("2/m burst 2")); got != 200 {
+		t.Errorf("changed limit after reload: %d, want 200 (fresh counters)", got)
+	}
+}
+
+// Plans select limits: from an API key table, from a header, or from the
+// application (WithPlan), in that order of trust.
+func TestPlans(t *testing.T) {
+	config := `
+plans:
+  names: [free, pro]
+  default: free
+  header: X-Plan
+  api_key_header: X-API-Key
+  api_keys: {k-pro: pro}
+policies:
+  - name: api
+    key: ip
+    limits: ["1/m burst 1"]
+    plans:
+      pro: ["5/m burst 5"]
+`
+	for _, tt := range []struct {
+		name   string
+		header map[string]string
+		plan   func(*http.Request) string
+		want   string
+	}{
+		{"default plan", nil, nil, "1"},
+		{"api key", map[string]string{"X-API-Key": "k-pro"}, nil, "5"},
+		{"unknown api key", map[string]string{"X-API-Key": "k-nope"}, nil, "1"},
+		{"plan header", map[string]string{"X-Plan": "pro"}, nil, "5"},
+		{"plan header naming no plan", map[string]string{"X-Plan": "platinum"}, nil, "1"},
+		{"application", nil, func(*http.Request) string { return "pro" }, "5"},
+	} {
+		e := newEnv(t, config, Options{Plan: tt.plan}, nil)
+		expect(t, tt.name, e.do(req{header: tt.header}), 200, map[string]string{"X-RateLimit-Limit": tt.want}, nil)
+	}
+}
+
+// Header values longer than the block they are built in stay intact.
+func TestLongPolicyName(t *testing.T) {
+	name := strings.Repeat("p", 64)
+	e := newEnv(t, `
+policies:
+  - {name: `+name+`, limits: ["1000000000/s burst 1000000000", "999999999/s"]}
+`, Options{}, nil)
+	w := e.do(req{})
+	expect(t, "long name", w, 200, map[string]string{
+		"RateLimit":             `"` + name + `.2";r=999999998;t=1`,
+		"X-RateLimit-Remaining": "999999998",
+		"X-RateLimit-Reset":     "1",
+	}, nil)
+}

@@ -1,0 +1,83 @@
+// Package policy reads rate limit policies from a YAML file and applies
+// them to requests, for any transport: httplimit and grpclimit are thin
+// layers over its Enforcer.
+//
+// A policy file lists policies. Each says which requests it matches, how
+// it keys them, and the limits it applies:
+//
+//	policies:
+//	  - name: search                 # in keys, headers, logs and metrics
+//	    match: "GET /search"         # a net/http ServeMux pattern
+//	    key: ip                      # one bucket per client address
+//	    limits: ["10/s burst 20", "5000/d"]
+//
+// examples/sluice.yaml is a complete, commented file, and
+// examples/sluice.schema.json its JSON Schema for editors.
+//
+// # Semantics
+//
+// A request is decided against every enforcing policy it matches, all at
+// once through the store's DecideAll: it passes only if every limit of
+// every key allows it, and a refused request consumes nothing anywhere.
+// Shadow policies (shadow: true) are decided separately, reported to the
+// Observer and logged, and never refuse.
+//
+// Matching: match is a ServeMux pattern ("POST /login",
+// "api.example.com/export/{id}", "/analytics/" for a subtree), or a
+// mapping of path, host, methods, headers (present, absent or equal) and
+// authenticated (whether WithUser named a user). Patterns are matched by
+// a ServeMux of the policy's own, so they mean exactly what they mean to
+// net/http. No match means every request.
+//
+// Keys: a key is built from parts (ip, user, method, header:NAME,
+// path:NAME for a wildcard of the pattern, form:NAME for a url-encoded
+// login form); key: [ip, user] combines parts into one key, keys: [user,
+// ip] limits each separately (a login must pass both). A key with a part
+// the request lacks does not apply to it. The default key is ip. Stored
+// keys read prefix:policy:tag:part=value|part=value, where tag is a hash
+// of the limit, so a reload keeps the counters of unchanged limits and
+// starts changed ones afresh; values longer than 64 bytes or holding | {
+// } # or non-printable bytes are replaced by a hash, so a client can
+// neither grow keys nor forge their structure.
+//
+// Limits are written as rate.ParseLimit reads them. A daily limit with no
+// algorithm named (1000/d) is a fixed_window over UTC days, as a monthly
+// one (10000/month) is over UTC calendar months. Plans (a section naming
+// them, a header or an API key table saying which applies) select other
+// limits per policy, and overrides give named keys their own. A limit
+// that could never pass a request of the policy's cost is refused at load.
+//
+// Waiting: max_delay lets a refused request wait instead, once, when it
+// would pass within that time; a leaky_bucket limit makes every request
+// wait its turn, up to max_delay. Waits use the Enforcer's clock and end
+// with the request's context.
+//
+// Store failures: on_store_error is open (let the request through, the
+// default), closed (503, not 429: the client did nothing wrong) or local
+// (decide in this process, with each limit divided by instances).
+// Every failure is reported to the Observer; the first after a success,
+// and the recovery, are logged.
+//
+// Priorities: with a concurrency section, requests in flight are bounded
+// and each priority may fill only its share of the slots (low 50%, normal
+// 80%, critical 100% by default), so low-priority work is shed first. A
+// request's priority is the lowest one set by the enforcing policies it
+// matches, normal if none sets one. A policy may set a priority and no
+// limits: it only classifies.
+//
+// # Where to start
+//
+// LoadFile (the whole of `sluice check`) and Load return a compiled,
+// immutable Set, or an *Error listing every problem as file:line:col.
+// NewEnforcer applies a Set to Requests against a sluice.Store.
+//
+// # Files
+//
+//   - load.go: the strict YAML reader: fields, messages, did-you-mean.
+//   - set.go: Set, Policy, Limit and their precomputed header values.
+//   - match.go: matching through ServeMux, path wildcards.
+//   - key.go: key parts and how values are written into keys.
+//   - request.go: Request, WithUser, WithPlan.
+//   - enforce.go: Enforcer, Outcome, Observer: deciding, waiting, fallbacks.
+//   - gate.go: the concurrency limit with priority shares.
+package policy

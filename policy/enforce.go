@@ -1,0 +1,527 @@
+package policy
+
+import (
+	"context"
+	"log/slog"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/sluicehq/sluice"
+	"github.com/sluicehq/sluice/rate"
+	"github.com/sluicehq/sluice/store/memory"
+)
+
+// Verdict is what a transport does with a request.
+type Verdict uint8
+
+const (
+	// Allow: serve the request.
+	Allow Verdict = iota
+	// Refuse: a limit refused it; answer 429 Too Many Requests (gRPC:
+	// RESOURCE_EXHAUSTED) with Outcome.RetryAfter.
+	Refuse
+	// Shed: too many requests of its priority are in flight; answer 503
+	// Service Unavailable (gRPC: UNAVAILABLE) with Outcome.RetryAfter.
+	Shed
+	// Unavailable: the store failed under a fail-closed policy, or the
+	// request's context ended while it was held back; answer 503 (gRPC:
+	// UNAVAILABLE). Outcome.Err says which.
+	Unavailable
+)
+
+// String returns allow, refuse, shed or unavailable.
+func (v Verdict) String() string {
+	switch v {
+	case Allow:
+		return "allow"
+	case Refuse:
+		return "refuse"
+	case Shed:
+		return "shed"
+	case Unavailable:
+		return "unavailable"
+	}
+	return "Verdict(?)"
+}
+
+// Outcome is the Enforcer's answer for one request.
+type Outcome struct {
+	// Verdict says whether to serve the request.
+	Verdict Verdict
+	// Decision combines the decisions of the enforcing limits (see
+	// rate.Combine): its Limit, Remaining and ResetAfter are those of the
+	// most restrictive one. It is meaningful only when Limit is not nil.
+	Decision rate.Decision
+	// Limit is the most restrictive limit that decided the request, the
+	// one rate limit headers report; nil when no enforcing limit did
+	// (nothing matched, only shadow policies, or the store failed open).
+	Limit *Limit
+	// RetryAfter is how long the client should wait, for every verdict
+	// but Allow.
+	RetryAfter time.Duration
+	// Violated lists the policies that refused the request, the one with
+	// the longest wait first. Only for Refuse.
+	Violated []*Policy
+	// Waited is how long the request was held back (max_delay or a
+	// leaky_bucket's turn) before its verdict.
+	Waited time.Duration
+	// Err is the store's error when the store failed (whatever the
+	// verdict), or the context's error when a wait was cut short.
+	Err error
+
+	gate *gate
+}
+
+// Done releases the request's slot in the concurrency limit. Transports
+// call it once the request is finished; it is safe to call on any
+// Outcome, and more than once.
+func (o *Outcome) Done() {
+	if o.gate != nil {
+		o.gate.release()
+		o.gate = nil
+	}
+}
+
+// Event is one policy's part in the decision about one request, for an
+// Observer.
+type Event struct {
+	// Policy is the policy that decided.
+	Policy *Policy
+	// Decision combines the decisions of the policy's limits for this
+	// request. When the store failed it is what the fallback decided (an
+	// allowed, empty Decision for a fail-open policy, a refusal for a
+	// fail-closed one).
+	Decision rate.Decision
+	// Shadow reports a shadow policy: its refusals refused nothing.
+	Shadow bool
+	// StoreErr is the store's error, if it failed.
+	StoreErr error
+}
+
+// Observer is told about every policy decision, to count them. It is
+// called on the request's goroutine: it must be fast and must not keep
+// the Event's Policy beyond the Set's life.
+type Observer interface {
+	Observe(ctx context.Context, e Event)
+	// Shed is told about a request the concurrency limit refused.
+	Shed(ctx context.Context, p Priority)
+}
+
+// Options configures an Enforcer. The zero value is ready to use.
+type Options struct {
+	// Clock tells the time of waits (max_delay, leaky_bucket). If nil,
+	// rate.SystemClock. It should be the store's clock.
+	Clock rate.Clock
+	// Local is the store of this instance that policies with
+	// on_store_error: local fall back to. If nil, an in-memory store is
+	// created on the Clock.
+	Local sluice.Store
+	// Observer is told about every decision. If nil, nobody is.
+	Observer Observer
+	// Logger logs store failures and recoveries (once per transition)
+	// and the refusals of shadow policies. If nil, nothing is logged.
+	Logger *slog.Logger
+}
+
+// Enforcer applies a Set to requests: it matches them, builds their keys,
+// decides them against a store, holds back the ones a policy lets wait,
+// and handles store failures as each policy says. The httplimit and
+// grpclimit packages wrap it; most programs use those.
+//
+// It is safe for concurrent use. Create one with [NewEnforcer].
+type Enforcer struct {
+	set      *Set
+	store    sluice.Store
+	local    sluice.Store
+	clock    rate.Clock
+	observer Observer
+	logger   *slog.Logger
+	gate     *gate
+	failing  atomic.Bool
+	pool     sync.Pool
+}
+
+// NewEnforcer returns an Enforcer that decides set's policies against
+// store.
+func NewEnforcer(set *Set, store sluice.Store, o Options) *Enforcer {
+	e := &Enforcer{set: set, store: store, local: o.Local, clock: o.Clock, observer: o.Observer, logger: o.Logger}
+	if e.clock == nil {
+		e.clock = rate.SystemClock{}
+	}
+	if e.local == nil {
+		e.local = memory.New(memory.Options{Clock: e.clock})
+	}
+	e.gate = newGate(set.conc)
+	e.pool.New = func() any { return new(state) }
+	return e
+}
+
+// Set returns the policies the Enforcer applies.
+func (e *Enforcer) Set() *Set { return e.set }
+
+// state is the scratch space of one Enforce call, pooled.
+type state struct {
+	reqs   []rate.Request
+	decs   []rate.Decision
+	lims   []*Limit
+	spans  []int // key i is keys[spans[2i]:spans[2i+1]]
+	nEnf   int   // entries [0, nEnf) enforce; [nEnf, len) are shadow
+	buf    []byte
+	parts  []byte
+	values []string
+	// The fallback's entries when the store fails.
+	lreqs []rate.Request
+	ldecs []rate.Decision
+	llims []*Limit
+}
+
+func (st *state) reset() {
+	st.reqs, st.decs, st.lims, st.spans = st.reqs[:0], st.decs[:0], st.lims[:0], st.spans[:0]
+	st.buf = st.buf[:0]
+}
+
+// Enforce decides r. Whatever the verdict, the caller must call Done on
+// the Outcome when the request is finished.
+func (e *Enforcer) Enforce(ctx context.Context, r *Request) Outcome {
+	st := e.pool.Get().(*state)
+	st.reset()
+	defer func() {
+		// The pooled slices must not pin this request's keys.
+		clear(st.reqs)
+		e.pool.Put(st)
+	}()
+
+	prio, classified := Normal, false
+	plan, planKnown := "", false
+	// Enforcing policies first, then shadow ones, so that each group's
+	// entries are contiguous.
+	for pass := 0; pass < 2; pass++ {
+		shadow := pass == 1
+		for _, p := range e.set.policies {
+			if p.Shadow != shadow || !p.match.matches(r) {
+				continue
+			}
+			// The lowest priority any matching policy sets wins: a route
+			// classified low by one policy is low.
+			if !shadow && p.HasPriority && (!classified || p.Priority < prio) {
+				prio, classified = p.Priority, true
+			}
+			if len(p.keys) == 0 {
+				continue
+			}
+			if p.usesPlan && !planKnown {
+				plan, planKnown = e.set.planOf(r), true
+			}
+			e.collect(st, p, r, plan)
+		}
+		if !shadow {
+			st.nEnf = len(st.reqs)
+		}
+	}
+	if len(st.reqs) > 0 {
+		keys := string(st.buf)
+		for i := range st.reqs {
+			st.reqs[i].Key = keys[st.spans[2*i]:st.spans[2*i+1]]
+		}
+	}
+	if cap(st.decs) < len(st.reqs) {
+		st.decs = make([]rate.Decision, len(st.reqs))
+	}
+	st.decs = st.decs[:len(st.reqs)]
+
+	var out Outcome
+	if e.gate != nil {
+		if !e.gate.acquire(prio) {
+			if e.observer != nil {
+				e.observer.Shed(ctx, prio)
+			}
+			return Outcome{Verdict: Shed, RetryAfter: e.set.conc.RetryAfter}
+		}
+		out.gate = e.gate
+	}
+	if st.nEnf > 0 {
+		e.decide(ctx, st, &out)
+	}
+	if st.nEnf < len(st.reqs) {
+		e.decideShadow(ctx, st)
+	}
+	return out
+}
+
+// collect appends the requests of policy p for r.
+func (e *Enforcer) collect(st *state, p *Policy, r *Request, plan string) {
+	var pathVals []string
+	if p.usesPath {
+		names := p.match.pathNames
+		if cap(st.values) < len(names) {
+			st.values = make([]string, len(names))
+		}
+		pathVals = st.values[:len(names)]
+		clear(pathVals)
+		p.match.pathValues(r.HTTP, names, pathVals)
+	}
+	for _, key := range p.keys {
+		// The parts, once, then one key per limit.
+		st.parts = st.parts[:0]
+		ok := true
+		var spans [8]int // value spans of up to 4 parts, for overrides
+		for i := range key {
+			if i > 0 {
+				st.parts = append(st.parts, '|')
+			}
+			st.parts = append(st.parts, key[i].label...)
+			st.parts = append(st.parts, '=')
+			start := len(st.parts)
+			st.parts, ok = appendPart(st.parts, &key[i], r, pathVals)
+			if !ok {
+				break
+			}
+			if i < 4 {
+				spans[2*i], spans[2*i+1] = start, len(st.parts)
+			}
+		}
+		if !ok {
+			continue
+		}
+		limits := p.limitsFor(plan, key, st.parts, spans[:])
+		for _, l := range limits {
+			start := len(st.buf)
+			st.buf = append(st.buf, p.keyHead...)
+			st.buf = append(st.buf, l.tag...)
+			st.buf = append(st.buf, ':')
+			st.buf = append(st.buf, st.parts...)
+			st.spans = append(st.spans, start, len(st.buf))
+			st.reqs = append(st.reqs, rate.Request{Limit: l.Limit, Cost: p.Cost, MaxDelay: p.MaxDelay})
+			st.lims = append(st.lims, l)
+		}
+	}
+}
+
+// limitsFor returns the limits for one key of p: an override's if one
+// names the key, else the plan's, else the defaults.
+func (p *Policy) limitsFor(plan string, key []part, parts []byte, spans []int) []*Limit {
+	for _, o := range p.overrides {
+		if o.matches(key, parts, spans) {
+			return o.limits
+		}
+	}
+	if plan != "" {
+		if ls, ok := p.plans[plan]; ok {
+			return ls
+		}
+	}
+	return p.limits
+}
+
+// matches reports whether every part the override names has its value.
+func (o *override) matches(key []part, parts []byte, spans []int) bool {
+	for _, w := range o.when {
+		found := false
+		for i := range key {
+			if key[i].label != w.part || i >= 4 {
+				continue
+			}
+			found = string(parts[spans[2*i]:spans[2*i+1]]) == w.value
+			break
+		}
+		if !found {
+			return false
+		}
+	}
+	return true
+}
+
+// decide decides the enforcing entries, waits where a policy allows it,
+// and fills out.
+func (e *Enforcer) decide(ctx context.Context, st *state, out *Outcome) {
+	reqs, decs := st.reqs[:st.nEnf], st.decs[:st.nEnf]
+	d, err := e.decideAll(ctx, reqs, decs)
+	if err != nil {
+		e.storeFailed(ctx, st, err, out)
+		return
+	}
+	e.storeOK()
+	if !d.Allowed && d.RetryAfter > 0 && e.mayWait(st, decs, d.RetryAfter) {
+		if err := e.clock.Sleep(ctx, d.RetryAfter); err != nil {
+			out.Verdict, out.Err, out.RetryAfter = Unavailable, err, d.RetryAfter
+			return
+		}
+		out.Waited += d.RetryAfter
+		if d, err = e.decideAll(ctx, reqs, decs); err != nil {
+			e.storeFailed(ctx, st, err, out)
+			return
+		}
+	}
+	if d.Allowed && d.Delay > 0 {
+		if err := e.clock.Sleep(ctx, d.Delay); err != nil {
+			out.Verdict, out.Err, out.RetryAfter = Unavailable, err, d.Delay
+			return
+		}
+		out.Waited += d.Delay
+	}
+	conclude(d, decs, st.lims, out)
+	e.observe(ctx, st, 0, st.nEnf, nil)
+}
+
+// decideAll is store.DecideAll, through the simpler Decide when there is
+// a single request, which stores can answer with less bookkeeping.
+func (e *Enforcer) decideAll(ctx context.Context, reqs []rate.Request, decs []rate.Decision) (rate.Decision, error) {
+	if len(reqs) == 1 {
+		d, err := e.store.Decide(ctx, reqs[0])
+		decs[0] = d
+		return d, err
+	}
+	return e.store.DecideAll(ctx, reqs, decs)
+}
+
+// mayWait reports whether every refusing limit's policy lets a request
+// wait for wait. A leaky_bucket never does: it already waits for its turn
+// (its Delay) up to max_delay, and refuses only beyond it.
+func (e *Enforcer) mayWait(st *state, decs []rate.Decision, wait time.Duration) bool {
+	for i := range decs {
+		if !decs[i].Allowed && (st.lims[i].Policy.MaxDelay < wait || st.lims[i].Algorithm == rate.LeakyBucket) {
+			return false
+		}
+	}
+	return true
+}
+
+// conclude turns the combined decision d of decs, made by lims, into out.
+func conclude(d rate.Decision, decs []rate.Decision, lims []*Limit, out *Outcome) {
+	i := rate.MostRestrictive(decs)
+	out.Decision, out.Limit = d, lims[i]
+	if d.Allowed {
+		out.Verdict = Allow
+		return
+	}
+	out.Verdict, out.RetryAfter = Refuse, d.RetryAfter
+	// The violated policies, the longest wait first.
+	for {
+		best := -1
+		for j := range decs {
+			if decs[j].Allowed || containsPolicy(out.Violated, lims[j].Policy) {
+				continue
+			}
+			if best < 0 || decs[j].RetryAfter > decs[best].RetryAfter {
+				best = j
+			}
+		}
+		if best < 0 {
+			return
+		}
+		out.Violated = append(out.Violated, lims[best].Policy)
+	}
+}
+
+func containsPolicy(ps []*Policy, p *Policy) bool {
+	for _, q := range ps {
+		if q == p {
+			return true
+		}
+	}
+	return false
+}
+
+// storeFailed applies each enforcing policy's on_store_error: a
+// fail-closed policy refuses with 503, a fail-local one decides against
+// the local store with its share of the limit, and a fail-open one lets
+// the request through undecided.
+func (e *Enforcer) storeFailed(ctx context.Context, st *state, err error, out *Outcome) {
+	e.storeDown(err)
+	*out = Outcome{Err: err, gate: out.gate, Waited: out.Waited}
+	reqs, decs := st.reqs[:st.nEnf], st.decs[:st.nEnf]
+	st.lreqs, st.ldecs, st.llims = st.lreqs[:0], st.ldecs[:0], st.llims[:0]
+	closed := false
+	for i := range reqs {
+		decs[i] = rate.Decision{Allowed: true}
+		switch st.lims[i].Policy.OnStoreError {
+		case sluice.FailClosed:
+			closed = true
+			decs[i] = rate.Decision{RetryAfter: time.Second}
+		case sluice.FailLocal:
+			lr := reqs[i]
+			lr.Limit = st.lims[i].Local
+			st.lreqs = append(st.lreqs, lr)
+			st.ldecs = append(st.ldecs, rate.Decision{})
+			st.llims = append(st.llims, st.lims[i].local)
+		}
+	}
+	switch {
+	case closed:
+		out.Verdict, out.RetryAfter = Unavailable, time.Second
+	case len(st.lreqs) == 0:
+		out.Verdict = Allow
+	default:
+		d, lerr := e.local.DecideAll(ctx, st.lreqs, st.ldecs)
+		if lerr != nil {
+			// The local store is in memory: it fails only for requests
+			// that can never pass, which loading refuses. Let the request
+			// through rather than fail it for our own mistake.
+			out.Verdict = Allow
+			break
+		}
+		conclude(d, st.ldecs, st.llims, out)
+		// Report the local decisions in place of the failed ones.
+		k := 0
+		for i := range reqs {
+			if st.lims[i].Policy.OnStoreError == sluice.FailLocal {
+				decs[i] = st.ldecs[k]
+				k++
+			}
+		}
+	}
+	clear(st.lreqs)
+	e.observe(ctx, st, 0, st.nEnf, err)
+}
+
+// decideShadow decides each shadow policy on its own, as it would if it
+// enforced, and reports what it would have done.
+func (e *Enforcer) decideShadow(ctx context.Context, st *state) {
+	for a := st.nEnf; a < len(st.reqs); {
+		p := st.lims[a].Policy
+		b := a + 1
+		for b < len(st.reqs) && st.lims[b].Policy == p {
+			b++
+		}
+		d, err := e.decideAll(ctx, st.reqs[a:b], st.decs[a:b])
+		if err == nil && !d.Allowed && e.logger != nil {
+			e.logger.LogAttrs(ctx, slog.LevelInfo, "shadow policy would refuse",
+				slog.String("policy", p.Name), slog.String("key", st.reqs[a].Key),
+				slog.Duration("retry_after", d.RetryAfter))
+		}
+		e.observe(ctx, st, a, b, err)
+		a = b
+	}
+}
+
+// observe reports the policies of entries [a, b) to the observer.
+func (e *Enforcer) observe(ctx context.Context, st *state, a, b int, err error) {
+	if e.observer == nil {
+		return
+	}
+	for a < b {
+		p := st.lims[a].Policy
+		c := a + 1
+		for c < b && st.lims[c].Policy == p {
+			c++
+		}
+		e.observer.Observe(ctx, Event{Policy: p, Decision: rate.Combine(st.decs[a:c]), Shadow: p.Shadow, StoreErr: err})
+		a = c
+	}
+}
+
+// storeDown logs the first failure after a success.
+func (e *Enforcer) storeDown(err error) {
+	if !e.failing.Swap(true) && e.logger != nil {
+		e.logger.LogAttrs(context.Background(), slog.LevelWarn, "rate limit store failed; applying on_store_error",
+			slog.String("error", err.Error()))
+	}
+}
+
+// storeOK logs the first success after a failure.
+func (e *Enforcer) storeOK() {
+	if e.failing.Load() && e.failing.Swap(false) && e.logger != nil {
+		e.logger.LogAttrs(context.Background(), slog.LevelInfo, "rate limit store recovered")
+	}
+}

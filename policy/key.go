@@ -1,0 +1,191 @@
+package policy
+
+import (
+	"crypto/sha256"
+	"encoding/base64"
+	"encoding/hex"
+	"fmt"
+	"net/http"
+	"net/textproto"
+	"strings"
+
+	"github.com/sluicehq/sluice/clientip"
+)
+
+// A key is built from parts, each a property of the request:
+//
+//	ip             the client address, grouped (see clientip)
+//	user           the authenticated user (WithUser, or the transport's hook)
+//	method         the request method
+//	header:NAME    the first value of a header (gRPC: of a metadata key)
+//	path:NAME      a wildcard of the policy's path pattern, such as {id}
+//	form:NAME      a field of a url-encoded form body (login forms)
+//
+// The stored key is prefix:policy:tag:part=value|part=value, where tag
+// changes when the limit changes (see Limit), so a reload keeps the
+// counters of unchanged limits and starts changed ones afresh.
+type partKind uint8
+
+const (
+	partIP partKind = iota
+	partUser
+	partMethod
+	partHeader
+	partPath
+	partForm
+)
+
+type part struct {
+	kind  partKind
+	label string // as written in keys: ip, header:x-api-key, path:id
+	name  string // header (canonical), wildcard or form field
+	lower string // header in lower case, for gRPC metadata
+	index int    // path: the wildcard's index in the policy's list
+}
+
+// partKinds lists the part names for error messages.
+const partKinds = "ip, user, method, header:NAME, path:NAME, form:NAME"
+
+// parsePart reads a key part as written in the policy file.
+func parsePart(s string) (part, error) {
+	kind, arg, hasArg := strings.Cut(s, ":")
+	switch kind {
+	case "ip", "user", "method":
+		if hasArg {
+			return part{}, fmt.Errorf("key part %q takes no argument", kind)
+		}
+		k := map[string]partKind{"ip": partIP, "user": partUser, "method": partMethod}[kind]
+		return part{kind: k, label: kind}, nil
+	case "header", "path", "form":
+		if arg == "" {
+			return part{}, fmt.Errorf("key part %q needs a name, as in %s:NAME", kind, kind)
+		}
+		if !validToken(arg) {
+			return part{}, fmt.Errorf("invalid name %q in key part %q", arg, s)
+		}
+		switch kind {
+		case "header":
+			c := textproto.CanonicalMIMEHeaderKey(arg)
+			return part{kind: partHeader, label: "header:" + strings.ToLower(arg), name: c, lower: strings.ToLower(arg)}, nil
+		case "path":
+			return part{kind: partPath, label: s, name: arg}, nil
+		default:
+			return part{kind: partForm, label: s, name: arg}, nil
+		}
+	}
+	msg := fmt.Sprintf("unknown key part %q", s)
+	if d := suggest(kind, []string{"ip", "user", "method", "header", "path", "form"}); d != "" {
+		msg += fmt.Sprintf("; did you mean %q?", d)
+	}
+	return part{}, fmt.Errorf("%s (want one of %s)", msg, partKinds)
+}
+
+// validToken reports whether s is an RFC 9110 token, which header names
+// and the names of wildcards and form fields all are here.
+func validToken(s string) bool {
+	if s == "" {
+		return false
+	}
+	for i := 0; i < len(s); i++ {
+		c := s[i]
+		ok := 'a' <= c && c <= 'z' || 'A' <= c && c <= 'Z' || '0' <= c && c <= '9' ||
+			strings.IndexByte("!#$%&'*+-.^_`|~", c) >= 0
+		if !ok {
+			return false
+		}
+	}
+	return true
+}
+
+// maxValue bounds the length of a value kept as written in a key; longer
+// ones, and ones with bytes that have a meaning in keys, are hashed.
+const maxValue = 64
+
+// appendValue appends v to a key: as written when it is short and made of
+// printable ASCII other than | { } #, otherwise as # and a hash of it.
+// Values come from clients: this bounds every key's length, keeps a
+// client from forging a separator or a Redis hash tag, and never maps two
+// different values to one key (a written value never starts with #).
+func appendValue(dst []byte, v string) []byte {
+	if len(v) <= maxValue && plain(v) {
+		return append(dst, v...)
+	}
+	sum := sha256.Sum256([]byte(v))
+	dst = append(dst, '#')
+	return base64.RawURLEncoding.AppendEncode(dst, sum[:16])
+}
+
+func plain(v string) bool {
+	for i := 0; i < len(v); i++ {
+		c := v[i]
+		if c <= ' ' || c >= 0x7f || c == '|' || c == '{' || c == '}' || c == '#' {
+			return false
+		}
+	}
+	return true
+}
+
+// escapeValue returns appendValue's form of v as a string, for values
+// known at load (overrides).
+func escapeValue(v string) string { return string(appendValue(nil, v)) }
+
+// shortHash returns eight hex digits of the SHA-256 of s.
+func shortHash(s string) string {
+	sum := sha256.Sum256([]byte(s))
+	return hex.EncodeToString(sum[:4])
+}
+
+// appendPart appends the value of p for r, and reports whether r has one.
+// A key whose part is missing (no such header, an anonymous user) does
+// not apply to the request.
+func appendPart(dst []byte, p *part, r *Request, pathVals []string) ([]byte, bool) {
+	switch p.kind {
+	case partIP:
+		if !r.Client.IsValid() {
+			return append(dst, "unknown"...), true
+		}
+		return clientip.AppendPrefix(dst, r.Client), true
+	case partUser:
+		if r.User == "" {
+			return dst, false
+		}
+		return appendValue(dst, r.User), true
+	case partMethod:
+		if r.HTTP == nil {
+			return dst, false
+		}
+		return appendValue(dst, r.HTTP.Method), true
+	case partHeader:
+		v, ok := r.header(p.name, p.lower)
+		if !ok {
+			return dst, false
+		}
+		return appendValue(dst, v), true
+	case partPath:
+		if p.index >= len(pathVals) || pathVals[p.index] == "" {
+			return dst, false
+		}
+		return appendValue(dst, pathVals[p.index]), true
+	case partForm:
+		v := formValue(r.HTTP, p.name)
+		if v == "" {
+			return dst, false
+		}
+		return appendValue(dst, v), true
+	}
+	return dst, false
+}
+
+// formValue returns a field of a url-encoded request body, parsing it the
+// way net/http does (so the handler still finds it in r.PostForm).
+func formValue(r *http.Request, name string) string {
+	if r == nil || r.Body == nil || r.Method != http.MethodPost && r.Method != http.MethodPut && r.Method != http.MethodPatch {
+		return ""
+	}
+	if r.PostForm == nil {
+		if err := r.ParseForm(); err != nil {
+			return ""
+		}
+	}
+	return r.PostForm.Get(name)
+}

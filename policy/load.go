@@ -1,0 +1,951 @@
+package policy
+
+import (
+	"errors"
+	"fmt"
+	"net/netip"
+	"net/textproto"
+	"os"
+	"regexp"
+	"slices"
+	"strconv"
+	"strings"
+	"time"
+
+	"go.yaml.in/yaml/v3"
+
+	"github.com/sluicehq/sluice"
+	"github.com/sluicehq/sluice/clientip"
+	"github.com/sluicehq/sluice/rate"
+)
+
+// Problem is one thing wrong in a policy file, with where it is.
+type Problem struct {
+	File         string
+	Line, Column int
+	// Message says what is wrong and, where it can, what would be right.
+	Message string
+}
+
+// String returns file:line:col: message.
+func (p Problem) String() string {
+	return fmt.Sprintf("%s:%d:%d: %s", p.File, p.Line, p.Column, p.Message)
+}
+
+// Error is every problem found in a policy file, in the order of the
+// file. Load reports them all at once rather than stopping at the first.
+type Error struct {
+	Problems []Problem
+}
+
+// Error returns one problem per line.
+func (e *Error) Error() string {
+	lines := make([]string, len(e.Problems))
+	for i, p := range e.Problems {
+		lines[i] = p.String()
+	}
+	return strings.Join(lines, "\n")
+}
+
+// LoadFile reads, validates and compiles the policy file at path. It is
+// the whole of `sluice check`: a nil error means the file is ready to
+// serve. A non-nil error is an *Error listing every problem as
+// path:line:col: message, or the error that kept the file from being
+// read.
+func LoadFile(path string) (*Set, error) {
+	data, err := os.ReadFile(path)
+	if err != nil {
+		return nil, fmt.Errorf("policy: %w", err)
+	}
+	return Load(path, data)
+}
+
+// Load validates and compiles a policy file's contents. name is used in
+// error messages only, as the file's name.
+func Load(name string, data []byte) (*Set, error) {
+	ld := &loader{file: name}
+	var doc yaml.Node
+	if err := yaml.Unmarshal(data, &doc); err != nil {
+		ld.yamlError(err)
+		return nil, ld.err()
+	}
+	if len(doc.Content) == 0 {
+		ld.probs = append(ld.probs, Problem{File: name, Line: 1, Column: 1,
+			Message: "the file is empty; it needs at least a policies list"})
+		return nil, ld.err()
+	}
+	set := ld.file_(doc.Content[0])
+	if err := ld.err(); err != nil {
+		return nil, err
+	}
+	return set, nil
+}
+
+// loader walks the YAML tree, compiling as it goes and collecting every
+// problem with its position.
+type loader struct {
+	file  string
+	probs []Problem
+}
+
+func (ld *loader) errf(n *yaml.Node, format string, args ...any) {
+	ld.probs = append(ld.probs, Problem{File: ld.file, Line: n.Line, Column: n.Column, Message: fmt.Sprintf(format, args...)})
+}
+
+func (ld *loader) err() error {
+	if len(ld.probs) == 0 {
+		return nil
+	}
+	slices.SortStableFunc(ld.probs, func(a, b Problem) int {
+		if a.Line != b.Line {
+			return a.Line - b.Line
+		}
+		return a.Column - b.Column
+	})
+	return &Error{Problems: ld.probs}
+}
+
+var yamlLine = regexp.MustCompile(`^yaml: line (\d+): (.*)$`)
+
+// yamlError turns the YAML parser's errors into problems.
+func (ld *loader) yamlError(err error) {
+	var te *yaml.TypeError
+	msgs := []string{err.Error()}
+	if errors.As(err, &te) {
+		msgs = te.Errors
+	}
+	for _, m := range msgs {
+		p := Problem{File: ld.file, Line: 1, Column: 1, Message: "invalid YAML: " + strings.TrimPrefix(m, "yaml: ")}
+		if sm := yamlLine.FindStringSubmatch(m); sm != nil {
+			p.Line, _ = strconv.Atoi(sm[1])
+			p.Message = "invalid YAML: " + sm[2]
+		}
+		ld.probs = append(ld.probs, p)
+	}
+}
+
+// resolve follows an alias to the node it names.
+func resolve(n *yaml.Node) *yaml.Node {
+	for n != nil && n.Kind == yaml.AliasNode {
+		n = n.Alias
+	}
+	return n
+}
+
+// field is a mapping entry: its key node (for positions) and value.
+type field struct {
+	key, val *yaml.Node
+}
+
+// fields reads a mapping whose keys must be among allowed, refusing
+// unknown and repeated keys. what names the mapping in messages.
+func (ld *loader) fields(n *yaml.Node, what string, allowed ...string) map[string]field {
+	n = resolve(n)
+	if n.Kind != yaml.MappingNode {
+		if n.Tag == "!!null" {
+			return map[string]field{}
+		}
+		ld.errf(n, "%s must be a mapping with fields %s", what, strings.Join(allowed, ", "))
+		return nil
+	}
+	out := make(map[string]field, len(n.Content)/2)
+	for i := 0; i+1 < len(n.Content); i += 2 {
+		k, v := n.Content[i], resolve(n.Content[i+1])
+		if k.Kind != yaml.ScalarNode {
+			ld.errf(k, "%s: field names must be plain words", what)
+			continue
+		}
+		name := k.Value
+		if !slices.Contains(allowed, name) {
+			msg := fmt.Sprintf("unknown field %q in %s", name, what)
+			if s := suggest(name, allowed); s != "" {
+				msg += fmt.Sprintf("; did you mean %q?", s)
+			}
+			ld.errf(k, "%s (allowed: %s)", msg, strings.Join(allowed, ", "))
+			continue
+		}
+		if prev, dup := out[name]; dup {
+			ld.errf(k, "field %q repeated in %s (first at line %d)", name, what, prev.key.Line)
+			continue
+		}
+		out[name] = field{k, v}
+	}
+	return out
+}
+
+// str reads a scalar as a string.
+func (ld *loader) str(n *yaml.Node, what string) (string, bool) {
+	if n.Kind != yaml.ScalarNode || n.Tag == "!!null" {
+		ld.errf(n, "%s must be a string", what)
+		return "", false
+	}
+	return n.Value, true
+}
+
+// integer reads a whole number between lo and hi.
+func (ld *loader) integer(n *yaml.Node, what string, lo, hi int64) (int64, bool) {
+	if n.Kind != yaml.ScalarNode {
+		ld.errf(n, "%s must be a whole number", what)
+		return 0, false
+	}
+	v, err := strconv.ParseInt(strings.ReplaceAll(n.Value, "_", ""), 10, 64)
+	if err != nil {
+		ld.errf(n, "%s must be a whole number, not %q", what, n.Value)
+		return 0, false
+	}
+	if v < lo || v > hi {
+		ld.errf(n, "%s must be between %d and %d, not %d", what, lo, hi, v)
+		return 0, false
+	}
+	return v, true
+}
+
+func (ld *loader) boolean(n *yaml.Node, what string) (bool, bool) {
+	if n.Kind == yaml.ScalarNode && n.Tag == "!!bool" {
+		var b bool
+		if err := n.Decode(&b); err == nil {
+			return b, true
+		}
+	}
+	ld.errf(n, "%s must be true or false, not %q", what, n.Value)
+	return false, false
+}
+
+func (ld *loader) duration(n *yaml.Node, what string) (time.Duration, bool) {
+	if n.Kind != yaml.ScalarNode {
+		ld.errf(n, "%s must be a duration such as 500ms or 2s", what)
+		return 0, false
+	}
+	if n.Value == "0" {
+		return 0, true
+	}
+	d, err := time.ParseDuration(n.Value)
+	if err != nil || d < 0 {
+		ld.errf(n, "%s must be a duration such as 500ms or 2s, not %q", what, n.Value)
+		return 0, false
+	}
+	return d, true
+}
+
+// list reads a sequence, or a single scalar as a list of one.
+func (ld *loader) list(n *yaml.Node, what string) []*yaml.Node {
+	switch n.Kind {
+	case yaml.SequenceNode:
+		out := make([]*yaml.Node, len(n.Content))
+		for i, c := range n.Content {
+			out[i] = resolve(c)
+		}
+		return out
+	case yaml.ScalarNode:
+		if n.Tag == "!!null" {
+			return nil
+		}
+		return []*yaml.Node{n}
+	}
+	ld.errf(n, "%s must be a list", what)
+	return nil
+}
+
+var topFields = []string{"prefix", "instances", "client_ip", "plans", "concurrency", "policies"}
+
+// file_ compiles the whole file.
+func (ld *loader) file_(root *yaml.Node) *Set {
+	set := &Set{file: ld.file, prefix: "sluice", instances: 1}
+	f := ld.fields(root, "the policy file", topFields...)
+	if f == nil {
+		return set
+	}
+	if v, ok := f["prefix"]; ok {
+		if s, ok := ld.str(v.val, "prefix"); ok {
+			if !validName(s) {
+				ld.errf(v.val, "prefix %q must be lower-case letters, digits, - and _", s)
+			}
+			set.prefix = s
+		}
+	}
+	if v, ok := f["instances"]; ok {
+		if n, ok := ld.integer(v.val, "instances", 1, 10000); ok {
+			set.instances = int(n)
+		}
+	}
+	set.resolver = ld.clientIP(f["client_ip"])
+	set.plans = ld.plans(f["plans"])
+	set.conc = ld.concurrency(f["concurrency"])
+	pv, ok := f["policies"]
+	if !ok {
+		ld.errf(root, "the policy file has no policies list")
+		return set
+	}
+	seen := map[string]*yaml.Node{}
+	for _, pn := range ld.list(pv.val, "policies") {
+		p := ld.policy(pn, set)
+		if p == nil {
+			continue
+		}
+		if prev, dup := seen[p.Name]; dup {
+			ld.errf(pn, "policy name %q is used twice (first at line %d)", p.Name, prev.Line)
+			continue
+		}
+		seen[p.Name] = pn
+		set.policies = append(set.policies, p)
+		set.usesPlan = set.usesPlan || p.usesPlan
+		set.usesUser = set.usesUser || p.match.auth != 0
+		for _, k := range p.keys {
+			for _, pt := range k {
+				set.usesUser = set.usesUser || pt.kind == partUser
+				set.usesIP = set.usesIP || pt.kind == partIP
+			}
+		}
+	}
+	return set
+}
+
+func (ld *loader) clientIP(f field) *clientip.Resolver {
+	var o clientip.Options
+	if f.val != nil {
+		m := ld.fields(f.val, "client_ip", "trusted_proxies", "trust_unix_sockets", "header", "ipv4_prefix", "ipv6_prefix")
+		if v, ok := m["trusted_proxies"]; ok {
+			for _, n := range ld.list(v.val, "trusted_proxies") {
+				s, ok := ld.str(n, "a trusted proxy")
+				if !ok {
+					continue
+				}
+				p, err := netip.ParsePrefix(s)
+				if err != nil {
+					a, aerr := netip.ParseAddr(s)
+					if aerr != nil {
+						ld.errf(n, "trusted proxy %q is neither a CIDR prefix (10.0.0.0/8) nor an address", s)
+						continue
+					}
+					p = netip.PrefixFrom(a, a.BitLen())
+				}
+				o.TrustedProxies = append(o.TrustedProxies, p)
+			}
+		}
+		if v, ok := m["trust_unix_sockets"]; ok {
+			o.TrustNonIP, _ = ld.boolean(v.val, "trust_unix_sockets")
+		}
+		if v, ok := m["header"]; ok {
+			o.Header, _ = ld.str(v.val, "header")
+		}
+		if v, ok := m["ipv4_prefix"]; ok {
+			n, _ := ld.integer(v.val, "ipv4_prefix", 8, 32)
+			o.IPv4Prefix = int(n)
+		}
+		if v, ok := m["ipv6_prefix"]; ok {
+			n, _ := ld.integer(v.val, "ipv6_prefix", 16, 128)
+			o.IPv6Prefix = int(n)
+		}
+	}
+	r, err := clientip.New(o)
+	if err != nil {
+		ld.errf(f.val, "client_ip: %v", err)
+		r, _ = clientip.New(clientip.Options{})
+	}
+	return r
+}
+
+func (ld *loader) plans(f field) plans {
+	var pl plans
+	if f.val == nil {
+		return pl
+	}
+	m := ld.fields(f.val, "plans", "names", "default", "header", "api_key_header", "api_keys")
+	pl.names = map[string]bool{}
+	names, ok := m["names"]
+	if !ok {
+		ld.errf(f.key, "plans needs a names list, e.g. names: [free, pro]")
+	} else {
+		for _, n := range ld.list(names.val, "plans.names") {
+			if s, ok := ld.str(n, "a plan name"); ok {
+				if !validName(s) {
+					ld.errf(n, "plan name %q must be lower-case letters, digits, - and _", s)
+				}
+				pl.names[s] = true
+			}
+		}
+	}
+	known := func(n *yaml.Node, what string) (string, bool) {
+		s, ok := ld.str(n, what)
+		if !ok {
+			return "", false
+		}
+		if !pl.names[s] {
+			ld.errf(n, "%s %q is not in plans.names%s", what, s, didYouMean(s, keys(pl.names)))
+			return "", false
+		}
+		return s, true
+	}
+	if v, ok := m["default"]; ok {
+		pl.fallback, _ = known(v.val, "default plan")
+	}
+	if v, ok := m["header"]; ok {
+		if s, ok := ld.str(v.val, "plans.header"); ok && ld.headerName(v.val, s) {
+			pl.header, pl.headerLower = textproto.CanonicalMIMEHeaderKey(s), strings.ToLower(s)
+		}
+	}
+	if v, ok := m["api_key_header"]; ok {
+		if s, ok := ld.str(v.val, "plans.api_key_header"); ok && ld.headerName(v.val, s) {
+			pl.keyHdr, pl.keyLower = textproto.CanonicalMIMEHeaderKey(s), strings.ToLower(s)
+		}
+	}
+	if v, ok := m["api_keys"]; ok {
+		if pl.keyHdr == "" {
+			ld.errf(v.key, "plans.api_keys needs plans.api_key_header, the header that carries the key")
+		}
+		pl.keys = map[string]string{}
+		km := resolve(v.val)
+		if km.Kind != yaml.MappingNode {
+			ld.errf(km, "plans.api_keys must map each API key to a plan")
+		} else {
+			for i := 0; i+1 < len(km.Content); i += 2 {
+				k, _ := ld.str(km.Content[i], "an API key")
+				if plan, ok := known(resolve(km.Content[i+1]), "plan"); ok {
+					pl.keys[k] = plan
+				}
+			}
+		}
+	}
+	return pl
+}
+
+func (ld *loader) headerName(n *yaml.Node, s string) bool {
+	if !validToken(s) {
+		ld.errf(n, "%q is not a valid header name", s)
+		return false
+	}
+	return true
+}
+
+func (ld *loader) concurrency(f field) Concurrency {
+	c := Concurrency{Shares: [numPriorities]int{50, 80, 100}, RetryAfter: time.Second}
+	if f.val == nil {
+		return c
+	}
+	m := ld.fields(f.val, "concurrency", "max_in_flight", "shares", "retry_after")
+	if v, ok := m["max_in_flight"]; ok {
+		n, _ := ld.integer(v.val, "max_in_flight", 1, 1<<30)
+		c.MaxInFlight = int(n)
+	} else {
+		ld.errf(f.key, "concurrency needs max_in_flight, the number of requests that may be in flight at once")
+	}
+	if v, ok := m["retry_after"]; ok {
+		if d, ok := ld.duration(v.val, "retry_after"); ok {
+			c.RetryAfter = max(d, time.Second)
+		}
+	}
+	if v, ok := m["shares"]; ok {
+		sm := ld.fields(v.val, "concurrency.shares", priorityNames[:]...)
+		for p, name := range priorityNames {
+			sv, ok := sm[name]
+			if !ok {
+				continue
+			}
+			s := strings.TrimSuffix(strings.TrimSpace(sv.val.Value), "%")
+			n, err := strconv.Atoi(s)
+			if err != nil || n < 1 || n > 100 {
+				ld.errf(sv.val, "share of %s must be a percentage from 1%% to 100%%, not %q", name, sv.val.Value)
+				continue
+			}
+			c.Shares[p] = n
+		}
+		for p := 1; p < len(c.Shares); p++ {
+			if c.Shares[p] < c.Shares[p-1] {
+				ld.errf(v.val, "shares must not decrease with priority: %s has %d%%, %s %d%%",
+					priorityNames[p-1], c.Shares[p-1], priorityNames[p], c.Shares[p])
+			}
+		}
+	}
+	return c
+}
+
+var policyFields = []string{"name", "match", "key", "keys", "limits", "plans", "overrides", "cost", "shadow", "on_store_error", "max_delay", "priority"}
+
+// policy compiles one policy, or returns nil if it has no usable name.
+func (ld *loader) policy(n *yaml.Node, set *Set) *Policy {
+	what := fmt.Sprintf("policy at line %d", n.Line)
+	if n.Kind == yaml.MappingNode {
+		for i := 0; i+1 < len(n.Content); i += 2 {
+			if n.Content[i].Value == "name" {
+				what = fmt.Sprintf("policy %q", resolve(n.Content[i+1]).Value)
+			}
+		}
+	}
+	before := len(ld.probs)
+	f := ld.fields(n, what, policyFields...)
+	if f == nil {
+		return nil
+	}
+	// A misspelt field is reported as such; do not also report what its
+	// absence leaves missing.
+	misspelt := len(ld.probs) > before
+	p := &Policy{Cost: 1}
+	nv, ok := f["name"]
+	if !ok {
+		ld.errf(n, "%s has no name", what)
+		return nil
+	}
+	if p.Name, ok = ld.str(nv.val, "name"); !ok {
+		return nil
+	}
+	if !validName(p.Name) || len(p.Name) > 64 {
+		ld.errf(nv.val, "policy name %q must be 1 to 64 lower-case letters, digits, - and _, starting with a letter or digit", p.Name)
+	}
+	p.keyHead = set.prefix + ":" + p.Name + ":"
+
+	if v, ok := f["match"]; ok {
+		p.match = ld.match(v.val, what)
+	}
+	if v, ok := f["shadow"]; ok {
+		p.Shadow, _ = ld.boolean(v.val, "shadow")
+	}
+	if v, ok := f["cost"]; ok {
+		p.Cost, _ = ld.integer(v.val, "cost", 1, rate.MaxExact)
+	}
+	if v, ok := f["max_delay"]; ok {
+		p.MaxDelay, _ = ld.duration(v.val, "max_delay")
+	}
+	if v, ok := f["on_store_error"]; ok {
+		if s, ok := ld.str(v.val, "on_store_error"); ok {
+			modes := []string{"open", "closed", "local"}
+			if i := slices.Index(modes, s); i >= 0 {
+				p.OnStoreError = sluice.FailureMode(i)
+			} else {
+				ld.errf(v.val, "on_store_error %q: want open, closed or local%s", s, didYouMean(s, modes))
+			}
+		}
+	}
+	if v, ok := f["priority"]; ok {
+		if s, ok := ld.str(v.val, "priority"); ok {
+			if i := slices.Index(priorityNames[:], s); i >= 0 {
+				p.Priority, p.HasPriority = Priority(i), true
+			} else {
+				ld.errf(v.val, "priority %q: want low, normal or critical%s", s, didYouMean(s, priorityNames[:]))
+			}
+		}
+	}
+
+	// Keys.
+	kv, hasKey := f["key"]
+	ksv, hasKeys := f["keys"]
+	switch {
+	case hasKey && hasKeys:
+		ld.errf(ksv.key, "%s has both key and keys; use key for one key, keys for several", what)
+	case hasKeys:
+		for _, kn := range ld.list(ksv.val, "keys") {
+			if k := ld.key(kn, p); k != nil {
+				p.keys = append(p.keys, k)
+			}
+		}
+	case hasKey:
+		if k := ld.key(kv.val, p); k != nil {
+			p.keys = append(p.keys, k)
+		}
+	default:
+		p.keys = [][]part{{{kind: partIP, label: "ip"}}}
+	}
+
+	// Limits.
+	if v, ok := f["limits"]; ok {
+		p.limits = ld.limits(v.val, p, set)
+	}
+	if v, ok := f["plans"]; ok {
+		p.usesPlan = true
+		if set.plans.names == nil {
+			ld.errf(v.key, "%s gives limits per plan, but the file has no plans section to say where plans come from", what)
+		}
+		pm := resolve(v.val)
+		if pm.Kind != yaml.MappingNode {
+			ld.errf(pm, "plans of %s must map each plan to its limits", what)
+		} else {
+			p.plans = map[string][]*Limit{}
+			for i := 0; i+1 < len(pm.Content); i += 2 {
+				name, ok := ld.str(pm.Content[i], "a plan name")
+				if !ok {
+					continue
+				}
+				if set.plans.names != nil && !set.plans.names[name] {
+					ld.errf(pm.Content[i], "plan %q of %s is not in plans.names%s", name, what, didYouMean(name, keys(set.plans.names)))
+				}
+				p.plans[name] = ld.limits(resolve(pm.Content[i+1]), p, set)
+			}
+		}
+	}
+	if v, ok := f["overrides"]; ok {
+		for _, on := range ld.list(v.val, "overrides") {
+			if o, ok := ld.override(on, p, set, what); ok {
+				p.overrides = append(p.overrides, o)
+			}
+		}
+	}
+	_, hasLimits := f["limits"]
+	_, hasPlans := f["plans"]
+	_, hasOverrides := f["overrides"]
+	if len(p.limits) == 0 && len(p.plans) == 0 && len(p.overrides) == 0 {
+		if !p.HasPriority && !misspelt && !hasLimits && !hasPlans && !hasOverrides {
+			ld.errf(n, "%s has no limits (write e.g. limits: [\"10/s burst 20\"]) and no priority", what)
+		}
+		p.keys = nil
+	}
+	if p.usesPath && p.match.mux == nil {
+		ld.errf(n, "%s keys by a path wildcard but has no path pattern to take it from", what)
+	}
+	return p
+}
+
+// match compiles a match: a ServeMux pattern string, or a mapping.
+func (ld *loader) match(n *yaml.Node, what string) matcher {
+	var m matcher
+	var path, host string
+	var pathNode *yaml.Node
+	if n.Kind == yaml.ScalarNode {
+		s := strings.TrimSpace(n.Value)
+		if method, rest, ok := strings.Cut(s, " "); ok {
+			if !validToken(method) {
+				ld.errf(n, "invalid method %q in pattern %q", method, s)
+			}
+			m.methods = []string{method}
+			s = strings.TrimSpace(rest)
+		}
+		host, path, _ = strings.Cut(s, "/")
+		path = "/" + path
+		if !strings.Contains(s, "/") {
+			ld.errf(n, "pattern %q has no path; write e.g. \"GET /search\" or \"api.example.com/\"", n.Value)
+			return m
+		}
+		pathNode = n
+	} else {
+		f := ld.fields(n, "match of "+what, "path", "methods", "host", "headers", "authenticated")
+		if v, ok := f["path"]; ok {
+			path, _ = ld.str(v.val, "path")
+			pathNode = v.val
+			if !strings.HasPrefix(path, "/") {
+				if i := strings.IndexByte(path, ' '); i > 0 {
+					ld.errf(v.val, "path %q must start with /; put the method in methods: [%s]", path, path[:i])
+				} else {
+					ld.errf(v.val, "path %q must start with /", path)
+				}
+				path = ""
+			}
+		}
+		if v, ok := f["host"]; ok {
+			host, _ = ld.str(v.val, "host")
+			if strings.ContainsAny(host, "/ ") {
+				ld.errf(v.val, "host %q must be a host name such as api.example.com", host)
+				host = ""
+			}
+			if pathNode == nil {
+				pathNode = v.val
+			}
+		}
+		if v, ok := f["methods"]; ok {
+			for _, mn := range ld.list(v.val, "methods") {
+				if s, ok := ld.str(mn, "a method"); ok {
+					if !validToken(s) || strings.ToUpper(s) != s {
+						ld.errf(mn, "method %q must be upper case, as in GET or POST", s)
+						continue
+					}
+					m.methods = append(m.methods, s)
+				}
+			}
+		}
+		if v, ok := f["authenticated"]; ok {
+			if b, ok := ld.boolean(v.val, "authenticated"); ok {
+				m.auth = -1
+				if b {
+					m.auth = 1
+				}
+			}
+		}
+		if v, ok := f["headers"]; ok {
+			for _, hn := range ld.list(v.val, "headers") {
+				hf := ld.fields(hn, "a header condition", "name", "present", "equals")
+				if hf == nil {
+					continue
+				}
+				var c headerCond
+				nf, ok := hf["name"]
+				if !ok {
+					ld.errf(hn, "a header condition needs a name")
+					continue
+				}
+				name, _ := ld.str(nf.val, "name")
+				if !ld.headerName(nf.val, name) {
+					continue
+				}
+				c.name, c.lower, c.present = textproto.CanonicalMIMEHeaderKey(name), strings.ToLower(name), true
+				pv, hasPresent := hf["present"]
+				ev, hasEquals := hf["equals"]
+				switch {
+				case hasPresent == hasEquals:
+					ld.errf(hn, "header condition on %s needs exactly one of present: true|false or equals: VALUE", name)
+					continue
+				case hasPresent:
+					c.present, _ = ld.boolean(pv.val, "present")
+				default:
+					c.equals, _ = ld.str(ev.val, "equals")
+					if c.equals == "" {
+						ld.errf(ev.val, "equals needs a value; to test that %s is present, write present: true", name)
+					}
+				}
+				m.headers = append(m.headers, c)
+			}
+		}
+	}
+	if pathNode == nil {
+		return m
+	}
+	if path == "" {
+		path = "/"
+	}
+	mux, mk, err := newMux(host + path)
+	if err != nil {
+		ld.errf(pathNode, "%v", err)
+		return m
+	}
+	m.mux, m.marker, m.pattern = mux, mk, host+path
+	return m
+}
+
+// key compiles one key: a part, or a list of parts combined.
+func (ld *loader) key(n *yaml.Node, p *Policy) []part {
+	var k []part
+	wild := wildcardsOf(p)
+	for _, pn := range ld.list(n, "a key") {
+		s, ok := ld.str(pn, "a key part")
+		if !ok {
+			continue
+		}
+		pt, err := parsePart(s)
+		if err != nil {
+			ld.errf(pn, "%v", err)
+			continue
+		}
+		if pt.kind == partPath {
+			i := slices.Index(wild, pt.name)
+			if i < 0 && p.match.mux != nil {
+				ld.errf(pn, "key part %q: the pattern has no wildcard {%s}%s", s, pt.name, didYouMean(pt.name, wild))
+				continue
+			}
+			if j := slices.Index(p.match.pathNames, pt.name); j >= 0 {
+				pt.index = j
+			} else {
+				pt.index = len(p.match.pathNames)
+				p.match.pathNames = append(p.match.pathNames, pt.name)
+			}
+			p.usesPath = true
+		}
+		if slices.ContainsFunc(k, func(q part) bool { return q.label == pt.label }) {
+			ld.errf(pn, "key part %q repeated", s)
+			continue
+		}
+		k = append(k, pt)
+	}
+	if len(k) > 4 {
+		ld.errf(n, "a key combines at most 4 parts, not %d", len(k))
+		return nil
+	}
+	if len(k) == 0 {
+		return nil
+	}
+	// Parts in a fixed order, so [ip, user] and [user, ip] are one key.
+	slices.SortFunc(k, func(a, b part) int { return strings.Compare(a.label, b.label) })
+	for i := range k {
+		if k[i].kind == partPath {
+			k[i].index = slices.Index(p.match.pathNames, k[i].name)
+		}
+	}
+	return k
+}
+
+// wildcardsOf returns the wildcards of p's pattern.
+func wildcardsOf(p *Policy) []string {
+	if p.match.mux == nil {
+		return nil
+	}
+	return wildcards(p.match.pattern)
+}
+
+// limits compiles a list of limits.
+func (ld *loader) limits(n *yaml.Node, p *Policy, set *Set) []*Limit {
+	nodes := ld.list(n, "limits")
+	var raw []rate.Limit
+	var at []*yaml.Node
+	for _, ln := range nodes {
+		s, ok := ld.str(ln, "a limit")
+		if !ok {
+			continue
+		}
+		l, err := parseLimit(s)
+		if err != nil {
+			ld.errf(ln, "%v", err)
+			continue
+		}
+		raw = append(raw, l)
+		at = append(at, ln)
+	}
+	out := make([]*Limit, 0, len(raw))
+	for i, l := range raw {
+		name := p.Name
+		if len(raw) > 1 {
+			name += "." + strconv.Itoa(i+1)
+		}
+		cl := compileLimit(p, name, l, set.instances)
+		if p.Cost > l.Capacity() {
+			ld.errf(at[i], "limit %q can never pass a request of cost %d: its capacity is %d (raise the burst or lower the cost)", l, p.Cost, l.Capacity())
+		} else if p.OnStoreError == sluice.FailLocal && p.Cost > cl.Local.Capacity() {
+			ld.errf(at[i], "limit %q divided among %d instances (on_store_error: local) has capacity %d, less than the cost %d", l, set.instances, cl.Local.Capacity(), p.Cost)
+		}
+		out = append(out, cl)
+	}
+	return out
+}
+
+// parseLimit reads a limit as rate.ParseLimit does, and makes a daily
+// limit with no algorithm named a fixed_window: a quota per UTC day.
+func parseLimit(s string) (rate.Limit, error) {
+	l, err := rate.ParseLimit(s)
+	if err != nil {
+		return l, err
+	}
+	named := false
+	if fs := strings.Fields(s); len(fs) > 0 {
+		_, aerr := rate.ParseAlgorithm(fs[0])
+		named = aerr == nil
+	}
+	const day = 24 * time.Hour
+	if !named && l.Calendar == rate.NoCalendar && l.Burst == 0 && l.Period >= day && l.Period%day == 0 {
+		l.Algorithm = rate.FixedWindow
+		if err := l.Validate(); err != nil {
+			return l, fmt.Errorf("%w %q: %w", rate.ErrSyntax, s, err)
+		}
+	}
+	return l, nil
+}
+
+func (ld *loader) override(n *yaml.Node, p *Policy, set *Set, what string) (override, bool) {
+	var o override
+	f := ld.fields(n, "an override of "+what, "when", "limits")
+	if f == nil {
+		return o, false
+	}
+	wv, ok := f["when"]
+	if !ok {
+		ld.errf(n, "an override needs when: {PART: VALUE}, the key it applies to")
+		return o, false
+	}
+	lv, ok := f["limits"]
+	if !ok {
+		ld.errf(n, "an override needs limits")
+		return o, false
+	}
+	labels := map[string]part{}
+	for _, k := range p.keys {
+		for _, pt := range k {
+			labels[pt.label] = pt
+		}
+	}
+	wm := resolve(wv.val)
+	if wm.Kind != yaml.MappingNode || len(wm.Content) == 0 {
+		ld.errf(wm, "when must map key parts to values, e.g. when: {\"header:x-api-key\": partner-key}")
+		return o, false
+	}
+	good := true
+	for i := 0; i+1 < len(wm.Content); i += 2 {
+		label, _ := ld.str(wm.Content[i], "a key part")
+		val, ok := ld.str(resolve(wm.Content[i+1]), "a value")
+		if !ok {
+			good = false
+			continue
+		}
+		pt, err := parsePart(label)
+		if err == nil {
+			label = pt.label
+		}
+		if _, ok := labels[label]; !ok {
+			ld.errf(wm.Content[i], "override on %q, which is not a part of any key of %s%s", label, what, didYouMean(label, keys(labels)))
+			good = false
+			continue
+		}
+		if pt.kind == partIP {
+			a, err := netip.ParseAddr(val)
+			if err != nil {
+				ld.errf(wm.Content[i+1], "override on ip needs an address, not %q", val)
+				good = false
+				continue
+			}
+			val = string(clientip.AppendPrefix(nil, set.resolver.Group(clientip.Normalize(a))))
+		} else {
+			val = escapeValue(val)
+		}
+		o.when = append(o.when, partValue{label, val})
+	}
+	o.limits = ld.limits(lv.val, p, set)
+	return o, good && len(o.limits) > 0
+}
+
+// validName reports whether s is a name for a policy, plan or prefix.
+func validName(s string) bool {
+	if s == "" {
+		return false
+	}
+	for i := 0; i < len(s); i++ {
+		c := s[i]
+		if !('a' <= c && c <= 'z' || '0' <= c && c <= '9' || i > 0 && (c == '-' || c == '_')) {
+			return false
+		}
+	}
+	return true
+}
+
+func keys[V any](m map[string]V) []string {
+	out := make([]string, 0, len(m))
+	for k := range m {
+		out = append(out, k)
+	}
+	slices.Sort(out)
+	return out
+}
+
+// didYouMean returns "; did you mean X?" for the closest of options, or "".
+func didYouMean(s string, options []string) string {
+	if d := suggest(s, options); d != "" {
+		return fmt.Sprintf("; did you mean %q?", d)
+	}
+	return ""
+}
+
+// suggest returns the option closest to s, if it is close enough to be a
+// likely typo.
+func suggest(s string, options []string) string {
+	best, bestD := "", 1<<30
+	for _, o := range options {
+		if d := editDistance(strings.ToLower(s), strings.ToLower(o)); d < bestD {
+			best, bestD = o, d
+		}
+	}
+	if bestD <= min(3, max(2, len(s)/3)) && bestD < len(s) || best != "" && strings.HasPrefix(best, s) && len(s) >= 3 {
+		return best
+	}
+	return ""
+}
+
+func editDistance(a, b string) int {
+	prev := make([]int, len(b)+1)
+	cur := make([]int, len(b)+1)
+	for j := range prev {
+		prev[j] = j
+	}
+	for i := 1; i <= len(a); i++ {
+		cur[0] = i
+		for j := 1; j <= len(b); j++ {
+			cost := 1
+			if a[i-1] == b[j-1] {
+				cost = 0
+			}
+			cur[j] = min(prev[j]+1, cur[j-1]+1, prev[j-1]+cost)
+		}
+		prev, cur = cur, prev
+	}
+	return prev[len(b)]
+}

@@ -1,0 +1,314 @@
+package policy
+
+import (
+	"errors"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/sluicehq/sluice"
+	"github.com/sluicehq/sluice/rate"
+)
+
+func TestExampleFileLoads(t *testing.T) {
+	set, err := LoadFile("../examples/sluice.yaml")
+	if err != nil {
+		t.Fatalf("examples/sluice.yaml: %v", err)
+	}
+	want := []string{"anonymous", "authenticated", "expensive", "export", "login", "partner-quota", "analytics", "payments-shadow", "payments"}
+	var got []string
+	for _, p := range set.Policies() {
+		got = append(got, p.Name)
+	}
+	if strings.Join(got, ",") != strings.Join(want, ",") {
+		t.Errorf("policies = %v, want %v", got, want)
+	}
+	anon := set.Policy("anonymous")
+	if l := anon.Limits()[1]; l.Algorithm != rate.FixedWindow || l.Period != 24*time.Hour {
+		t.Errorf("1000/d = %v, want a fixed_window over a day", l.Limit)
+	}
+	if l := set.Policy("partner-quota").Limits()[0]; l.Calendar != rate.Month || l.Algorithm != rate.FixedWindow {
+		t.Errorf("10000/month = %v, want a calendar-month fixed_window", l.Limit)
+	}
+	if anon.OnStoreError != sluice.FailLocal || anon.Limits()[0].Local.Burst != 3 {
+		t.Errorf("anonymous: on_store_error %v, local share %v; want local, burst ⌈10/4⌉ = 3", anon.OnStoreError, anon.Limits()[0].Local)
+	}
+	if !set.Policy("payments-shadow").Shadow || set.Policy("analytics").Priority != Low {
+		t.Error("shadow or priority not compiled")
+	}
+}
+
+// Each case is a file with one mistake, and the line, column and words the
+// message must have.
+func TestLoadErrors(t *testing.T) {
+	tests := []struct {
+		name string
+		yaml string
+		line int
+		col  int
+		want []string
+	}{
+		{"unknown field", `
+policies:
+  - name: search
+    limt: ["10/s"]
+`, 4, 5, []string{`unknown field "limt" in policy "search"`, `did you mean "limits"?`, "allowed: name, match"}},
+		{"unknown top field", `
+polices: []
+`, 2, 1, []string{`unknown field "polices"`, `did you mean "policies"?`}},
+		{"bad limit", `
+policies:
+  - name: a
+    limits: ["10/fortnight"]
+`, 4, 14, []string{`unknown unit "fortnight"`}},
+		{"cost above capacity", `
+policies:
+  - name: a
+    cost: 30
+    limits: ["10/s burst 20"]
+`, 5, 14, []string{"can never pass a request of cost 30", "capacity is 20"}},
+		{"cost above the local share", `
+instances: 4
+policies:
+  - name: a
+    cost: 5
+    on_store_error: local
+    limits: ["10/s"]
+`, 7, 14, []string{"divided among 4 instances", "capacity 3, less than the cost 5"}},
+		{"unknown key part", `
+policies:
+  - name: a
+    key: [adress]
+    limits: ["1/s"]
+`, 4, 11, []string{`unknown key part "adress"`}},
+		{"wildcard not in pattern", `
+policies:
+  - name: a
+    match: "GET /items/{id}"
+    key: "path:item"
+    limits: ["1/s"]
+`, 5, 10, []string{`no wildcard {item}`}},
+		{"bad pattern", `
+policies:
+  - name: a
+    match: "/items/{id"
+    limits: ["1/s"]
+`, 4, 12, []string{"invalid pattern"}},
+		{"method in path", `
+policies:
+  - name: a
+    match: {path: "GET /x"}
+    limits: ["1/s"]
+`, 4, 19, []string{"put the method in methods: [GET]"}},
+		{"store error mode", `
+policies:
+  - name: a
+    on_store_error: opne
+    limits: ["1/s"]
+`, 4, 21, []string{`want open, closed or local; did you mean "open"?`}},
+		{"no limits", `
+policies:
+  - name: a
+`, 3, 5, []string{"has no limits"}},
+		{"duplicate name", `
+policies:
+  - name: a
+    limits: ["1/s"]
+  - name: a
+    limits: ["1/s"]
+`, 5, 5, []string{`policy name "a" is used twice (first at line 3)`}},
+		{"plan not listed", `
+plans:
+  names: [free, pro]
+policies:
+  - name: a
+    plans:
+      prp: ["1/s"]
+`, 7, 7, []string{`plan "prp"`, `did you mean "pro"?`}},
+		{"plans without section", `
+policies:
+  - name: a
+    plans:
+      pro: ["1/s"]
+`, 4, 5, []string{"no plans section"}},
+		{"repeated field", `
+policies:
+  - name: a
+    limits: ["1/s"]
+    limits: ["2/s"]
+`, 5, 5, []string{`field "limits" repeated`}},
+		// The YAML parser reports the line where the construct it could not
+		// finish began.
+		{"yaml syntax", "policies:\n  - name: a\n   limits: x\n", 1, 1, []string{"invalid YAML: did not find expected '-' indicator"}},
+		{"bad proxy", `
+client_ip:
+  trusted_proxies: [10.0.0.0/33]
+policies:
+  - {name: a, limits: ["1/s"]}
+`, 3, 21, []string{`trusted proxy "10.0.0.0/33"`}},
+		{"override on a part the key lacks", `
+policies:
+  - name: a
+    key: ip
+    limits: ["1/s"]
+    overrides:
+      - when: {user: acme}
+        limits: ["10/s"]
+`, 7, 16, []string{`override on "user"`}},
+		{"key and keys", `
+policies:
+  - name: a
+    key: ip
+    keys: [user]
+    limits: ["1/s"]
+`, 5, 5, []string{"both key and keys"}},
+		{"shares decrease", `
+concurrency:
+  max_in_flight: 10
+  shares: {low: 90%, normal: 80%}
+policies:
+  - {name: a, limits: ["1/s"]}
+`, 4, 11, []string{"must not decrease"}},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			_, err := Load("sluice.yaml", []byte(tt.yaml))
+			var perr *Error
+			if !errors.As(err, &perr) {
+				t.Fatalf("Load = %v, want an *Error", err)
+			}
+			p := perr.Problems[0]
+			if p.File != "sluice.yaml" || p.Line != tt.line || p.Column != tt.col {
+				t.Errorf("first problem at %s:%d:%d, want sluice.yaml:%d:%d (%v)", p.File, p.Line, p.Column, tt.line, tt.col, err)
+			}
+			for _, w := range tt.want {
+				if !strings.Contains(p.Message, w) {
+					t.Errorf("message %q lacks %q", p.Message, w)
+				}
+			}
+			if !strings.HasPrefix(err.Error(), p.String()) {
+				t.Errorf("Error() = %q, want it to start with %q", err.Error(), p.String())
+			}
+		})
+	}
+}
+
+// A file with several mistakes reports all of them, each with its line.
+func TestLoadReportsEveryProblem(t *testing.T) {
+	_, err := Load("sluice.yaml", []byte(`
+policies:
+  - name: a
+    limt: ["1/s"]
+  - name: b
+    limits: ["1/sec burst 0"]
+  - name: c
+    key: [nope]
+    limits: ["1/s"]
+    shadow: maybe
+`))
+	var perr *Error
+	if !errors.As(err, &perr) {
+		t.Fatalf("Load = %v, want an *Error", err)
+	}
+	lines := []int{}
+	for _, p := range perr.Problems {
+		lines = append(lines, p.Line)
+	}
+	want := []int{4, 6, 8, 10}
+	if len(lines) != len(want) {
+		t.Fatalf("problems on lines %v, want %v:\n%v", lines, want, err)
+	}
+	for i := range want {
+		if lines[i] != want[i] {
+			t.Fatalf("problems on lines %v, want %v:\n%v", lines, want, err)
+		}
+	}
+}
+
+func TestDailyLimitIsFixedWindow(t *testing.T) {
+	tests := []struct {
+		in   string
+		want rate.Algorithm
+	}{
+		{"1000/d", rate.FixedWindow},
+		{"1000 per 2d", rate.FixedWindow},
+		{"gcra 1000/d", rate.GCRA},
+		{"sliding_window 1000/d", rate.SlidingWindow},
+		{"1000/d burst 10", rate.GCRA},
+		{"10/h", rate.GCRA},
+		{"10000/month", rate.FixedWindow},
+	}
+	for _, tt := range tests {
+		l, err := parseLimit(tt.in)
+		if err != nil {
+			t.Fatalf("%s: %v", tt.in, err)
+		}
+		if l.Algorithm != tt.want {
+			t.Errorf("%s: algorithm %v, want %v", tt.in, l.Algorithm, tt.want)
+		}
+	}
+}
+
+func TestHeaderValues(t *testing.T) {
+	set, err := Load("t.yaml", []byte(`
+policies:
+  - {name: one, limits: ["10/s burst 20"]}
+  - {name: two, limits: ["100/m", "5000/month"]}
+  - {name: odd, limits: ["sliding_window 3 per 7s"]}
+`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	tests := []struct {
+		l          *Limit
+		policy     string
+		limitValue string
+	}{
+		{set.Policy("one").Limits()[0], `"one";q=20;w=2`, "20"},
+		{set.Policy("two").Limits()[0], `"two.1";q=100;w=60`, "100"},
+		{set.Policy("two").Limits()[1], `"two.2";q=5000`, "5000"},
+		{set.Policy("odd").Limits()[0], `"odd";q=3;w=7`, "3"},
+	}
+	for _, tt := range tests {
+		if got := tt.l.HeaderPolicy(); got != tt.policy {
+			t.Errorf("%v: RateLimit-Policy %s, want %s", tt.l, got, tt.policy)
+		}
+		if got := tt.l.HeaderLimit(); got != tt.limitValue {
+			t.Errorf("%v: X-RateLimit-Limit %s, want %s", tt.l, got, tt.limitValue)
+		}
+	}
+	got := string(set.Policy("one").Limits()[0].AppendHeader(nil, rate.Decision{Remaining: 7, ResetAfter: 1001 * time.Millisecond}))
+	if got != `"one";r=7;t=2` {
+		t.Errorf("RateLimit = %s, want \"one\";r=7;t=2", got)
+	}
+}
+
+func TestRetryAfterSeconds(t *testing.T) {
+	for _, tt := range []struct {
+		d    time.Duration
+		want int64
+	}{
+		{0, 1}, {time.Microsecond, 1}, {time.Millisecond, 1}, {1000 * time.Millisecond, 1},
+		{1001 * time.Millisecond, 2}, {59*time.Second + time.Nanosecond, 60},
+	} {
+		if got := RetryAfterSeconds(tt.d); got != tt.want {
+			t.Errorf("RetryAfterSeconds(%v) = %d, want %d", tt.d, got, tt.want)
+		}
+	}
+}
+
+func TestKeyValuesBounded(t *testing.T) {
+	long := strings.Repeat("x", 10_000)
+	for _, v := range []string{long, "a|b", "{tag}", "#abc", "sp ace", "ü"} {
+		got := escapeValue(v)
+		if len(got) > maxValue || !strings.HasPrefix(got, "#") {
+			t.Errorf("escapeValue(%.20q) = %q, want a hash of at most %d bytes", v, got, maxValue)
+		}
+	}
+	if a, b := escapeValue("a|b"), escapeValue("a|c"); a == b {
+		t.Error("different values hash alike")
+	}
+	if got := escapeValue("user-42@example.com"); got != "user-42@example.com" {
+		t.Errorf("plain value changed to %q", got)
+	}
+}

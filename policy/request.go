@@ -1,0 +1,81 @@
+package policy
+
+import (
+	"context"
+	"net/http"
+	"net/netip"
+)
+
+// Request is one request as policies see it. Transports fill it in for
+// each request; the Enforcer reads it during Enforce and keeps nothing.
+type Request struct {
+	// HTTP is matched against the policies' patterns (its Method, Host and
+	// URL path) and gives form fields. gRPC builds one with method POST
+	// and the full method name, /pkg.Service/Method, as path. It must
+	// not be nil.
+	HTTP *http.Request
+	// Header holds the request's header fields. When nil, Metadata is
+	// read instead.
+	Header http.Header
+	// Metadata holds gRPC metadata, keyed in lower case.
+	Metadata map[string][]string
+	// Client is the client's address, grouped (see clientip). The
+	// invalid Prefix stands for a peer with no IP address; every such
+	// request shares one key.
+	Client netip.Prefix
+	// User is the authenticated user the application identified, or ""
+	// for an anonymous request.
+	User string
+	// Plan is the plan the application assigned, or "" to let the
+	// policy file's plans section decide.
+	Plan string
+}
+
+// header returns the first value of a header field and whether it is
+// present with a non-empty value.
+func (r *Request) header(canonical, lower string) (string, bool) {
+	var vs []string
+	if r.Header != nil {
+		vs = r.Header[canonical]
+	} else {
+		vs = r.Metadata[lower]
+	}
+	if len(vs) == 0 || vs[0] == "" {
+		return "", false
+	}
+	return vs[0], true
+}
+
+type ctxKey uint8
+
+const (
+	userKey ctxKey = iota
+	planKey
+)
+
+// WithUser returns a context that names the authenticated user of a
+// request. An authentication middleware that runs before the rate limiter
+// calls it so that policies can key by user (key part "user") and match
+// authenticated or anonymous requests. An empty id means anonymous.
+func WithUser(ctx context.Context, id string) context.Context {
+	return context.WithValue(ctx, userKey, id)
+}
+
+// UserFrom returns the user WithUser put in ctx, or "".
+func UserFrom(ctx context.Context) string {
+	id, _ := ctx.Value(userKey).(string)
+	return id
+}
+
+// WithPlan returns a context that names the plan of a request, which
+// takes precedence over the plans section of the policy file (a plan
+// your application looked up is more trustworthy than a header).
+func WithPlan(ctx context.Context, plan string) context.Context {
+	return context.WithValue(ctx, planKey, plan)
+}
+
+// PlanFrom returns the plan WithPlan put in ctx, or "".
+func PlanFrom(ctx context.Context) string {
+	p, _ := ctx.Value(planKey).(string)
+	return p
+}

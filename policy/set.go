@@ -1,0 +1,319 @@
+package policy
+
+import (
+	"net/http"
+	"strconv"
+	"time"
+
+	"github.com/sluicehq/sluice"
+	"github.com/sluicehq/sluice/clientip"
+	"github.com/sluicehq/sluice/rate"
+)
+
+// Set is a compiled policy file: every policy validated, every pattern
+// registered, every header value the middleware sends precomputed. It is
+// immutable and safe for concurrent use; a reload builds a new Set.
+//
+// Build one with [Load] or [LoadFile].
+type Set struct {
+	file      string
+	prefix    string
+	instances int
+	policies  []*Policy
+	resolver  *clientip.Resolver
+	plans     plans
+	conc      Concurrency
+	// What some policy reads, so transports skip finding what none does.
+	usesUser, usesPlan, usesIP bool
+}
+
+// UsesUser reports whether some policy keys by the user or matches on
+// authentication: if none does, transports need not look the user up.
+func (s *Set) UsesUser() bool { return s.usesUser }
+
+// UsesPlan reports whether some policy gives limits per plan.
+func (s *Set) UsesPlan() bool { return s.usesPlan }
+
+// UsesClientIP reports whether some policy keys by the client address.
+func (s *Set) UsesClientIP() bool { return s.usesIP }
+
+// Policies returns the policies in the order of the file. The slice is
+// shared: do not modify it.
+func (s *Set) Policies() []*Policy { return s.policies }
+
+// Policy returns the policy with the given name, or nil.
+func (s *Set) Policy(name string) *Policy {
+	for _, p := range s.policies {
+		if p.Name == name {
+			return p
+		}
+	}
+	return nil
+}
+
+// ClientIP returns the resolver that finds the client address of a
+// request, configured by the file's client_ip section.
+func (s *Set) ClientIP() *clientip.Resolver { return s.resolver }
+
+// Concurrency returns the file's concurrency section; its MaxInFlight is
+// zero when there is none.
+func (s *Set) Concurrency() Concurrency { return s.conc }
+
+// Prefix returns the prefix of every key the set builds.
+func (s *Set) Prefix() string { return s.prefix }
+
+// Instances returns how many instances share the limits, by which the
+// on_store_error: local fallback divides each limit.
+func (s *Set) Instances() int { return s.instances }
+
+// Priority is a request's class under load (see [Concurrency]). Lower
+// classes are shed first.
+type Priority uint8
+
+const (
+	// Low is shed first: analytics, prefetches, batch work.
+	Low Priority = iota
+	// Normal is the class of every request no policy classifies.
+	Normal
+	// Critical is shed last: payments, logins, health checks.
+	Critical
+
+	numPriorities = iota
+)
+
+var priorityNames = [numPriorities]string{"low", "normal", "critical"}
+
+// String returns low, normal or critical.
+func (p Priority) String() string {
+	if int(p) < len(priorityNames) {
+		return priorityNames[p]
+	}
+	return "Priority(" + strconv.Itoa(int(p)) + ")"
+}
+
+// Concurrency bounds the requests in flight, shedding low priorities
+// first. The zero value (MaxInFlight 0) bounds nothing.
+type Concurrency struct {
+	// MaxInFlight is how many requests may be in flight at once.
+	MaxInFlight int
+	// Shares is the percentage of MaxInFlight each priority may fill,
+	// indexed by Priority: a request is shed when the requests in flight,
+	// itself included, would exceed its share. Defaults: low 50, normal
+	// 80, critical 100.
+	Shares [numPriorities]int
+	// RetryAfter is the Retry-After sent with a shed request. Default 1s.
+	RetryAfter time.Duration
+}
+
+// Policy is one compiled policy: which requests it matches, how it keys
+// them and the limits it applies. Its exported fields are read-only.
+type Policy struct {
+	// Name identifies the policy in keys, headers, logs and metrics.
+	Name string
+	// Shadow policies decide and report but never refuse.
+	Shadow bool
+	// OnStoreError is what the policy does when the store fails: let the
+	// request through (sluice.FailOpen, the default), refuse it with 503
+	// (sluice.FailClosed: not 429, the client did nothing wrong), or
+	// decide it in this process with each limit divided by the number of
+	// instances (sluice.FailLocal). The file spells them open, closed and
+	// local.
+	OnStoreError sluice.FailureMode
+	// MaxDelay is how long a request may be held back instead of refused
+	// (zero: never, except a leaky_bucket's Delay).
+	MaxDelay time.Duration
+	// Priority is the class of the requests the policy matches, when
+	// HasPriority.
+	Priority Priority
+	// HasPriority reports whether the policy sets a priority.
+	HasPriority bool
+	// Cost is how many units one request takes.
+	Cost int64
+
+	match     matcher
+	keys      [][]part
+	limits    []*Limit
+	plans     map[string][]*Limit
+	overrides []override
+	keyHead   string // prefix:name:
+	usesPlan  bool
+	usesPath  bool
+}
+
+// Limits returns the policy's default limits (for requests that no plan
+// or override gives others). The slice is shared: do not modify it.
+func (p *Policy) Limits() []*Limit { return p.limits }
+
+// PlanLimits returns the limits the policy applies to a plan, and whether
+// it names that plan.
+func (p *Policy) PlanLimits(plan string) ([]*Limit, bool) {
+	ls, ok := p.plans[plan]
+	return ls, ok
+}
+
+// Limit is one compiled limit of a policy, with the header values that
+// describe it precomputed.
+type Limit struct {
+	// Limit is the rate limit itself.
+	rate.Limit
+	// Name identifies the limit in the RateLimit headers: the policy's
+	// name, followed by .N when the list it comes from holds several.
+	Name string
+	// Policy is the policy the limit belongs to.
+	Policy *Policy
+	// Local is the limit each instance applies on its own when the store
+	// fails and the policy falls back to local decisions.
+	Local rate.Limit
+
+	local *Limit // Local, compiled, for the headers of local decisions
+
+	tag          string   // a short hash of the limit's text, in every key
+	headerPolicy []string // RateLimit-Policy item: "name";q=Q;w=W
+	headerName   string   // "name";r= , the start of a RateLimit item
+	headerLimit  []string // X-RateLimit-Limit value
+}
+
+// HeaderPolicy returns the limit's RateLimit-Policy item,
+// `"name";q=100;w=60` (draft-ietf-httpapi-ratelimit-headers-10). w is the
+// time in whole seconds a full quota takes to come back, omitted for
+// calendar months.
+func (l *Limit) HeaderPolicy() string { return l.headerPolicy[0] }
+
+// HeaderPolicyValues returns HeaderPolicy as a header value list of one,
+// shared by every caller, to set without allocating:
+// h["Ratelimit-Policy"] = l.HeaderPolicyValues(). Its capacity is one, so
+// Header.Add copies it; do not modify its element.
+func (l *Limit) HeaderPolicyValues() []string { return l.headerPolicy[:1:1] }
+
+// AppendHeader appends the RateLimit item for a decision of l:
+// `"name";r=50;t=30`, with t the reset in whole seconds rounded up.
+func (l *Limit) AppendHeader(dst []byte, d rate.Decision) []byte {
+	dst = append(dst, l.headerName...)
+	dst = strconv.AppendInt(dst, d.Remaining, 10)
+	dst = append(dst, ";t="...)
+	return strconv.AppendInt(dst, CeilSeconds(d.ResetAfter), 10)
+}
+
+// HeaderLimit returns the X-RateLimit-Limit value: the limit's capacity.
+func (l *Limit) HeaderLimit() string { return l.headerLimit[0] }
+
+// HeaderLimitValues is HeaderLimit as a shared list of one, like
+// HeaderPolicyValues.
+func (l *Limit) HeaderLimitValues() []string { return l.headerLimit[:1:1] }
+
+// String returns the limit as ParseLimit reads it.
+func (l *Limit) String() string { return l.Limit.String() }
+
+// CeilSeconds returns d in whole seconds, rounded up: 1ms is 1, 1s is 1,
+// 1.001s is 2. Zero and negative durations give 0.
+func CeilSeconds(d time.Duration) int64 {
+	if d <= 0 {
+		return 0
+	}
+	return int64((d + time.Second - 1) / time.Second)
+}
+
+// RetryAfterSeconds returns the Retry-After value for a wait of d: whole
+// seconds rounded up and never 0, so a client never comes back early.
+func RetryAfterSeconds(d time.Duration) int64 { return max(1, CeilSeconds(d)) }
+
+// plans says where a request's plan comes from.
+type plans struct {
+	names       map[string]bool
+	header      string // canonical; "" when plans do not come from a header
+	headerLower string
+	keys        map[string]string // API key to plan
+	keyHdr      string
+	keyLower    string
+	fallback    string
+}
+
+// override gives named keys their own limits.
+type override struct {
+	when   []partValue
+	limits []*Limit
+}
+
+type partValue struct {
+	part  string // the part's label, as in keys
+	value string
+}
+
+// window returns the seconds a full quota of l takes to come back, and
+// false for calendar months, which have no fixed window.
+func window(l rate.Limit) (int64, bool) {
+	if l.Calendar == rate.Month {
+		return 0, false
+	}
+	w := l.Period
+	if l.Burst > 0 && l.Burst != l.Count {
+		// A bucket of Burst refills one unit every Period/Count.
+		w = time.Duration(float64(l.Period) * float64(l.Burst) / float64(l.Count))
+	}
+	return CeilSeconds(w), true
+}
+
+// compileLimit fills in a Limit's derived fields.
+func compileLimit(p *Policy, name string, l rate.Limit, instances int) *Limit {
+	cl := newLimit(p, name, l)
+	cl.Local = divide(l, instances)
+	cl.local = cl
+	if cl.Local != l {
+		cl.local = newLimit(p, name, cl.Local)
+		cl.local.Local, cl.local.local = cl.Local, cl.local
+	}
+	return cl
+}
+
+func newLimit(p *Policy, name string, l rate.Limit) *Limit {
+	cl := &Limit{Limit: l, Name: name, Policy: p}
+	cl.tag = shortHash(l.String())
+	q := strconv.FormatInt(l.Capacity(), 10)
+	quoted := strconv.Quote(name)
+	hp := quoted + ";q=" + q
+	if w, ok := window(l); ok {
+		hp += ";w=" + strconv.FormatInt(w, 10)
+	}
+	cl.headerPolicy = []string{hp}
+	cl.headerName = quoted + ";r="
+	cl.headerLimit = []string{q}
+	return cl
+}
+
+// divide returns each instance's share of l when n instances share it:
+// Count and Burst divided by n, rounded up, as sluice.Fallback divides.
+func divide(l rate.Limit, n int) rate.Limit {
+	if n <= 1 {
+		return l
+	}
+	l.Count = (l.Count + int64(n) - 1) / int64(n)
+	if l.Burst > 0 {
+		l.Burst = (l.Burst + int64(n) - 1) / int64(n)
+	}
+	return l
+}
+
+var _ http.Handler = (*marker)(nil)
+
+// planOf returns the plan of r: the one the application assigned, else
+// the one its API key maps to, else the one its plan header names (if
+// listed in plans.names), else the default plan.
+func (s *Set) planOf(r *Request) string {
+	if r.Plan != "" {
+		return r.Plan
+	}
+	pl := &s.plans
+	if pl.keyHdr != "" {
+		if v, ok := r.header(pl.keyHdr, pl.keyLower); ok {
+			if plan, ok := pl.keys[v]; ok {
+				return plan
+			}
+		}
+	}
+	if pl.header != "" {
+		if v, ok := r.header(pl.header, pl.headerLower); ok && pl.names[v] {
+			return v
+		}
+	}
+	return pl.fallback
+}
