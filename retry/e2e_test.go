@@ -11,6 +11,10 @@ import (
 	"sync"
 	"testing"
 	"time"
+
+	"github.com/sluicehq/sluice/httplimit"
+	"github.com/sluicehq/sluice/policy"
+	"github.com/sluicehq/sluice/store/memory"
 )
 
 // arrival is one request as the server saw it.
@@ -61,51 +65,26 @@ func (s *statusRecorder) WriteHeader(code int) {
 	s.ResponseWriter.WriteHeader(code)
 }
 
-// startLimitedServer starts a real HTTP server on a loopback port that
-// accepts limit requests per window, by clock, and answers the rest with
-// 429 and a Retry-After. It is the only place the tests build a limited
-// server: to test against sluice's own middleware, replace fixedWindow
-// here.
+// startLimitedServer starts a real HTTP server on a loopback port behind
+// sluice's own middleware: a fixed window of limit requests per window,
+// keyed by client address, on the in-memory store, all reading clock. It
+// answers the rest with 429 and a Retry-After.
 func startLimitedServer(t *testing.T, clock Clock, limit int, window time.Duration) (*httptest.Server, *arrivalLog) {
 	t.Helper()
 	ok := http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		io.WriteString(w, "ok")
 	})
+	config := fmt.Sprintf("policies:\n  - name: api\n    key: ip\n    limits: [\"fixed_window %d per %v\"]\n", limit, window)
+	set, err := policy.Load("retry-e2e.yaml", []byte(config))
+	if err != nil {
+		t.Fatal(err)
+	}
+	store := memory.New(memory.Options{Clock: clock})
+	limited := httplimit.Middleware(set, store, httplimit.Options{Clock: clock})(ok)
 	log := &arrivalLog{}
-	srv := httptest.NewServer(log.record(clock, fixedWindow(clock, limit, window, ok)))
+	srv := httptest.NewServer(log.record(clock, limited))
 	t.Cleanup(srv.Close)
 	return srv, log
-}
-
-// fixedWindow is the simplest limiter that speaks the protocol: limit
-// requests per window-aligned interval, then 429 with Retry-After set to
-// the whole seconds until the next interval.
-func fixedWindow(clock Clock, limit int, window time.Duration, next http.Handler) http.Handler {
-	var (
-		mu    sync.Mutex
-		start time.Time
-		count int
-	)
-	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		now := clock.Now()
-		mu.Lock()
-		if ws := now.Truncate(window); !ws.Equal(start) {
-			start, count = ws, 0
-		}
-		allowed := count < limit
-		if allowed {
-			count++
-		}
-		end := start.Add(window)
-		mu.Unlock()
-		if !allowed {
-			secs := int64((end.Sub(now) + time.Second - 1) / time.Second)
-			w.Header().Set("Retry-After", strconv.FormatInt(max(secs, 1), 10))
-			http.Error(w, "slow down", http.StatusTooManyRequests)
-			return
-		}
-		next.ServeHTTP(w, r)
-	})
 }
 
 // TestEndToEndHonoursRetryAfter fires three times a server's limit at it,
