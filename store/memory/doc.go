@@ -15,6 +15,8 @@
 //   - table.go: a shard's table: a dense slice of entries (so the sweeper
 //     and eviction can walk and sample them) indexed by an open-addressing
 //     slot table; expiry, eviction and shrinking.
+//   - clock.go: how the store reads the system clock: one monotonic read
+//     per decision, placed on the wall clock read once a second.
 //
 // Memory: an idle key costs its key string plus about 80 bytes (a 56-byte
 // entry, its slot, and the slack of the growing slices); a sliding_log key
@@ -25,4 +27,7 @@
 //
 // Time is read from Options.Clock once per decision, in microseconds; tests
 // pin it with a fake clock (package ratetest).
+//
+// BENCHMARKS.md, at the repository root, has what a decision and an idle
+// key cost, next to other Go rate limiters.
 package memory

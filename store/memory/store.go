@@ -3,6 +3,7 @@ package memory
 import (
 	"context"
 	"errors"
+	"fmt"
 	"hash/maphash"
 	"math/bits"
 	"runtime"
@@ -20,6 +21,11 @@ type Options struct {
 	// Clock tells the time of every decision. If nil, the store uses
 	// rate.SystemClock{}. Tests pass a fake clock (ratetest.NewClock) to
 	// pin it.
+	//
+	// With the system clock, a decision reads the monotonic clock and adds
+	// the wall-clock offset read at most a second before, which costs half
+	// of time.Now and is as precise: a step of the wall clock reaches
+	// decisions within a second.
 	Clock rate.Clock
 	// MaxKeys bounds how many keys the store holds: keys come from clients,
 	// so an unbounded store is a memory leak an attacker can drive. When
@@ -51,15 +57,15 @@ type Options struct {
 // When MaxKeys keys are held, a new key evicts an old one: of a few picked
 // at random, the one closest to fresh. Evicting a key forgets its state, so
 // its next request is decided as if the key were fresh; picking the
-// soonest to expire makes that the least generous mistake available. Each
+// key closest to fresh makes that mistake as small as it can be. Each
 // shard holds at most MaxKeys divided by the number of shards, so the
 // store may start evicting a little before it holds MaxKeys keys in all.
 // [Store.Stats] counts evictions: if they are frequent, raise MaxKeys.
 type Store struct {
 	clock rate.Clock
-	// system is set when clock is rate.SystemClock, to call time.Now
-	// without going through the interface.
-	system bool
+	// system is set when clock is rate.SystemClock: decisions then read
+	// it as one monotonic read (see systemClock).
+	system *systemClock
 	seed   maphash.Seed
 	shift  uint
 	shards []shard
@@ -94,7 +100,7 @@ func New(opts Options) *Store {
 	}
 	switch s.clock.(type) {
 	case rate.SystemClock, *rate.SystemClock:
-		s.system = true
+		s.system = newSystemClock()
 	}
 	maxKeys := opts.MaxKeys
 	if maxKeys == 0 {
@@ -125,8 +131,8 @@ func New(opts Options) *Store {
 
 // now returns the time of a decision in µs.
 func (s *Store) now() int64 {
-	if s.system {
-		return time.Now().UnixMicro()
+	if s.system != nil {
+		return s.system.micros()
 	}
 	return rate.Micros(s.clock.Now())
 }
@@ -139,10 +145,22 @@ func (s *Store) locate(key string) (int, uint32) {
 	return int(h >> s.shift & uint64(len(s.shards)-1)), uint32(h)
 }
 
-// valid is the test of [rate.Request.Check], which is the one to call for
-// the error: it builds an error and copies the request, this does neither.
+// valid is a quick test that r passes [rate.Request.Check] and that its
+// limit is one the steps can compute with. It is false for some valid
+// requests too (a monthly limit), which check then decides.
 func valid(r *rate.Request) bool {
-	return r.Cost >= 0 && r.Cost <= r.Limit.Capacity()
+	l := &r.Limit
+	return r.Cost >= 0 && r.Cost <= l.Capacity() &&
+		l.Count >= 1 && l.Period >= time.Microsecond && l.Calendar == rate.NoCalendar
+}
+
+// check returns why r cannot be decided, or nil. The steps require a valid
+// limit: an invalid one (such as the zero Limit) could divide by zero.
+func check(r *rate.Request) error {
+	if err := r.Limit.Validate(); err != nil {
+		return fmt.Errorf("memory: key %q: invalid limit %v: %w", r.Key, r.Limit, err)
+	}
+	return r.Check()
 }
 
 // expiry returns when a state decided at now with decision d is fresh.
@@ -155,7 +173,9 @@ func expiry(now int64, d rate.Decision) int64 {
 // fails [rate.Request.Check] returns its error.
 func (s *Store) Decide(_ context.Context, r rate.Request) (rate.Decision, error) {
 	if !valid(&r) {
-		return rate.Decision{}, r.Check()
+		if err := check(&r); err != nil {
+			return rate.Decision{}, err
+		}
 	}
 	// The time is read outside the lock. Two callers may then commit out
 	// of time order; the steps take time going backwards into account and
@@ -164,12 +184,13 @@ func (s *Store) Decide(_ context.Context, r rate.Request) (rate.Decision, error)
 	i, h := s.locate(r.Key)
 	sh := &s.shards[i]
 	sh.mu.Lock()
+	defer sh.mu.Unlock()
 	slot, idx := -1, -1
 	var st rate.State
 	if len(sh.slots) > 0 {
 		slot, idx = sh.find(r.Key, h)
 		if idx >= 0 {
-			st = sh.state(&sh.entries[idx])
+			sh.load(&st, &sh.entries[idx])
 		}
 	}
 	next, d := r.Limit.StepWithin(st, now, r.Cost, r.MaxDelay)
@@ -181,7 +202,7 @@ func (s *Store) Decide(_ context.Context, r rate.Request) (rate.Decision, error)
 		case idx >= 0 && fresh(next):
 			sh.remove(idx)
 		case idx >= 0:
-			sh.set(&sh.entries[idx], next, expiry(now, d))
+			sh.set(&sh.entries[idx], &next, expiry(now, d))
 		case !fresh(next):
 			sh.insert(slot, r.Key, h, next, expiry(now, d), now, nil)
 			sweep += sweepInsert
@@ -190,7 +211,6 @@ func (s *Store) Decide(_ context.Context, r rate.Request) (rate.Decision, error)
 	if sweep > 0 {
 		sh.sweep(now, sweep)
 	}
-	sh.mu.Unlock()
 	return d, nil
 }
 
@@ -209,7 +229,9 @@ func (s *Store) DecideAll(_ context.Context, reqs []rate.Request, out []rate.Dec
 	}
 	for i := range reqs {
 		if !valid(&reqs[i]) {
-			return rate.Decision{}, reqs[i].Check()
+			if err := check(&reqs[i]); err != nil {
+				return rate.Decision{}, err
+			}
 		}
 	}
 	if len(reqs) == 0 {
@@ -241,6 +263,11 @@ func (s *Store) DecideAll(_ context.Context, reqs []rate.Request, out []rate.Dec
 	for _, i := range locked {
 		s.shards[i].mu.Lock()
 	}
+	defer func() {
+		for _, i := range locked {
+			s.shards[i].mu.Unlock()
+		}
+	}()
 
 	allowed := true
 	for i := range reqs {
@@ -285,7 +312,6 @@ func (s *Store) DecideAll(_ context.Context, reqs []rate.Request, out []rate.Dec
 		if n := s.shards[i].sweepDue(); n > 0 {
 			s.shards[i].sweep(now, n)
 		}
-		s.shards[i].mu.Unlock()
 	}
 	return rate.Combine(out[:len(reqs)]), nil
 }
@@ -325,7 +351,7 @@ func (sh *shard) commit(key string, h uint32, st rate.State, expires, now int64,
 	case idx >= 0 && fresh(st):
 		sh.remove(idx)
 	case idx >= 0:
-		sh.set(&sh.entries[idx], st, expires)
+		sh.set(&sh.entries[idx], &st, expires)
 	case !fresh(st):
 		sh.insert(slot, key, h, st, expires, now, protect)
 		sh.sweep(now, sweepInsert)

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"math/rand/v2"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -523,6 +524,20 @@ func TestInvalidRequests(t *testing.T) {
 			}
 		})
 	}
+	// The steps need a valid limit; the zero Limit would divide by zero.
+	for _, bad := range []rate.Limit{{}, {Count: 1, Period: time.Nanosecond}, {Count: 5, Calendar: rate.Month}} {
+		r := rate.Request{Key: "a", Limit: bad}
+		if _, err := s.Decide(ctx, r); err == nil || !strings.Contains(err.Error(), "invalid limit") {
+			t.Errorf("Decide with limit %+v: err = %v, want invalid limit", bad, err)
+		}
+		if _, err := s.DecideAll(ctx, []rate.Request{ok, r}, make([]rate.Decision, 2)); err == nil {
+			t.Errorf("DecideAll with limit %+v: no error", bad)
+		}
+	}
+	monthly := rate.Request{Key: "m", Limit: mustLimit(t, "10/month"), Cost: 1}
+	if d, err := s.Decide(ctx, monthly); err != nil || !d.Allowed || d.Remaining != 9 {
+		t.Errorf("a monthly limit: %v, %v; want allowed with 9 left", d, err)
+	}
 	if _, err := s.DecideAll(ctx, []rate.Request{ok, ok}, make([]rate.Decision, 1)); err == nil {
 		t.Error("DecideAll with a short out: no error")
 	}
@@ -556,5 +571,31 @@ func TestDefaults(t *testing.T) {
 	d, err := s.Decide(context.Background(), rate.Request{Key: "a", Limit: mustLimit(t, "1/h"), Cost: 1})
 	if err != nil || !d.Allowed || d.ResetAfter != time.Hour {
 		t.Errorf("system clock, default options: %v, %v", d, err)
+	}
+}
+
+// TestSystemClock checks the store's reading of the system clock against
+// time.Now: the same microsecond, give or take the one that the gap
+// between time.Now's two clock reads can tip over.
+func TestSystemClock(t *testing.T) {
+	s := memory.New(memory.Options{})
+	l := mustLimit(t, "fixed_window 1/h")
+	for i := range 200 {
+		before := time.Now()
+		// A fixed window's ResetAfter is the end of the hour minus now, so
+		// it gives back the store's now to the microsecond.
+		d, err := s.Decide(context.Background(), rate.Request{Key: fmt.Sprint(i), Limit: l, Cost: 1})
+		after := time.Now()
+		if err != nil {
+			t.Fatal(err)
+		}
+		end := before.Truncate(time.Hour).Add(time.Hour)
+		if after.After(end) {
+			continue // the hour turned
+		}
+		now := end.Add(-d.ResetAfter)
+		if now.Before(before.Add(-time.Microsecond)) || now.After(after.Add(time.Microsecond)) {
+			t.Fatalf("the store's now is %v, outside [%v, %v]", now, before, after)
+		}
 	}
 }

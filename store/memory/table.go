@@ -112,8 +112,17 @@ func (s *shard) state(e *entry) rate.State {
 	return st
 }
 
+// load reads e's state into st, field by field: building a State and
+// copying it costs a store-forwarding stall on the hot path.
+func (s *shard) load(st *rate.State, e *entry) {
+	st.A, st.B, st.C = e.a, e.b, e.c
+	if e.log != 0 {
+		st.Log = s.logs[e.log-1]
+	}
+}
+
 // set stores st in e, which is about to expire at expires.
-func (s *shard) set(e *entry, st rate.State, expires int64) {
+func (s *shard) set(e *entry, st *rate.State, expires int64) {
 	e.a, e.b, e.c, e.expires = st.A, st.B, st.C, expires
 	switch {
 	case len(st.Log) > 0 && e.log != 0:
@@ -175,7 +184,7 @@ func (s *shard) insert(slot int, key string, h uint32, st rate.State, expires, n
 	s.entries = append(s.entries, entry{key: strings.Clone(key), hash: h})
 	idx := len(s.entries) - 1
 	s.slots[slot] = uint64(h)<<32 | uint64(uint32(idx+1))
-	s.set(&s.entries[idx], st, expires)
+	s.set(&s.entries[idx], &st, expires)
 	return idx
 }
 

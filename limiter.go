@@ -1,0 +1,243 @@
+package sluice
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/sluicehq/sluice/rate"
+	"github.com/sluicehq/sluice/store/memory"
+)
+
+// ErrWouldExceedDeadline is wrapped by the error [Limiter.Wait] returns when
+// the request could not pass before the context's deadline: Wait returns it
+// at once instead of starting a wait that cannot end in time.
+var ErrWouldExceedDeadline = errors.New("rate limit wait would exceed the context deadline")
+
+// LimiterOptions configures a Limiter. Only Limits is required.
+type LimiterOptions struct {
+	// Limits are what every key must pass, all of them: a request passes
+	// only if each limit admits it, and a refused request consumes nothing
+	// from any (for example 10/s and 1000/d). At least one is required.
+	Limits []rate.Limit
+	// Name, if set, prefixes every key as "name:key", so that limiters
+	// sharing a Store keep separate states for the same key. Limiters that
+	// share a Store need distinct names.
+	Name string
+	// Store keeps the keys' states. If nil, the limiter creates a memory
+	// store (package store/memory) with its default options and Clock.
+	Store Store
+	// Clock is the clock Wait measures the time left with and sleeps on,
+	// and the one the memory store created when Store is nil decides
+	// with. If nil, the limiter uses rate.SystemClock{}. When a Store is
+	// given, pass the clock that Store decides with.
+	Clock rate.Clock
+}
+
+// Limiter applies one or more limits to keys: a user, an API key, an IP.
+// It is safe for concurrent use; create it with [NewLimiter].
+//
+// Most callers want [Limiter.Allow], which decides at once, or
+// [Limiter.Wait], which blocks until the request may pass (and gives up at
+// once if that is after the context's deadline). To decide one request
+// against several limiters (per account and per IP), combine their
+// [Limiter.Requests] in [AllowAll].
+//
+// With one limit and no Name, a key is stored as it is, and Allow on a key
+// the memory store already holds does not allocate. With several limits,
+// each is stored under its own key, "{key}|" followed by the limit (see
+// [rate.Limit.String]); the braces are a Redis Cluster hash tag, so a
+// key's limits live together, and a changed limit starts from fresh
+// states rather than misreading the ones the old limit left. A single
+// limit's key carries no suffix: when changing its algorithm on a shared
+// store, change the Name too.
+type Limiter struct {
+	limits []rate.Limit
+	// The store key of limits[i] is prefix + key + suffixes[i] (with a
+	// hash tag around key when there are several limits).
+	prefix   string
+	suffixes []string
+	store    Store
+	clock    rate.Clock
+}
+
+// NewLimiter returns a limiter configured by opts. It fails if there is no
+// limit, a limit is invalid, or two limits are the same.
+func NewLimiter(opts LimiterOptions) (*Limiter, error) {
+	if len(opts.Limits) == 0 {
+		return nil, errors.New("sluice: a limiter needs at least one limit")
+	}
+	l := &Limiter{
+		limits:   append([]rate.Limit(nil), opts.Limits...),
+		suffixes: make([]string, len(opts.Limits)),
+		store:    opts.Store,
+		clock:    opts.Clock,
+	}
+	if opts.Name != "" {
+		l.prefix = opts.Name + ":"
+	}
+	for i, lim := range l.limits {
+		if err := lim.Validate(); err != nil {
+			return nil, fmt.Errorf("sluice: limit %d (%v): %w", i+1, lim, err)
+		}
+		if len(l.limits) == 1 {
+			break
+		}
+		l.suffixes[i] = "|" + lim.String()
+		for j := range i {
+			if l.suffixes[j] == l.suffixes[i] {
+				return nil, fmt.Errorf("sluice: limits %d and %d are both %v", j+1, i+1, lim)
+			}
+		}
+	}
+	if l.clock == nil {
+		l.clock = rate.SystemClock{}
+	}
+	if l.store == nil {
+		l.store = memory.New(memory.Options{Clock: l.clock})
+	}
+	return l, nil
+}
+
+// Limits returns the limiter's limits.
+func (l *Limiter) Limits() []rate.Limit { return append([]rate.Limit(nil), l.limits...) }
+
+// Store returns the store the limiter decides with, to share it with other
+// limiters or pass it to [AllowAll].
+func (l *Limiter) Store() Store { return l.store }
+
+// Allow decides one request of cost 1 for key. See [Limiter.AllowN].
+func (l *Limiter) Allow(ctx context.Context, key string) (rate.Decision, error) {
+	return l.AllowN(ctx, key, 1)
+}
+
+// AllowN decides a request of cost n for key, now: it consumes n from every
+// limit, or refuses and consumes nothing. A refusal is not an error: the
+// Decision says Allowed false and when to retry. The Decision combines the
+// limits' (see [rate.Combine]). An error means the store could not decide,
+// or n can never pass (it wraps [rate.ErrCostExceedsCapacity] or
+// [rate.ErrNegativeCost]).
+//
+// With a leaky_bucket limit an allowed request may carry a Delay: the
+// caller should wait that long before going ahead (Wait does).
+func (l *Limiter) AllowN(ctx context.Context, key string, n int64) (rate.Decision, error) {
+	if len(l.limits) == 1 {
+		if l.prefix != "" {
+			key = l.prefix + key
+		}
+		return l.store.Decide(ctx, rate.Request{Key: key, Limit: l.limits[0], Cost: n})
+	}
+	reqs := l.requests(key, n)
+	return l.store.DecideAll(ctx, reqs, make([]rate.Decision, len(reqs)))
+}
+
+// Requests returns the requests AllowN(key, n) decides, one per limit, with
+// the keys the limiter stores them under. Pass the requests of several
+// limiters to [AllowAll] to decide them as one.
+func (l *Limiter) Requests(key string, n int64) []rate.Request {
+	return l.requests(key, n)
+}
+
+func (l *Limiter) requests(key string, n int64) []rate.Request {
+	reqs := make([]rate.Request, len(l.limits))
+	for i, lim := range l.limits {
+		k := l.prefix + key
+		if len(l.limits) > 1 {
+			k = l.prefix + "{" + key + "}" + l.suffixes[i]
+		}
+		reqs[i] = rate.Request{Key: k, Limit: lim, Cost: n}
+	}
+	return reqs
+}
+
+// AllowAll decides several requests as one, all or nothing: if any is
+// refused, none consumes anything. Use it to apply limits on different keys
+// to one request, such as a login limited per account and per IP; build the
+// requests with [Limiter.Requests] (the limiters must share store and have
+// distinct names). It returns the combined decision (see [rate.Combine]).
+func AllowAll(ctx context.Context, store Store, reqs ...rate.Request) (rate.Decision, error) {
+	return store.DecideAll(ctx, reqs, make([]rate.Decision, len(reqs)))
+}
+
+// Wait blocks until a request of cost 1 for key may pass. See
+// [Limiter.WaitN].
+func (l *Limiter) Wait(ctx context.Context, key string) error {
+	return l.WaitN(ctx, key, 1)
+}
+
+// WaitN blocks until a request of cost n for key passes, then returns nil:
+// for callers who would rather wait than be refused (a client pacing
+// itself, a worker draining a queue). It sleeps on the limiter's Clock.
+//
+// If ctx has a deadline, WaitN never starts a wait that cannot end before
+// it: when the request could pass only then or later, it returns at once
+// an error
+// wrapping [ErrWouldExceedDeadline] that says how long it would have had to
+// wait. If ctx ends while it sleeps, it returns ctx's error. A cost that
+// can never pass returns its error at once, as in AllowN.
+//
+// With a leaky_bucket limit, WaitN takes a place in the queue only if its
+// turn comes before the deadline, then sleeps until its turn. Should ctx end
+// during that last sleep, the place is not given back.
+func (l *Limiter) WaitN(ctx context.Context, key string, n int64) error {
+	reqs := l.requests(key, n)
+	out := make([]rate.Decision, len(reqs))
+	for {
+		if err := ctx.Err(); err != nil {
+			return err
+		}
+		deadline, bounded := ctx.Deadline()
+		var left time.Duration
+		if bounded {
+			// Whatever is admitted must go ahead strictly before the
+			// deadline, when ctx is done; the steps count in µs.
+			if left = deadline.Sub(l.clock.Now()); left < 2*time.Microsecond {
+				return fmt.Errorf("sluice: wait for %q: %w", key, context.DeadlineExceeded)
+			}
+			for i := range reqs {
+				// A leaky_bucket refuses a turn further away than this.
+				reqs[i].MaxDelay = left - time.Microsecond
+			}
+		}
+		d, err := l.store.DecideAll(ctx, reqs, out)
+		if err != nil {
+			return err
+		}
+		if d.Allowed {
+			if d.Delay > 0 {
+				return l.clock.Sleep(ctx, d.Delay)
+			}
+			return nil
+		}
+		if need := l.wait(out); bounded && need >= left {
+			return fmt.Errorf("sluice: %q would have to wait %v, %v left: %w", key, need, left, ErrWouldExceedDeadline)
+		}
+		// A refusal always names a positive wait; never spin on a zero.
+		if err := l.clock.Sleep(ctx, max(d.RetryAfter, time.Microsecond)); err != nil {
+			return err
+		}
+	}
+}
+
+// wait returns how long until the refused request whose per-limit
+// decisions are ds could go ahead. That is RetryAfter for most limits. A
+// leaky_bucket admits a request only to make it wait for its turn, which
+// comes when the queue ahead has drained: ResetAfter away when it refused,
+// its Delay when it admitted. Waiting RetryAfter and retrying could not
+// bring that turn any closer.
+func (l *Limiter) wait(ds []rate.Decision) time.Duration {
+	var need time.Duration
+	for i, d := range ds {
+		leaky := l.limits[i].Algorithm == rate.LeakyBucket
+		switch {
+		case !d.Allowed && leaky:
+			need = max(need, d.RetryAfter, d.ResetAfter)
+		case !d.Allowed:
+			need = max(need, d.RetryAfter)
+		default:
+			need = max(need, d.Delay)
+		}
+	}
+	return need
+}

@@ -1,0 +1,421 @@
+package sluice_test
+
+import (
+	"context"
+	"errors"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/sluicehq/sluice"
+	"github.com/sluicehq/sluice/rate"
+	"github.com/sluicehq/sluice/rate/ratetest"
+	"github.com/sluicehq/sluice/store/memory"
+)
+
+// start is midnight UTC, far enough ahead that a real context deadline
+// set relative to the fake clock never fires during a test.
+var start = time.Date(2100, 1, 4, 0, 0, 0, 0, time.UTC)
+
+func limits(t testing.TB, ss ...string) []rate.Limit {
+	t.Helper()
+	var ls []rate.Limit
+	for _, s := range ss {
+		l, err := rate.ParseLimit(s)
+		if err != nil {
+			t.Fatal(err)
+		}
+		ls = append(ls, l)
+	}
+	return ls
+}
+
+func newLimiter(t testing.TB, clock rate.Clock, ls ...string) *sluice.Limiter {
+	t.Helper()
+	lim, err := sluice.NewLimiter(sluice.LimiterOptions{Limits: limits(t, ls...), Clock: clock})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return lim
+}
+
+// withDeadline returns a context whose deadline is d after the fake
+// clock's now.
+func withDeadline(t *testing.T, clock *ratetest.Clock, d time.Duration) context.Context {
+	ctx, cancel := context.WithDeadline(context.Background(), clock.Now().Add(d))
+	t.Cleanup(cancel)
+	return ctx
+}
+
+func TestNewLimiterValidates(t *testing.T) {
+	tests := []struct {
+		name string
+		opts sluice.LimiterOptions
+		want string
+	}{
+		{"no limit", sluice.LimiterOptions{}, "at least one limit"},
+		{"invalid limit", sluice.LimiterOptions{Limits: []rate.Limit{{Count: 0, Period: time.Second}}}, "count must be at least 1"},
+		{"second invalid", sluice.LimiterOptions{Limits: []rate.Limit{{Count: 1, Period: time.Second}, {Count: 1}}}, "limit 2"},
+		{"same limit twice", sluice.LimiterOptions{Limits: limits(t, "10/s", "1000/d", "10/s")}, "limits 1 and 3 are both gcra 10/s"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			_, err := sluice.NewLimiter(tt.opts)
+			if err == nil || !strings.Contains(err.Error(), tt.want) {
+				t.Errorf("err = %v, want one containing %q", err, tt.want)
+			}
+		})
+	}
+}
+
+func TestAllow(t *testing.T) {
+	ctx := context.Background()
+	clock := ratetest.NewClock(start)
+	lim := newLimiter(t, clock, "2/s burst 3")
+	steps := []struct {
+		advance   time.Duration
+		cost      int64
+		allowed   bool
+		remaining int64
+		retry     time.Duration
+	}{
+		{0, 1, true, 2, 0},
+		{0, 2, true, 0, 0},
+		{0, 1, false, 0, 500 * time.Millisecond},
+		{500 * time.Millisecond, 1, true, 0, 0},
+		{0, 2, false, 0, time.Second},
+		{time.Second, 2, true, 0, 0},
+		{2 * time.Second, 0, true, 3, 0},
+	}
+	for i, st := range steps {
+		clock.Advance(st.advance)
+		var d rate.Decision
+		var err error
+		if st.cost == 1 {
+			d, err = lim.Allow(ctx, "alice")
+		} else {
+			d, err = lim.AllowN(ctx, "alice", st.cost)
+		}
+		if err != nil {
+			t.Fatalf("step %d: %v", i, err)
+		}
+		if d.Allowed != st.allowed || d.Remaining != st.remaining || d.RetryAfter != st.retry || d.Limit != 3 {
+			t.Errorf("step %d: got %v, want allowed %t remaining %d retry %v", i, d, st.allowed, st.remaining, st.retry)
+		}
+	}
+	// Other keys have their own state.
+	if d, _ := lim.AllowN(ctx, "bob", 3); !d.Allowed {
+		t.Errorf("bob: %v, want allowed", d)
+	}
+}
+
+func TestAllowNInvalidCost(t *testing.T) {
+	ctx := context.Background()
+	for _, ls := range [][]string{{"10/s burst 20"}, {"10/s burst 20", "100/h"}} {
+		lim := newLimiter(t, ratetest.NewClock(start), ls...)
+		if _, err := lim.AllowN(ctx, "k", 21); !errors.Is(err, rate.ErrCostExceedsCapacity) {
+			t.Errorf("%v: cost 21: err = %v, want ErrCostExceedsCapacity", ls, err)
+		}
+		if _, err := lim.AllowN(ctx, "k", -1); !errors.Is(err, rate.ErrNegativeCost) {
+			t.Errorf("%v: cost -1: err = %v, want ErrNegativeCost", ls, err)
+		}
+		if err := lim.WaitN(ctx, "k", 21); !errors.Is(err, rate.ErrCostExceedsCapacity) {
+			t.Errorf("%v: WaitN(21): err = %v, want ErrCostExceedsCapacity", ls, err)
+		}
+	}
+}
+
+func TestAllowDoesNotAllocate(t *testing.T) {
+	if testing.CoverMode() != "" {
+		t.Skip("coverage counters allocate")
+	}
+	ctx := context.Background()
+	lim := newLimiter(t, nil, "1000000000/s")
+	if _, err := lim.Allow(ctx, "alice"); err != nil {
+		t.Fatal(err)
+	}
+	if n := testing.AllocsPerRun(1000, func() { _, _ = lim.Allow(ctx, "alice") }); n != 0 {
+		t.Errorf("Allow on a held key: %v allocations, want 0", n)
+	}
+}
+
+func TestWaitRefusesWhatTheDeadlineCannotCover(t *testing.T) {
+	clock := ratetest.NewClock(start)
+	lim := newLimiter(t, clock, "1/s")
+	if d, _ := lim.Allow(context.Background(), "alice"); !d.Allowed {
+		t.Fatalf("first request refused: %v", d)
+	}
+	err := lim.Wait(withDeadline(t, clock, 500*time.Millisecond), "alice")
+	if !errors.Is(err, sluice.ErrWouldExceedDeadline) {
+		t.Fatalf("Wait = %v, want ErrWouldExceedDeadline", err)
+	}
+	if !strings.Contains(err.Error(), "wait 1s, 500ms left") {
+		t.Errorf("error %q does not say how long it would have waited", err)
+	}
+	if slept, n := clock.Slept(); slept != 0 || n != 0 {
+		t.Errorf("Wait slept %v in %d calls before refusing; it should refuse at once", slept, n)
+	}
+	if !clock.Now().Equal(start) {
+		t.Errorf("the clock moved to %v", clock.Now())
+	}
+	// Nothing was consumed: a second later the request passes.
+	clock.Advance(time.Second)
+	if d, _ := lim.Allow(context.Background(), "alice"); !d.Allowed {
+		t.Errorf("after 1s: %v, want allowed", d)
+	}
+}
+
+func TestWaitSleepsRetryAfter(t *testing.T) {
+	clock := ratetest.NewClock(start)
+	lim := newLimiter(t, clock, "1/s")
+	ctx := withDeadline(t, clock, 2*time.Second)
+	for i := range 3 {
+		if err := lim.Wait(ctx, "alice"); err != nil && i < 2 {
+			t.Fatalf("Wait %d: %v", i, err)
+		} else if i == 2 && !errors.Is(err, sluice.ErrWouldExceedDeadline) {
+			// Requests at 0s and 1s; the next at 2s is at the deadline.
+			t.Fatalf("Wait %d: %v, want ErrWouldExceedDeadline", i, err)
+		}
+	}
+	if slept, n := clock.Slept(); slept != time.Second || n != 1 {
+		t.Errorf("slept %v in %d calls, want exactly 1s in 1", slept, n)
+	}
+	// Without a deadline it waits as long as it takes.
+	if err := lim.WaitN(context.Background(), "alice", 1); err != nil {
+		t.Fatal(err)
+	}
+	if got := clock.Now().Sub(start); got != 2*time.Second {
+		t.Errorf("third request passed at +%v, want +2s", got)
+	}
+}
+
+func TestWaitLeakyBucket(t *testing.T) {
+	t.Run("sleeps until its turn", func(t *testing.T) {
+		clock := ratetest.NewClock(start)
+		lim := newLimiter(t, clock, "leaky_bucket 1/s burst 3")
+		for i := range 3 {
+			if err := lim.Wait(context.Background(), "q"); err != nil {
+				t.Fatal(err)
+			}
+			if got := clock.Now().Sub(start); got != time.Duration(i)*time.Second {
+				t.Errorf("request %d went ahead at +%v, want +%ds", i, got, i)
+			}
+		}
+	})
+	t.Run("turn after the deadline", func(t *testing.T) {
+		clock := ratetest.NewClock(start)
+		lim := newLimiter(t, clock, "leaky_bucket 1/s burst 3")
+		for range 2 {
+			// Two requests queued: the next turn is 2s away.
+			if d, _ := lim.Allow(context.Background(), "q"); !d.Allowed {
+				t.Fatal(d)
+			}
+		}
+		err := lim.Wait(withDeadline(t, clock, 1500*time.Millisecond), "q")
+		if !errors.Is(err, sluice.ErrWouldExceedDeadline) || !strings.Contains(err.Error(), "wait 2s") {
+			t.Errorf("Wait = %v, want ErrWouldExceedDeadline after 2s", err)
+		}
+		if slept, _ := clock.Slept(); slept != 0 {
+			t.Errorf("slept %v, want 0", slept)
+		}
+		// It took no place in the queue.
+		if d, _ := lim.AllowN(context.Background(), "q", 0); d.Remaining != 1 {
+			t.Errorf("queue has %d places left, want 1", d.Remaining)
+		}
+	})
+	t.Run("queue full, turn before the deadline", func(t *testing.T) {
+		clock := ratetest.NewClock(start)
+		lim := newLimiter(t, clock, "leaky_bucket 1/s burst 2")
+		for range 2 {
+			if d, _ := lim.Allow(context.Background(), "q"); !d.Allowed {
+				t.Fatal(d)
+			}
+		}
+		// The queue is full for 1s; then a place frees and its turn comes
+		// 1s later, at +2s: within the 2.5s left.
+		if err := lim.Wait(withDeadline(t, clock, 2500*time.Millisecond), "q"); err != nil {
+			t.Fatal(err)
+		}
+		if got := clock.Now().Sub(start); got != 2*time.Second {
+			t.Errorf("went ahead at +%v, want +2s", got)
+		}
+	})
+	t.Run("queue full, turn after the deadline", func(t *testing.T) {
+		clock := ratetest.NewClock(start)
+		lim := newLimiter(t, clock, "leaky_bucket 1/s burst 2")
+		for range 2 {
+			if d, _ := lim.Allow(context.Background(), "q"); !d.Allowed {
+				t.Fatal(d)
+			}
+		}
+		// A place frees in 1s, within the 1.5s left, but the turn would
+		// come at +2s: waiting for the place would be in vain.
+		err := lim.Wait(withDeadline(t, clock, 1500*time.Millisecond), "q")
+		if !errors.Is(err, sluice.ErrWouldExceedDeadline) {
+			t.Errorf("Wait = %v, want ErrWouldExceedDeadline", err)
+		}
+		if slept, _ := clock.Slept(); slept != 0 {
+			t.Errorf("slept %v, want 0", slept)
+		}
+	})
+}
+
+func TestWaitContext(t *testing.T) {
+	clock := ratetest.NewClock(start)
+	lim := newLimiter(t, clock, "1/s")
+	ctx, cancel := context.WithCancel(context.Background())
+	cancel()
+	if err := lim.Wait(ctx, "a"); !errors.Is(err, context.Canceled) {
+		t.Errorf("cancelled: %v, want context.Canceled", err)
+	}
+	if err := lim.Wait(withDeadline(t, clock, -time.Second), "a"); !errors.Is(err, context.DeadlineExceeded) {
+		t.Errorf("deadline passed on the clock: %v, want context.DeadlineExceeded", err)
+	}
+	if d, _ := lim.AllowN(context.Background(), "a", 0); d.Remaining != 1 {
+		t.Errorf("a Wait that did not start consumed %d", 1-d.Remaining)
+	}
+}
+
+// TestMultiLimitAllOrNothing: a request refused by the daily limit
+// consumes nothing from the per-second one.
+func TestMultiLimitAllOrNothing(t *testing.T) {
+	ctx := context.Background()
+	clock := ratetest.NewClock(start)
+	lim := newLimiter(t, clock, "10/s", "fixed_window 3/d")
+	for i := range 3 {
+		d, err := lim.Allow(ctx, "alice")
+		if err != nil || !d.Allowed || d.Remaining != int64(2-i) || d.Limit != 3 {
+			t.Fatalf("request %d: %v, %v; want allowed, %d left of the daily 3", i, d, err, 2-i)
+		}
+	}
+	d, err := lim.Allow(ctx, "alice")
+	if err != nil || d.Allowed || d.RetryAfter != 24*time.Hour {
+		t.Fatalf("4th request: %v, %v; want refused until midnight", d, err)
+	}
+	perSecond := lim.Requests("alice", 0)[0]
+	got, err := lim.Store().Decide(ctx, perSecond)
+	if err != nil || got.Remaining != 7 {
+		t.Errorf("per-second limit: %v, %v; want 7 left (3 taken, none by the refused request)", got, err)
+	}
+	if n := lim.Store().(*memory.Store).Len(); n != 2 {
+		t.Errorf("store holds %d keys, want 2 (one per limit)", n)
+	}
+}
+
+func TestRequestsKeys(t *testing.T) {
+	tests := []struct {
+		name   string
+		limits []string
+		want   []string
+	}{
+		{"", []string{"10/s"}, []string{"alice"}},
+		{"api", []string{"10/s"}, []string{"api:alice"}},
+		{"", []string{"10/s", "1000/d"}, []string{"{alice}|gcra 10/s", "{alice}|gcra 1000/d"}},
+		{"api", []string{"10/s", "fixed_window 1000/d"}, []string{"api:{alice}|gcra 10/s", "api:{alice}|fixed_window 1000/d"}},
+	}
+	for _, tt := range tests {
+		lim, err := sluice.NewLimiter(sluice.LimiterOptions{Name: tt.name, Limits: limits(t, tt.limits...)})
+		if err != nil {
+			t.Fatal(err)
+		}
+		reqs := lim.Requests("alice", 2)
+		if len(reqs) != len(tt.want) {
+			t.Fatalf("%q %v: %d requests, want %d", tt.name, tt.limits, len(reqs), len(tt.want))
+		}
+		for i, r := range reqs {
+			if r.Key != tt.want[i] || r.Cost != 2 || r.Limit != lim.Limits()[i] {
+				t.Errorf("%q %v: request %d = %+v, want key %q cost 2", tt.name, tt.limits, i, r, tt.want[i])
+			}
+		}
+	}
+}
+
+// TestAllowAllLogin limits logins per account and per IP: both must pass,
+// and a refused attempt counts against neither.
+func TestAllowAllLogin(t *testing.T) {
+	ctx := context.Background()
+	clock := ratetest.NewClock(start)
+	store := memory.New(memory.Options{Clock: clock})
+	account, err := sluice.NewLimiter(sluice.LimiterOptions{Name: "account", Limits: limits(t, "sliding_log 3 per 15m"), Store: store, Clock: clock})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ip, err := sluice.NewLimiter(sluice.LimiterOptions{Name: "ip", Limits: limits(t, "5 per 15m"), Store: store, Clock: clock})
+	if err != nil {
+		t.Fatal(err)
+	}
+	login := func(user, addr string) bool {
+		t.Helper()
+		d, err := sluice.AllowAll(ctx, store, append(account.Requests(user, 1), ip.Requests(addr, 1)...)...)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return d.Allowed
+	}
+	steps := []struct {
+		user, addr string
+		want       bool
+	}{
+		{"alice", "10.0.0.1", true},
+		{"alice", "10.0.0.1", true},
+		{"alice", "10.0.0.1", true},
+		{"alice", "10.0.0.1", false}, // alice's 3 are spent
+		{"alice", "10.0.0.2", false}, // from anywhere
+		{"bob", "10.0.0.1", true},    // the IP has 2 left: alice's refusals took none
+		{"carol", "10.0.0.1", true},
+		{"dave", "10.0.0.1", false}, // the IP's 5 are spent
+		{"dave", "10.0.0.3", true},  // dave's refusal took nothing from dave
+	}
+	for i, st := range steps {
+		if got := login(st.user, st.addr); got != st.want {
+			t.Errorf("step %d: %s from %s: allowed %t, want %t", i, st.user, st.addr, got, st.want)
+		}
+	}
+}
+
+func TestConcurrentUse(t *testing.T) {
+	ctx := context.Background()
+	clock := ratetest.NewClock(start)
+	lim := newLimiter(t, clock, "100/h", "fixed_window 50/h")
+	var admitted atomic.Int64
+	var wg sync.WaitGroup
+	for range 8 {
+		wg.Go(func() {
+			for range 20 {
+				d, err := lim.Allow(ctx, "shared")
+				if err != nil {
+					t.Error(err)
+					return
+				}
+				if d.Allowed {
+					admitted.Add(1)
+				}
+			}
+		})
+	}
+	wg.Wait()
+	if n := admitted.Load(); n != 50 {
+		t.Errorf("admitted %d of 160, want exactly 50", n)
+	}
+
+	// Waiters share the fake clock, whose sleeps move time for all: 40
+	// requests at 1/s cannot all pass in less than 39s.
+	waiter := newLimiter(t, clock, "1/s")
+	before := clock.Now()
+	for range 4 {
+		wg.Go(func() {
+			for range 10 {
+				if err := waiter.Wait(ctx, "w"); err != nil {
+					t.Error(err)
+					return
+				}
+			}
+		})
+	}
+	wg.Wait()
+	if got := clock.Now().Sub(before); got < 39*time.Second {
+		t.Errorf("40 requests at 1/s passed within %v", got)
+	}
+}
