@@ -50,7 +50,7 @@ func (a pt) ticksSince(b pt, n int64) int64 { return (a.us-b.us)*n + a.rem - b.r
 // time (a clock stepped back) is taken at that latest time, so it can
 // never spend tokens that the later time has already refilled; its
 // durations are still measured from the caller's now.
-func (l Limit) gcra(s State, now, cost, maxDelay int64) (State, Decision) {
+func (l *Limit) gcra(s *State, now, cost, maxDelay int64, next *State, out *Decision) {
 	n, t, b := l.Count, l.periodMicros(), l.burst()
 	at := max(now, s.C)
 	tat := pt{s.A, s.B}
@@ -59,9 +59,9 @@ func (l Limit) gcra(s State, now, cost, maxDelay int64) (State, Decision) {
 		base = pt{at, 0}
 	}
 	full := pt{at, 0}.addTicks(b*t, n) // at + B·I
-	next := base.addTicks(cost*t, n)
+	nt := base.addTicks(cost*t, n)
 	d := Decision{Limit: b}
-	allowed := !full.less(next)
+	allowed := !full.less(nt)
 	var delay int64
 	if l.Algorithm == LeakyBucket {
 		delay = base.ceilSub(pt{now, 0})
@@ -71,22 +71,24 @@ func (l Limit) gcra(s State, now, cost, maxDelay int64) (State, Decision) {
 		}
 	}
 	if !allowed {
-		d.RetryAfter = max(d.RetryAfter, dur(next.ceilSub(full)+at-now))
+		d.RetryAfter = max(d.RetryAfter, dur(nt.ceilSub(full)+at-now))
 		d.Remaining = remainingTicks(full, base, n, t)
 		d.ResetAfter = dur(max(0, tat.ceilSub(pt{now, 0})))
-		return s, d
+		*out, *next = d, *s
+		return
 	}
 	d.Allowed = true
 	if l.Algorithm == LeakyBucket {
 		d.Delay = dur(delay)
 	}
-	d.Remaining = remainingTicks(full, next, n, t)
-	d.ResetAfter = dur(max(0, next.ceilSub(pt{now, 0})))
-	if !(pt{at, 0}).less(next) {
+	d.Remaining = remainingTicks(full, nt, n, t)
+	d.ResetAfter = dur(max(0, nt.ceilSub(pt{now, 0})))
+	if !(pt{at, 0}).less(nt) {
 		// The bucket is full: nothing to remember.
-		return State{}, d
+		*out, *next = d, State{}
+		return
 	}
-	return State{A: next.us, B: next.rem, C: at}, d
+	*out, *next = d, State{A: nt.us, B: nt.rem, C: at}
 }
 
 // remainingTicks returns how many whole units fit between at and full.
@@ -104,7 +106,7 @@ func remainingTicks(full, at pt, n, t int64) int64 {
 // the zero State is fresh. It admits exactly what gcra admits while time
 // runs forward; when time runs backwards it refills nothing until it
 // catches up.
-func (l Limit) tokenBucket(s State, now, cost int64) (State, Decision) {
+func (l *Limit) tokenBucket(s *State, now, cost int64, next *State, out *Decision) {
 	n, t, b := l.Count, l.periodMicros(), l.burst()
 	capacity := b * t
 	debt, last := s.A, s.B
@@ -124,14 +126,16 @@ func (l Limit) tokenBucket(s State, now, cost int64) (State, Decision) {
 		d.Remaining = level / t
 		d.RetryAfter = dur(ceilDiv(need-level, n) + shift)
 		d.ResetAfter = dur(ceilDiv(debt, n) + shift)
-		return s, d
+		*out, *next = d, *s
+		return
 	}
 	debt += need
 	d.Allowed = true
 	d.Remaining = (capacity - debt) / t
 	d.ResetAfter = dur(ceilDiv(debt, n) + shift)
 	if debt == 0 {
-		return State{}, d
+		*out, *next = d, State{}
+		return
 	}
-	return State{A: debt, B: last}, d
+	*out, *next = d, State{A: debt, B: last}
 }

@@ -38,20 +38,32 @@ func (l Limit) Step(s State, now, cost int64) (State, Decision) {
 // leaky_bucket refuses a request whose Delay would be longer. The other
 // algorithms never delay and ignore maxDelay. A maxDelay of zero or less
 // means no bound beyond the queue's capacity.
-func (l Limit) StepWithin(s State, now, cost int64, maxDelay time.Duration) (State, Decision) {
+func (l Limit) StepWithin(s State, now, cost int64, maxDelay time.Duration) (next State, d Decision) {
+	l.Apply(&s, now, cost, maxDelay, &next, &d)
+	return next, d
+}
+
+// Apply is StepWithin for stores that keep states in place and cannot
+// afford to copy them through every call: it reads *s and writes the state
+// to commit to *next and the decision to *d. next may point to s itself,
+// for a caller that commits whatever the decision (a refusal writes back s
+// unchanged); to decide several requests all or nothing, give each its own
+// next.
+func (l *Limit) Apply(s *State, now, cost int64, maxDelay time.Duration, next *State, d *Decision) {
 	switch l.Algorithm {
 	case GCRA, LeakyBucket:
-		return l.gcra(s, now, cost, micros(maxDelay))
+		l.gcra(s, now, cost, micros(maxDelay), next, d)
 	case TokenBucket:
-		return l.tokenBucket(s, now, cost)
+		l.tokenBucket(s, now, cost, next, d)
 	case FixedWindow:
-		return l.fixedWindow(s, now, cost)
+		l.fixedWindow(s, now, cost, next, d)
 	case SlidingWindow:
-		return l.slidingWindow(s, now, cost)
+		l.slidingWindow(s, now, cost, next, d)
 	case SlidingLog:
-		return l.slidingLog(s, now, cost)
+		l.slidingLog(s, now, cost, next, d)
+	default:
+		*next, *d = *s, Decision{}
 	}
-	return s, Decision{}
 }
 
 // micros converts d to whole microseconds, rounding down.

@@ -5,7 +5,7 @@ import "time"
 // window returns the start and end, in µs, of the window holding now:
 // Period-long windows aligned to the Unix epoch (so daily windows are UTC
 // days), or UTC calendar months.
-func (l Limit) window(now int64) (start, end int64) {
+func (l *Limit) window(now int64) (start, end int64) {
 	if l.Calendar == Month {
 		t := time.UnixMicro(now).UTC()
 		y, m, _ := t.Date()
@@ -20,7 +20,7 @@ func (l Limit) window(now int64) (start, end int64) {
 // fixedWindow counts the units admitted in the current window and starts
 // from zero in the next. The state is (window start, count). If time goes
 // back into an earlier window, the stored (later) window still counts.
-func (l Limit) fixedWindow(s State, now, cost int64) (State, Decision) {
+func (l *Limit) fixedWindow(s *State, now, cost int64, next *State, out *Decision) {
 	start, end := l.window(now)
 	count := int64(0)
 	switch {
@@ -35,16 +35,18 @@ func (l Limit) fixedWindow(s State, now, cost int64) (State, Decision) {
 		d.Remaining = l.Count - count
 		d.RetryAfter = dur(end - now)
 		d.ResetAfter = d.RetryAfter
-		return s, d
+		*out, *next = d, *s
+		return
 	}
 	count += cost
 	d.Allowed = true
 	d.Remaining = l.Count - count
 	if count == 0 {
-		return State{}, d
+		*out, *next = d, State{}
+		return
 	}
 	d.ResetAfter = dur(end - now)
-	return State{A: start, B: count}, d
+	*out, *next = d, State{A: start, B: count}
 }
 
 // slidingWindow estimates the units admitted in the last Period as the
@@ -56,7 +58,7 @@ func (l Limit) fixedWindow(s State, now, cost int64) (State, Decision) {
 // and admits a request if estimate + cost ≤ Count. Rounding the weighted
 // part up never admits more than the real-valued formula would. The state
 // is (current window start, cur, prev).
-func (l Limit) slidingWindow(s State, now, cost int64) (State, Decision) {
+func (l *Limit) slidingWindow(s *State, now, cost int64, next *State, out *Decision) {
 	t := l.periodMicros()
 	start, _ := l.window(now)
 	var cur, prev int64
@@ -76,16 +78,18 @@ func (l Limit) slidingWindow(s State, now, cost int64) (State, Decision) {
 		d.Remaining = max(0, l.Count-cur-weighted)
 		d.RetryAfter = dur(l.slidingRetry(start, now, cur, prev, cost))
 		d.ResetAfter = dur(slidingReset(start, now, t, cur, prev))
-		return s, d
+		*out, *next = d, *s
+		return
 	}
 	cur += cost
 	d.Allowed = true
 	d.Remaining = l.Count - cur - weighted
 	d.ResetAfter = dur(slidingReset(start, now, t, cur, prev))
 	if cur == 0 && prev == 0 {
-		return State{}, d
+		*out, *next = d, State{}
+		return
 	}
-	return State{A: start, B: cur, C: prev}, d
+	*out, *next = d, State{A: start, B: cur, C: prev}
 }
 
 // slidingReset returns how long until both windows are empty.
@@ -104,7 +108,7 @@ func slidingReset(start, now, t, cur, prev int64) int64 {
 // the previous window's weighted count has decayed enough, in this window
 // or, if that is not enough, in the next (where cur becomes the previous
 // count).
-func (l Limit) slidingRetry(start, now, cur, prev, cost int64) int64 {
+func (l *Limit) slidingRetry(start, now, cur, prev, cost int64) int64 {
 	t, n := l.periodMicros(), l.Count
 	// In this window: need ⌈prev·(T−e)/T⌉ ≤ n−cur−cost =: room, that is
 	// ⌊prev·e/T⌋ ≥ prev−room, that is e ≥ ⌈(prev−room)·T/prev⌉.
@@ -127,7 +131,7 @@ func (l Limit) slidingRetry(start, now, cur, prev, cost int64) int64 {
 // admitted at a leaves the window when now − a ≥ T. If time goes back, new
 // units are recorded at the latest recorded time, so they leave no earlier
 // than they should.
-func (l Limit) slidingLog(s State, now, cost int64) (State, Decision) {
+func (l *Limit) slidingLog(s *State, now, cost int64, next *State, out *Decision) {
 	t := l.periodMicros()
 	log := s.Log
 	i := 0
@@ -141,12 +145,14 @@ func (l Limit) slidingLog(s State, now, cost int64) (State, Decision) {
 		k := int64(len(log)) + cost - l.Count // units that must leave first
 		d.RetryAfter = dur(log[k-1] + t - now)
 		d.ResetAfter = dur(log[len(log)-1] + t - now)
-		return s, d
+		*out, *next = d, *s
+		return
 	}
 	d.Allowed = true
 	d.Remaining = l.Count - int64(len(log)) - cost
 	if len(log) == 0 && cost == 0 {
-		return State{}, d
+		*out, *next = d, State{}
+		return
 	}
 	at := now
 	if len(log) > 0 {
@@ -164,5 +170,5 @@ func (l Limit) slidingLog(s State, now, cost int64) (State, Decision) {
 		}
 	}
 	d.ResetAfter = dur(log[len(log)-1] + t - now)
-	return State{Log: log}, d
+	*out, *next = d, State{Log: log}
 }

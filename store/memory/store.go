@@ -193,11 +193,12 @@ func (s *Store) Decide(_ context.Context, r rate.Request) (rate.Decision, error)
 			sh.load(&st, &sh.entries[idx])
 		}
 	}
-	next, d := r.Limit.StepWithin(st, now, r.Cost, r.MaxDelay)
+	var next rate.State
+	var d rate.Decision
+	r.Limit.Apply(&st, now, r.Cost, r.MaxDelay, &next, &d)
 	sweep := sh.sweepDue()
 	if d.Allowed {
-		// A refusal leaves the state as it was, apart from bookkeeping that
-		// changes no decision: there is nothing to write.
+		// A refusal leaves the state as it was: there is nothing to write.
 		switch {
 		case idx >= 0 && fresh(next):
 			sh.remove(idx)
@@ -279,10 +280,9 @@ func (s *Store) DecideAll(_ context.Context, reqs []rate.Request, out []rate.Dec
 		} else if idx := sh.lookup(r.Key, hashes[i]); idx >= 0 {
 			st = sh.state(&sh.entries[idx])
 		}
-		next, d := r.Limit.StepWithin(st, now, r.Cost, r.MaxDelay)
-		states = append(states, next)
-		out[i] = d
-		allowed = allowed && d.Allowed
+		states = append(states, rate.State{})
+		r.Limit.Apply(&st, now, r.Cost, r.MaxDelay, &states[len(states)-1], &out[i])
+		allowed = allowed && out[i].Allowed
 	}
 
 	if allowed {
