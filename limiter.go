@@ -59,8 +59,32 @@ type Limiter struct {
 	prefix   string
 	suffixes []string
 	store    Store
-	mem      *memory.Store // store, when it is the memory store: a direct call on the hot path
-	clock    rate.Clock
+	// decider decides AllowN's request for limits[0]: the store itself
+	// when a key is stored as it is under one limit, else keyed. One call
+	// either way keeps AllowN small enough to be inlined, which spares a
+	// copy of the Decision on the way back.
+	decider decider
+	first   rate.Limit
+	clock   rate.Clock
+}
+
+// decider is the method of Store that AllowN calls.
+type decider interface {
+	Decide(ctx context.Context, r rate.Request) (rate.Decision, error)
+}
+
+// keyed decides AllowN's requests for a limiter whose keys are not stored
+// as they are: those with a Name, or several limits.
+type keyed struct{ l *Limiter }
+
+func (k keyed) Decide(ctx context.Context, r rate.Request) (rate.Decision, error) {
+	l := k.l
+	if len(l.limits) == 1 {
+		r.Key = l.prefix + r.Key
+		return l.store.Decide(ctx, r)
+	}
+	reqs := l.requests(r.Key, r.Cost)
+	return l.store.DecideAll(ctx, reqs, make([]rate.Decision, len(reqs)))
 }
 
 // NewLimiter returns a limiter configured by opts. It fails if there is no
@@ -98,7 +122,10 @@ func NewLimiter(opts LimiterOptions) (*Limiter, error) {
 	if l.store == nil {
 		l.store = memory.New(memory.Options{Clock: l.clock})
 	}
-	l.mem, _ = l.store.(*memory.Store)
+	l.decider, l.first = keyed{l}, l.limits[0]
+	if l.prefix == "" && len(l.limits) == 1 {
+		l.decider = l.store
+	}
 	return l, nil
 }
 
@@ -111,7 +138,9 @@ func (l *Limiter) Store() Store { return l.store }
 
 // Allow decides one request of cost 1 for key. See [Limiter.AllowN].
 func (l *Limiter) Allow(ctx context.Context, key string) (rate.Decision, error) {
-	return l.AllowN(ctx, key, 1)
+	// AllowN(ctx, key, 1), written out: one call is what lets the compiler
+	// inline Allow into its caller.
+	return l.decider.Decide(ctx, rate.Request{Key: key, Limit: l.first, Cost: 1})
 }
 
 // AllowN decides a request of cost n for key, now: it consumes n from every
@@ -124,17 +153,7 @@ func (l *Limiter) Allow(ctx context.Context, key string) (rate.Decision, error) 
 // With a leaky_bucket limit an allowed request may carry a Delay: the
 // caller should wait that long before going ahead (Wait does).
 func (l *Limiter) AllowN(ctx context.Context, key string, n int64) (rate.Decision, error) {
-	if len(l.limits) == 1 {
-		if l.prefix != "" {
-			key = l.prefix + key
-		}
-		if l.mem != nil {
-			return l.mem.Decide(ctx, rate.Request{Key: key, Limit: l.limits[0], Cost: n})
-		}
-		return l.store.Decide(ctx, rate.Request{Key: key, Limit: l.limits[0], Cost: n})
-	}
-	reqs := l.requests(key, n)
-	return l.store.DecideAll(ctx, reqs, make([]rate.Decision, len(reqs)))
+	return l.decider.Decide(ctx, rate.Request{Key: key, Limit: l.first, Cost: n})
 }
 
 // Requests returns the requests AllowN(key, n) decides, one per limit, with

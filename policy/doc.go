@@ -80,4 +80,6 @@
 //   - request.go: Request, WithUser, WithPlan.
 //   - enforce.go: Enforcer, Outcome, Observer: deciding, waiting, fallbacks.
 //   - gate.go: the concurrency limit with priority shares.
+//   - store.go: the store section (StoreConfig), which `sluice serve`
+//     reads to choose its store; libraries ignore it.
 package policy

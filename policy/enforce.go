@@ -88,6 +88,11 @@ func (o *Outcome) Done() {
 type Event struct {
 	// Policy is the policy that decided.
 	Policy *Policy
+	// Key is the store key of the policy's most restrictive limit for
+	// this request (see rate.MostRestrictive): for a refusal, the key
+	// that refused. It is a string the client influences, so a consumer
+	// that keeps keys must bound how many (never a metric label).
+	Key string
 	// Decision combines the decisions of the policy's limits for this
 	// request. When the store failed it is what the fallback decided (an
 	// allowed, empty Decision for a fail-open policy, a refusal for a
@@ -506,7 +511,9 @@ func (e *Enforcer) observe(ctx context.Context, st *state, a, b int, err error) 
 		for c < b && st.lims[c].Policy == p {
 			c++
 		}
-		e.observer.Observe(ctx, Event{Policy: p, Decision: rate.Combine(st.decs[a:c]), Shadow: p.Shadow, StoreErr: err})
+		ds := st.decs[a:c]
+		key := st.reqs[a+max(0, rate.MostRestrictive(ds))].Key
+		e.observer.Observe(ctx, Event{Policy: p, Key: key, Decision: rate.Combine(ds), Shadow: p.Shadow, StoreErr: err})
 		a = c
 	}
 }

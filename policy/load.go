@@ -246,7 +246,7 @@ func (ld *loader) list(n *yaml.Node, what string) []*yaml.Node {
 	return nil
 }
 
-var topFields = []string{"prefix", "instances", "client_ip", "plans", "concurrency", "policies"}
+var topFields = []string{"prefix", "instances", "client_ip", "plans", "concurrency", "store", "policies"}
 
 // file_ compiles the whole file.
 func (ld *loader) file_(root *yaml.Node) *Set {
@@ -271,6 +271,7 @@ func (ld *loader) file_(root *yaml.Node) *Set {
 	set.resolver = ld.clientIP(f["client_ip"])
 	set.plans = ld.plans(f["plans"])
 	set.conc = ld.concurrency(f["concurrency"])
+	set.store = ld.storeSection(f["store"])
 	pv, ok := f["policies"]
 	if !ok {
 		ld.errf(root, "the policy file has no policies list")

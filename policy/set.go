@@ -23,6 +23,7 @@ type Set struct {
 	resolver  *clientip.Resolver
 	plans     plans
 	conc      Concurrency
+	store     StoreConfig
 	// What some policy reads, so transports skip finding what none does.
 	usesUser, usesPlan, usesIP bool
 }

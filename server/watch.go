@@ -3,37 +3,93 @@ package server
 import (
 	"context"
 	"crypto/sha256"
+	"io/fs"
 	"os"
+	"path/filepath"
+	"slices"
+	"strings"
 	"time"
 )
 
-// fileWatch notices when a file's content changes. It polls instead of
-// using inotify because Kubernetes ConfigMaps change files by swapping a
-// symlink two levels up (..data), which inotify on the file itself does not
-// see; os.ReadFile follows the links every time, so a swap is a change like
-// any other. Comparing content hashes (not mtimes) ignores touches and
-// rewrites of the same bytes.
+// fileWatch notices when the content of some files changes. It polls
+// instead of using inotify because Kubernetes ConfigMaps change files by
+// swapping a symlink two levels up (..data), which inotify on the file
+// itself does not see; os.ReadFile follows the links every time, so a
+// swap is a change like any other. Comparing content hashes (not mtimes)
+// ignores touches and rewrites of the same bytes.
+//
+// A path may be a directory: its .yaml and .yml files count, as
+// rls.LoadDir reads them (names starting with a dot, such as a
+// ConfigMap's ..data, are skipped).
 type fileWatch struct {
-	path string
-	sum  [sha256.Size]byte
-	seen bool
+	paths []string
+	sum   [sha256.Size]byte
+	seen  bool
 }
 
-// changed reads the file and reports whether its content differs from the
-// last time. A file that cannot be read is not a change: the caller keeps
-// what it has until the file is back.
+// changed reads the files and reports whether their content differs from
+// the last time. A file that cannot be read is not a change: the caller
+// keeps what it has until the file is back.
 func (w *fileWatch) changed() bool {
-	b, err := os.ReadFile(w.path)
-	if err != nil {
+	sum, ok := w.hash()
+	if !ok {
 		return false
 	}
-	sum := sha256.Sum256(b)
 	if w.seen && sum == w.sum {
 		return false
 	}
 	first := !w.seen
 	w.sum, w.seen = sum, true
 	return !first
+}
+
+// hash hashes the names and contents of every file watched.
+func (w *fileWatch) hash() ([sha256.Size]byte, bool) {
+	h := sha256.New()
+	for _, p := range w.paths {
+		files := []string{p}
+		if st, err := os.Stat(p); err != nil {
+			return [sha256.Size]byte{}, false
+		} else if st.IsDir() {
+			var ok bool
+			if files, ok = yamlFiles(p); !ok {
+				return [sha256.Size]byte{}, false
+			}
+		}
+		for _, f := range files {
+			b, err := os.ReadFile(f)
+			if err != nil {
+				return [sha256.Size]byte{}, false
+			}
+			sum := sha256.Sum256(b)
+			h.Write([]byte(f))
+			h.Write([]byte{0})
+			h.Write(sum[:])
+		}
+	}
+	var out [sha256.Size]byte
+	h.Sum(out[:0])
+	return out, true
+}
+
+// yamlFiles lists the files of dir that rls.LoadDir loads, sorted.
+func yamlFiles(dir string) ([]string, bool) {
+	entries, err := os.ReadDir(dir)
+	if err != nil {
+		return nil, false
+	}
+	var out []string
+	for _, e := range entries {
+		name := e.Name()
+		if strings.HasPrefix(name, ".") || e.Type()&fs.ModeDir != 0 {
+			continue
+		}
+		if ext := filepath.Ext(name); ext == ".yaml" || ext == ".yml" {
+			out = append(out, filepath.Join(dir, name))
+		}
+	}
+	slices.Sort(out)
+	return out, true
 }
 
 // run polls every interval until ctx ends, calling onChange after each

@@ -27,7 +27,7 @@ func TestFileWatch(t *testing.T) {
 	must(os.Symlink("..v1", filepath.Join(dir, "..data")))
 	must(os.Symlink("..data/config.yaml", filepath.Join(dir, "config.yaml")))
 
-	w := &fileWatch{path: filepath.Join(dir, "config.yaml")}
+	w := &fileWatch{paths: []string{filepath.Join(dir, "config.yaml")}}
 	if w.changed() {
 		t.Fatal("first read reported as a change")
 	}
@@ -54,5 +54,35 @@ func TestFileWatch(t *testing.T) {
 	must(os.Symlink("..v1", filepath.Join(dir, "..data")))
 	if !w.changed() {
 		t.Fatal("content back to v1 not seen")
+	}
+}
+
+// A directory counts by its .yaml and .yml files: a new one, or a change
+// in one, is a change; other files are not.
+func TestFileWatchDirectory(t *testing.T) {
+	dir := t.TempDir()
+	write := func(name, content string) {
+		t.Helper()
+		if err := os.WriteFile(filepath.Join(dir, name), []byte(content), 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	write("a.yaml", "domain: a\n")
+	w := &fileWatch{paths: []string{dir}}
+	if w.changed() {
+		t.Fatal("first read reported as a change")
+	}
+	write("notes.txt", "not configuration")
+	write(".hidden.yaml", "domain: h\n")
+	if w.changed() {
+		t.Fatal("a file the loader ignores counted as a change")
+	}
+	write("b.yml", "domain: b\n")
+	if !w.changed() {
+		t.Fatal("a new .yml file not seen")
+	}
+	write("a.yaml", "domain: a2\n")
+	if !w.changed() {
+		t.Fatal("a changed .yaml file not seen")
 	}
 }

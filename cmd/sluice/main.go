@@ -29,6 +29,8 @@ type command struct {
 // holding its Run function, plus its line here.
 func commands() map[string]command {
 	return map[string]command{
+		"check":   {Summary: "check policy and Envoy rate limit files, printing every problem", Run: runCheck},
+		"serve":   {Summary: "run the proxy, check endpoints, Envoy's rate limit service and metrics", Run: runServe},
 		"sim":     {Summary: "replay traffic against every algorithm and show what passes", Run: runSim},
 		"version": {Summary: "print the version", Run: runVersion},
 	}

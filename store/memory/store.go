@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"hash/maphash"
 	"math/bits"
 	"runtime"
 	"time"
@@ -66,8 +65,10 @@ type Store struct {
 	// system is set when clock is rate.SystemClock: decisions then read
 	// it as one monotonic read (see systemClock).
 	system *systemClock
-	seed   maphash.Seed
+	hasher hasher
+	// A key's shard is the high bits of its hash: hash>>shift & mask.
 	shift  uint
+	mask   uint64
 	shards []shard
 }
 
@@ -94,7 +95,7 @@ const (
 
 // New returns a store configured by opts.
 func New(opts Options) *Store {
-	s := &Store{clock: opts.Clock, seed: maphash.MakeSeed()}
+	s := &Store{clock: opts.Clock, hasher: newHasher()}
 	if s.clock == nil {
 		s.clock = rate.SystemClock{}
 	}
@@ -116,15 +117,14 @@ func New(opts Options) *Store {
 	n = 1 << bits.Len(uint(n-1)) // a power of two
 	s.shards = make([]shard, n)
 	s.shift = uint(64 - bits.Len(uint(n-1)))
+	s.mask = uint64(n - 1)
 	perShard := -1
 	if maxKeys > 0 {
 		perShard = max(1, maxKeys/n)
 	}
-	var h maphash.Hash
-	h.SetSeed(s.seed)
 	for i := range s.shards {
 		s.shards[i].max = perShard
-		s.shards[i].rng = h.Sum64() + uint64(i)
+		s.shards[i].rng = s.hasher.k0 ^ uint64(i)
 	}
 	return s
 }
@@ -137,12 +137,13 @@ func (s *Store) now() int64 {
 	return rate.Micros(s.clock.Now())
 }
 
-// locate returns the index of key's shard and the low 32 bits of its hash.
+// locate returns the index of key's shard and the hash its table files it
+// under: the low 32 bits of its hash, with the lowest bit set (see entry).
 func (s *Store) locate(key string) (int, uint32) {
-	h := maphash.String(s.seed, key)
+	h := s.hasher.hash(key)
 	// The high bits pick the shard and the low bits the slot, so the two
 	// stay independent.
-	return int(h >> s.shift & uint64(len(s.shards)-1)), uint32(h)
+	return int(h >> s.shift & s.mask), uint32(h) | 1
 }
 
 // valid is a quick test that r passes [rate.Request.Check] and that its
@@ -164,7 +165,7 @@ func check(r *rate.Request) error {
 }
 
 // expiry returns when a state decided at now with decision d is fresh.
-func expiry(now int64, d rate.Decision) int64 {
+func expiry(now int64, d *rate.Decision) int64 {
 	return now + int64(d.ResetAfter/time.Microsecond)
 }
 
@@ -184,34 +185,35 @@ func (s *Store) Decide(_ context.Context, r rate.Request) (rate.Decision, error)
 	i, h := s.locate(r.Key)
 	sh := &s.shards[i]
 	sh.mu.Lock()
-	defer sh.mu.Unlock()
-	slot, idx := -1, -1
 	var st rate.State
-	if len(sh.slots) > 0 {
-		slot, idx = sh.find(r.Key, h)
-		if idx >= 0 {
-			sh.load(&st, &sh.entries[idx])
+	slot := sh.find(r.Key, h)
+	if slot >= 0 {
+		e := &sh.table[slot]
+		st.A, st.B, st.C = e.a, e.b, e.c
+		if e.log != 0 {
+			st.Log = sh.logs[e.log-1]
 		}
 	}
-	var next rate.State
+	// The step writes the next state over st: a refusal leaves it as it
+	// was, and there is nothing to write back.
 	var d rate.Decision
-	r.Limit.Apply(&st, now, r.Cost, r.MaxDelay, &next, &d)
+	r.Limit.Apply(&st, now, r.Cost, r.MaxDelay, &st, &d)
 	sweep := sh.sweepDue()
 	if d.Allowed {
-		// A refusal leaves the state as it was: there is nothing to write.
 		switch {
-		case idx >= 0 && fresh(next):
-			sh.remove(idx)
-		case idx >= 0:
-			sh.set(&sh.entries[idx], &next, expiry(now, d))
-		case !fresh(next):
-			sh.insert(slot, r.Key, h, next, expiry(now, d), now, nil)
+		case slot >= 0 && fresh(&st):
+			sh.remove(slot)
+		case slot >= 0:
+			sh.set(&sh.table[slot], &st, expiry(now, &d))
+		case !fresh(&st):
+			sh.insert(r.Key, h, &st, expiry(now, &d), now, nil)
 			sweep += sweepInsert
 		}
 	}
 	if sweep > 0 {
 		sh.sweep(now, sweep)
 	}
+	sh.mu.Unlock()
 	return d, nil
 }
 
@@ -277,8 +279,8 @@ func (s *Store) DecideAll(_ context.Context, reqs []rate.Request, out []rate.Dec
 		var st rate.State
 		if j := lastIndex(reqs[:i], r.Key); j >= 0 {
 			st = states[j]
-		} else if idx := sh.lookup(r.Key, hashes[i]); idx >= 0 {
-			st = sh.state(&sh.entries[idx])
+		} else if slot := sh.find(r.Key, hashes[i]); slot >= 0 {
+			st = sh.state(&sh.table[slot])
 		}
 		states = append(states, rate.State{})
 		r.Limit.Apply(&st, now, r.Cost, r.MaxDelay, &states[len(states)-1], &out[i])
@@ -289,7 +291,7 @@ func (s *Store) DecideAll(_ context.Context, reqs []rate.Request, out []rate.Dec
 		// Commit in order: where a key repeats, its last state wins, and
 		// that state already counts the earlier steps.
 		for i := range reqs {
-			s.shards[shards[i]].commit(reqs[i].Key, hashes[i], states[i], expiry(now, out[i]), now, reqs)
+			s.shards[shards[i]].commit(reqs[i].Key, hashes[i], states[i], expiry(now, &out[i]), now, reqs)
 		}
 	} else {
 		// Nothing is consumed: what a request that passed on its own
@@ -300,8 +302,8 @@ func (s *Store) DecideAll(_ context.Context, reqs []rate.Request, out []rate.Dec
 			}
 			sh := &s.shards[shards[i]]
 			var st rate.State
-			if idx := sh.lookup(reqs[i].Key, hashes[i]); idx >= 0 {
-				st = sh.state(&sh.entries[idx])
+			if slot := sh.find(reqs[i].Key, hashes[i]); slot >= 0 {
+				st = sh.state(&sh.table[slot])
 			}
 			_, peek := reqs[i].Limit.Step(st, now, 0)
 			out[i].Remaining, out[i].ResetAfter = peek.Remaining, peek.ResetAfter
@@ -343,17 +345,14 @@ func lastIndex(reqs []rate.Request, key string) int {
 
 // commit stores st for key, whose lock the caller holds.
 func (sh *shard) commit(key string, h uint32, st rate.State, expires, now int64, protect []rate.Request) {
-	slot, idx := -1, -1
-	if len(sh.slots) > 0 {
-		slot, idx = sh.find(key, h)
-	}
+	slot := sh.find(key, h)
 	switch {
-	case idx >= 0 && fresh(st):
-		sh.remove(idx)
-	case idx >= 0:
-		sh.set(&sh.entries[idx], &st, expires)
-	case !fresh(st):
-		sh.insert(slot, key, h, st, expires, now, protect)
+	case slot >= 0 && fresh(&st):
+		sh.remove(slot)
+	case slot >= 0:
+		sh.set(&sh.table[slot], &st, expires)
+	case !fresh(&st):
+		sh.insert(key, h, &st, expires, now, protect)
 		sh.sweep(now, sweepInsert)
 	}
 }
@@ -364,7 +363,7 @@ func (s *Store) Len() int {
 	for i := range s.shards {
 		sh := &s.shards[i]
 		sh.mu.Lock()
-		n += len(sh.entries)
+		n += sh.n
 		sh.mu.Unlock()
 	}
 	return n
@@ -376,7 +375,7 @@ func (s *Store) Stats() Stats {
 	for i := range s.shards {
 		sh := &s.shards[i]
 		sh.mu.Lock()
-		st.Keys += len(sh.entries)
+		st.Keys += sh.n
 		st.Evictions += sh.evictions
 		st.Expired += sh.expired
 		sh.mu.Unlock()

@@ -1,46 +1,88 @@
 package memory
 
 import (
-	"strings"
+	"encoding/binary"
+	"math"
 	"sync"
 
 	"github.com/sluicehq/sluice/rate"
 )
 
-// entry is one key's state. Entries live in a dense per-shard slice so that
-// the sweeper can walk them with a cursor and eviction can sample them at
-// random; the shard's slot table maps a key to its position.
+// entry is one key's state, and one slot of its shard's table: a cache
+// line. A lookup in a store far larger than the CPU's caches costs one
+// miss, the line of the key's first slot, and the lines of the few slots
+// after it that the probe may go on to (the CPU fetches those ahead).
+// Nothing else is touched for a key of up to inlineKey bytes: its bytes,
+// its hash and its state are all in the line. A longer key's bytes live in
+// the shard's arena, one more miss to compare them.
 //
-// 56 bytes: the common states (every algorithm but sliding_log) fit in
-// a, b and c; a sliding_log's timestamps live in the shard's side table.
+// An entry holds no pointer, so the garbage collector never scans a table,
+// however many keys it holds; the shard keeps what needs pointers (the
+// timestamps of a sliding_log) in side tables that entries index.
 type entry struct {
-	key     string
 	a, b, c int64
-	// expires is when the state is back to fresh, in µs: from then on the
-	// entry says nothing a fresh state would not, and may be reclaimed.
-	expires int64
-	// hash is the low 32 bits of the key's hash, kept so that the slot
-	// table can find and move an entry's slot without hashing again.
+	// hash is the low 32 bits of the key's hash, with the lowest bit set
+	// so that 0 marks an empty slot. Its high bits pick the key's home
+	// slot, and a probe compares it before looking at the key.
 	hash uint32
+	// expires is when the state is back to fresh, in ticks, rounded up:
+	// from then on the entry says nothing a fresh state would not, and may
+	// be reclaimed.
+	expires uint32
 	// log is 1 + the index of the key's sliding_log timestamps in the
 	// shard's logs, or 0 when it has none.
 	log uint32
+	// klen is the key's length when it is at most inlineKey bytes, and key
+	// holds its bytes. For a longer key klen is longKey, and key holds the
+	// offset (8 bytes) and length (4 bytes) of its bytes in the arena.
+	klen uint8
+	key  [inlineKey]byte
+}
+
+const (
+	// inlineKey is the longest key an entry holds in its own line.
+	inlineKey = 27
+	// longKey is the klen of a key kept in the arena.
+	longKey = math.MaxUint8
+)
+
+// Expiry times are kept in ticks of 2^tickShift µs (about a second) since
+// the Unix epoch, so that they fit in 32 bits (until 2113) and convert with
+// a shift. Rounding them up only delays reclaiming a key that is already
+// fresh; it never forgets a state that is not.
+const tickShift = 20
+
+// ticksUp returns the first tick at or after us, within what 32 bits hold.
+func ticksUp(us int64) uint32 {
+	t := (us + 1<<tickShift - 1) >> tickShift
+	return uint32(min(max(t, 0), math.MaxUint32))
 }
 
 // shard holds a part of the keys under one mutex.
 //
-// The slot table is open addressing with linear probing. A slot is 0 when
-// empty, otherwise hash<<32 | (1 + index into entries). Deletion shifts the
-// following slots back rather than leaving tombstones, so a lookup never
-// walks over dead slots and the table needs no periodic cleanup.
+// Its table is open addressing with linear probing, in Robin Hood order:
+// entries sit in the order of their home slots, so a probe for a missing
+// key stops as soon as it meets an entry closer to its own home than the
+// probe has come, and long runs are rare even at three quarters full.
+// Deletion shifts the following entries back rather than leaving
+// tombstones. The table's length is not a power of two: the home slot of
+// hash h is h·len/2^32, so the table can grow by a quarter at a time and
+// stay between 60% and 75% full, which is what keeps an idle key at about
+// 100 bytes with its 64-byte line.
 type shard struct {
 	mu sync.Mutex
 	// The fields below are guarded by mu.
-	slots    []uint64
-	entries  []entry
+	table []entry
+	// n is the number of entries in table.
+	n int
+	// arena holds the bytes of keys longer than inlineKey, of which
+	// garbage bytes belong to keys that are gone.
+	arena   []byte
+	garbage int
+	// logs holds the sliding_log timestamps that entries index.
 	logs     [][]int64
 	freeLogs []uint32
-	// cursor is where the sweeper looks next.
+	// cursor is the slot the sweeper looks at next.
 	cursor int
 	// max is the most entries the shard holds; negative for no bound.
 	max int
@@ -55,52 +97,137 @@ type shard struct {
 }
 
 const (
-	// minSlots is the smallest slot table a shard allocates.
+	// minSlots is the smallest table a shard allocates.
 	minSlots = 8
-	// minEntries is the capacity below which the entries slice is not
-	// shrunk.
-	minEntries = 64
 	// evictSamples is how many entries eviction compares.
 	evictSamples = 5
 )
 
-// find returns the index of key's entry, or -1, and the slot where the
-// search ended: the key's slot, or the empty slot where it would go. The
-// table must not be empty.
-func (s *shard) find(key string, h uint32) (slot, idx int) {
-	mask := len(s.slots) - 1
-	for i := int(h) & mask; ; i = (i + 1) & mask {
-		v := s.slots[i]
-		if v == 0 {
-			return i, -1
-		}
-		if uint32(v>>32) == h {
-			j := int(uint32(v)) - 1
-			if s.entries[j].key == key {
-				return i, j
-			}
-		}
-	}
+// home returns the slot where a key with hash h belongs.
+func (s *shard) home(h uint32) int {
+	return int(uint64(h) * uint64(len(s.table)) >> 32)
 }
 
-// lookup returns the index of key's entry, or -1.
-func (s *shard) lookup(key string, h uint32) int {
-	if len(s.slots) == 0 {
+// dist returns how far slot i is from the home of hash h.
+func (s *shard) dist(i int, h uint32) int {
+	d := i - s.home(h)
+	if d < 0 {
+		d += len(s.table)
+	}
+	return d
+}
+
+// find returns the slot of key, whose hash is h, or -1.
+func (s *shard) find(key string, h uint32) int {
+	if len(s.table) == 0 {
 		return -1
 	}
-	_, idx := s.find(key, h)
-	return idx
+	// Most keys are in their home slot: look there before the loop.
+	i := s.home(h)
+	if e := &s.table[i]; e.hash == h && s.is(e, key) {
+		return i
+	}
+	return s.probe(key, h, i)
 }
 
-// slotOf returns the slot that points at entries[idx].
-func (s *shard) slotOf(idx int) int {
-	mask := len(s.slots) - 1
-	want := uint64(uint32(idx + 1))
-	for i := int(s.entries[idx].hash) & mask; ; i = (i + 1) & mask {
-		if s.slots[i]&0xffffffff == want {
+// probe is find past the home slot i.
+func (s *shard) probe(key string, h uint32, i int) int {
+	t := s.table
+	for d := 0; ; d++ {
+		e := &t[i]
+		if e.hash == h && s.is(e, key) {
 			return i
 		}
+		if e.hash == 0 || s.dist(i, e.hash) < d {
+			// Robin Hood order: key would have been placed before this.
+			return -1
+		}
+		if i++; i == len(t) {
+			i = 0
+		}
 	}
+}
+
+// is reports whether e holds key.
+func (s *shard) is(e *entry, key string) bool {
+	n := len(key)
+	if n < 8 || n > 16 || int(e.klen) != n {
+		return s.isOther(e, key)
+	}
+	// Two loads from each side rather than a call.
+	return le64(key) == binary.LittleEndian.Uint64(e.key[:8]) &&
+		le64(key[n-8:]) == binary.LittleEndian.Uint64(e.key[n-8:n])
+}
+
+// isOther is is for keys shorter than 8 or longer than 16 bytes.
+func (s *shard) isOther(e *entry, key string) bool {
+	if len(key) > inlineKey {
+		return e.klen == longKey && string(s.long(e)) == key
+	}
+	return int(e.klen) == len(key) && string(e.key[:len(key)]) == key
+}
+
+// long returns the bytes of e's key, which is in the arena.
+func (s *shard) long(e *entry) []byte {
+	off := binary.LittleEndian.Uint64(e.key[0:8])
+	n := binary.LittleEndian.Uint32(e.key[8:12])
+	return s.arena[off : off+uint64(n)]
+}
+
+// keyOf returns e's key. It allocates: it is for tests and rare paths.
+func (s *shard) keyOf(e *entry) string {
+	if e.klen == longKey {
+		return string(s.long(e))
+	}
+	return string(e.key[:e.klen])
+}
+
+// setKey stores key in e, in the line or, if it is too long, in the arena.
+// The caller's string may be a slice of a larger buffer, or bytes it will
+// reuse: the shard keeps a copy of its own.
+func (s *shard) setKey(e *entry, key string) {
+	if len(key) <= inlineKey {
+		e.klen = uint8(len(key))
+		copy(e.key[:], key)
+		return
+	}
+	e.klen = longKey
+	binary.LittleEndian.PutUint64(e.key[0:8], uint64(len(s.arena)))
+	binary.LittleEndian.PutUint32(e.key[8:12], uint32(len(key)))
+	s.arena = append(s.arena, key...)
+}
+
+// freeKey accounts for the arena bytes of e's key, which is going away.
+func (s *shard) freeKey(e *entry) {
+	if e.klen != longKey {
+		return
+	}
+	s.garbage += int(binary.LittleEndian.Uint32(e.key[8:12]))
+}
+
+// compact gives back the arena's garbage once it is more than half of the
+// arena: copying the live keys costs at most what was freed since the last
+// time.
+func (s *shard) compact() {
+	if s.garbage == 0 || 2*s.garbage < len(s.arena) {
+		return
+	}
+	live := len(s.arena) - s.garbage
+	if live == 0 {
+		s.arena, s.garbage = nil, 0
+		return
+	}
+	arena := make([]byte, 0, live+live/4)
+	for i := range s.table {
+		e := &s.table[i]
+		if e.hash == 0 || e.klen != longKey {
+			continue
+		}
+		key := s.long(e)
+		binary.LittleEndian.PutUint64(e.key[0:8], uint64(len(arena)))
+		arena = append(arena, key...)
+	}
+	s.arena, s.garbage = arena, 0
 }
 
 // state returns the state stored in e.
@@ -112,18 +239,9 @@ func (s *shard) state(e *entry) rate.State {
 	return st
 }
 
-// load reads e's state into st, field by field: building a State and
-// copying it costs a store-forwarding stall on the hot path.
-func (s *shard) load(st *rate.State, e *entry) {
-	st.A, st.B, st.C = e.a, e.b, e.c
-	if e.log != 0 {
-		st.Log = s.logs[e.log-1]
-	}
-}
-
-// set stores st in e, which is about to expire at expires.
+// set stores st in e, which is about to expire at expires (µs).
 func (s *shard) set(e *entry, st *rate.State, expires int64) {
-	e.a, e.b, e.c, e.expires = st.A, st.B, st.C, expires
+	e.a, e.b, e.c, e.expires = st.A, st.B, st.C, ticksUp(expires)
 	switch {
 	case len(st.Log) > 0 && e.log != 0:
 		s.logs[e.log-1] = st.Log
@@ -154,112 +272,106 @@ func (s *shard) freeLog(e *entry) {
 
 // fresh reports whether st is the zero State, which a step returns when the
 // key is back to fresh.
-func fresh(st rate.State) bool {
+func fresh(st *rate.State) bool {
 	return st.A == 0 && st.B == 0 && st.C == 0 && len(st.Log) == 0
 }
 
-// insert adds key with state st at the empty slot that find returned,
-// evicting an entry first if the shard is full. It returns the new entry's
-// index. protect lists keys that eviction must not pick (those of the
-// DecideAll call in progress); when it leaves nothing to evict, the shard
-// goes over its bound rather than forget a state it has just committed.
-func (s *shard) insert(slot int, key string, h uint32, st rate.State, expires, now int64, protect []rate.Request) int {
-	if s.max >= 0 && len(s.entries) >= s.max && s.evict(now, protect) {
-		// The table changed under the slot find returned.
-		slot, _ = s.find(key, h)
+// insert adds key, which the shard does not hold, with state st, evicting
+// an entry first if the shard is full. protect lists keys that eviction
+// must not pick (those of the DecideAll call in progress); when it leaves
+// nothing to evict, the shard goes over its bound rather than forget a
+// state it has just committed.
+func (s *shard) insert(key string, h uint32, st *rate.State, expires, now int64, protect []rate.Request) {
+	if s.max >= 0 && s.n >= s.max {
+		s.evict(now, protect)
 	}
-	if 4*(len(s.entries)+1) > 3*len(s.slots) {
-		s.resize(max(minSlots, 2*len(s.slots)))
-		slot, _ = s.find(key, h)
+	if 4*(s.n+1) > 3*len(s.table) {
+		// Grow by a quarter: idle keys are the bulk of the memory.
+		s.resize(max(minSlots, len(s.table)+len(s.table)/4, (4*(s.n+1)+2)/3))
 	}
-	if len(s.entries) == cap(s.entries) {
-		// Grow by an eighth rather than append's quarter: idle keys are
-		// the bulk of the memory, and copying 56-byte entries is cheap.
-		grown := make([]entry, len(s.entries), max(minEntries, cap(s.entries)+cap(s.entries)/8))
-		copy(grown, s.entries)
-		s.entries = grown
-	}
-	// The caller's string may be a slice of a larger buffer, or bytes it
-	// will reuse: keep a copy of its own.
-	s.entries = append(s.entries, entry{key: strings.Clone(key), hash: h})
-	idx := len(s.entries) - 1
-	s.slots[slot] = uint64(h)<<32 | uint64(uint32(idx+1))
-	s.set(&s.entries[idx], &st, expires)
-	return idx
+	e := entry{hash: h}
+	s.setKey(&e, key)
+	s.set(&e, st, expires)
+	s.place(e)
+	s.n++
 }
 
-// remove deletes entries[idx]: it moves the last entry into its place.
-func (s *shard) remove(idx int) {
-	s.clearSlot(s.slotOf(idx))
-	if s.entries[idx].log != 0 {
-		s.freeLog(&s.entries[idx])
+// place puts e into the table, which has an empty slot, in Robin Hood
+// order: going from e's home, e takes the place of the first entry that is
+// closer to its own home than e would be, and that entry goes on.
+func (s *shard) place(e entry) {
+	t := s.table
+	i := s.home(e.hash)
+	for d := 0; ; d++ {
+		r := &t[i]
+		if r.hash == 0 {
+			*r = e
+			return
+		}
+		if rd := s.dist(i, r.hash); rd < d {
+			e, *r = *r, e
+			d = rd
+		}
+		if i++; i == len(t) {
+			i = 0
+		}
 	}
-	last := len(s.entries) - 1
-	if idx != last {
-		s.slots[s.slotOf(last)] = uint64(s.entries[last].hash)<<32 | uint64(uint32(idx+1))
-		s.entries[idx] = s.entries[last]
+}
+
+// remove deletes the entry in slot i: the entries after it that are not at
+// home move back one slot.
+func (s *shard) remove(i int) {
+	t := s.table
+	if t[i].log != 0 {
+		s.freeLog(&t[i])
 	}
-	s.entries[last] = entry{} // drop the key string
-	s.entries = s.entries[:last]
+	s.freeKey(&t[i])
+	for {
+		j := i + 1
+		if j == len(t) {
+			j = 0
+		}
+		if t[j].hash == 0 || s.dist(j, t[j].hash) == 0 {
+			break
+		}
+		t[i] = t[j]
+		i = j
+	}
+	t[i] = entry{}
+	s.n--
+	s.compact()
 	s.shrink()
 }
 
-// clearSlot empties slot i and shifts back the slots that follow it in its
-// probe run, so that every key stays reachable from its home slot.
-func (s *shard) clearSlot(i int) {
-	mask := len(s.slots) - 1
-	for j := (i + 1) & mask; s.slots[j] != 0; j = (j + 1) & mask {
-		home := int(uint32(s.slots[j]>>32)) & mask
-		// The slot at j may move to i unless its home lies cyclically
-		// in (i, j]: then i is before its home and a lookup would miss it.
-		var stays bool
-		if i <= j {
-			stays = i < home && home <= j
-		} else {
-			stays = i < home || home <= j
-		}
-		if !stays {
-			s.slots[i] = s.slots[j]
-			i = j
+// resize rebuilds the table with n slots. It reads only the entries, which
+// carry their hashes.
+func (s *shard) resize(n int) {
+	old := s.table
+	s.table = make([]entry, n)
+	for i := range old {
+		if old[i].hash != 0 {
+			s.place(old[i])
 		}
 	}
-	s.slots[i] = 0
-}
-
-// resize rebuilds the slot table with n slots, a power of two. It reads
-// only the slots, which carry their hashes.
-func (s *shard) resize(n int) {
-	old := s.slots
-	s.slots = make([]uint64, n)
-	mask := n - 1
-	for _, v := range old {
-		if v == 0 {
-			continue
-		}
-		i := int(uint32(v>>32)) & mask
-		for s.slots[i] != 0 {
-			i = (i + 1) & mask
-		}
-		s.slots[i] = v
+	if len(old) > 0 {
+		// Keep the sweeper at about the same place in the key space.
+		s.cursor = int(uint64(s.cursor) * uint64(n) / uint64(len(old)))
 	}
 }
 
 // shrink gives memory back once the shard holds far fewer keys than it has
 // room for, so that a burst of keys does not pin its peak forever.
 func (s *shard) shrink() {
-	n := len(s.entries)
-	if c := cap(s.entries); c > minEntries && n < c/4 {
-		s.entries = append(make([]entry, 0, c/2), s.entries...)
+	if len(s.table) > minSlots && s.n < len(s.table)/4 {
+		// Two thirds full: as far from growing again as from shrinking.
+		s.resize(max(minSlots, (3*s.n+1)/2))
 	}
-	if len(s.slots) > minSlots && n < len(s.slots)/8 {
-		s.resize(len(s.slots) / 2)
-	}
-	if n == 0 {
+	if s.n == 0 {
 		s.cursor = 0
 	}
 }
 
-// sweepDue counts a decision and returns how many entries it should sweep.
+// sweepDue counts a decision and returns how many slots it should sweep.
 func (s *shard) sweepDue() int {
 	s.decisions++
 	if s.decisions%sweepEvery == 0 {
@@ -268,16 +380,20 @@ func (s *shard) sweepDue() int {
 	return 0
 }
 
-// sweep looks at up to n entries from the cursor and reclaims those whose
-// state is fresh again at now. Each operation calls it with a small n, so
-// the work is spread out: there is never a pass over the whole shard.
+// sweep looks at up to n slots from the cursor and reclaims the entries
+// whose state is fresh again at now (µs). Each operation calls it with a
+// small n, so the work is spread out: there is never a pass over the whole
+// shard.
 func (s *shard) sweep(now int64, n int) {
-	for ; n > 0 && len(s.entries) > 0; n-- {
-		if s.cursor >= len(s.entries) {
+	tick := now >> tickShift
+	for ; n > 0 && s.n > 0; n-- {
+		if s.cursor >= len(s.table) {
 			s.cursor = 0
 		}
-		if s.entries[s.cursor].expires <= now {
-			// The last entry moves to the cursor: look at it next.
+		e := &s.table[s.cursor]
+		if e.hash != 0 && int64(e.expires) <= tick {
+			// The next entry may move back into the cursor's slot: look
+			// at it next.
 			s.remove(s.cursor)
 			s.expired++
 		} else {
@@ -290,20 +406,23 @@ func (s *shard) sweep(now int64, n int) {
 // at random it removes the one closest to fresh, whose loss forgets the
 // least. It reports whether it removed anything.
 func (s *shard) evict(now int64, protect []rate.Request) bool {
+	if s.n == 0 {
+		return false
+	}
 	best := -1
 	for range evictSamples {
-		i := int(s.next() % uint64(len(s.entries)))
-		if protected(s.entries[i].key, protect) {
+		i := s.occupied(int(s.next() % uint64(len(s.table))))
+		if s.protected(&s.table[i], protect) {
 			continue
 		}
-		if best < 0 || s.entries[i].expires < s.entries[best].expires {
+		if best < 0 || s.table[i].expires < s.table[best].expires {
 			best = i
 		}
 	}
 	if best < 0 {
 		// Only possible with a shard smaller than one DecideAll call.
-		for i := range s.entries {
-			if !protected(s.entries[i].key, protect) {
+		for i := range s.table {
+			if s.table[i].hash != 0 && !s.protected(&s.table[i], protect) {
 				best = i
 				break
 			}
@@ -312,7 +431,7 @@ func (s *shard) evict(now int64, protect []rate.Request) bool {
 			return false
 		}
 	}
-	if s.entries[best].expires <= now {
+	if int64(s.table[best].expires) <= now>>tickShift {
 		s.expired++
 	} else {
 		s.evictions++
@@ -321,9 +440,21 @@ func (s *shard) evict(now int64, protect []rate.Request) bool {
 	return true
 }
 
-func protected(key string, reqs []rate.Request) bool {
+// occupied returns the first slot from i on that holds an entry; the shard
+// must hold one.
+func (s *shard) occupied(i int) int {
+	for s.table[i].hash == 0 {
+		if i++; i == len(s.table) {
+			i = 0
+		}
+	}
+	return i
+}
+
+// protected reports whether e holds the key of one of reqs.
+func (s *shard) protected(e *entry, reqs []rate.Request) bool {
 	for i := range reqs {
-		if reqs[i].Key == key {
+		if s.is(e, reqs[i].Key) {
 			return true
 		}
 	}

@@ -2,55 +2,80 @@ package memory
 
 import (
 	"fmt"
+	"math"
 	"math/rand/v2"
+	"strings"
 	"testing"
+	"unsafe"
 
 	"github.com/sluicehq/sluice/rate"
 )
 
-// check verifies a shard's invariants: every entry is reachable through its
-// slot, every slot points at an entry with its hash, and the logs side
-// table accounts for every sliding_log entry.
+// TestEntryIsALine: an entry fills one 64-byte cache line, no more, so a
+// table of them never has an entry straddling two lines.
+func TestEntryIsALine(t *testing.T) {
+	if n := unsafe.Sizeof(entry{}); n != 64 {
+		t.Errorf("an entry is %d bytes, want 64", n)
+	}
+}
+
+// check verifies a shard's invariants: every entry is found from its home
+// slot, the entries are in Robin Hood order, the table is within its load
+// bound, and the side tables account for every sliding_log and every byte
+// of the arena.
 func (s *shard) check(t *testing.T) {
 	t.Helper()
-	used := 0
-	for i, v := range s.slots {
-		if v == 0 {
+	used, logs, long := 0, 0, 0
+	for i := range s.table {
+		e := &s.table[i]
+		if e.hash == 0 {
+			if *e != (entry{}) {
+				t.Fatalf("slot %d is empty but not zero: %+v", i, *e)
+			}
 			continue
 		}
 		used++
-		j := int(uint32(v)) - 1
-		if j < 0 || j >= len(s.entries) {
-			t.Fatalf("slot %d points at entry %d of %d", i, j, len(s.entries))
+		if e.hash&1 == 0 {
+			t.Fatalf("slot %d: hash %x without its lowest bit", i, e.hash)
 		}
-		if uint32(v>>32) != s.entries[j].hash {
-			t.Fatalf("slot %d: hash %x, entry %d has %x", i, uint32(v>>32), j, s.entries[j].hash)
+		// In Robin Hood order an entry is at most one slot further from
+		// its home than the entry before it, and at home after a gap.
+		prev := i - 1
+		if prev < 0 {
+			prev = len(s.table) - 1
 		}
-	}
-	if used != len(s.entries) {
-		t.Fatalf("%d slots used for %d entries", used, len(s.entries))
-	}
-	if len(s.slots) > 0 && 4*len(s.entries) > 3*len(s.slots) {
-		t.Fatalf("%d entries in %d slots: over the load bound", len(s.entries), len(s.slots))
-	}
-	logs := 0
-	for i := range s.entries {
-		e := &s.entries[i]
-		if idx := s.lookup(e.key, e.hash); idx != i {
-			t.Fatalf("entry %d (%q) found at %d", i, e.key, idx)
+		if d := s.dist(i, e.hash); s.table[prev].hash == 0 && d != 0 ||
+			s.table[prev].hash != 0 && d > s.dist(prev, s.table[prev].hash)+1 {
+			t.Fatalf("slot %d: %d from home, out of Robin Hood order", i, d)
+		}
+		if idx := s.find(s.keyOf(e), e.hash); idx != i {
+			t.Fatalf("slot %d (%q) found at %d", i, s.keyOf(e), idx)
 		}
 		if e.log != 0 {
 			logs++
 		}
+		if e.klen == longKey {
+			long += len(s.long(e))
+		}
+	}
+	if used != s.n {
+		t.Fatalf("%d slots used, n = %d", used, s.n)
+	}
+	if len(s.table) > 0 && 4*s.n > 3*len(s.table) {
+		t.Fatalf("%d entries in %d slots: over the load bound", s.n, len(s.table))
 	}
 	if logs != len(s.logs)-len(s.freeLogs) {
 		t.Fatalf("%d entries hold logs, side table has %d of which %d free", logs, len(s.logs), len(s.freeLogs))
+	}
+	if long+s.garbage != len(s.arena) {
+		t.Fatalf("arena of %d bytes: %d in use, %d garbage", len(s.arena), long, s.garbage)
 	}
 }
 
 // TestShardAgainstMap runs random inserts, updates and deletes on one shard
 // and on a map, with hashes squeezed into a few bits so that probe runs are
-// long and wrap around the table, and compares them after every step.
+// long and wrap around the table, and compares them after every step. A
+// third of the keys are too long to keep inline.
 func TestShardAgainstMap(t *testing.T) {
 	for _, hashBits := range []uint{3, 8, 32} {
 		t.Run(fmt.Sprint(hashBits, "bits"), func(t *testing.T) {
@@ -62,10 +87,15 @@ func TestShardAgainstMap(t *testing.T) {
 				for i := 0; i < len(k); i++ {
 					h = (h ^ uint32(k[i])) * 16777619
 				}
-				return h & (1<<hashBits - 1)
+				// Keep the high bits, which pick the home slot.
+				return h&^(math.MaxUint32>>hashBits) | 1
 			}
 			for step := range 20000 {
-				key := fmt.Sprint("k", rng.IntN(300))
+				n := rng.IntN(300)
+				key := fmt.Sprint("k", n)
+				if n%3 == 0 {
+					key = strings.Repeat("long-", 6+n%5) + key
+				}
 				h := hash(key)
 				var st rate.State
 				switch rng.IntN(4) {
@@ -75,23 +105,23 @@ func TestShardAgainstMap(t *testing.T) {
 				default:
 					st = rate.State{A: int64(step) + 1, B: 2, C: 3}
 				}
-				s.commit(key, h, st, int64(step)+1e9, int64(step), nil) // never expires here
-				if fresh(st) {
+				s.commit(key, h, st, 1e15, int64(step), nil) // never expires here
+				if fresh(&st) {
 					delete(ref, key)
 				} else {
 					ref[key] = st
 				}
 				if step%97 == 0 {
 					s.check(t)
-					if len(s.entries) != len(ref) {
-						t.Fatalf("step %d: %d entries, want %d", step, len(s.entries), len(ref))
+					if s.n != len(ref) {
+						t.Fatalf("step %d: %d entries, want %d", step, s.n, len(ref))
 					}
 					for k, want := range ref {
-						idx := s.lookup(k, hash(k))
+						idx := s.find(k, hash(k))
 						if idx < 0 {
 							t.Fatalf("step %d: %q lost", step, k)
 						}
-						got := s.state(&s.entries[idx])
+						got := s.state(&s.table[idx])
 						if got.A != want.A || got.B != want.B || got.C != want.C || fmt.Sprint(got.Log) != fmt.Sprint(want.Log) {
 							t.Fatalf("step %d: %q = %+v, want %+v", step, k, got, want)
 						}
@@ -103,37 +133,64 @@ func TestShardAgainstMap(t *testing.T) {
 				s.commit(k, hash(k), rate.State{}, 0, 0, nil)
 			}
 			s.check(t)
-			if len(s.entries) != 0 || len(s.slots) > minSlots || cap(s.entries) > minEntries || s.logs != nil {
-				t.Errorf("empty shard keeps %d slots, %d entries of room, %d logs", len(s.slots), cap(s.entries), len(s.logs))
+			if s.n != 0 || len(s.table) > minSlots || s.arena != nil || s.logs != nil {
+				t.Errorf("empty shard keeps %d slots, %d bytes of arena, %d logs", len(s.table), len(s.arena), len(s.logs))
 			}
 		})
 	}
 }
 
 // TestSweepWraps checks that the sweeper's cursor comes round to every
-// entry: steps of one entry each reclaim every expired key within two
+// entry: steps of one slot each reclaim every expired key within two
 // rounds of the table, and no step does more than it is asked.
 func TestSweepWraps(t *testing.T) {
 	s := &shard{max: -1}
 	for i := range 100 {
 		key := fmt.Sprint(i)
-		s.commit(key, uint32(i*2654435761), rate.State{A: 1}, int64(i), 0, nil)
+		s.commit(key, uint32(i*2654435761)|1, rate.State{A: 1}, int64(i)<<tickShift, 0, nil)
 	}
 	s.cursor = 37
-	for range 200 {
-		before := len(s.entries)
-		s.sweep(50, 1) // keys 0..50 have expired
-		if before-len(s.entries) > 1 {
-			t.Fatalf("a sweep of 1 removed %d entries", before-len(s.entries))
+	rounds := 2 * len(s.table)
+	for range rounds {
+		before := s.n
+		s.sweep(50<<tickShift, 1) // keys 0..50 have expired
+		if before-s.n > 1 {
+			t.Fatalf("a sweep of 1 removed %d entries", before-s.n)
 		}
 	}
 	s.check(t)
-	if len(s.entries) != 49 || s.expired != 51 {
-		t.Errorf("after sweeping at 50: %d entries, %d expired; want 49 and 51", len(s.entries), s.expired)
+	if s.n != 49 || s.expired != 51 {
+		t.Errorf("after sweeping at 50: %d entries, %d expired; want 49 and 51", s.n, s.expired)
 	}
-	for i := range s.entries {
-		if s.entries[i].expires <= 50 {
-			t.Errorf("entry %q expires at %d, should be gone", s.entries[i].key, s.entries[i].expires)
+	for i := range s.table {
+		if e := &s.table[i]; e.hash != 0 && e.expires <= 50 {
+			t.Errorf("entry %q expires at %d, should be gone", s.keyOf(e), e.expires)
 		}
+	}
+}
+
+// TestTicksUp: an expiry kept in ticks is never earlier than the exact
+// one, and at most a tick later, so a key is never reclaimed before its
+// state is fresh.
+func TestTicksUp(t *testing.T) {
+	rng := rand.New(rand.NewPCG(5, 6))
+	for range 100000 {
+		us := rng.Int64N(4e15) - 1e15 // 1938 to 2096
+		if rng.IntN(4) == 0 {
+			us = us >> tickShift << tickShift // exactly on a tick
+		}
+		tk := ticksUp(us)
+		if us > 0 && (int64(tk)<<tickShift < us || int64(tk)<<tickShift >= us+1<<tickShift) {
+			t.Fatalf("ticksUp(%d) = %d: not the first tick at or after it", us, tk)
+		}
+		// Reclaimed at now exactly when the tick has come.
+		for _, now := range []int64{us - 1, us, int64(tk) << tickShift, int64(tk)<<tickShift - 1} {
+			if reclaimed := int64(tk) <= now>>tickShift; reclaimed && now < us {
+				t.Fatalf("expiry %d (tick %d) reclaimed at %d, before it", us, tk, now)
+			}
+		}
+	}
+	if got := ticksUp(math.MaxInt64 - 1<<tickShift); got != math.MaxUint32 {
+		t.Errorf("far future: ticksUp = %d, want the largest tick", got)
 	}
 }

@@ -2,9 +2,7 @@ package redis_test
 
 import (
 	"context"
-	"errors"
 	"strconv"
-	"strings"
 	"testing"
 	"time"
 
@@ -14,10 +12,11 @@ import (
 )
 
 // A Redis Cluster of three masters: keys spread over all of them, each
-// decided on its owner; the keys of one request share a hash tag and are
-// decided in one script call on one node; keys that would land in
-// different slots are refused with ErrCrossSlot rather than split; and the
-// conformance suite passes.
+// decided on its owner; the keys of one request that share a hash tag are
+// decided in one script call on one node; keys in different slots are
+// decided by checking and then committing (see cross_slot_test.go); and
+// the conformance suite passes, with its groups in one slot and spread
+// over several.
 func TestCluster(t *testing.T) {
 	c := redistest.StartCluster(t, 3)
 	client := newClient(t, c.Addrs()...)
@@ -99,21 +98,21 @@ func TestCluster(t *testing.T) {
 			t.Fatal(err)
 		}
 		for _, r := range reqs {
-			if v := owner.MustDo("GET", s.Key(r.Key)); !strings.Contains(v, " ") {
+			// One byte of algorithm and three float64s.
+			if v := owner.MustDo("GET", s.Key(r.Key)); len(v) != 25 {
 				t.Errorf("%s: state %q on %s, want it on the tag's owner", r.Key, v, owner.Addr())
 			}
 		}
-
-		_, err = s.DecideAll(ctx, []rate.Request{
-			{Key: "acct=7:s", Limit: reqs[0].Limit, Cost: 1},
-			{Key: "acct=7:day", Limit: reqs[1].Limit, Cost: 1},
-		}, out)
-		if !errors.Is(err, redis.ErrCrossSlot) {
-			t.Errorf("untagged keys in two slots: err = %v, want ErrCrossSlot", err)
+		if st := s.Stats(); st.CrossSlot != 0 || st.ScriptCalls+st.DenyCacheHits != 5 {
+			t.Errorf("stats %+v, want 5 decisions in a script call each or by the deny cache, none across slots", st)
 		}
 	})
 
 	// The conformance suite passes on the cluster too: its groups share a
 	// hash tag.
 	t.Run("Conformance", func(t *testing.T) { testConformanceOn(t, client) })
+	t.Run("ConformanceAcrossSlots", func(t *testing.T) { testConformanceAcrossSlots(t, client) })
+	t.Run("Login", func(t *testing.T) { testLoginAcrossSlots(t, c, client) })
+	t.Run("Race", func(t *testing.T) { testRaceAcrossSlots(t, client) })
+	t.Run("SharedKeyUnderLoad", func(t *testing.T) { testSharedKeyUnderLoad(t, client) })
 }

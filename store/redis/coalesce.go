@@ -128,6 +128,10 @@ func (c *coalescer) send(batch []*pendingCall) {
 		args = append(args, p.args...)
 	}
 	ctx, cancel := batchContext(batch)
+	c.s.stats.scriptCalls.Add(1)
+	if len(batch) > 1 {
+		c.s.stats.coalesced.Add(1)
+	}
 	res, err := decideScript.Exec(ctx, c.s.client, keys, args).AsIntSlice()
 	cancel()
 	if err == nil && len(res) != replyPerRequest*nk {

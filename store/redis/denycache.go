@@ -4,6 +4,7 @@ import (
 	"encoding/binary"
 	"hash/maphash"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/sluicehq/sluice/rate"
@@ -34,6 +35,7 @@ const denyShards = 32
 type denyCache struct {
 	seed   maphash.Seed
 	max    int
+	n      atomic.Int64 // entries in all shards, expired or not
 	shards [denyShards]denyShard
 }
 
@@ -90,6 +92,7 @@ func (c *denyCache) get(key []byte, now time.Time, out []rate.Decision) bool {
 	el := now.Sub(e.sent)
 	if el < 0 || el >= e.ttl {
 		delete(sh.m, string(key))
+		c.n.Add(-1)
 		sh.mu.Unlock()
 		return false
 	}
@@ -123,7 +126,7 @@ func (c *denyCache) put(key []byte, sent time.Time, outs []rate.Decision) {
 	sh := c.shard(key)
 	sh.mu.Lock()
 	defer sh.mu.Unlock()
-	if len(sh.m) >= c.max {
+	if _, ok := sh.m[string(key)]; !ok && len(sh.m) >= c.max {
 		// Look at a few entries (map order is random), dropping the expired
 		// ones; if none was, drop the first seen.
 		var victim string
@@ -131,6 +134,7 @@ func (c *denyCache) put(key []byte, sent time.Time, outs []rate.Decision) {
 		for k, e := range sh.m {
 			if el := sent.Sub(e.sent); el < 0 || el >= e.ttl {
 				delete(sh.m, k)
+				c.n.Add(-1)
 				freed = true
 			} else if seen == 0 {
 				victim = k
@@ -141,19 +145,14 @@ func (c *denyCache) put(key []byte, sent time.Time, outs []rate.Decision) {
 		}
 		if !freed {
 			delete(sh.m, victim)
+			c.n.Add(-1)
 		}
+	}
+	if _, ok := sh.m[string(key)]; !ok {
+		c.n.Add(1)
 	}
 	sh.m[string(key)] = denyEntry{sent: sent, ttl: ttl, outs: append([]rate.Decision(nil), outs...)}
 }
 
 // len returns the number of entries, expired or not.
-func (c *denyCache) len() int {
-	n := 0
-	for i := range c.shards {
-		sh := &c.shards[i]
-		sh.mu.Lock()
-		n += len(sh.m)
-		sh.mu.Unlock()
-	}
-	return n
-}
+func (c *denyCache) len() int { return int(c.n.Load()) }

@@ -26,26 +26,49 @@
 //
 // All the limits of one request (DecideAll) go in the same script call and
 // are decided all or nothing: every new state is computed, and written only
-// if all allow.
+// if all allow. (On a Redis Cluster, that holds for keys in one slot; see
+// below for keys in several.)
+//
+// The script is written for Redis's CPU: it defines no functions (each
+// would be a new closure on every call), calls few library functions, and
+// keeps states as packed binary numbers rather than text to parse. It
+// costs Redis about as many instructions per decision as
+// go-redis/redis_rate's GCRA script (see the bench module).
 //
 // # Keys and Redis Cluster
 //
 // The Redis key of a request key k is Options.Prefix followed by k if k
 // has a hash tag (a non-empty {…}), and by {k} otherwise. So by default
 // every key is its own tag and keys spread evenly over a cluster's
-// masters. A caller that decides several keys together (DecideAll) must,
-// on a cluster, give them a common tag: "{account=7}:per-second" and
-// "{account=7}:per-day" live in one slot and are decided in one call;
-// keys in different slots make DecideAll return [ErrCrossSlot] rather than
-// decide them apart. A single server or a Sentinel setup has no slots and
-// takes any keys together. (sluice.Limiter already tags the keys of its
-// limits this way.)
+// masters. Keys with a common tag ("{account=7}:per-second" and
+// "{account=7}:per-day") live in one slot, and a request over them is
+// decided in one script call, exactly all or nothing. A single server or a
+// Sentinel setup has no slots and takes any keys together.
 //
-// A key holds a few decimal integers: its algorithm and the state's
-// fields (a sliding log keeps runs of equal timestamps). It expires by
-// itself when its state would be fresh again (after the decision's
-// ResetAfter), and is deleted when a decision leaves it fresh, so idle keys
-// cost Redis nothing.
+// Some keys must not share a tag: a login is limited per account and per
+// IP, and the per-IP counter must be one counter whichever account it is
+// combined with. A request whose keys span several slots is decided in two
+// phases. First every slot's part is checked, all at once: the script
+// steps it without writing anything. If any part would be refused, the
+// request is refused and nothing anywhere consumed. Otherwise each part is
+// decided for real, one slot after another in the order of the slots,
+// stopping at the first refusal. Without a concurrent caller, that gives
+// exactly what one atomic call would give, decision by decision. With one,
+// a part may be refused at its commit although it passed its check
+// (someone spent in between): the request is refused, and the parts
+// committed before have consumed. So across slots a refused request
+// consumes nothing except under a race between check and commit, where it
+// may consume from its limits in other slots; it never admits more than a
+// limit allows, since each commit is the script's own atomic step. Such
+// races are counted (Stats.CrossSlotRaces). A request across slots costs a
+// script call per slot for the check (in parallel) and one per slot for
+// the commit (in turn).
+//
+// A key holds its algorithm in one byte and the state's fields as
+// big-endian float64s (a sliding log keeps runs of equal timestamps). It
+// expires by itself when its state would be fresh again (after the
+// decision's ResetAfter), and is deleted when a decision leaves it fresh,
+// so idle keys cost Redis nothing.
 //
 // # Coalescing
 //
@@ -70,11 +93,21 @@
 // bounded (Options.DenyCacheSize) and can be turned off
 // (Options.DisableDenyCache).
 //
+// # Stats
+//
+// [Store.Stats] returns counters, read atomically and cheap enough for
+// every metrics scrape: decisions and refusals, script calls, deny-cache
+// hits and entries, coalesced batches, requests across slots and their
+// races, and errors.
+//
 // # Files
 //
 //   - store.go: Store, Options, New, Dial; argument and reply encoding.
-//   - scripts/decide.lua: the steps in Lua, and the all-or-nothing commit.
+//   - scripts/decide.lua: the steps in Lua, the all-or-nothing commit, and
+//     the check that writes nothing.
+//   - crossslot.go: requests whose keys span several cluster slots.
 //   - coalesce.go: sharing script calls between concurrent callers.
+//   - stats.go: Stats.
 //   - keys.go: Redis keys, hash tags and cluster slots.
 //   - denycache.go: the deny cache and why it is exact.
 package redis

@@ -51,8 +51,10 @@ func Example() {
 	// false 0 true
 }
 
-// Several limits on one request are decided in one script call, all or
-// nothing. On a Redis Cluster their keys need a common hash tag.
+// Several limits on one request are decided all or nothing, in one script
+// call. (On a Redis Cluster that takes keys with a common hash tag; keys
+// in several slots are checked, then committed: see the package
+// documentation.)
 func ExampleStore_DecideAll() {
 	s, err := redis.Dial(exampleRedis, redis.Options{Prefix: "example:"})
 	if err != nil {
@@ -78,6 +80,29 @@ func ExampleStore_DecideAll() {
 	// true day remaining: 999
 	// true day remaining: 998
 	// false day remaining: 998
+}
+
+// Stats counts what the store did: here two admissions, a refusal from
+// Redis, and a refusal from the deny cache, which spared Redis a call.
+func ExampleStore_Stats() {
+	s, err := redis.Dial(exampleRedis, redis.Options{Prefix: "example-stats:"})
+	if err != nil {
+		panic(err)
+	}
+	defer s.Close()
+
+	limit, _ := rate.ParseLimit("2/m")
+	for range 4 {
+		if _, err := s.Decide(context.Background(), rate.Request{Key: "user=42", Limit: limit, Cost: 1}); err != nil {
+			panic(err)
+		}
+	}
+	st := s.Stats()
+	fmt.Println("decisions:", st.Decisions, "refused:", st.Refused)
+	fmt.Println("script calls:", st.ScriptCalls, "deny cache hits:", st.DenyCacheHits)
+	// Output:
+	// decisions: 4 refused: 2
+	// script calls: 3 deny cache hits: 1
 }
 
 // In production, wrap the store in a sluice.Fallback, which decides by a

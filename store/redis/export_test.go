@@ -16,3 +16,7 @@ func DenyCacheLen(s *Store) int {
 
 // Slot returns key's Redis Cluster slot.
 func Slot(key string) uint16 { return slot(key) }
+
+// AfterCheck makes s call f between the check and the commit of every
+// request whose keys span several cluster slots.
+func AfterCheck(s *Store, f func()) { s.afterCheck = f }

@@ -3,7 +3,6 @@ package redis
 import (
 	"context"
 	_ "embed"
-	"errors"
 	"fmt"
 	"strconv"
 	"time"
@@ -21,12 +20,6 @@ var decideSource string
 var decideScript = rueidis.NewLuaScript(decideSource)
 
 var _ sluice.Store = (*Store)(nil)
-
-// ErrCrossSlot is returned by DecideAll on a Redis Cluster when the keys of
-// one request live in different slots, so that no single script can decide
-// them atomically. Give such keys a common hash tag: see the package
-// documentation.
-var ErrCrossSlot = errors.New("keys of one request are in different Redis Cluster slots")
 
 // DefaultDenyCacheSize is the number of refused requests the deny cache
 // remembers when Options.DenyCacheSize is zero.
@@ -76,6 +69,11 @@ type Store struct {
 	pinned  rate.Clock
 	deny    *denyCache
 	co      *coalescers // nil if Options.DisableCoalescing
+	stats   counters
+
+	// afterCheck, if set, runs between the check and the commit of a
+	// request across slots (tests only).
+	afterCheck func()
 }
 
 // maxInFlight is how many coalesced calls per slot may be on the wire at
@@ -149,9 +147,10 @@ func (s *Store) Decide(ctx context.Context, r rate.Request) (rate.Decision, erro
 	return s.DecideAll(ctx, []rate.Request{r}, out[:])
 }
 
-// DecideAll decides reqs all or nothing in one script call. On a Redis
-// Cluster their keys must share a slot, or it returns an error wrapping
-// ErrCrossSlot. See sluice.Store.
+// DecideAll decides reqs all or nothing. Their keys are decided in one
+// script call, unless they span several Redis Cluster slots: then each
+// slot's keys are first checked and then decided, slot by slot, as the
+// package documentation describes. See sluice.Store.
 func (s *Store) DecideAll(ctx context.Context, reqs []rate.Request, out []rate.Decision) (rate.Decision, error) {
 	if len(reqs) == 0 {
 		return rate.Combine(nil), nil
@@ -173,6 +172,9 @@ func (s *Store) DecideAll(ctx context.Context, reqs []rate.Request, out []rate.D
 	if s.deny != nil {
 		ck = appendKey(make([]byte, 0, 64), reqs)
 		if s.deny.get(ck, s.clock.Now(), out) {
+			s.stats.denyHits.Add(1)
+			s.stats.decisions.Add(1)
+			s.stats.refused.Add(1)
 			return rate.Combine(out), nil
 		}
 	}
@@ -181,43 +183,57 @@ func (s *Store) DecideAll(ctx context.Context, reqs []rate.Request, out []rate.D
 	for i, r := range reqs {
 		keys[i] = redisKey(s.prefix, r.Key)
 	}
-	if s.cluster {
-		first := slot(keys[0])
-		for _, k := range keys[1:] {
-			if slot(k) != first {
-				return rate.Decision{}, fmt.Errorf("redis store: %w: %q and %q; give the keys of one request a common hash tag, e.g. {account=42}", ErrCrossSlot, keys[0], k)
-			}
-		}
-	}
-	args := make([]string, 1, 1+argsPerRequest*len(reqs))
-	for i, r := range reqs {
-		args = appendArgs(args, r, i == len(reqs)-1)
-	}
-
 	sent := s.clock.Now()
-	var res []int64
 	var err error
-	if s.co != nil {
+	if s.cluster && !oneSlot(keys) {
+		err = s.decideAcrossSlots(ctx, reqs, keys, out)
+	} else {
 		var sl uint16
 		if s.cluster {
 			sl = slot(keys[0])
 		}
-		res, err = s.co.get(sl).exec(ctx, keys, args[1:])
-	} else {
-		args[0] = s.nowArg()
-		res, err = decideScript.Exec(ctx, s.client, keys, args).AsIntSlice()
+		err = s.decideGroup(ctx, sl, reqs, keys, out, markDecide)
 	}
 	if err != nil {
-		return rate.Decision{}, fmt.Errorf("redis store: %w", err)
-	}
-	if err := decodeReply(res, reqs, out); err != nil {
+		s.stats.errors.Add(1)
 		return rate.Decision{}, err
 	}
 	d := rate.Combine(out)
-	if s.deny != nil && !d.Allowed {
-		s.deny.put(ck, sent, out)
+	s.stats.decisions.Add(1)
+	if !d.Allowed {
+		s.stats.refused.Add(1)
+		if s.deny != nil {
+			s.deny.put(ck, sent, out)
+		}
 	}
 	return d, nil
+}
+
+// decideGroup decides (or, with markCheck, checks) reqs, whose keys share
+// slot sl, as one group in one script call, and writes their decisions to
+// out.
+func (s *Store) decideGroup(ctx context.Context, sl uint16, reqs []rate.Request, keys []string, out []rate.Decision, mark string) error {
+	args := make([]string, 1, 1+argsPerRequest*len(reqs))
+	for i, r := range reqs {
+		m := markContinue
+		if i == len(reqs)-1 {
+			m = mark
+		}
+		args = appendArgs(args, r, m)
+	}
+	var res []int64
+	var err error
+	if s.co != nil {
+		res, err = s.co.get(sl).exec(ctx, keys, args[1:])
+	} else {
+		args[0] = s.nowArg()
+		s.stats.scriptCalls.Add(1)
+		res, err = decideScript.Exec(ctx, s.client, keys, args).AsIntSlice()
+	}
+	if err != nil {
+		return fmt.Errorf("redis store: %w", err)
+	}
+	return decodeReply(res, reqs, out)
 }
 
 // nowArg returns the script's first argument: empty in production, so the
@@ -235,13 +251,18 @@ const argsPerRequest = 8
 
 var algorithmArgs = [...]string{"0", "1", "2", "3", "4", "5"}
 
-// appendArgs appends r's script arguments; last ends its group.
-func appendArgs(args []string, r rate.Request, last bool) []string {
+// The marks that follow each request's arguments: whether the next
+// request belongs to the same group, or else whether the group is to be
+// decided or only checked.
+const (
+	markContinue = "0"
+	markDecide   = "1"
+	markCheck    = "2"
+)
+
+// appendArgs appends r's script arguments, followed by mark.
+func appendArgs(args []string, r rate.Request, mark string) []string {
 	l := r.Limit
-	end := "0"
-	if last {
-		end = "1"
-	}
 	return append(args,
 		algorithmArgs[l.Algorithm],
 		strconv.FormatInt(l.Count, 10),
@@ -250,7 +271,7 @@ func appendArgs(args []string, r rate.Request, last bool) []string {
 		strconv.Itoa(int(l.Calendar)),
 		strconv.FormatInt(r.Cost, 10),
 		strconv.FormatInt(int64(r.MaxDelay/time.Microsecond), 10),
-		end,
+		mark,
 	)
 }
 

@@ -7,451 +7,528 @@
 -- ARGV[1]  now in microseconds, or "" to read the server's TIME. Only
 --          tests pin it; keys then get no expiry, since Redis would expire
 --          them on its own clock.
--- ARGV[2 + 8(i-1) ...]  request i: algorithm, count, period (µs), burst,
---          calendar, cost, max delay (µs), and 1 if request i is the last
---          of its group (0 otherwise).
+-- ARGV[8i-6 ... 8i+1]  request i: algorithm, count, period (µs), burst,
+--          calendar, cost, max delay (µs), and its group mark: 0 if the
+--          group goes on with request i+1, 1 if request i ends a group to
+--          decide, 2 if it ends a group to check.
 --
 -- The requests of a group are decided all or nothing: every new state is
 -- computed first and written only if all of them allow. Groups are
 -- independent of one another: the store sends several groups in one call
--- when it coalesces the decisions of concurrent callers.
+-- when it coalesces the decisions of concurrent callers. A group to check
+-- is stepped the same way and writes nothing: each request reports whether
+-- it would pass, as if the whole were refused (see below). The store checks
+-- the groups of a request whose keys span several cluster slots before it
+-- decides them.
 --
 -- Returns five integers per request: allowed (1 or 0), remaining, reset
--- after (µs), retry after (µs), delay (µs).
+-- after (µs), retry after (µs), delay (µs). When a group is refused (or
+-- only checked), a request that would have passed alone reports the
+-- remaining and reset after of a step of cost 0: what is left without it.
+--
+-- Cost. The script runs on every decision, so it is written for Redis's
+-- CPU, measured in instructions per call: no function is defined in it (a
+-- local function is a new closure on every call, since the body is itself
+-- a function that Redis calls), each step is plain code behind one
+-- dispatch on the algorithm, a request's step runs in a loop that serves
+-- both the real step and the cost-0 one, and states are packed binary
+-- numbers (struct), not text to parse. Calling a library function costs
+-- far more than arithmetic, so the hot paths avoid them: arguments become
+-- numbers by arithmetic (ARGV[i] + 0 rather than tonumber), max is an if,
+-- and floor(x) is written x - x % 1 (see Numbers).
 --
 -- Numbers. Lua numbers are doubles. Every value here is an integer below
 -- 2^53 (rate.Limit.Validate keeps counts and bursts times periods below
 -- 2^52, and microseconds since the epoch are near 2^51), so sums, products
 -- and comparisons are exact. Division is not: a/b rounds to the nearest
--- double. math.floor(a/b) is still exact while |a| < 2^53, but fdiv checks
--- the remainder anyway, so no result rests on that argument alone. Lua's %
--- is a - floor(a/b)*b and is never used: the steps need floor division
--- (rate's floorDiv) and, for negative times, Go's truncation would differ.
+-- double. But floor(a/b) is exact for integers |a| < 2^53 and b > 0: if b
+-- does not divide a, a/b lies at least 1/b from the integers around it,
+-- while rounding moves it by at most half an ulp, |a/b|·2^-53 < 1/b; so
+-- floor(a/b) is rate's floorDiv and ceil(a/b) its ceilDiv, for negative
+-- times too. For a double |x| < 2^52, Lua's x % 1 is x - floor(x) (its
+-- definition, a - floor(a/b)*b, with b = 1), which is exact, and so is
+-- x - x % 1 = floor(x). Otherwise % only checks a string's length.
 --
--- State. A key holds its algorithm's number followed by the state's fields,
--- as decimal integers separated by spaces, e.g. "0 1700000015333333 1 1700000015000000"
--- for gcra. The bucket and window states always have three fields (unused
--- ones 0); a sliding log has as many as it needs. A state written by another algorithm reads as fresh. A fresh state
--- is never stored: the key is deleted, and otherwise it expires when the
--- state would be fresh again (the decision's reset after).
+-- State. A key holds its algorithm's number as one byte followed by
+-- big-endian float64s: three for the bucket and window states (unused ones
+-- 0), and for a sliding log a pair (time, units) per run of units admitted
+-- at the same time, oldest first. Anything else (another algorithm's
+-- state, or a text state of an earlier version) reads as fresh. A fresh
+-- state is never stored: the key is deleted, and otherwise it expires when
+-- the state would be fresh again (the decision's reset after).
 
-local GCRA, TOKEN_BUCKET, LEAKY_BUCKET, FIXED_WINDOW, SLIDING_WINDOW, SLIDING_LOG = 0, 1, 2, 3, 4, 5
-local MONTH = 1
-local DAY = 86400000000
-
-local floor, max, tonumber = math.floor, math.max, tonumber
-local format, gmatch, match, concat = string.format, string.gmatch, string.match, table.concat
-
--- fdiv returns ⌊a/b⌋ for b > 0 (rate's floorDiv).
-local function fdiv(a, b)
-	local q = floor(a / b)
-	local r = a - q * b
-	if r < 0 then
-		q = q - 1
-	elseif r >= b then
-		q = q + 1
-	end
-	return q
-end
-
--- cdiv returns ⌈a/b⌉ for b > 0 (rate's ceilDiv).
-local function cdiv(a, b)
-	return -fdiv(-a, b)
-end
-
--- Instants µs + rem/N are pairs (us, rem), as rate's pt.
-
-local function less(aus, arem, bus, brem)
-	return aus < bus or (aus == bus and arem < brem)
-end
-
--- add_ticks returns (us, rem) + t/n for t ≥ 0.
-local function add_ticks(us, rem, t, n)
-	local q = fdiv(t, n)
-	local r = rem + (t - q * n)
-	us = us + q
-	if r >= n then
-		r = r - n
-		us = us + 1
-	end
-	return us, r
-end
-
--- ceil_sub returns ⌈a − b⌉ in microseconds.
-local function ceil_sub(aus, arem, bus, brem)
-	local d = aus - bus
-	if arem > brem then
-		d = d + 1
-	end
-	return d
-end
-
--- remaining_ticks returns how many whole units fit between at and full.
-local function remaining_ticks(fus, frem, aus, arem, n, t)
-	if not less(aus, arem, fus, frem) then
-		return 0
-	end
-	return fdiv((fus - aus) * n + frem - arem, t)
-end
-
--- Each step takes the state s (an array, empty when fresh) and returns the
--- state to commit if allowed (nil for fresh), allowed, remaining, reset,
--- retry and delay, all in µs. On refusal the state is not written at all.
-
-local function gcra(alg, s, now, cost, n, t, b, maxdelay)
-	local at = max(now, s[3] or 0)
-	local tus, trem = s[1] or 0, s[2] or 0
-	local bus, brem = tus, trem
-	if less(bus, brem, at, 0) then
-		bus, brem = at, 0
-	end
-	local fus, frem = add_ticks(at, 0, b * t, n)
-	local nus, nrem = add_ticks(bus, brem, cost * t, n)
-	local allowed = not less(fus, frem, nus, nrem)
-	local retry, delay = 0, 0
-	if alg == LEAKY_BUCKET then
-		delay = ceil_sub(bus, brem, now, 0)
-		if maxdelay > 0 and delay > maxdelay then
-			allowed = false
-			retry = delay - maxdelay
-		end
-	end
-	if not allowed then
-		retry = max(retry, ceil_sub(nus, nrem, fus, frem) + at - now)
-		return nil, 0, remaining_ticks(fus, frem, bus, brem, n, t), max(0, ceil_sub(tus, trem, now, 0)), retry, 0
-	end
-	local remaining = remaining_ticks(fus, frem, nus, nrem, n, t)
-	local reset = max(0, ceil_sub(nus, nrem, now, 0))
-	if not less(at, 0, nus, nrem) then
-		return nil, 1, remaining, reset, 0, delay
-	end
-	return { nus, nrem, at }, 1, remaining, reset, 0, delay
-end
-
-local function token_bucket(s, now, cost, n, t, b)
-	local capacity = b * t
-	local debt, last = s[1] or 0, s[2] or 0
-	local shift = max(0, last - now)
-	local e = now - last
-	if e > 0 then
-		if e >= cdiv(debt, n) then
-			debt = 0
-		else
-			debt = debt - e * n
-		end
-		last = now
-	end
-	local level = capacity - debt
-	local need = cost * t
-	if level < need then
-		return nil, 0, fdiv(level, t), cdiv(debt, n) + shift, cdiv(need - level, n) + shift, 0
-	end
-	debt = debt + need
-	local remaining, reset = fdiv(capacity - debt, t), cdiv(debt, n) + shift
-	if debt == 0 then
-		return nil, 1, remaining, reset, 0, 0
-	end
-	return { debt, last }, 1, remaining, reset, 0, 0
-end
-
--- days_from_civil and civil_from_days convert between days since the Unix
--- epoch and proleptic Gregorian dates (H. Hinnant's algorithms).
-local function days_from_civil(y, m, d)
-	if m <= 2 then
-		y = y - 1
-	end
-	local era = fdiv(y, 400)
-	local yoe = y - era * 400
-	local mp = m > 2 and m - 3 or m + 9
-	local doy = fdiv(153 * mp + 2, 5) + d - 1
-	local doe = yoe * 365 + fdiv(yoe, 4) - fdiv(yoe, 100) + doy
-	return era * 146097 + doe - 719468
-end
-
-local function civil_from_days(z)
-	z = z + 719468
-	local era = fdiv(z, 146097)
-	local doe = z - era * 146097
-	local yoe = fdiv(doe - fdiv(doe, 1460) + fdiv(doe, 36524) - fdiv(doe, 146096), 365)
-	local y = yoe + era * 400
-	local doy = doe - (365 * yoe + fdiv(yoe, 4) - fdiv(yoe, 100))
-	local mp = fdiv(5 * doy + 2, 153)
-	local m = mp < 10 and mp + 3 or mp - 9
-	if m <= 2 then
-		y = y + 1
-	end
-	return y, m
-end
-
--- window returns the start and end of the window holding now.
-local function window(now, t, cal)
-	if cal == MONTH then
-		local y, m = civil_from_days(fdiv(now, DAY))
-		local ny, nm = y, m + 1
-		if nm > 12 then
-			ny, nm = y + 1, 1
-		end
-		return days_from_civil(y, m, 1) * DAY, days_from_civil(ny, nm, 1) * DAY
-	end
-	local start = fdiv(now, t) * t
-	return start, start + t
-end
-
-local function fixed_window(s, now, cost, n, t, cal)
-	local start, stop = window(now, t, cal)
-	local sa, sb = s[1] or 0, s[2] or 0
-	local count = 0
-	if sa == start then
-		count = sb
-	elseif sa > start and sb > 0 then
-		start, count = sa, sb
-		local _
-		_, stop = window(start, t, cal)
-	end
-	if count + cost > n then
-		return nil, 0, n - count, stop - now, stop - now, 0
-	end
-	count = count + cost
-	if count == 0 then
-		return nil, 1, n - count, 0, 0, 0
-	end
-	return { start, count }, 1, n - count, stop - now, 0, 0
-end
-
-local function sliding_reset(start, now, t, cur, prev)
-	if cur > 0 then
-		return start + 2 * t - now
-	elseif prev > 0 then
-		return start + t - now
-	end
-	return 0
-end
-
-local function sliding_retry(start, now, cur, prev, cost, n, t)
-	local room = n - cur - cost
-	if room >= 0 and prev > 0 then
-		local e = cdiv((prev - room) * t, prev)
-		if e < t then
-			return max(0, start + e - now)
-		end
-	end
-	local nxt = start + t
-	local k = cur - (n - cost)
-	if k <= 0 or cur == 0 then
-		return nxt - now
-	end
-	return nxt + cdiv(k * t, cur) - now
-end
-
-local function sliding_window(s, now, cost, n, t)
-	local start = fdiv(now, t) * t
-	local sa, sb, sc = s[1] or 0, s[2] or 0, s[3] or 0
-	local cur, prev = 0, 0
-	if sa == start then
-		cur, prev = sb, sc
-	elseif sa == start - t then
-		prev = sb
-	elseif sa > start then
-		start, cur, prev = sa, sb, sc
-	end
-	local e = max(0, now - start)
-	local weighted = prev - fdiv(prev * e, t)
-	if cur + cost + weighted > n then
-		return nil, 0, max(0, n - cur - weighted), sliding_reset(start, now, t, cur, prev),
-			sliding_retry(start, now, cur, prev, cost, n, t), 0
-	end
-	cur = cur + cost
-	local remaining, reset = n - cur - weighted, sliding_reset(start, now, t, cur, prev)
-	if cur == 0 and prev == 0 then
-		return nil, 1, remaining, reset, 0, 0
-	end
-	return { start, cur, prev }, 1, remaining, reset, 0, 0
-end
-
--- The sliding log is kept as runs: s = { t1, n1, t2, n2, ... } means n1
--- units admitted at t1, then n2 at t2, with t1 < t2 < ...; rate's Log
--- holds the same times one per unit.
-local function sliding_log(s, now, cost, n, t)
-	local first = 1
-	while first < #s and now - s[first] >= t do
-		first = first + 2
-	end
-	local total = 0
-	for j = first + 1, #s, 2 do
-		total = total + s[j]
-	end
-	if total + cost > n then
-		local k = total + cost - n -- units that must leave first
-		local at, seen = 0, 0
-		for j = first, #s, 2 do
-			seen = seen + s[j + 1]
-			if seen >= k then
-				at = s[j]
-				break
-			end
-		end
-		return nil, 0, max(0, n - total), s[#s - 1] + t - now, at + t - now, 0
-	end
-	local remaining = n - total - cost
-	if total == 0 and cost == 0 then
-		return nil, 1, remaining, 0, 0, 0
-	end
-	local log = {}
-	for j = first, #s do
-		log[#log + 1] = s[j]
-	end
-	if cost > 0 then
-		local at = now
-		if #log > 0 then
-			at = max(at, log[#log - 1])
-		end
-		if #log > 0 and log[#log - 1] == at then
-			log[#log] = log[#log] + cost
-		else
-			log[#log + 1] = at
-			log[#log + 1] = cost
-		end
-	end
-	return log, 1, remaining, log[#log - 1] + t - now, 0, 0
-end
-
--- load reads the state of key for algorithm alg: fields as an array, empty
--- when the key is missing or holds another algorithm's state.
-local function load(key, alg)
-	local raw = redis.call('GET', key)
-	if not raw then
-		return {}
-	end
-	local stored, rest = match(raw, '^(%d+) (.*)$')
-	if tonumber(stored) ~= alg then
-		return {}
-	end
-	if alg == SLIDING_LOG then
-		local s = {}
-		for w in gmatch(rest, '%S+') do
-			s[#s + 1] = tonumber(w)
-		end
-		return s
-	end
-	local a, b, c = match(rest, '^(%-?%d+) (%-?%d+) (%-?%d+)$')
-	return { tonumber(a), tonumber(b), tonumber(c) }
-end
-
--- store writes state s of algorithm alg to key, expiring after reset µs,
--- or deletes key when s is nil (fresh).
-local function store(key, alg, s, reset, expire)
-	if s == nil then
-		redis.call('DEL', key)
-		return
-	end
-	local v
-	if alg == SLIDING_LOG then
-		local parts = { format('%d', alg) }
-		for j = 1, #s do
-			parts[j + 1] = format('%d', s[j])
-		end
-		v = concat(parts, ' ')
-	else
-		v = format('%d %d %d %d', alg, s[1], s[2], s[3] or 0)
-	end
-	if expire then
-		redis.call('SET', key, v, 'PX', max(1, cdiv(reset, 1000)))
-	else
-		redis.call('SET', key, v)
-	end
-end
-
--- step decides the request whose arguments start at ARGV[a] against state s.
-local function step(alg, s, now, cost, a)
-	local n, t, b = tonumber(ARGV[a + 1]), tonumber(ARGV[a + 2]), tonumber(ARGV[a + 3])
-	if b <= 0 then
-		b = n
-	end
-	if alg == GCRA or alg == LEAKY_BUCKET then
-		return gcra(alg, s, now, cost, n, t, b, tonumber(ARGV[a + 6]))
-	elseif alg == TOKEN_BUCKET then
-		return token_bucket(s, now, cost, n, t, b)
-	elseif alg == FIXED_WINDOW then
-		return fixed_window(s, now, cost, n, t, tonumber(ARGV[a + 4]))
-	elseif alg == SLIDING_WINDOW then
-		return sliding_window(s, now, cost, n, t)
-	elseif alg == SLIDING_LOG then
-		return sliding_log(s, now, cost, n, t)
-	end
-	return error('sluice: unknown algorithm ' .. tostring(ARGV[a]))
-end
-
+local KEYS, ARGV = KEYS, ARGV
 local now = tonumber(ARGV[1])
 local expire = now == nil
 if expire then
 	local tm = redis.call('TIME')
-	now = tonumber(tm[1]) * 1000000 + tonumber(tm[2])
+	now = tm[1] * 1000000 + tm[2]
 end
 
-local out = {}
+local floor, max = math.floor, math.max
+local pack, sunpack, byte, concat = struct.pack, struct.unpack, string.byte, table.concat
 
--- put records the decision of request i.
-local function put(i, allowed, remaining, reset, retry, delay)
-	local o = 5 * (i - 1)
-	out[o + 1], out[o + 2], out[o + 3], out[o + 4], out[o + 5] = allowed, remaining, reset, retry, delay
+local nkeys = #KEYS
+local out
+if nkeys == 1 then
+	out = { 0, 0, 0, 0, 0 } -- sized at once, not grown
+else
+	out = {}
 end
-
--- decide_one decides a group of one request: the common case, and every
--- group of a coalesced call.
-local function decide_one(i)
-	local key, a = KEYS[i], 2 + 8 * (i - 1)
-	local alg = tonumber(ARGV[a])
-	local new, allowed, remaining, reset, retry, delay = step(alg, load(key, alg), now, tonumber(ARGV[a + 5]), a)
-	put(i, allowed, remaining, reset, retry, delay)
-	if allowed == 1 then
-		store(key, alg, new, reset, expire)
-	end
-end
-
--- decide_group decides requests first..last all or nothing. A key named
--- twice sees the state the earlier step left.
-local function decide_group(first, last)
-	local before, pending, news, resets = {}, {}, {}, {}
-	local ok = true
-	for i = first, last do
-		local key, a = KEYS[i], 2 + 8 * (i - 1)
-		local alg = tonumber(ARGV[a])
-		if before[key] == nil then
-			before[key] = load(key, alg)
-		end
-		local s = pending[key] or before[key]
-		local new, allowed, remaining, reset, retry, delay = step(alg, s, now, tonumber(ARGV[a + 5]), a)
-		put(i, allowed, remaining, reset, retry, delay)
-		if allowed == 1 then
-			pending[key] = new or {}
-		else
-			ok = false
-		end
-		news[i], resets[i] = new, reset
-	end
-	for i = first, last do
-		local key, a = KEYS[i], 2 + 8 * (i - 1)
-		local alg = tonumber(ARGV[a])
-		if ok then
-			store(key, alg, news[i], resets[i], expire)
-		elseif out[5 * (i - 1) + 1] == 1 then
-			-- Nothing is consumed: a request that would have passed alone
-			-- reports what is left without it.
-			local _, _, remaining, reset = step(alg, before[key], now, 0, a)
-			out[5 * (i - 1) + 2], out[5 * (i - 1) + 3] = remaining, reset
-		end
-	end
-end
-
 local first = 1
-for i = 1, #KEYS do
-	if ARGV[2 + 8 * (i - 1) + 7] == '1' then
-		if i == first then
-			decide_one(i)
-		else
-			decide_group(first, i)
-		end
-		first = i + 1
+while first <= nkeys do
+	local last = first
+	while ARGV[8 * last + 1] == '0' do
+		last = last + 1
 	end
+	local check = ARGV[8 * last + 1] == '2'
+	local group = last > first
+	-- A group of several requests keeps each key's state before the group
+	-- and as its earlier steps left it (a key named twice sees the state
+	-- the earlier step left), and every step's new state. A group of one
+	-- keeps them in locals.
+	local before, pending, news
+	if group then
+		before, pending, news = {}, {}, {}
+	end
+	local s1a, s1b, s1c, s1log, loaded = 0, 0, 0, nil, false
+	local fresh, na, nb, nc, nlog, reset, nalg
+	local ok = true
+	local peek = false
+	for pass = 1, 2 do
+		for i = first, last do
+			local o = 5 * i - 4
+			if not peek or out[o] == 1 then
+				local a = 8 * i - 6
+				local key, alg = KEYS[i], ARGV[a] + 0
+				local cost = 0
+				if not peek then
+					cost = ARGV[a + 5] + 0
+				end
+
+				-- The state this step starts from.
+				local sa, sb, sc, slog
+				local st
+				if group then
+					st = before[key]
+					if not peek and pending[key] then
+						st = pending[key]
+					end
+				end
+				if st then
+					sa, sb, sc, slog = st[1], st[2], st[3], st[4]
+				elseif loaded then
+					sa, sb, sc, slog = s1a, s1b, s1c, s1log
+				else
+					sa, sb, sc = 0, 0, 0
+					local raw = redis.call('GET', key)
+					if raw and byte(raw) == alg then
+						if alg == 5 then
+							if #raw % 16 == 1 then
+								slog = {}
+								local j = 0
+								for p = 2, #raw, 16 do
+									slog[j + 1], slog[j + 2] = sunpack('>dd', raw, p)
+									j = j + 2
+								end
+							end
+						elseif #raw == 25 then
+							sa, sb, sc = sunpack('>ddd', raw, 2)
+						end
+					end
+					if group then
+						before[key] = { sa, sb, sc, slog }
+					else
+						s1a, s1b, s1c, s1log, loaded = sa, sb, sc, slog, true
+					end
+				end
+
+				-- The step: allowed, remaining, reset, retry and delay, and
+				-- the new state (fresh, or na, nb, nc, or nlog).
+				local n, t, b = ARGV[a + 1] + 0, ARGV[a + 2] + 0, ARGV[a + 3] + 0
+				if b <= 0 then
+					b = n
+				end
+				local allowed, remaining, retry, delay = false, 0, 0, 0
+				fresh, na, nb, nc, nlog, nalg = false, 0, 0, 0, nil, alg
+
+				if alg == 0 or alg == 2 then
+					-- gcra and leaky_bucket (rate's gcra). Instants are pairs
+					-- (µs, rem) meaning µs + rem/n, with 0 ≤ rem < n.
+					local at = now -- max(now, latest seen)
+					if sc > at then
+						at = sc
+					end
+					local bus, brem = sa, sb -- base = max(tat, at)
+					if bus < at then
+						bus, brem = at, 0
+					end
+					local ticks = b * t -- full = at + b·t ticks
+					local q = ticks / n
+					q = q - q % 1
+					local fus, frem = at + q, ticks - q * n
+					ticks = cost * t -- next = base + cost·t ticks
+					q = ticks / n
+					q = q - q % 1
+					local nus, nrem = bus + q, brem + ticks - q * n
+					if nrem >= n then
+						nus, nrem = nus + 1, nrem - n
+					end
+					allowed = not (fus < nus or (fus == nus and frem < nrem))
+					if alg == 2 then
+						delay = bus - now -- ⌈base − now⌉
+						if brem > 0 then
+							delay = delay + 1
+						end
+						local maxdelay = ARGV[a + 6] + 0
+						if maxdelay > 0 and delay > maxdelay then
+							allowed = false
+							retry = delay - maxdelay
+						end
+					end
+					if allowed then
+						if nus < fus or (nus == fus and nrem < frem) then
+							remaining = ((fus - nus) * n + frem - nrem) / t
+							remaining = remaining - remaining % 1
+						end
+						reset = nus - now
+						if nrem > 0 then
+							reset = reset + 1
+						end
+						if reset < 0 then
+							reset = 0
+						end
+						if nus < at or (nus == at and nrem == 0) then
+							fresh = true -- the bucket is full
+						else
+							na, nb, nc = nus, nrem, at
+						end
+					else
+						local r = nus - fus + at - now
+						if nrem > frem then
+							r = r + 1
+						end
+						if r > retry then
+							retry = r
+						end
+						delay = 0
+						if bus < fus or (bus == fus and brem < frem) then
+							remaining = ((fus - bus) * n + frem - brem) / t
+							remaining = remaining - remaining % 1
+						end
+						reset = sa - now
+						if sb > 0 then
+							reset = reset + 1
+						end
+						if reset < 0 then
+							reset = 0
+						end
+					end
+				elseif alg == 1 then
+					-- token_bucket: (debt in ticks, last refill).
+					local capacity = b * t
+					local debt, lastref = sa, sb
+					local shift = lastref - now -- a clock stepped back: no refill
+					if shift < 0 then
+						shift = 0
+					end
+					local e = now - lastref
+					if e > 0 then
+						local c = debt / n -- ⌈debt/n⌉
+						local f = c - c % 1
+						if f < c then
+							f = f + 1
+						end
+						if e >= f then
+							debt = 0
+						else
+							debt = debt - e * n
+						end
+						lastref = now
+					end
+					local level, need = capacity - debt, cost * t
+					if level < need then
+						remaining = level / t
+						remaining = remaining - remaining % 1
+						local c = (need - level) / n
+						retry = c - c % 1
+						if retry < c then
+							retry = retry + 1
+						end
+						retry = retry + shift
+					else
+						allowed = true
+						debt = debt + need
+						remaining = (capacity - debt) / t
+						remaining = remaining - remaining % 1
+						if debt == 0 then
+							fresh = true
+						else
+							na, nb = debt, lastref
+						end
+					end
+					local c = debt / n
+					reset = c - c % 1
+					if reset < c then
+						reset = reset + 1
+					end
+					reset = reset + shift
+				elseif alg == 3 then
+					-- fixed_window: (window start, count).
+					local cal = ARGV[a + 4] + 0
+					local start, stop
+					if cal == 1 then
+						-- UTC calendar months. month(x) returns the start and
+						-- end of the month holding x (H. Hinnant's
+						-- civil_from_days and days_from_civil); it is made
+						-- here, for monthly limits alone.
+						local DAY = 86400000000
+						local function month(x)
+							local z = floor(x / DAY) + 719468
+							local era = floor(z / 146097)
+							local doe = z - era * 146097
+							local yoe = floor((doe - floor(doe / 1460) + floor(doe / 36524) - floor(doe / 146096)) / 365)
+							local y = yoe + era * 400
+							local doy = doe - (365 * yoe + floor(yoe / 4) - floor(yoe / 100))
+							local mp = floor((5 * doy + 2) / 153)
+							local m = mp < 10 and mp + 3 or mp - 9
+							if m <= 2 then
+								y = y + 1
+							end
+							local bounds = {}
+							for k = 1, 2 do
+								local yy, mm = y, m
+								if k == 2 then
+									mm = m + 1
+									if mm > 12 then
+										yy, mm = y + 1, 1
+									end
+								end
+								if mm <= 2 then
+									yy = yy - 1
+								end
+								local era2 = floor(yy / 400)
+								local yoe2 = yy - era2 * 400
+								local mp2 = mm > 2 and mm - 3 or mm + 9
+								local doy2 = floor((153 * mp2 + 2) / 5)
+								local doe2 = yoe2 * 365 + floor(yoe2 / 4) - floor(yoe2 / 100) + doy2
+								bounds[k] = (era2 * 146097 + doe2 - 719468) * DAY
+							end
+							return bounds[1], bounds[2]
+						end
+						start, stop = month(now)
+						if sa > start and sb > 0 then
+							local _
+							_, stop = month(sa)
+						end
+					else
+						start = now / t
+						start = (start - start % 1) * t
+						stop = start + t
+						if sa > start and sb > 0 then
+							stop = sa + t
+						end
+					end
+					local count = 0
+					if sa == start then
+						count = sb
+					elseif sa > start and sb > 0 then
+						-- Time went back: the stored (later) window still counts.
+						start, count = sa, sb
+					end
+					if count + cost > n then
+						remaining = n - count
+						retry = stop - now
+						reset = retry
+					else
+						allowed = true
+						count = count + cost
+						remaining = n - count
+						if count == 0 then
+							fresh = true
+							reset = 0
+						else
+							reset = stop - now
+							na, nb = start, count
+						end
+					end
+				elseif alg == 4 then
+					-- sliding_window: (current window start, cur, prev). A
+					-- refusal's arithmetic, less common, keeps floor and max.
+					local start = now / t
+					start = (start - start % 1) * t
+					local cur, prev = 0, 0
+					if sa == start then
+						cur, prev = sb, sc
+					elseif sa == start - t then
+						prev = sb
+					elseif sa > start then
+						start, cur, prev = sa, sb, sc
+					end
+					local e = now - start
+					if e < 0 then
+						e = 0
+					end
+					local weighted = prev * e / t -- ⌈prev·(t−e)/t⌉ = prev − ⌊prev·e/t⌋
+					weighted = prev - (weighted - weighted % 1)
+					if cur + cost + weighted > n then
+						remaining = max(0, n - cur - weighted)
+						-- rate's slidingRetry: in this window, or the next.
+						retry = -1
+						local room = n - cur - cost
+						if room >= 0 and prev > 0 then
+							local e2 = -floor(-(prev - room) * t / prev)
+							if e2 < t then
+								retry = max(0, start + e2 - now)
+							end
+						end
+						if retry < 0 then
+							local k = cur - (n - cost)
+							retry = start + t - now
+							if k > 0 and cur > 0 then
+								retry = retry - floor(-k * t / cur)
+							end
+						end
+					else
+						allowed = true
+						cur = cur + cost
+						remaining = n - cur - weighted
+						if cur == 0 and prev == 0 then
+							fresh = true
+						else
+							na, nb, nc = start, cur, prev
+						end
+					end
+					if cur > 0 then
+						reset = start + 2 * t - now
+					elseif prev > 0 then
+						reset = start + t - now
+					else
+						reset = 0
+					end
+				elseif alg == 5 then
+					-- sliding_log: runs { t1, n1, t2, n2, ... }, n1 units
+					-- admitted at t1 and so on, t1 < t2 < ...; rate's Log
+					-- holds the same times one per unit.
+					local s = slog or {}
+					local ns = #s
+					local from = 1
+					while from < ns and now - s[from] >= t do
+						from = from + 2
+					end
+					local total = 0
+					for j = from + 1, ns, 2 do
+						total = total + s[j]
+					end
+					if total + cost > n then
+						local k = total + cost - n -- units that must leave first
+						local at, seen = 0, 0
+						for j = from, ns, 2 do
+							seen = seen + s[j + 1]
+							if seen >= k then
+								at = s[j]
+								break
+							end
+						end
+						remaining = max(0, n - total)
+						reset = s[ns - 1] + t - now
+						retry = at + t - now
+					else
+						allowed = true
+						remaining = n - total - cost
+						if total == 0 and cost == 0 then
+							fresh = true
+							reset = 0
+						else
+							local log = {}
+							for j = from, ns do
+								log[#log + 1] = s[j]
+							end
+							local nl = #log
+							if cost > 0 then
+								local at = now
+								if nl > 0 then
+									at = max(at, log[nl - 1])
+								end
+								if nl > 0 and log[nl - 1] == at then
+									log[nl] = log[nl] + cost
+								else
+									log[nl + 1], log[nl + 2] = at, cost
+									nl = nl + 2
+								end
+							end
+							reset = log[nl - 1] + t - now
+							nlog = log
+						end
+					end
+				else
+					return redis.error_reply('sluice: unknown algorithm ' .. tostring(ARGV[a]))
+				end
+
+				if peek then
+					out[o + 1], out[o + 2] = remaining, reset
+				else
+					out[o], out[o + 1], out[o + 2], out[o + 3], out[o + 4] = allowed and 1 or 0, remaining, reset, retry, delay
+					if not allowed then
+						ok = false
+					elseif group then
+						if fresh then
+							pending[key] = { 0, 0, 0, nil }
+						else
+							pending[key] = { na, nb, nc, nlog }
+						end
+					end
+					if group then
+						news[i] = { fresh, na, nb, nc, nlog, reset, alg }
+					end
+				end
+			end
+		end
+		if ok and not check then
+			break
+		end
+		-- Refused, or only checked: nothing is written, and a request that
+		-- would have passed alone reports what is left without it.
+		peek = true
+	end
+
+	if ok and not check then
+		for i = first, last do
+			local key = KEYS[i]
+			local wfresh, wa, wb, wc, wlog, wreset, alg = fresh, na, nb, nc, nlog, reset, nalg
+			if group then
+				local w = news[i]
+				wfresh, wa, wb, wc, wlog, wreset, alg = w[1], w[2], w[3], w[4], w[5], w[6], w[7]
+			end
+			if wfresh then
+				redis.call('DEL', key)
+			else
+				local v
+				if alg == 5 then
+					local parts = { pack('B', 5) }
+					for j = 1, #wlog, 2 do
+						parts[#parts + 1] = pack('>dd', wlog[j], wlog[j + 1])
+					end
+					v = concat(parts)
+				else
+					v = pack('>Bddd', alg, wa, wb, wc)
+				end
+				if expire then
+					local ms = wreset / 1000 -- ⌈reset in ms⌉, at least 1
+					local c = ms - ms % 1
+					if c < ms then
+						c = c + 1
+					end
+					if c < 1 then
+						c = 1
+					end
+					redis.call('SET', key, v, 'PX', c)
+				else
+					redis.call('SET', key, v)
+				end
+			end
+		end
+	end
+	first = last + 1
 end
 return out

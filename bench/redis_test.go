@@ -1,0 +1,150 @@
+package bench
+
+import (
+	"context"
+	"fmt"
+	"slices"
+	"strconv"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/go-redis/redis_rate/v10"
+	goredis "github.com/redis/go-redis/v9"
+
+	"github.com/sluicehq/sluice/internal/redistest"
+	"github.com/sluicehq/sluice/rate"
+	sredis "github.com/sluicehq/sluice/store/redis"
+)
+
+// redisKeys is how many keys the Redis benchmarks spread their decisions
+// over.
+const redisKeys = 100_000
+
+// BenchmarkRedis compares deciding through one local redis-server: sluice's
+// Redis store (gcra and token_bucket with the default options, and gcra
+// with coalescing off) and redis_rate, with the same limit
+// (100 per second, burst 100) over 100,000 keys, from 1, 16 and 64
+// concurrent callers. It reports decisions per second and the 99th
+// percentile latency of one decision, and the Redis CPU each decision
+// cost: the microseconds Redis spent in script calls (INFO commandstats)
+// divided by the decisions. On a shared machine the first two move with
+// whatever else runs; compare ratios within one run.
+//
+//	make bench-redis   (or: cd bench && go test -run '^$' -bench Redis -benchtime 2s)
+func BenchmarkRedis(b *testing.B) {
+	srv := redistest.Start(b)
+	addr := srv.Addr()
+	for _, callers := range []int{1, 16, 64} {
+		b.Run(fmt.Sprintf("callers=%d", callers), func(b *testing.B) {
+			for _, c := range []struct {
+				name       string
+				alg        rate.Algorithm
+				noCoalesce bool
+			}{{"sluice-gcra", rate.GCRA, false}, {"sluice-tokenbucket", rate.TokenBucket, false}, {"sluice-gcra-uncoalesced", rate.GCRA, true}} {
+				b.Run(c.name, func(b *testing.B) {
+					s, err := sredis.Dial("redis://"+addr, sredis.Options{Prefix: c.name + ":", DisableCoalescing: c.noCoalesce})
+					if err != nil {
+						b.Fatal(err)
+					}
+					defer s.Close()
+					limit := rate.Limit{Algorithm: c.alg, Count: 100, Period: time.Second, Burst: 100}
+					runCallers(b, srv, callers, func(ctx context.Context, key string) error {
+						_, err := s.Decide(ctx, rate.Request{Key: key, Limit: limit, Cost: 1})
+						return err
+					})
+				})
+			}
+			b.Run("redis_rate", func(b *testing.B) {
+				rdb := goredis.NewClient(&goredis.Options{Addr: addr})
+				defer rdb.Close()
+				lim := redis_rate.NewLimiter(rdb)
+				limit := redis_rate.Limit{Rate: 100, Period: time.Second, Burst: 100}
+				runCallers(b, srv, callers, func(ctx context.Context, key string) error {
+					_, err := lim.Allow(ctx, "redis_rate:"+key, limit)
+					return err
+				})
+			})
+		})
+	}
+}
+
+// runCallers runs b.N decisions from callers goroutines, each on keys
+// taken in turn from redisKeys, and reports decisions/s, p99 latency and
+// srv's script CPU per decision.
+func runCallers(b *testing.B, srv *redistest.Server, callers int, decide func(ctx context.Context, key string) error) {
+	keys := make([]string, redisKeys)
+	for i := range keys {
+		keys[i] = "user=" + strconv.Itoa(i)
+	}
+	ctx := context.Background()
+	// A first decision loads the script, so that the measured calls are
+	// the steady state.
+	if err := decide(ctx, keys[0]); err != nil {
+		b.Fatal(err)
+	}
+	usec0 := scriptUsec(b, srv)
+	lat := make([][]time.Duration, callers)
+	var wg sync.WaitGroup
+	errs := make(chan error, callers)
+	b.ResetTimer()
+	start := time.Now()
+	for c := range callers {
+		n := b.N / callers
+		if c < b.N%callers {
+			n++
+		}
+		wg.Go(func() {
+			mine := make([]time.Duration, 0, n)
+			k := c * 7919
+			for range n {
+				k = (k + 1) % redisKeys
+				t0 := time.Now()
+				if err := decide(ctx, keys[k]); err != nil {
+					errs <- err
+					return
+				}
+				mine = append(mine, time.Since(t0))
+			}
+			lat[c] = mine
+		})
+	}
+	wg.Wait()
+	elapsed := time.Since(start)
+	b.StopTimer()
+	select {
+	case err := <-errs:
+		b.Fatal(err)
+	default:
+	}
+	all := slices.Concat(lat...)
+	slices.Sort(all)
+	if len(all) > 0 {
+		b.ReportMetric(float64(all[len(all)*99/100].Microseconds()), "p99-µs")
+	}
+	b.ReportMetric(float64(b.N)/elapsed.Seconds(), "decisions/s")
+	b.ReportMetric(float64(scriptUsec(b, srv)-usec0)/float64(b.N), "redis-µs/decision")
+}
+
+// scriptUsec returns the microseconds srv has spent in EVALSHA and EVAL.
+func scriptUsec(b *testing.B, srv *redistest.Server) int64 {
+	info := srv.Info("commandstats")
+	var total int64
+	for _, cmd := range []string{"cmdstat_evalsha", "cmdstat_eval"} {
+		v, ok := info[cmd] // calls=12,usec=345,usec_per_call=28.75,...
+		if !ok {
+			continue
+		}
+		for f := range strings.SplitSeq(v, ",") {
+			if n, ok := strings.CutPrefix(f, "usec="); ok {
+				u, err := strconv.ParseInt(n, 10, 64)
+				if err != nil {
+					b.Fatalf("%s: %q: %v", cmd, v, err)
+				}
+				total += u
+			}
+		}
+	}
+	return total
+}

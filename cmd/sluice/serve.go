@@ -1,0 +1,247 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"log/slog"
+	"os"
+	"os/signal"
+	"strings"
+	"syscall"
+	"time"
+
+	"github.com/sluicehq/sluice/server"
+)
+
+const serveUsage = `Usage: sluice serve [flags]
+
+Runs sluice as a server: a reverse proxy that enforces a policy file, check
+endpoints for NGINX (auth_request) and Traefik (forwardAuth), Envoy's rate
+limit service, and an admin listener with metrics and a dashboard.
+
+With no flags it runs a built-in demo: two policies in memory in front of a
+demo upstream that answers JSON. Try:
+
+  sluice serve
+  curl -i http://127.0.0.1:8080/hello
+
+Examples:
+
+  sluice serve --config sluice.yaml --upstream http://127.0.0.1:3000
+  sluice serve --config sluice.yaml                  # check endpoints only
+  sluice serve --envoy-config /etc/ratelimit/config  # Envoy's service
+  sluice serve --print-demo-config > sluice.yaml
+
+Flags (each may also be set by the environment variable shown; a flag
+wins over its variable):
+
+  --config FILE           the policy file (SLUICE_CONFIG). Default: the
+                          built-in demo, unless --envoy-config is given.
+  --envoy-config PATH     a file, or a directory of .yaml files, in the
+                          format of Envoy's reference rate limit service;
+                          repeatable (SLUICE_ENVOY_CONFIG, comma-separated).
+                          Turns the gRPC listener on.
+  --upstream URL          where the reverse proxy forwards allowed requests
+                          (SLUICE_UPSTREAM), or "demo" for the demo
+                          upstream. Default: none (no proxy listener),
+                          except on the demo config.
+  --preserve-host         send the client's Host header to the upstream
+                          (SLUICE_PRESERVE_HOST). Default: the upstream's
+                          own host; the client's is in X-Forwarded-Host.
+  --redis URL             keep the counters in this Redis, overriding the
+                          policy file's store section (SLUICE_REDIS):
+                          redis://[user:pass@]host:6379/0, rediss:// for
+                          TLS, ?addr=host2:6379 for more cluster seeds,
+                          ?master_set=NAME for Sentinel.
+  --listen ADDR           the reverse proxy (SLUICE_LISTEN).
+                          Default 127.0.0.1:8080.
+  --check-listen ADDR     the check endpoints, /check (Traefik) and
+                          /check/nginx (SLUICE_CHECK_LISTEN).
+                          Default 127.0.0.1:8081.
+  --grpc-listen ADDR      Envoy's rate limit service (SLUICE_GRPC_LISTEN).
+                          Default 127.0.0.1:8082.
+  --admin-listen ADDR     /metrics, /healthz, /readyz, /debug/top and the
+                          dashboard (SLUICE_ADMIN_LISTEN).
+                          Default 127.0.0.1:9090.
+                          Any listener can be turned off with "off".
+  --pprof                 serve /debug/pprof/ on the admin listener
+                          (SLUICE_PPROF).
+  --watch-interval DUR    how often the configuration files are checked
+                          for changes; 0 turns watching off (SIGHUP still
+                          reloads) (SLUICE_WATCH_INTERVAL). Default 2s.
+  --shutdown-timeout DUR  how long requests in flight may take to finish
+                          after SIGTERM or SIGINT (SLUICE_SHUTDOWN_TIMEOUT).
+                          Default 15s.
+  --log-format FORMAT     text or json (SLUICE_LOG_FORMAT). Default text.
+  --log-level LEVEL       debug, info, warn or error (SLUICE_LOG_LEVEL).
+                          Default info.
+  --print-demo-config     print the built-in demo configuration and exit.
+  --help                  show this help.
+
+Signals: SIGHUP reloads the configuration; SIGTERM and SIGINT stop the
+server gracefully.
+
+Exit codes: 0 stopped by a signal, 1 failed at run time (a listener could
+not open, Redis could not be reached at start), 2 usage error, 3 a
+configuration file does not load at start.
+`
+
+// Exit codes of sluice serve.
+const (
+	exitOK        = 0
+	exitFailure   = 1
+	exitUsage     = 2
+	exitBadConfig = 3
+)
+
+// listFlag is a repeatable flag. Values from the environment are replaced,
+// not extended, by the first one on the command line.
+type listFlag struct {
+	vals    []string
+	fromEnv bool
+}
+
+func (l *listFlag) String() string { return strings.Join(l.vals, ",") }
+
+func (l *listFlag) Set(v string) error {
+	if l.fromEnv {
+		l.vals, l.fromEnv = nil, false
+	}
+	l.vals = append(l.vals, v)
+	return nil
+}
+
+// serveFlags parses the flags and environment of sluice serve.
+type serveFlags struct {
+	o               server.Options
+	envoy           listFlag
+	watch, shutdown time.Duration
+	logFormat       string
+	logLevel        string
+	printDemo       bool
+}
+
+func parseServeFlags(args []string, getenv func(string) string, stderr io.Writer) (*serveFlags, error) {
+	f := &serveFlags{}
+	fs := flag.NewFlagSet("sluice serve", flag.ContinueOnError)
+	fs.SetOutput(io.Discard)
+	fs.StringVar(&f.o.ConfigFile, "config", "", "")
+	fs.Var(&f.envoy, "envoy-config", "")
+	fs.StringVar(&f.o.Upstream, "upstream", "", "")
+	fs.BoolVar(&f.o.PreserveHost, "preserve-host", false, "")
+	fs.StringVar(&f.o.RedisURL, "redis", "", "")
+	fs.StringVar(&f.o.Listen, "listen", server.DefaultListen, "")
+	fs.StringVar(&f.o.CheckListen, "check-listen", server.DefaultCheckListen, "")
+	fs.StringVar(&f.o.GRPCListen, "grpc-listen", server.DefaultGRPCListen, "")
+	fs.StringVar(&f.o.AdminListen, "admin-listen", server.DefaultAdminListen, "")
+	fs.BoolVar(&f.o.Pprof, "pprof", false, "")
+	fs.DurationVar(&f.watch, "watch-interval", server.DefaultWatchInterval, "")
+	fs.DurationVar(&f.shutdown, "shutdown-timeout", server.DefaultShutdownTimeout, "")
+	fs.StringVar(&f.logFormat, "log-format", "text", "")
+	fs.StringVar(&f.logLevel, "log-level", "info", "")
+	fs.BoolVar(&f.printDemo, "print-demo-config", false, "")
+
+	env := map[string]string{
+		"config": "SLUICE_CONFIG", "upstream": "SLUICE_UPSTREAM", "preserve-host": "SLUICE_PRESERVE_HOST",
+		"redis": "SLUICE_REDIS", "listen": "SLUICE_LISTEN", "check-listen": "SLUICE_CHECK_LISTEN",
+		"grpc-listen": "SLUICE_GRPC_LISTEN", "admin-listen": "SLUICE_ADMIN_LISTEN", "pprof": "SLUICE_PPROF",
+		"watch-interval": "SLUICE_WATCH_INTERVAL", "shutdown-timeout": "SLUICE_SHUTDOWN_TIMEOUT",
+		"log-format": "SLUICE_LOG_FORMAT", "log-level": "SLUICE_LOG_LEVEL",
+	}
+	for name, key := range env {
+		if v := getenv(key); v != "" {
+			if err := fs.Set(name, v); err != nil {
+				return nil, fmt.Errorf("%s=%q: %w", key, v, err)
+			}
+		}
+	}
+	if v := getenv("SLUICE_ENVOY_CONFIG"); v != "" {
+		for _, p := range strings.Split(v, ",") {
+			if p = strings.TrimSpace(p); p != "" {
+				f.envoy.vals = append(f.envoy.vals, p)
+			}
+		}
+		f.envoy.fromEnv = true
+	}
+	if err := fs.Parse(args); err != nil {
+		return nil, err
+	}
+	if fs.NArg() > 0 {
+		return nil, fmt.Errorf("unexpected argument %q (the policy file goes after --config)", fs.Arg(0))
+	}
+	if f.logFormat != "text" && f.logFormat != "json" {
+		return nil, fmt.Errorf("--log-format %q: want text or json", f.logFormat)
+	}
+	var lvl slog.Level
+	if err := lvl.UnmarshalText([]byte(f.logLevel)); err != nil {
+		return nil, fmt.Errorf("--log-level %q: want debug, info, warn or error", f.logLevel)
+	}
+	f.o.EnvoyConfigs = f.envoy.vals
+	f.o.WatchInterval = f.watch
+	if f.watch <= 0 {
+		f.o.WatchInterval = -1
+	}
+	if f.shutdown <= 0 {
+		return nil, fmt.Errorf("--shutdown-timeout must be above zero")
+	}
+	f.o.ShutdownTimeout = f.shutdown
+	opts := &slog.HandlerOptions{Level: lvl}
+	if f.logFormat == "json" {
+		f.o.Logger = slog.New(slog.NewJSONHandler(stderr, opts))
+	} else {
+		f.o.Logger = slog.New(slog.NewTextHandler(stderr, opts))
+	}
+	return f, nil
+}
+
+// runServe is "sluice serve".
+func runServe(ctx context.Context, args []string, stdout, stderr io.Writer) int {
+	for _, a := range args {
+		if a == "-h" || a == "-help" || a == "--help" {
+			io.WriteString(stdout, serveUsage)
+			return exitOK
+		}
+	}
+	f, err := parseServeFlags(args, os.Getenv, stderr)
+	if err != nil {
+		fmt.Fprintf(stderr, "sluice serve: %v\nRun 'sluice serve --help' for the flags.\n", err)
+		return exitUsage
+	}
+	if f.printDemo {
+		stdout.Write(server.DemoConfig)
+		return exitOK
+	}
+	log := f.o.Logger
+	srv, err := server.New(f.o)
+	if err != nil {
+		if errors.Is(err, server.ErrConfig) {
+			fmt.Fprintf(stderr, "sluice serve: the configuration does not load:\n%s\n", strings.TrimPrefix(err.Error(), server.ErrConfig.Error()+": "))
+			return exitBadConfig
+		}
+		log.Error("cannot start", "error", err.Error())
+		return exitFailure
+	}
+
+	hup := make(chan os.Signal, 1)
+	signal.Notify(hup, syscall.SIGHUP)
+	defer signal.Stop(hup)
+	go func() {
+		for {
+			select {
+			case <-ctx.Done():
+				return
+			case <-hup:
+				log.Info("SIGHUP: reloading the configuration")
+				_ = srv.Reload(ctx) // a failure is logged and counted; the old configuration serves on
+			}
+		}
+	}()
+	if err := srv.Run(ctx); err != nil {
+		log.Error("stopped on a failure", "error", err.Error())
+		return exitFailure
+	}
+	return exitOK
+}

@@ -1,0 +1,344 @@
+package main
+
+import (
+	"bufio"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"net/http"
+	"net/http/httptest"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"sync"
+	"syscall"
+	"testing"
+	"time"
+)
+
+// The binary, built once for the package's tests.
+var (
+	buildOnce sync.Once
+	binPath   string
+	buildErr  error
+)
+
+func sluiceBinary(t *testing.T) string {
+	t.Helper()
+	buildOnce.Do(func() {
+		dir, err := os.MkdirTemp("", "sluice-bin")
+		if err != nil {
+			buildErr = err
+			return
+		}
+		binPath = filepath.Join(dir, "sluice")
+		out, err := exec.Command("go", "build", "-o", binPath, ".").CombinedOutput()
+		if err != nil {
+			buildErr = fmt.Errorf("go build: %v\n%s", err, out)
+		}
+	})
+	if buildErr != nil {
+		t.Fatal(buildErr)
+	}
+	return binPath
+}
+
+func TestMain(m *testing.M) {
+	code := m.Run()
+	if binPath != "" {
+		os.RemoveAll(filepath.Dir(binPath))
+	}
+	os.Exit(code)
+}
+
+// process is a running `sluice serve` whose JSON log lines are read as
+// they come.
+type process struct {
+	t     *testing.T
+	cmd   *exec.Cmd
+	lines chan map[string]any
+	mu    sync.Mutex
+	log   strings.Builder
+	exit  chan error
+	addrs map[string]string
+}
+
+// startSluice starts `sluice serve args…` with every listener on port 0
+// and JSON logs, and waits for it to say where it listens.
+func startSluice(t *testing.T, want []string, args ...string) *process {
+	t.Helper()
+	args = append([]string{"serve", "--log-format", "json",
+		"--listen", "127.0.0.1:0", "--check-listen", "127.0.0.1:0", "--admin-listen", "127.0.0.1:0", "--grpc-listen", "127.0.0.1:0"}, args...)
+	p := &process{t: t, cmd: exec.Command(sluiceBinary(t), args...), lines: make(chan map[string]any, 100), exit: make(chan error, 1), addrs: map[string]string{}}
+	stderr, err := p.cmd.StderrPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := p.cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	go func() {
+		sc := bufio.NewScanner(stderr)
+		for sc.Scan() {
+			p.mu.Lock()
+			p.log.WriteString(sc.Text() + "\n")
+			p.mu.Unlock()
+			var m map[string]any
+			if json.Unmarshal(sc.Bytes(), &m) == nil {
+				select {
+				case p.lines <- m:
+				default: // nobody is waiting for lines now
+				}
+			}
+		}
+		p.exit <- p.cmd.Wait()
+	}()
+	t.Cleanup(func() {
+		p.cmd.Process.Kill()
+		if t.Failed() {
+			t.Logf("sluice log:\n%s", p.logs())
+		}
+	})
+	for len(p.addrs) < len(want) {
+		m := p.waitLog("listening")
+		p.addrs[m["listener"].(string)] = m["addr"].(string)
+	}
+	for _, w := range want {
+		if p.addrs[w] == "" {
+			t.Fatalf("no %s listener in %v", w, p.addrs)
+		}
+	}
+	return p
+}
+
+func (p *process) logs() string {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	return p.log.String()
+}
+
+// waitLog returns the next log line whose msg is msg, waiting up to 10s.
+func (p *process) waitLog(msg string) map[string]any {
+	p.t.Helper()
+	timeout := time.After(10 * time.Second)
+	for {
+		select {
+		case m := <-p.lines:
+			if m["msg"] == msg {
+				return m
+			}
+		case err := <-p.exit:
+			p.exit <- err
+			p.t.Fatalf("sluice exited (%v) before logging %q", err, msg)
+		case <-timeout:
+			p.t.Fatalf("sluice did not log %q within 10s", msg)
+		}
+	}
+}
+
+// wait returns the exit code, waiting up to 20s.
+func (p *process) wait() int {
+	p.t.Helper()
+	select {
+	case err := <-p.exit:
+		var ee *exec.ExitError
+		if errors.As(err, &ee) {
+			return ee.ExitCode()
+		}
+		if err != nil {
+			p.t.Fatal(err)
+		}
+		return 0
+	case <-time.After(20 * time.Second):
+		p.t.Fatal("sluice did not exit within 20s")
+		return -1
+	}
+}
+
+func httpGet(t *testing.T, url string) (int, string) {
+	t.Helper()
+	resp, err := http.Get(url)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	b, _ := io.ReadAll(resp.Body)
+	return resp.StatusCode, string(b)
+}
+
+// metricLine returns the /metrics line starting with prefix, or "".
+func metricLine(t *testing.T, admin, prefix string) string {
+	t.Helper()
+	_, body := httpGet(t, "http://"+admin+"/metrics")
+	for _, l := range strings.Split(body, "\n") {
+		if strings.HasPrefix(l, prefix) {
+			return l
+		}
+	}
+	return ""
+}
+
+// The built binary, end to end: a limit through the proxy, the admin
+// endpoints, reloads on SIGHUP (bad, then good), and a graceful stop on
+// SIGTERM that lets a request in flight finish and exits 0.
+func TestServeBinary(t *testing.T) {
+	entered, release := make(chan struct{}, 1), make(chan struct{})
+	up := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if r.URL.Path == "/slow" {
+			entered <- struct{}{}
+			<-release
+		}
+		io.WriteString(w, "upstream "+r.URL.Path)
+	}))
+	defer up.Close()
+	dir := t.TempDir()
+	cfg := filepath.Join(dir, "sluice.yaml")
+	write := func(s string) {
+		if err := os.WriteFile(cfg, []byte(s), 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	write("policies:\n  - name: api\n    match: /limited/\n    limits: [\"2/m\"]\n")
+	p := startSluice(t, []string{"proxy", "check", "admin"}, "--config", cfg, "--upstream", up.URL, "--watch-interval", "0")
+	proxy, admin := "http://"+p.addrs["proxy"], p.addrs["admin"]
+
+	for i, want := range []int{200, 200, 429} {
+		if code, body := httpGet(t, proxy+"/limited/x"); code != want || want == 200 && body != "upstream /limited/x" {
+			t.Fatalf("request %d: %d %q, want %d", i, code, body, want)
+		}
+	}
+	if code, body := httpGet(t, "http://"+admin+"/healthz"); code != 200 || body != "ok\n" {
+		t.Errorf("/healthz: %d %q", code, body)
+	}
+	if got := metricLine(t, admin, `sluice_decisions_total{policy="api",result="refused"}`); !strings.HasSuffix(got, " 1") {
+		t.Errorf("/metrics: %q", got)
+	}
+
+	// SIGHUP with a bad file: counted, logged with file:line:col, old
+	// limits kept.
+	write("policies:\n  - name: api\n    limits: [\"2/fortnight\"]\n")
+	p.cmd.Process.Signal(syscall.SIGHUP)
+	m := p.waitLog("reload failed; the previous configuration keeps serving")
+	if e, _ := m["error"].(string); !strings.Contains(e, cfg+":3:14:") {
+		t.Errorf("reload error %q lacks file:line:col", e)
+	}
+	if got := metricLine(t, admin, `sluice_config_reloads_total{result="failure"}`); !strings.HasSuffix(got, " 1") {
+		t.Errorf("failed reload not counted: %q", got)
+	}
+	if code, _ := httpGet(t, proxy+"/limited/x"); code != 429 {
+		t.Errorf("after a failed reload: %d, want the old limit's 429", code)
+	}
+	// SIGHUP with a good file: the new limit applies.
+	write("policies:\n  - name: api\n    match: /limited/\n    limits: [\"5/m\"]\n")
+	p.cmd.Process.Signal(syscall.SIGHUP)
+	p.waitLog("configuration reloaded")
+	if code, _ := httpGet(t, proxy+"/limited/x"); code != 200 {
+		t.Errorf("after a good reload: %d, want 200 from the new 5/m", code)
+	}
+
+	// SIGTERM with a request in flight.
+	type result struct {
+		code int
+		body string
+	}
+	done := make(chan result, 1)
+	go func() {
+		resp, err := http.Get(proxy + "/slow")
+		if err != nil {
+			done <- result{body: err.Error()}
+			return
+		}
+		b, _ := io.ReadAll(resp.Body)
+		resp.Body.Close()
+		done <- result{resp.StatusCode, string(b)}
+	}()
+	<-entered
+	p.cmd.Process.Signal(syscall.SIGTERM)
+	p.waitLog("shutting down")
+	close(release)
+	if r := <-done; r.code != 200 || r.body != "upstream /slow" {
+		t.Errorf("the request in flight at SIGTERM: %d %q", r.code, r.body)
+	}
+	if code := p.wait(); code != 0 {
+		t.Errorf("exit code %d after SIGTERM, want 0", code)
+	}
+}
+
+// Exit codes: 3 for a configuration that does not load, 2 for usage.
+func TestServeExitCodes(t *testing.T) {
+	dir := t.TempDir()
+	bad := filepath.Join(dir, "bad.yaml")
+	os.WriteFile(bad, []byte("policies:\n  - name: a\n    limts: [\"1/s\"]\n"), 0o644)
+	out, err := exec.Command(sluiceBinary(t), "serve", "--config", bad).CombinedOutput()
+	var ee *exec.ExitError
+	if !errors.As(err, &ee) || ee.ExitCode() != 3 || !strings.Contains(string(out), bad+`:3:5: unknown field "limts"`) {
+		t.Errorf("bad config: %v\n%s", err, out)
+	}
+	code, _, stderr := runCLI(t, "serve", "--no-such-flag")
+	if code != 2 || !strings.Contains(stderr, "no-such-flag") {
+		t.Errorf("unknown flag: exit %d, %q", code, stderr)
+	}
+	code, _, stderr = runCLI(t, "serve", "--log-format", "xml")
+	if code != 2 || !strings.Contains(stderr, "text or json") {
+		t.Errorf("bad log format: exit %d, %q", code, stderr)
+	}
+	code, stdout, _ := runCLI(t, "serve", "--help")
+	if code != 0 || !strings.Contains(stdout, "SLUICE_LISTEN") || !strings.Contains(stdout, "Exit codes") {
+		t.Errorf("help: exit %d", code)
+	}
+}
+
+// Environment variables set what flags do not; flags win.
+func TestServeEnv(t *testing.T) {
+	env := map[string]string{
+		"SLUICE_LISTEN":       "127.0.0.1:18080",
+		"SLUICE_ADMIN_LISTEN": "off",
+		"SLUICE_ENVOY_CONFIG": "a.yaml, b",
+		"SLUICE_PPROF":        "true",
+		"SLUICE_LOG_LEVEL":    "debug",
+	}
+	f, err := parseServeFlags([]string{"--admin-listen", "127.0.0.1:19090"}, func(k string) string { return env[k] }, io.Discard)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if f.o.Listen != "127.0.0.1:18080" || f.o.AdminListen != "127.0.0.1:19090" || !f.o.Pprof ||
+		strings.Join(f.o.EnvoyConfigs, "|") != "a.yaml|b" || f.logLevel != "debug" {
+		t.Errorf("options %+v", f.o)
+	}
+	f, err = parseServeFlags([]string{"--envoy-config", "c"}, func(k string) string { return env[k] }, io.Discard)
+	if err != nil || strings.Join(f.o.EnvoyConfigs, "|") != "c" {
+		t.Errorf("--envoy-config should replace the environment's list: %v %v", f.o.EnvoyConfigs, err)
+	}
+	if _, err := parseServeFlags(nil, func(k string) string { return map[string]string{"SLUICE_PPROF": "maybe"}[k] }, io.Discard); err == nil ||
+		!strings.Contains(err.Error(), "SLUICE_PPROF") {
+		t.Errorf("a bad environment value: %v", err)
+	}
+}
+
+func TestCheckCommand(t *testing.T) {
+	code, stdout, stderr := runCLI(t, "check", "../../examples/sluice.yaml")
+	if code != 0 || !strings.HasPrefix(stdout, "../../examples/sluice.yaml: OK: 9 policies (1 shadow), 8 limits") || stderr != "" {
+		t.Errorf("examples/sluice.yaml: exit %d, %q %q", code, stdout, stderr)
+	}
+	code, stdout, _ = runCLI(t, "check", "--envoy", "../../examples/envoy/config", "--envoy", "../../rls/testdata")
+	if code == 0 {
+		t.Errorf("two files of domain edge should conflict: %q", stdout)
+	}
+	code, stdout, _ = runCLI(t, "check", "--envoy", "../../examples/envoy/config")
+	if code != 0 || !strings.Contains(stdout, "OK: 1 domain (edge)") {
+		t.Errorf("examples/envoy/config: exit %d %q", code, stdout)
+	}
+	dir := t.TempDir()
+	bad := filepath.Join(dir, "bad.yaml")
+	os.WriteFile(bad, []byte("policies:\n  - name: a\n    limts: [\"1/s\"]\n  - name: b\n    limits: [\"1/fortnight\"]\n"), 0o644)
+	code, stdout, stderr = runCLI(t, "check", bad)
+	lines := strings.Split(strings.TrimSpace(stderr), "\n")
+	if code != 1 || stdout != "" || len(lines) != 2 || !strings.HasPrefix(lines[0], bad+":3:5: ") || !strings.HasPrefix(lines[1], bad+":5:14: ") {
+		t.Errorf("bad file: exit %d, stdout %q, stderr %q", code, stdout, stderr)
+	}
+	if code, _, _ := runCLI(t, "check"); code != 2 {
+		t.Errorf("no file: exit %d, want 2", code)
+	}
+}

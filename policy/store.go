@@ -1,0 +1,135 @@
+package policy
+
+import (
+	"net"
+	"net/url"
+	"slices"
+	"time"
+
+	"go.yaml.in/yaml/v3"
+)
+
+// StoreConfig is the file's store section: where a server keeps its
+// counters. The policy package only reads it; `sluice serve` acts on it.
+// The zero value means the in-memory store of one process.
+//
+//	store:
+//	  redis: "redis://127.0.0.1:6379/0"   # one server (any rueidis URL)
+//	  # cluster: ["10.0.0.1:6379", "10.0.0.2:6379"]  # Redis Cluster seeds
+//	  # sentinel: {master: mymaster, addrs: ["10.0.0.1:26379"]}
+//	  timeout: 50ms                        # bound on each call
+//	  deny_cache: true                     # refuse known refusals locally
+//
+// At most one of Redis, Cluster and Sentinel is set.
+type StoreConfig struct {
+	// Redis is the URL of a Redis server, as rueidis.ParseURL reads it:
+	// redis://[user:pass@]host:port/db, rediss:// for TLS, extra addr=
+	// parameters for a cluster, master_set= for Sentinel.
+	Redis string
+	// Cluster lists the seed addresses (host:port) of a Redis Cluster.
+	Cluster []string
+	// SentinelMaster and SentinelAddrs name a Sentinel-managed master and
+	// the Sentinels (host:port) that know where it is.
+	SentinelMaster string
+	SentinelAddrs  []string
+	// Timeout bounds each call to the store. Zero means the server's
+	// default.
+	Timeout time.Duration
+	// NoDenyCache turns the Redis store's deny cache off (deny_cache:
+	// false). It is on by default.
+	NoDenyCache bool
+}
+
+// IsRedis reports whether the section names a Redis store, and so
+// whether readiness depends on reaching it.
+func (c StoreConfig) IsRedis() bool {
+	return c.Redis != "" || len(c.Cluster) > 0 || c.SentinelMaster != ""
+}
+
+// Equal reports whether c and o describe the same store.
+func (c StoreConfig) Equal(o StoreConfig) bool {
+	return c.Redis == o.Redis && slices.Equal(c.Cluster, o.Cluster) &&
+		c.SentinelMaster == o.SentinelMaster && slices.Equal(c.SentinelAddrs, o.SentinelAddrs) &&
+		c.Timeout == o.Timeout && c.NoDenyCache == o.NoDenyCache
+}
+
+// Store returns the file's store section; its zero value when there is
+// none.
+func (s *Set) Store() StoreConfig { return s.store }
+
+func (ld *loader) storeSection(f field) StoreConfig {
+	var c StoreConfig
+	if f.val == nil {
+		return c
+	}
+	m := ld.fields(f.val, "store", "redis", "cluster", "sentinel", "timeout", "deny_cache")
+	kinds := 0
+	if v, ok := m["redis"]; ok {
+		kinds++
+		if s, ok := ld.str(v.val, "store.redis"); ok {
+			u, err := url.Parse(s)
+			switch {
+			case err != nil:
+				ld.errf(v.val, "store.redis %q is not a URL: %v", s, err)
+			case u.Scheme != "redis" && u.Scheme != "rediss" && u.Scheme != "unix":
+				ld.errf(v.val, "store.redis %q: want a redis://, rediss:// or unix:// URL", s)
+			default:
+				c.Redis = s
+			}
+		}
+	}
+	if v, ok := m["cluster"]; ok {
+		kinds++
+		c.Cluster = ld.addrs(v.val, "store.cluster")
+		if len(ld.list(v.val, "store.cluster")) == 0 {
+			ld.errf(v.val, "store.cluster needs at least one seed address, e.g. [\"10.0.0.1:6379\"]")
+		}
+	}
+	if v, ok := m["sentinel"]; ok {
+		kinds++
+		sm := ld.fields(v.val, "store.sentinel", "master", "addrs")
+		if mv, ok := sm["master"]; ok {
+			c.SentinelMaster, _ = ld.str(mv.val, "store.sentinel.master")
+		}
+		if av, ok := sm["addrs"]; ok {
+			c.SentinelAddrs = ld.addrs(av.val, "store.sentinel.addrs")
+		}
+		if sm != nil && (c.SentinelMaster == "" || len(c.SentinelAddrs) == 0) {
+			ld.errf(v.val, "store.sentinel needs master (the master's name) and addrs (the Sentinels, host:port)")
+		}
+	}
+	if kinds > 1 {
+		ld.errf(f.key, "store names more than one of redis, cluster and sentinel; pick one")
+	}
+	if v, ok := m["timeout"]; ok {
+		if d, ok := ld.duration(v.val, "store.timeout"); ok {
+			if d <= 0 {
+				ld.errf(v.val, "store.timeout must be above zero")
+			}
+			c.Timeout = d
+		}
+	}
+	if v, ok := m["deny_cache"]; ok {
+		if b, ok := ld.boolean(v.val, "store.deny_cache"); ok {
+			c.NoDenyCache = !b
+		}
+	}
+	return c
+}
+
+// addrs reads a list of host:port addresses.
+func (ld *loader) addrs(n *yaml.Node, what string) []string {
+	var out []string
+	for _, an := range ld.list(n, what) {
+		s, ok := ld.str(an, "an address")
+		if !ok {
+			continue
+		}
+		if _, port, err := net.SplitHostPort(s); err != nil || port == "" {
+			ld.errf(an, "%s: %q is not host:port", what, s)
+			continue
+		}
+		out = append(out, s)
+	}
+	return out
+}

@@ -1,0 +1,289 @@
+package server
+
+import (
+	"fmt"
+	"io"
+	"net"
+	"net/http"
+	"net/http/httptest"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+
+	"go.yaml.in/yaml/v3"
+)
+
+const checkPolicy = `
+client_ip: {trusted_proxies: [127.0.0.1]}
+policies:
+  - name: login
+    match: "POST /login"
+    key: ip
+    limits: ["2/m"]
+`
+
+// Traefik's forwardAuth: the gateway describes the request in
+// X-Forwarded-* headers; sluice answers 200 with the RateLimit fields,
+// or the refusal as the client should get it.
+func TestCheckTraefik(t *testing.T) {
+	ts := startServer(t, checkPolicy, Options{})
+	check := func(client string) (*http.Response, string) {
+		return get(t, ts.Addrs().Check, "/check",
+			"X-Forwarded-Method", "POST", "X-Forwarded-Uri", "/login?next=/", "X-Forwarded-Host", "app.example",
+			"X-Forwarded-Proto", "https", "X-Forwarded-For", client)
+	}
+	copied := traefikExample(t)
+	for i := range 2 {
+		resp, _ := check("203.0.113.5")
+		if resp.StatusCode != 200 || resp.Header.Get("Ratelimit") != fmt.Sprintf(`"login";r=%d;t=%d`, 1-i, 30*(i+1)) {
+			t.Fatalf("check %d: %d, RateLimit %q", i, resp.StatusCode, resp.Header.Get("Ratelimit"))
+		}
+		for _, h := range copied {
+			if resp.Header.Get(h) == "" {
+				t.Errorf("examples/traefik/sluice.yml copies %s, which the answer lacks", h)
+			}
+		}
+	}
+	resp, body := check("203.0.113.5")
+	if resp.StatusCode != http.StatusTooManyRequests || resp.Header.Get("Retry-After") != "30" ||
+		resp.Header.Get("Content-Type") != "application/problem+json" || !strings.Contains(body, `"violated-policies":["login"]`) {
+		t.Fatalf("third check: %d %v %s; want 429, Retry-After 30 and a problem body", resp.StatusCode, resp.Header, body)
+	}
+	// Another client has its own bucket; another route is not limited.
+	if resp, _ := check("203.0.113.6"); resp.StatusCode != 200 {
+		t.Errorf("another client: %d", resp.StatusCode)
+	}
+	if resp, _ := get(t, ts.Addrs().Check, "/check", "X-Forwarded-Method", "GET", "X-Forwarded-Uri", "/login", "X-Forwarded-For", "203.0.113.5"); resp.StatusCode != 200 || resp.Header.Get("Ratelimit") != "" {
+		t.Errorf("GET /login: %d %v, want 200 and no limit", resp.StatusCode, resp.Header)
+	}
+}
+
+// traefikExample reads examples/traefik/sluice.yml: its forwardAuth must
+// ask /check on sluice's default check address, and it returns the
+// headers it copies.
+func traefikExample(t *testing.T) []string {
+	t.Helper()
+	b, err := os.ReadFile("../examples/traefik/sluice.yml")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var cfg struct {
+		HTTP struct {
+			Middlewares map[string]struct {
+				ForwardAuth struct {
+					Address             string   `yaml:"address"`
+					TrustForwardHeader  bool     `yaml:"trustForwardHeader"`
+					AuthResponseHeaders []string `yaml:"authResponseHeaders"`
+				} `yaml:"forwardAuth"`
+			} `yaml:"middlewares"`
+		} `yaml:"http"`
+	}
+	if err := yaml.Unmarshal(b, &cfg); err != nil {
+		t.Fatal(err)
+	}
+	fa := cfg.HTTP.Middlewares["sluice"].ForwardAuth
+	if fa.Address != "http://"+DefaultCheckListen+"/check" || fa.TrustForwardHeader || len(fa.AuthResponseHeaders) == 0 {
+		t.Fatalf("examples/traefik/sluice.yml: forwardAuth %+v", fa)
+	}
+	return fa.AuthResponseHeaders
+}
+
+// A check from a peer that is not a trusted proxy is decided as itself:
+// its X-Forwarded-* headers cannot make it count as another request or
+// another client.
+func TestCheckUntrustedIsCheckedAsItself(t *testing.T) {
+	ts := startServer(t, strings.Replace(checkPolicy, "127.0.0.1", "10.0.0.0/8", 1), Options{})
+	for range 3 {
+		resp, _ := get(t, ts.Addrs().Check, "/check", "X-Forwarded-Method", "POST", "X-Forwarded-Uri", "/login", "X-Forwarded-For", "203.0.113.5")
+		if resp.StatusCode != 200 || resp.Header.Get("Ratelimit") != "" {
+			t.Fatalf("untrusted check: %d %v; want 200 with no limit (GET /check matches no policy)", resp.StatusCode, resp.Header)
+		}
+	}
+}
+
+// NGINX's auth_request, for real: examples/nginx.conf, with its ports
+// replaced, in front of a test application.
+func TestCheckNginx(t *testing.T) {
+	nginx := findNginx(t)
+	app := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		fmt.Fprintf(w, "app: %s %s", r.Method, r.URL.Path)
+	}))
+	defer app.Close()
+	ts := startServer(t, `
+client_ip: {trusted_proxies: [127.0.0.1]}
+policies:
+  - name: api
+    match: /api/
+    key: ip
+    limits: ["2/m"]
+`, Options{})
+
+	dir := t.TempDir()
+	port := freePort(t)
+	conf := renderNginx(t, dir, port, ts.Addrs().Check, strings.TrimPrefix(app.URL, "http://"))
+	cmd := exec.Command(nginx, "-p", dir, "-c", conf, "-g", "daemon off; pid "+filepath.Join(dir, "nginx.pid")+"; error_log "+filepath.Join(dir, "error.log")+";")
+	cmd.Stdout, cmd.Stderr = os.Stderr, os.Stderr
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	defer func() {
+		cmd.Process.Signal(syscall.SIGTERM) // the master stops its workers
+		cmd.Wait()
+		if t.Failed() {
+			b, _ := os.ReadFile(filepath.Join(dir, "error.log"))
+			t.Logf("nginx error log:\n%s", b)
+		}
+	}()
+	base := fmt.Sprintf("127.0.0.1:%d", port)
+	waitListening(t, base)
+
+	// The client connects from 127.0.0.2: a loopback address, but not
+	// NGINX's, which alone is trusted.
+	client := &http.Client{Transport: &http.Transport{DialContext: (&net.Dialer{
+		LocalAddr: &net.TCPAddr{IP: net.IPv4(127, 0, 0, 2)},
+	}).DialContext}}
+	defer client.CloseIdleConnections()
+	get := func(t *testing.T, base, path string, header ...string) (*http.Response, string) {
+		t.Helper()
+		req, _ := http.NewRequest("GET", "http://"+base+path, nil)
+		for i := 0; i+1 < len(header); i += 2 {
+			req.Header.Set(header[i], header[i+1])
+		}
+		resp, err := client.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer resp.Body.Close()
+		b, _ := io.ReadAll(resp.Body)
+		return resp, string(b)
+	}
+
+	for i := range 2 {
+		resp, body := get(t, base, "/api/items")
+		if resp.StatusCode != 200 || body != "app: GET /api/items" {
+			t.Fatalf("request %d through NGINX: %d %q", i, resp.StatusCode, body)
+		}
+		if got, want := resp.Header.Get("Ratelimit"), fmt.Sprintf(`"api";r=%d;t=%d`, 1-i, 30*(i+1)); got != want {
+			t.Errorf("request %d: RateLimit %q, want %q", i, got, want)
+		}
+	}
+	// Over the limit, with a spoofed X-Forwarded-For that NGINX passes on
+	// to the left of the real client: still the same client.
+	resp, body := get(t, base, "/api/items", "X-Forwarded-For", "198.51.100.1")
+	if resp.StatusCode != http.StatusTooManyRequests || resp.Header.Get("Retry-After") != "30" {
+		t.Fatalf("third request: %d, Retry-After %q, body %q; want 429 with Retry-After 30", resp.StatusCode, resp.Header.Get("Retry-After"), body)
+	}
+	if resp.Header.Get("Ratelimit") != `"api";r=0;t=60` || resp.Header.Get("Content-Type") != "application/problem+json" ||
+		!strings.Contains(body, `"status":429`) || !strings.Contains(body, `"retry_after":30`) {
+		t.Errorf("refusal: %v %q", resp.Header, body)
+	}
+	// Outside the policy, nothing is limited.
+	if resp, body := get(t, base, "/other"); resp.StatusCode != 200 || body != "app: GET /other" {
+		t.Errorf("/other: %d %q", resp.StatusCode, body)
+	}
+}
+
+// renderNginx writes examples/nginx.conf to dir with its addresses
+// replaced and its files inside dir, and returns its path.
+func renderNginx(t *testing.T, dir string, port int, sluice, app string) string {
+	t.Helper()
+	b, err := os.ReadFile("../examples/nginx.conf")
+	if err != nil {
+		t.Fatal(err)
+	}
+	conf := string(b)
+	for _, r := range [][2]string{
+		{"listen 8000;", fmt.Sprintf("listen 127.0.0.1:%d;", port)},
+		{"server 127.0.0.1:8081;", "server " + sluice + ";"},
+		{"server 127.0.0.1:3000;", "server " + app + ";"},
+		{"worker_processes auto;", "worker_processes 1;"},
+		{"http {", "http {\n" + nginxTempPaths(dir)},
+	} {
+		if !strings.Contains(conf, r[0]) {
+			t.Fatalf("examples/nginx.conf has no %q to replace", r[0])
+		}
+		conf = strings.Replace(conf, r[0], r[1], 1)
+	}
+	return writeFile(t, dir, "nginx.conf", conf)
+}
+
+func nginxTempPaths(dir string) string {
+	var b strings.Builder
+	fmt.Fprintf(&b, "    access_log %s;\n", filepath.Join(dir, "access.log"))
+	for _, p := range []string{"client_body", "proxy", "fastcgi", "uwsgi", "scgi"} {
+		fmt.Fprintf(&b, "    %s_temp_path %s;\n", p, filepath.Join(dir, p))
+	}
+	return b.String()
+}
+
+// findNginx returns the nginx binary, and fails the test without one: the
+// recipe in examples/nginx.conf must be tested, not skipped.
+func findNginx(t *testing.T) string {
+	t.Helper()
+	if p, err := exec.LookPath("nginx"); err == nil {
+		return p
+	}
+	if _, err := os.Stat("/usr/sbin/nginx"); err == nil {
+		return "/usr/sbin/nginx"
+	}
+	t.Fatal("nginx not found: run make deps (it installs nginx-light)")
+	return ""
+}
+
+// freePort returns a loopback port nobody listens on now.
+func freePort(t *testing.T) int {
+	t.Helper()
+	l := localListener(t)
+	defer l.Close()
+	return l.Addr().(*net.TCPAddr).Port
+}
+
+// waitListening polls until addr accepts connections, for up to 5s.
+func waitListening(t *testing.T, addr string) {
+	t.Helper()
+	eventually(t, addr+" to accept connections", func() bool {
+		c, err := net.DialTimeout("tcp", addr, 100*time.Millisecond)
+		if err == nil {
+			c.Close()
+		}
+		return err == nil
+	})
+}
+
+// The snippet in docs/nginx.md is the tested file: each of its lines is
+// one of examples/nginx.conf.
+func TestNginxDocMatchesExample(t *testing.T) {
+	doc, err := os.ReadFile("../docs/nginx.md")
+	if err != nil {
+		t.Fatal(err)
+	}
+	conf, err := os.ReadFile("../examples/nginx.conf")
+	if err != nil {
+		t.Fatal(err)
+	}
+	have := map[string]bool{}
+	for _, l := range strings.Split(string(conf), "\n") {
+		have[strings.TrimSpace(l)] = true
+	}
+	_, block, ok := strings.Cut(string(doc), "```nginx\n")
+	if !ok {
+		t.Fatal("docs/nginx.md has no nginx block")
+	}
+	block, _, _ = strings.Cut(block, "```")
+	n := 0
+	for _, l := range strings.Split(block, "\n") {
+		if l = strings.TrimSpace(l); l != "" {
+			n++
+			if !have[l] {
+				t.Errorf("docs/nginx.md line %q is not in examples/nginx.conf", l)
+			}
+		}
+	}
+	if n < 20 {
+		t.Errorf("only %d lines in the docs' nginx block", n)
+	}
+}

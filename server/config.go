@@ -1,0 +1,164 @@
+package server
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net/http"
+	"os"
+	"time"
+
+	"github.com/sluicehq/sluice/httplimit"
+	"github.com/sluicehq/sluice/policy"
+	"github.com/sluicehq/sluice/rls"
+)
+
+// generation is one loaded configuration and the handlers built from it.
+// It is immutable once stored: a reload builds a new one and swaps the
+// pointer, so a request runs start to end on the generation it began on.
+type generation struct {
+	set   *policy.Set // nil when serving Envoy's service alone
+	rls   *rls.Config // nil without EnvoyConfigs
+	proxy http.Handler
+	check http.Handler // the policies, in front of a handler that answers 200
+}
+
+// load reads every configuration file. Its error wraps ErrConfig when a
+// file does not load.
+func (s *Server) load() (*generation, error) {
+	g := &generation{}
+	var errs []error
+	switch {
+	case s.o.ConfigFile != "":
+		set, err := policy.LoadFile(s.o.ConfigFile)
+		if err != nil {
+			errs = append(errs, err)
+		}
+		g.set = set
+	case s.demo:
+		set, err := policy.Load("demo.yaml", DemoConfig)
+		if err != nil {
+			return nil, fmt.Errorf("the built-in demo configuration: %w", err)
+		}
+		g.set = set
+	}
+	if len(s.o.EnvoyConfigs) > 0 {
+		cfg, err := loadEnvoy(s.o.EnvoyConfigs)
+		if err != nil {
+			errs = append(errs, err)
+		}
+		g.rls = cfg
+	}
+	if len(errs) > 0 {
+		return nil, fmt.Errorf("%w: %w", ErrConfig, errors.Join(errs...))
+	}
+	return g, nil
+}
+
+// loadEnvoy loads Envoy configuration files and directories as one Config.
+func loadEnvoy(paths []string) (*rls.Config, error) {
+	var files []string
+	for _, p := range paths {
+		st, err := os.Stat(p)
+		if err != nil {
+			return nil, fmt.Errorf("rls: %w", err)
+		}
+		if !st.IsDir() {
+			files = append(files, p)
+			continue
+		}
+		fs, ok := yamlFiles(p)
+		if !ok {
+			return nil, fmt.Errorf("rls: cannot read directory %s", p)
+		}
+		files = append(files, fs...)
+	}
+	return rls.LoadFiles(files...)
+}
+
+// LoadEnvoy loads Envoy configuration files and directories (their .yaml
+// and .yml files) as one rls.Config, as the server does.
+func LoadEnvoy(paths ...string) (*rls.Config, error) { return loadEnvoy(paths) }
+
+// watched returns the paths whose changes trigger a reload.
+func (s *Server) watched() []string {
+	var paths []string
+	if s.o.ConfigFile != "" {
+		paths = append(paths, s.o.ConfigFile)
+	}
+	return append(paths, s.o.EnvoyConfigs...)
+}
+
+// storeConfig returns the store a generation asks for: the RedisURL
+// option, else the policy file's section.
+func (s *Server) storeConfig(g *generation) policy.StoreConfig {
+	var c policy.StoreConfig
+	if g.set != nil {
+		c = g.set.Store()
+	}
+	if s.o.RedisURL != "" {
+		c.Redis, c.Cluster, c.SentinelMaster, c.SentinelAddrs = s.o.RedisURL, nil, "", nil
+	}
+	return c
+}
+
+// build makes a generation's handlers.
+func (s *Server) build(g *generation) {
+	if g.set == nil {
+		return
+	}
+	mw := httplimit.Middleware(g.set, s.st.store, httplimit.Options{
+		Clock:    s.clock,
+		Local:    s.local,
+		Observer: observer{s},
+		Logger:   s.log,
+	})
+	if s.proxy {
+		var upstream http.Handler
+		if s.target == nil {
+			upstream = demoUpstream{set: g.set}
+		} else {
+			upstream = s.reverseProxy(g.set)
+		}
+		g.proxy = mw(upstream)
+	}
+	g.check = mw(http.HandlerFunc(checkPassed))
+}
+
+// Reload reads the configuration files again and, if they all load,
+// serves them from the next request on; requests in flight finish on the
+// configuration they started with. If a file does not load, the old
+// configuration keeps serving and the error (every problem as
+// file:line:col) is logged, counted in sluice_config_reloads_total and
+// returned. Limits that did not change keep their counters: store keys
+// carry a hash of the limit. The store is chosen at start: a changed
+// store section is logged and needs a restart.
+func (s *Server) Reload(ctx context.Context) error {
+	s.reloadMu.Lock()
+	defer s.reloadMu.Unlock()
+	start := time.Now()
+	g, err := s.load()
+	if err != nil {
+		s.log.Error("reload failed; the previous configuration keeps serving", "error", err.Error())
+		s.m.Reload(false)
+		return err
+	}
+	if c := s.storeConfig(g); !c.Equal(s.st.cfg) {
+		s.log.Warn("the store section changed; a restart is needed for it to apply, the current store stays in use")
+	}
+	s.build(g)
+	s.gen.Store(g)
+	if s.rls != nil {
+		s.rls.SetConfig(g.rls)
+	}
+	s.m.Reload(true)
+	attrs := []any{"took", time.Since(start).String()}
+	if g.set != nil {
+		attrs = append(attrs, "policies", len(g.set.Policies()))
+	}
+	if g.rls != nil {
+		attrs = append(attrs, "envoy_domains", len(g.rls.Domains()))
+	}
+	s.log.Info("configuration reloaded", attrs...)
+	return nil
+}

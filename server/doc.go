@@ -1,0 +1,64 @@
+// Package server is `sluice serve`: one process that enforces a policy
+// file for what stands in front of an API.
+//
+//   - A reverse proxy (Options.Upstream): allowed requests go to the
+//     upstream through httputil.ReverseProxy, streamed as they come
+//     (server-sent events, chunked replies) and with protocol upgrades
+//     (websockets) passed through; refused ones get 429 from sluice.
+//   - Check endpoints for gateways that ask before they forward:
+//     /check for Traefik's forwardAuth, /check/nginx for NGINX's
+//     auth_request (which needs a 403 and an error_page to turn it back
+//     into a 429; examples/nginx.conf is the recipe, tested with a real
+//     NGINX).
+//   - Envoy's rate limit service (Options.EnvoyConfigs), configured in the
+//     reference service's own format, through package rls.
+//   - An admin listener: /metrics, /healthz, /readyz, /debug/top (the
+//     most refused keys), pprof, and the dashboard.
+//
+// # Where to start
+//
+// [New] loads the configuration, connects to the store and opens the
+// listeners ([Server.Addrs] says where, useful with port 0); [Server.Run]
+// serves until its context ends and then drains. [Server.Reload] reloads
+// the files (SIGHUP in the command); the server also polls them, so the
+// symlink swap of a Kubernetes ConfigMap is seen.
+//
+// # Reloads
+//
+// A configuration is loaded whole, validated, and its handlers built
+// before one pointer swap puts it in force; requests in flight finish on
+// the generation they started on. A file that does not load leaves the
+// old configuration serving; the reason is logged (file:line:col) and
+// counted in sluice_config_reloads_total{result="failure"}. Counters
+// survive: store keys carry a hash of the limit, so an unchanged limit
+// keeps its state and a changed one starts afresh. The store itself, and
+// the local store that on_store_error: local falls back to, are made once
+// and shared by every generation; a change of the store section is
+// logged and waits for a restart. The concurrency limit (concurrency:
+// max_in_flight) belongs to a generation: right after a reload, requests
+// still in flight on the old one are not counted by the new one.
+//
+// # Client addresses
+//
+// Only a trusted proxy (client_ip.trusted_proxies in the policy file) is
+// believed about the client: its X-Forwarded-For, -Host and -Proto are
+// passed on with this hop appended, and a gateway's X-Forwarded-Method
+// and -Uri say what a check is about. From anyone else these headers are
+// dropped or ignored, so no client can pick the bucket it is counted in
+// or tell the upstream who it is.
+//
+// # Files
+//
+//   - server.go: Options, New, Run, the listeners, shutdown.
+//   - config.go: loading, generations, Reload.
+//   - store.go: memory or Redis (one server, Cluster, Sentinel), with a
+//     timeout and metrics on every call.
+//   - proxy.go: the reverse proxy and the demo upstream.
+//   - check.go: the check endpoints.
+//   - admin.go: metrics, health, readiness, top keys, pprof, dashboard.
+//   - observe.go: every decision into metrics, dashboard and top keys.
+//   - metrics.go: the Prometheus collectors.
+//   - topk.go: the most refused keys in bounded memory.
+//   - watch.go: polling the configuration files.
+//   - demo.yaml: the built-in demo configuration.
+package server

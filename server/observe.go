@@ -1,0 +1,55 @@
+package server
+
+import (
+	"context"
+
+	"github.com/sluicehq/sluice/policy"
+	"github.com/sluicehq/sluice/rls"
+)
+
+// observer counts every policy decision in the metrics, the dashboard
+// and the top refused keys.
+type observer struct{ s *Server }
+
+// Observe implements policy.Observer.
+func (o observer) Observe(_ context.Context, e policy.Event) {
+	result := ResultAllowed
+	switch {
+	case e.StoreErr != nil:
+		result = ResultError
+	case !e.Decision.Allowed && e.Shadow:
+		result = ResultShadowRefused
+	case !e.Decision.Allowed:
+		result = ResultRefused
+	case e.Decision.Delay > 0:
+		result = ResultThrottled
+	}
+	o.s.m.Decision(e.Policy.Name, result)
+	// What the client saw: throttled and shadow-refused requests passed.
+	o.s.dash.Record(e.Policy.Name, result != ResultRefused && (e.StoreErr == nil || e.Decision.Allowed))
+	if result == ResultRefused {
+		o.s.top.Add(e.Key)
+	}
+}
+
+// Shed implements policy.Observer.
+func (o observer) Shed(_ context.Context, p policy.Priority) { o.s.m.Shed(p.String()) }
+
+// observeRLS counts a decision of Envoy's rate limit service. Its policy
+// label is rls:DOMAIN: the domain is bounded by the configuration, while
+// the descriptor's stat key may hold request values (detailed_metric).
+func (s *Server) observeRLS(e rls.Event) {
+	name := "rls:" + e.Domain
+	result := ResultAllowed
+	switch {
+	case e.Over && e.Shadow:
+		result = ResultShadowRefused
+	case e.Over:
+		result = ResultRefused
+	}
+	s.m.Decision(name, result)
+	s.dash.Record(name, result != ResultRefused)
+	if result == ResultRefused {
+		s.top.Add(name + " " + e.Key)
+	}
+}

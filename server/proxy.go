@@ -1,0 +1,127 @@
+package server
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"log/slog"
+	"net/http"
+	"net/http/httputil"
+	"net/netip"
+	"time"
+
+	"github.com/sluicehq/sluice/clientip"
+	"github.com/sluicehq/sluice/policy"
+)
+
+// serveProxy serves the data plane on the current generation.
+func (s *Server) serveProxy(w http.ResponseWriter, r *http.Request) {
+	s.m.inflight.Inc()
+	defer s.m.inflight.Dec()
+	s.gen.Load().proxy.ServeHTTP(w, r)
+}
+
+// newTransport is the transport to the upstream: http.DefaultTransport's
+// settings, more idle connections per host (every request goes to one),
+// and no proxy from the environment (HTTP_PROXY is for clients, not for
+// a reverse proxy's upstream).
+func newTransport() *http.Transport {
+	t := http.DefaultTransport.(*http.Transport).Clone()
+	t.Proxy = nil
+	t.MaxIdleConns = 512
+	t.MaxIdleConnsPerHost = 256
+	return t
+}
+
+// reverseProxy returns the proxy to the upstream for one generation: it
+// reads the trusted proxies of set.
+//
+// Forwarding headers: ReverseProxy drops X-Forwarded-For, -Host, -Proto
+// and Forwarded from the outgoing request before Rewrite. When the peer
+// is a trusted proxy, its values are put back and this hop is appended;
+// from anyone else they are dropped (and X-Real-IP too), so the upstream
+// never reads a client's claim as if it were a proxy's. The peer's
+// address is always appended to X-Forwarded-For.
+func (s *Server) reverseProxy(set *policy.Set) http.Handler {
+	resolver := set.ClientIP()
+	target := s.target
+	preserveHost := s.o.PreserveHost
+	return &httputil.ReverseProxy{
+		Rewrite: func(pr *httputil.ProxyRequest) {
+			in, out := pr.In, pr.Out
+			pr.SetURL(target)
+			if preserveHost {
+				out.Host = in.Host
+			}
+			peer := clientip.ParsePeer(in.RemoteAddr)
+			trusted := resolver.Trusted(peer)
+			if trusted {
+				if v := in.Header["X-Forwarded-For"]; len(v) > 0 {
+					out.Header["X-Forwarded-For"] = v
+				}
+			} else {
+				out.Header.Del("X-Real-Ip")
+			}
+			pr.SetXForwarded()
+			if trusted {
+				for _, h := range []string{"X-Forwarded-Host", "X-Forwarded-Proto"} {
+					if v := in.Header.Get(h); v != "" {
+						out.Header.Set(h, v)
+					}
+				}
+				if v := in.Header.Values("Forwarded"); len(v) > 0 && peer.IsValid() {
+					out.Header["Forwarded"] = append(v[:len(v):len(v)], forwardedFor(peer))
+				}
+			}
+		},
+		Transport:     s.trans,
+		FlushInterval: -1, // stream: server-sent events and chunked replies arrive as written
+		ErrorLog:      slog.NewLogLogger(s.log.Handler(), slog.LevelWarn),
+		ErrorHandler:  s.proxyError,
+	}
+}
+
+// forwardedFor is an RFC 7239 element naming a as the hop's client.
+func forwardedFor(a netip.Addr) string {
+	a = clientip.Normalize(a)
+	if a.Is6() {
+		return `for="[` + a.String() + `]"`
+	}
+	return "for=" + a.String()
+}
+
+// proxyError answers 502 when the upstream cannot be reached.
+func (s *Server) proxyError(w http.ResponseWriter, r *http.Request, err error) {
+	if errors.Is(err, context.Canceled) {
+		return // the client went away
+	}
+	s.log.Warn("upstream failed", "method", r.Method, "path", r.URL.Path, "error", err.Error())
+	writeProblem(w, http.StatusBadGateway, "the upstream could not be reached")
+}
+
+// writeProblem writes an RFC 9457 problem body with no further members.
+func writeProblem(w http.ResponseWriter, status int, detail string) {
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.Header().Set("Cache-Control", "no-store")
+	w.WriteHeader(status)
+	_ = json.NewEncoder(w).Encode(map[string]any{
+		"type": "about:blank", "title": http.StatusText(status), "status": status, "detail": detail,
+	})
+}
+
+// demoUpstream answers every request with a small JSON document: the
+// upstream of the built-in demo, so that `sluice serve` with no flags has
+// something to protect.
+type demoUpstream struct{ set *policy.Set }
+
+func (d demoUpstream) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	client := d.set.ClientIP().FromRequest(r)
+	w.Header().Set("Content-Type", "application/json")
+	_ = json.NewEncoder(w).Encode(map[string]string{
+		"message": "hello from the demo upstream, behind sluice",
+		"method":  r.Method,
+		"path":    r.URL.Path,
+		"client":  string(clientip.AppendPrefix(nil, client)),
+		"time":    time.Now().UTC().Format(time.RFC3339),
+	})
+}

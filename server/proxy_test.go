@@ -1,0 +1,214 @@
+package server
+
+import (
+	"bufio"
+	"fmt"
+	"io"
+	"net"
+	"net/http"
+	"net/http/httptest"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+)
+
+// upstream is a test upstream that records the forwarding headers it saw.
+type upstream struct {
+	*httptest.Server
+	mu  sync.Mutex
+	xff []string
+}
+
+func newUpstream(t *testing.T) *upstream {
+	u := &upstream{}
+	u.Server = httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		u.mu.Lock()
+		u.xff = append(u.xff, strings.Join(r.Header.Values("X-Forwarded-For"), ", ")+
+			"|"+r.Header.Get("X-Forwarded-Host")+"|"+r.Header.Get("X-Real-Ip"))
+		u.mu.Unlock()
+		fmt.Fprintf(w, "upstream saw %s %s", r.Method, r.URL.Path)
+	}))
+	t.Cleanup(u.Close)
+	return u
+}
+
+func (u *upstream) last() string {
+	u.mu.Lock()
+	defer u.mu.Unlock()
+	if len(u.xff) == 0 {
+		return ""
+	}
+	return u.xff[len(u.xff)-1]
+}
+
+const untrustedPolicy = `
+policies:
+  - name: api
+    key: ip
+    limits: ["3/m"]
+`
+
+// A spoofed X-Forwarded-For from a client that is not a trusted proxy is
+// neither passed on nor believed: the upstream sees the real peer alone,
+// and every request counts against the real peer, whatever it claims.
+func TestProxyDoesNotTrustSpoofedForwardedFor(t *testing.T) {
+	up := newUpstream(t)
+	ts := startServer(t, untrustedPolicy, Options{Upstream: up.URL})
+	for i := range 3 {
+		resp, body := get(t, ts.Addrs().Proxy, "/items", "X-Forwarded-For", fmt.Sprintf("203.0.113.%d", i), "X-Real-IP", "203.0.113.99", "X-Forwarded-Host", "evil.example")
+		if resp.StatusCode != 200 || body != "upstream saw GET /items" {
+			t.Fatalf("request %d: %d %q", i, resp.StatusCode, body)
+		}
+		if got, want := resp.Header.Get("RateLimit"), fmt.Sprintf(`"api";r=%d;t=%d`, 2-i, 20*(i+1)); got != want {
+			t.Errorf("request %d: RateLimit %q, want %q", i, got, want)
+		}
+		if got, want := up.last(), "127.0.0.1|"+ts.Addrs().Proxy+"|"; got != want {
+			t.Errorf("upstream saw XFF|XFH|X-Real-IP %q, want %q", got, want)
+		}
+	}
+	resp, body := get(t, ts.Addrs().Proxy, "/items", "X-Forwarded-For", "198.51.100.1")
+	if resp.StatusCode != http.StatusTooManyRequests || resp.Header.Get("Retry-After") != "20" {
+		t.Fatalf("4th request from one peer: %d, Retry-After %q; want 429 after 20s", resp.StatusCode, resp.Header.Get("Retry-After"))
+	}
+	if !strings.Contains(body, `"violated-policies":["api"]`) {
+		t.Errorf("refusal body %s", body)
+	}
+	if top := ts.top; top != nil {
+		keys, _ := top.Top(1)
+		if len(keys) != 1 || !strings.HasSuffix(keys[0].Key, "ip=127.0.0.1") {
+			t.Errorf("top refused keys %+v, want the real peer's", keys)
+		}
+	}
+}
+
+// From a trusted proxy, the forwarding headers are passed on with this
+// hop appended, and the client they name is the one counted.
+func TestProxyTrustedForwardedFor(t *testing.T) {
+	up := newUpstream(t)
+	ts := startServer(t, `
+client_ip: {trusted_proxies: [127.0.0.1]}
+policies:
+  - name: api
+    key: ip
+    limits: ["1/m"]
+`, Options{Upstream: up.URL})
+	for _, client := range []string{"203.0.113.1", "203.0.113.2"} {
+		resp, _ := get(t, ts.Addrs().Proxy, "/", "X-Forwarded-For", client, "X-Forwarded-Host", "api.example")
+		if resp.StatusCode != 200 {
+			t.Fatalf("first request of %s: %d", client, resp.StatusCode)
+		}
+		if got, want := up.last(), client+", 127.0.0.1|api.example|"; got != want {
+			t.Errorf("upstream saw %q, want %q", got, want)
+		}
+	}
+	resp, _ := get(t, ts.Addrs().Proxy, "/", "X-Forwarded-For", "203.0.113.1")
+	if resp.StatusCode != http.StatusTooManyRequests {
+		t.Errorf("second request of 203.0.113.1: %d, want 429", resp.StatusCode)
+	}
+}
+
+// A websocket handshake and its frames pass through: the proxy answers
+// 101 and then copies bytes both ways.
+func TestProxyWebsocket(t *testing.T) {
+	up := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if !strings.EqualFold(r.Header.Get("Upgrade"), "websocket") {
+			http.Error(w, "want an upgrade", 400)
+			return
+		}
+		conn, rw, err := http.NewResponseController(w).Hijack()
+		if err != nil {
+			t.Error(err)
+			return
+		}
+		defer conn.Close()
+		rw.WriteString("HTTP/1.1 101 Switching Protocols\r\nUpgrade: websocket\r\nConnection: Upgrade\r\n\r\n")
+		rw.Flush()
+		line, _ := rw.ReadString('\n')
+		rw.WriteString("echo: " + line)
+		rw.Flush()
+	}))
+	defer up.Close()
+	ts := startServer(t, untrustedPolicy, Options{Upstream: up.URL})
+
+	conn, err := net.DialTimeout("tcp", ts.Addrs().Proxy, 5*time.Second)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Close()
+	conn.SetDeadline(time.Now().Add(5 * time.Second))
+	fmt.Fprintf(conn, "GET /ws HTTP/1.1\r\nHost: x\r\nConnection: Upgrade\r\nUpgrade: websocket\r\nSec-WebSocket-Version: 13\r\nSec-WebSocket-Key: dGhlIHNhbXBsZSBub25jZQ==\r\n\r\n")
+	br := bufio.NewReader(conn)
+	resp, err := http.ReadResponse(br, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if resp.StatusCode != http.StatusSwitchingProtocols || resp.Header.Get("Ratelimit") == "" {
+		t.Fatalf("handshake: %d %v, want 101 with rate limit headers", resp.StatusCode, resp.Header)
+	}
+	fmt.Fprintf(conn, "ping\n")
+	line, err := br.ReadString('\n')
+	if err != nil || line != "echo: ping\n" {
+		t.Fatalf("after the upgrade: %q, %v", line, err)
+	}
+}
+
+// A chunk the upstream flushes reaches the client while the upstream is
+// still writing: the proxy does not buffer (server-sent events work).
+func TestProxyStreams(t *testing.T) {
+	release := make(chan struct{})
+	up := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		w.Header().Set("Content-Type", "text/event-stream")
+		io.WriteString(w, "data: first\n\n")
+		http.NewResponseController(w).Flush()
+		<-release // until the client has the first event
+		io.WriteString(w, "data: second\n\n")
+	}))
+	defer up.Close()
+	defer close(release)
+	ts := startServer(t, untrustedPolicy, Options{Upstream: up.URL})
+
+	resp, err := http.Get("http://" + ts.Addrs().Proxy + "/events")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	br := bufio.NewReader(resp.Body)
+	got := make(chan string, 1)
+	go func() {
+		line, _ := br.ReadString('\n')
+		got <- line
+	}()
+	select {
+	case line := <-got:
+		if line != "data: first\n" {
+			t.Fatalf("first line %q", line)
+		}
+	case <-time.After(5 * time.Second):
+		t.Fatal("the first event did not arrive while the upstream was still writing")
+	}
+	release <- struct{}{}
+	rest, _ := io.ReadAll(br)
+	if string(rest) != "\ndata: second\n\n" {
+		t.Errorf("rest %q", rest)
+	}
+}
+
+// The built-in demo: no configuration at all, a demo upstream behind the
+// demo policies.
+func TestDemo(t *testing.T) {
+	ts := startServer(t, "", Options{})
+	for i := range 10 {
+		resp, body := get(t, ts.Addrs().Proxy, "/hello")
+		if resp.StatusCode != 200 || !strings.Contains(body, `"path":"/hello"`) {
+			t.Fatalf("request %d: %d %s", i, resp.StatusCode, body)
+		}
+	}
+	resp, _ := get(t, ts.Addrs().Proxy, "/hello")
+	if resp.StatusCode != http.StatusTooManyRequests {
+		t.Fatalf("11th request: %d, want 429 (the demo allows 10 a minute)", resp.StatusCode)
+	}
+	if !strings.Contains(ts.logs.String(), "curl -i http://"+ts.Addrs().Proxy+"/hello") {
+		t.Errorf("the log does not say where to curl:\n%s", ts.logs.String())
+	}
+}

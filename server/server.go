@@ -1,0 +1,412 @@
+package server
+
+import (
+	"context"
+	_ "embed"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net"
+	"net/http"
+	"net/url"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/collectors"
+	"google.golang.org/grpc"
+
+	"github.com/sluicehq/sluice/dashboard"
+	"github.com/sluicehq/sluice/rate"
+	"github.com/sluicehq/sluice/rls"
+	"github.com/sluicehq/sluice/store/memory"
+)
+
+// Default listen addresses. All bind to loopback: exposing a listener is
+// a decision to make on purpose, with --listen 0.0.0.0:8080 or the like.
+const (
+	DefaultListen      = "127.0.0.1:8080" // the data plane: the reverse proxy
+	DefaultCheckListen = "127.0.0.1:8081" // check endpoints for NGINX and Traefik
+	DefaultGRPCListen  = "127.0.0.1:8082" // Envoy's rate limit service
+	DefaultAdminListen = "127.0.0.1:9090" // metrics, health, dashboard
+)
+
+// Off, as a listen address, turns a listener off.
+const Off = "off"
+
+// Other defaults of Options.
+const (
+	DefaultWatchInterval   = 2 * time.Second
+	DefaultShutdownTimeout = 15 * time.Second
+	DefaultStoreTimeout    = 50 * time.Millisecond
+	DefaultTopKeys         = 1000
+)
+
+// UpstreamDemo, as Options.Upstream, serves the built-in demo upstream: a
+// handler answering every request with a small JSON document.
+const UpstreamDemo = "demo"
+
+// DemoConfig is the policy file the server runs when it is given none.
+//
+//go:embed demo.yaml
+var DemoConfig []byte
+
+// ErrConfig marks errors caused by a configuration file that does not
+// load: New wraps the loader's error (every problem as file:line:col) in
+// it, so that a command can tell a bad file from a failure to start.
+var ErrConfig = errors.New("bad configuration")
+
+// Options configures a Server. The zero value runs the built-in demo: the
+// demo policies in memory, the demo upstream on DefaultListen, the check
+// endpoints on DefaultCheckListen and the admin listener on
+// DefaultAdminListen.
+type Options struct {
+	// ConfigFile is the policy file (policy.LoadFile's format). Empty
+	// means the built-in DemoConfig, unless EnvoyConfigs are given: then
+	// the server is Envoy's rate limit service alone.
+	ConfigFile string
+	// EnvoyConfigs are files, or directories of .yaml files, in the
+	// format of Envoy's reference rate limit service (see package rls).
+	// When there are any, the gRPC listener serves them.
+	EnvoyConfigs []string
+	// Upstream is the URL the reverse proxy forwards allowed requests to,
+	// or UpstreamDemo. Empty means the demo upstream when running on the
+	// demo config, and no reverse proxy otherwise.
+	Upstream string
+	// PreserveHost sends the client's Host header to the upstream. By
+	// default the upstream gets its own host name (as NGINX does), and the
+	// client's in X-Forwarded-Host.
+	PreserveHost bool
+	// RedisURL, when set, replaces the policy file's store section: the
+	// counters live in the Redis at this URL (rueidis.ParseURL's form).
+	RedisURL string
+
+	// Listen, CheckListen, GRPCListen and AdminListen are the addresses
+	// of the four listeners; empty means the Default… constant, Off
+	// turns a listener off. The proxy listener opens only when there is
+	// an upstream, the gRPC one only when there are EnvoyConfigs.
+	Listen, CheckListen, GRPCListen, AdminListen string
+	// ProxyListener, CheckListener, GRPCListener and AdminListener, when
+	// not nil, are used instead of listening on the addresses. The Server
+	// closes them.
+	ProxyListener, CheckListener, GRPCListener, AdminListener net.Listener
+
+	// Pprof mounts net/http/pprof under /debug/pprof/ on the admin
+	// listener.
+	Pprof bool
+	// WatchInterval is how often the configuration files are checked for
+	// changes. Zero means DefaultWatchInterval; negative turns watching
+	// off (SIGHUP, through Reload, still works).
+	WatchInterval time.Duration
+	// ShutdownTimeout bounds how long Run waits for requests in flight
+	// once its context ends. Zero means DefaultShutdownTimeout.
+	ShutdownTimeout time.Duration
+	// TopKeys is how many refused keys /debug/top tracks. Zero means
+	// DefaultTopKeys.
+	TopKeys int
+	// Logger receives the server's logs. Nil means none.
+	Logger *slog.Logger
+	// Clock is the clock of decisions in memory, waits and the dashboard.
+	// Nil means rate.SystemClock.
+	Clock rate.Clock
+}
+
+// Server is `sluice serve`: a reverse proxy that enforces a policy file,
+// check endpoints that let NGINX and Traefik ask it, Envoy's rate limit
+// service, and an admin listener. Build one with [New], run it with
+// [Server.Run]; it reloads its configuration on [Server.Reload] and when
+// its files change.
+type Server struct {
+	o      Options
+	log    *slog.Logger
+	clock  rate.Clock
+	reg    *prometheus.Registry
+	m      *Metrics
+	dash   *dashboard.Dashboard
+	top    *TopK
+	st     *storeHandle
+	local  *memory.Store // on_store_error: local, shared by every generation
+	rls    *rls.Service  // nil without EnvoyConfigs
+	demo   bool          // running on DemoConfig
+	target *url.URL      // upstream; nil for the demo upstream or no proxy
+	proxy  bool          // the proxy listener is on
+	trans  http.RoundTripper
+
+	gen      atomic.Pointer[generation]
+	reloadMu sync.Mutex
+	draining atomic.Bool
+	ready    readiness
+
+	lis     listeners
+	servers []*http.Server
+	grpc    *grpc.Server
+	runOnce sync.Once
+}
+
+// Addrs are the addresses a Server listens on; empty for a listener that
+// is off.
+type Addrs struct {
+	Proxy, Check, GRPC, Admin string
+}
+
+type listeners struct {
+	proxy, check, grpc, admin net.Listener
+}
+
+func (l *listeners) all() []net.Listener {
+	var out []net.Listener
+	for _, x := range []net.Listener{l.proxy, l.check, l.grpc, l.admin} {
+		if x != nil {
+			out = append(out, x)
+		}
+	}
+	return out
+}
+
+// New loads the configuration, connects to the store and opens the
+// listeners; requests are served once Run is called. An error wrapping
+// ErrConfig means a configuration file does not load.
+func New(o Options) (_ *Server, err error) {
+	s := &Server{o: o, log: o.Logger, clock: o.Clock, reg: prometheus.NewRegistry()}
+	if s.log == nil {
+		s.log = slog.New(slog.DiscardHandler)
+	}
+	if s.clock == nil {
+		s.clock = rate.SystemClock{}
+	}
+	if s.o.WatchInterval == 0 {
+		s.o.WatchInterval = DefaultWatchInterval
+	}
+	if s.o.ShutdownTimeout <= 0 {
+		s.o.ShutdownTimeout = DefaultShutdownTimeout
+	}
+	if s.o.TopKeys <= 0 {
+		s.o.TopKeys = DefaultTopKeys
+	}
+	s.demo = o.ConfigFile == "" && len(o.EnvoyConfigs) == 0
+	switch {
+	case o.Upstream == UpstreamDemo, o.Upstream == "" && s.demo:
+		s.proxy = true
+	case o.Upstream != "":
+		u, err := url.Parse(o.Upstream)
+		if err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
+			return nil, fmt.Errorf("upstream %q: want an http:// or https:// URL, or %q", o.Upstream, UpstreamDemo)
+		}
+		s.target, s.proxy = u, true
+		s.trans = newTransport()
+	}
+	if o.ConfigFile == "" && !s.demo && o.Upstream != "" {
+		return nil, errors.New("a reverse proxy needs a policy file (--config)")
+	}
+
+	s.reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
+	s.m = NewMetrics(s.reg, s.clock.Now)
+	s.dash = dashboard.New(dashboard.Options{Clock: s.clock, Logger: s.log})
+	s.top = NewTopK(s.o.TopKeys)
+	s.local = memory.New(memory.Options{Clock: s.clock})
+
+	gen, err := s.load()
+	if err != nil {
+		return nil, err
+	}
+	s.st, err = s.openStore(s.storeConfig(gen))
+	if err != nil {
+		return nil, err
+	}
+	defer func() {
+		if err != nil {
+			s.st.close()
+			for _, l := range s.lis.all() {
+				l.Close()
+			}
+		}
+	}()
+	if len(o.EnvoyConfigs) > 0 {
+		s.rls = rls.NewService(gen.rls, s.st.store, rls.Options{Clock: s.clock, Logger: s.log, Observe: s.observeRLS, Headers: true})
+	}
+	s.build(gen)
+	s.gen.Store(gen)
+	s.m.loaded()
+
+	if err := s.listen(); err != nil {
+		return nil, err
+	}
+	return s, nil
+}
+
+// listen opens the listeners the configuration calls for.
+func (s *Server) listen() error {
+	open := func(given net.Listener, addr, def string, want bool, name string) (net.Listener, error) {
+		if given != nil {
+			if !want {
+				given.Close()
+				return nil, nil
+			}
+			return given, nil
+		}
+		if addr == "" {
+			addr = def
+		}
+		if !want || addr == Off {
+			return nil, nil
+		}
+		l, err := net.Listen("tcp", addr)
+		if err != nil {
+			return nil, fmt.Errorf("%s listener: %w", name, err)
+		}
+		return l, nil
+	}
+	var err error
+	o := &s.o
+	if s.lis.proxy, err = open(o.ProxyListener, o.Listen, DefaultListen, s.proxy, "proxy"); err != nil {
+		return err
+	}
+	if s.lis.check, err = open(o.CheckListener, o.CheckListen, DefaultCheckListen, s.gen.Load().set != nil, "check"); err != nil {
+		return err
+	}
+	if s.lis.grpc, err = open(o.GRPCListener, o.GRPCListen, DefaultGRPCListen, s.rls != nil, "gRPC"); err != nil {
+		return err
+	}
+	if s.rls != nil && s.lis.grpc == nil {
+		return errors.New("the gRPC listener is off, but Envoy configurations are given")
+	}
+	if s.lis.admin, err = open(o.AdminListener, o.AdminListen, DefaultAdminListen, true, "admin"); err != nil {
+		return err
+	}
+	return nil
+}
+
+// Addrs returns the addresses the Server listens on.
+func (s *Server) Addrs() Addrs {
+	addr := func(l net.Listener) string {
+		if l == nil {
+			return ""
+		}
+		return l.Addr().String()
+	}
+	return Addrs{Proxy: addr(s.lis.proxy), Check: addr(s.lis.check), GRPC: addr(s.lis.grpc), Admin: addr(s.lis.admin)}
+}
+
+// Metrics returns the server's collectors.
+func (s *Server) Metrics() *Metrics { return s.m }
+
+// Run serves until ctx ends, then shuts down gracefully: readiness turns
+// false, the listeners stop accepting, and requests in flight get up to
+// Options.ShutdownTimeout to finish (gRPC calls through GracefulStop).
+// It returns nil after a clean stop, or the error that stopped a
+// listener. Run may be called once.
+func (s *Server) Run(ctx context.Context) error {
+	err := errors.New("server: Run called twice")
+	s.runOnce.Do(func() { err = s.run(ctx) })
+	return err
+}
+
+func (s *Server) run(ctx context.Context) error {
+	defer s.st.close()
+	ctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	errc := make(chan error, 4)
+	serve := func(name string, l net.Listener, h http.Handler) {
+		srv := &http.Server{
+			Handler:           h,
+			ReadHeaderTimeout: 10 * time.Second,
+			IdleTimeout:       2 * time.Minute,
+			ErrorLog:          slog.NewLogLogger(s.log.Handler(), slog.LevelWarn),
+			BaseContext:       func(net.Listener) context.Context { return context.WithoutCancel(ctx) },
+		}
+		s.servers = append(s.servers, srv)
+		s.log.Info("listening", "listener", name, "addr", l.Addr().String())
+		go func() {
+			if err := srv.Serve(l); err != nil && !errors.Is(err, http.ErrServerClosed) {
+				errc <- fmt.Errorf("%s listener: %w", name, err)
+			}
+		}()
+	}
+	if s.lis.proxy != nil {
+		serve("proxy", s.lis.proxy, http.HandlerFunc(s.serveProxy))
+	}
+	if s.lis.check != nil {
+		serve("check", s.lis.check, s.checkMux())
+	}
+	if s.lis.admin != nil {
+		serve("admin", s.lis.admin, s.adminMux())
+	}
+	if s.lis.grpc != nil {
+		s.grpc = grpc.NewServer()
+		s.rls.Register(s.grpc)
+		s.log.Info("listening", "listener", "grpc", "addr", s.lis.grpc.Addr().String())
+		go func() {
+			if err := s.grpc.Serve(s.lis.grpc); err != nil && !errors.Is(err, grpc.ErrServerStopped) {
+				errc <- fmt.Errorf("gRPC listener: %w", err)
+			}
+		}()
+	}
+	s.hello()
+	if s.o.WatchInterval > 0 {
+		if paths := s.watched(); len(paths) > 0 {
+			w := &fileWatch{paths: paths}
+			go w.run(ctx, s.o.WatchInterval, func() {
+				s.log.Info("configuration changed on disk; reloading")
+				_ = s.Reload(ctx)
+			})
+		}
+	}
+
+	var runErr error
+	select {
+	case <-ctx.Done():
+	case runErr = <-errc:
+		s.log.Error("listener failed; shutting down", "error", runErr)
+	}
+	s.shutdown()
+	return runErr
+}
+
+// hello logs where to look, for someone who just started the server.
+func (s *Server) hello() {
+	a := s.Addrs()
+	if s.demo {
+		s.log.Info("running the built-in demo configuration (no --config given); try: curl -i http://"+a.Proxy+"/hello",
+			"dashboard", "http://"+a.Admin+"/")
+		return
+	}
+	if a.Admin != "" {
+		s.log.Info("admin endpoints", "dashboard", "http://"+a.Admin+"/", "metrics", "http://"+a.Admin+"/metrics")
+	}
+}
+
+// shutdown stops every listener, letting requests in flight finish within
+// the shutdown timeout.
+func (s *Server) shutdown() {
+	s.draining.Store(true)
+	if s.rls != nil {
+		s.rls.Health().Shutdown()
+	}
+	s.log.Info("shutting down", "timeout", s.o.ShutdownTimeout.String())
+	ctx, cancel := context.WithTimeout(context.Background(), s.o.ShutdownTimeout)
+	defer cancel()
+	var wg sync.WaitGroup
+	for _, srv := range s.servers {
+		wg.Go(func() {
+			if err := srv.Shutdown(ctx); err != nil {
+				s.log.Warn("requests still in flight at the shutdown timeout were cut", "error", err)
+				srv.Close()
+			}
+		})
+	}
+	if s.grpc != nil {
+		wg.Go(func() {
+			done := make(chan struct{})
+			go func() { s.grpc.GracefulStop(); close(done) }()
+			select {
+			case <-done:
+			case <-ctx.Done():
+				s.log.Warn("gRPC calls still in flight at the shutdown timeout were cut")
+				s.grpc.Stop()
+			}
+		})
+	}
+	wg.Wait()
+	s.log.Info("stopped")
+}

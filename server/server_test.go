@@ -1,0 +1,296 @@
+package server
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"io"
+	"net/http"
+	"net/http/httptest"
+	"os"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/sluicehq/sluice/dashboard"
+	"github.com/sluicehq/sluice/internal/redistest"
+)
+
+const limit3 = `
+policies:
+  - name: api
+    key: ip
+    limits: ["3/m"]
+`
+
+// status returns the status of a request through the proxy.
+func (ts *testServer) status(path string) int {
+	ts.t.Helper()
+	resp, _ := get(ts.t, ts.Addrs().Proxy, path)
+	return resp.StatusCode
+}
+
+// Reloads on a file change: a good file changes the limits at once,
+// keeping the counters of an unchanged limit; a bad one leaves the old
+// configuration serving, and is counted and logged.
+func TestReloadOnFileChange(t *testing.T) {
+	up := newUpstream(t)
+	ts := startServer(t, limit3, Options{Upstream: up.URL, WatchInterval: 5 * time.Millisecond})
+	for i := range 2 {
+		if got := ts.status("/"); got != 200 {
+			t.Fatalf("request %d: %d", i, got)
+		}
+	}
+	// The same limit, with a policy added: the counter carries over (one
+	// request left), and the new policy applies.
+	writeFile(t, ts.dir, "sluice.yaml", limit3+`
+  - name: admin
+    match: /admin/
+    key: ip
+    limits: ["1/m"]
+`)
+	eventually(t, "the file change to be reloaded", func() bool {
+		return strings.HasSuffix(ts.metric(`sluice_config_reloads_total{result="success"}`), " 1")
+	})
+	if got := []int{ts.status("/admin/x"), ts.status("/")}; got[0] != 200 || got[1] != 429 {
+		t.Fatalf("after the reload: %v, want [200 429]: the api counter kept its two requests", got)
+	}
+	if ts.status("/admin/y") != 429 {
+		t.Fatal("the new admin policy does not apply")
+	}
+	writeFile(t, ts.dir, "sluice.yaml", "policies:\n  - name: api\n    limits: [\"3/fortnight\"]\n")
+	eventually(t, "the bad file to be counted", func() bool {
+		return strings.HasSuffix(ts.metric(`sluice_config_reloads_total{result="failure"}`), " 1")
+	})
+	if ts.status("/admin/z") != 429 {
+		t.Fatal("after a failed reload the old configuration does not serve")
+	}
+	if !strings.Contains(ts.logs.String(), ts.o.ConfigFile+`:3:14: invalid limit \"3/fortnight\"`) {
+		t.Errorf("the failure is not logged with its file:line:col:\n%s", ts.logs.String())
+	}
+}
+
+// Reload, as SIGHUP calls it: the same, without a watcher.
+func TestReloadByCall(t *testing.T) {
+	up := newUpstream(t)
+	ts := startServer(t, limit3, Options{Upstream: up.URL})
+	if ts.status("/") != 200 {
+		t.Fatal("first request refused")
+	}
+	writeFile(t, ts.dir, "sluice.yaml", "policies:\n  - name: api\n    limits: [\"3/fortnight\"]\n")
+	err := ts.Reload(context.Background())
+	if !errors.Is(err, ErrConfig) || !strings.Contains(err.Error(), ts.o.ConfigFile+":3:14:") {
+		t.Fatalf("Reload of a bad file: %v, want ErrConfig and its file:line:col", err)
+	}
+	if got := []int{ts.status("/"), ts.status("/"), ts.status("/")}; got[2] != 429 {
+		t.Fatalf("after a failed reload: %v, want the old 3/m", got)
+	}
+	writeFile(t, ts.dir, "sluice.yaml", strings.Replace(limit3, "3/m", "10/m", 1))
+	if err := ts.Reload(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	if ts.status("/") != 200 {
+		t.Fatal("a changed limit starts afresh")
+	}
+	for _, want := range []string{`sluice_config_reloads_total{result="failure"} 1`, `sluice_config_reloads_total{result="success"} 1`} {
+		if ts.metric(want) == "" {
+			t.Errorf("/metrics lacks %q", want)
+		}
+	}
+}
+
+// The admin listener: health, readiness, metrics, the most refused keys
+// and the dashboard's live counts.
+func TestAdmin(t *testing.T) {
+	up := newUpstream(t)
+	ts := startServer(t, `
+policies:
+  - name: api
+    key: ip
+    limits: ["2/m"]
+  - name: trial
+    shadow: true
+    key: ip
+    limits: ["1/m"]
+`, Options{Upstream: up.URL})
+	for range 4 {
+		ts.status("/")
+	}
+	admin := ts.Addrs().Admin
+	for _, p := range []string{"/healthz", "/readyz"} {
+		if resp, body := get(t, admin, p); resp.StatusCode != 200 || body != "ok\n" {
+			t.Errorf("%s: %d %q", p, resp.StatusCode, body)
+		}
+	}
+	for _, want := range []string{
+		`sluice_decisions_total{policy="api",result="allowed"} 2`,
+		`sluice_decisions_total{policy="api",result="refused"} 2`,
+		`sluice_decisions_total{policy="trial",result="allowed"} 1`,
+		`sluice_decisions_total{policy="trial",result="shadow_refused"} 3`,
+		`sluice_refused_ratio 0.25`,
+		`sluice_store_latency_seconds_count{store="memory"} `,
+		`sluice_config_reloads_total{result="failure"} 0`,
+		`go_goroutines `,
+		`process_cpu_seconds_total `,
+	} {
+		if ts.metric(want) == "" {
+			t.Errorf("/metrics lacks %q", want)
+		}
+	}
+	_, body := get(t, admin, "/debug/top?n=5")
+	var top TopReport
+	if err := json.Unmarshal([]byte(body), &top); err != nil {
+		t.Fatal(err)
+	}
+	if top.Refused != 2 || len(top.Keys) != 1 || top.Keys[0].Count != 2 || !strings.HasPrefix(top.Keys[0].Key, "sluice:api:") {
+		t.Errorf("/debug/top: %s", body)
+	}
+	_, body = get(t, admin, "/api/live?seconds=60")
+	var live dashboard.Live
+	if err := json.Unmarshal([]byte(body), &live); err != nil {
+		t.Fatal(err)
+	}
+	got := map[string][2]int64{}
+	for _, p := range live.Policies {
+		got[p.Policy] = [2]int64{p.Passed, p.Refused}
+	}
+	if got["api"] != [2]int64{2, 2} || got["trial"] != [2]int64{4, 0} {
+		t.Errorf("dashboard live counts %v; want api 2 passed 2 refused, trial 4 passed (shadow refusals pass)", got)
+	}
+	if resp, _ := get(t, admin, "/debug/pprof/"); resp.StatusCode != 404 {
+		t.Errorf("pprof without Options.Pprof: %d", resp.StatusCode)
+	}
+}
+
+// Shutdown: readiness turns false, and a request in flight finishes.
+func TestShutdownDrains(t *testing.T) {
+	entered, release := make(chan struct{}), make(chan struct{})
+	up := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		close(entered)
+		<-release
+		io.WriteString(w, "finished")
+	}))
+	defer up.Close()
+	ts := startServer(t, limit3, Options{Upstream: up.URL})
+	admin := ts.Addrs().Admin
+
+	type result struct {
+		code int
+		body string
+		err  error
+	}
+	done := make(chan result, 1)
+	go func() {
+		resp, err := http.Get("http://" + ts.Addrs().Proxy + "/slow")
+		if err != nil {
+			done <- result{err: err}
+			return
+		}
+		b, err := io.ReadAll(resp.Body)
+		resp.Body.Close()
+		done <- result{resp.StatusCode, string(b), err}
+	}()
+	<-entered
+	stopped := make(chan error, 1)
+	go func() { stopped <- ts.stop() }()
+	eventually(t, "readiness to turn false", func() bool { return ts.draining.Load() })
+	if err := ts.ready.check(context.Background(), ts.Server); err == nil {
+		t.Error("ready while shutting down")
+	}
+	if _, err := http.Get("http://" + admin + "/healthz"); err == nil {
+		// The admin listener may still be draining; what matters is the
+		// request in flight below.
+		t.Log("admin still answering during shutdown")
+	}
+	close(release)
+	r := <-done
+	if r.err != nil || r.code != 200 || r.body != "finished" {
+		t.Fatalf("the request in flight: %d %q %v", r.code, r.body, r.err)
+	}
+	if err := <-stopped; err != nil {
+		t.Fatalf("Run returned %v after a clean stop", err)
+	}
+}
+
+// A store section naming Redis: decisions go to a real redis-server,
+// readiness follows it, store errors are counted by kind.
+func TestRedisStore(t *testing.T) {
+	rs := redistest.Start(t)
+	up := newUpstream(t)
+	ts := startServer(t, `
+store: {redis: "redis://`+rs.Addr()+`/0", timeout: 200ms}
+policies:
+  - name: api
+    key: "header:X-Id"
+    limits: ["2/m"]
+    on_store_error: closed
+`, Options{Upstream: up.URL, Clock: realClock{}})
+	status := func(id string) int {
+		resp, _ := get(t, ts.Addrs().Proxy, "/", "X-Id", id)
+		return resp.StatusCode
+	}
+	if got := []int{status("a"), status("a"), status("a")}; got[0] != 200 || got[1] != 200 || got[2] != 429 {
+		t.Fatalf("through Redis: %v", got)
+	}
+	if keys := rs.MustDo("DBSIZE"); keys == "0" {
+		t.Error("no key in Redis")
+	}
+	if resp, _ := get(t, ts.Addrs().Admin, "/readyz"); resp.StatusCode != 200 {
+		t.Fatalf("/readyz with Redis up: %d", resp.StatusCode)
+	}
+	if ts.metric("sluice_deny_cache_hits_total") == "" {
+		t.Error("no deny cache metric")
+	}
+	rs.Kill()
+	ts.ready.mu.Lock()
+	ts.ready.at = time.Time{} // forget the cached answer
+	ts.ready.mu.Unlock()
+	if resp, body := get(t, ts.Addrs().Admin, "/readyz"); resp.StatusCode != 503 || !strings.Contains(body, "Redis") {
+		t.Errorf("/readyz with Redis down: %d %q", resp.StatusCode, body)
+	}
+	if got := status("a"); got != 429 {
+		t.Errorf("a key Redis refused, with Redis down: %d, want 429 from the deny cache", got)
+	}
+	if got := status("b"); got != 503 {
+		t.Errorf("fail-closed policy with Redis down: %d, want 503", got)
+	}
+	if ts.metric(`sluice_store_errors_total{kind="unavailable"}`) == "" && ts.metric(`sluice_store_errors_total{kind="timeout"}`) == "" {
+		t.Error("store errors not counted")
+	}
+}
+
+// realClock is the system clock: Redis decides on its own time.
+type realClock struct{}
+
+func (realClock) Now() time.Time { return time.Now() }
+func (realClock) Sleep(ctx context.Context, d time.Duration) error {
+	t := time.NewTimer(d)
+	defer t.Stop()
+	select {
+	case <-ctx.Done():
+		return ctx.Err()
+	case <-t.C:
+		return nil
+	}
+}
+
+// A configuration that does not load stops New with ErrConfig and every
+// problem.
+func TestNewBadConfig(t *testing.T) {
+	dir := t.TempDir()
+	p := writeFile(t, dir, "bad.yaml", "policies:\n  - name: a\n    limts: [\"1/s\"]\n")
+	_, err := New(Options{ConfigFile: p, AdminListen: Off, CheckListen: Off})
+	if !errors.Is(err, ErrConfig) || !strings.Contains(err.Error(), p+":3:5: unknown field \"limts\"") {
+		t.Fatalf("New: %v", err)
+	}
+	if _, err := os.Stat(p); err != nil {
+		t.Fatal(err)
+	}
+}
+
+func TestPprof(t *testing.T) {
+	ts := startServer(t, "", Options{Pprof: true})
+	if resp, body := get(t, ts.Addrs().Admin, "/debug/pprof/"); resp.StatusCode != 200 || !strings.Contains(body, "goroutine") {
+		t.Errorf("/debug/pprof/ with Options.Pprof: %d", resp.StatusCode)
+	}
+}

@@ -1,0 +1,139 @@
+package server
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"sync"
+	"time"
+
+	"github.com/redis/rueidis"
+
+	"github.com/sluicehq/sluice"
+	"github.com/sluicehq/sluice/policy"
+	"github.com/sluicehq/sluice/rate"
+	"github.com/sluicehq/sluice/store/memory"
+	"github.com/sluicehq/sluice/store/redis"
+)
+
+// storeHandle is the store the server decides against, chosen at start.
+type storeHandle struct {
+	cfg    policy.StoreConfig
+	store  sluice.Store   // instrumented
+	client rueidis.Client // nil for the memory store
+	close  func()
+}
+
+// openStore makes the store c describes: memory, or Redis (one server, a
+// Cluster or a Sentinel-managed master).
+func (s *Server) openStore(c policy.StoreConfig) (*storeHandle, error) {
+	h := &storeHandle{cfg: c, close: func() {}}
+	if !c.IsRedis() {
+		h.store = &instrumented{inner: memory.New(memory.Options{Clock: s.clock}), name: "memory", m: s.m}
+		s.log.Info("store: in memory (counters are this process's own)")
+		return h, nil
+	}
+	var co rueidis.ClientOption
+	where := ""
+	switch {
+	case c.Redis != "":
+		var err error
+		if co, err = rueidis.ParseURL(c.Redis); err != nil {
+			return nil, fmt.Errorf("%w: store.redis: %w", ErrConfig, err)
+		}
+		where = redactURL(c.Redis)
+	case len(c.Cluster) > 0:
+		co.InitAddress = c.Cluster
+		where = fmt.Sprintf("cluster %v", c.Cluster)
+	default:
+		co.InitAddress = c.SentinelAddrs
+		co.Sentinel = rueidis.SentinelOption{MasterSet: c.SentinelMaster}
+		where = fmt.Sprintf("sentinel master %q via %v", c.SentinelMaster, c.SentinelAddrs)
+	}
+	client, err := rueidis.NewClient(co)
+	if err != nil {
+		return nil, fmt.Errorf("store: connect to Redis (%s): %w", where, err)
+	}
+	rs := redis.New(client, redis.Options{DisableDenyCache: c.NoDenyCache, Clock: s.clock})
+	RegisterRedis(s.reg, rs.Stats)
+	timeout := c.Timeout
+	if timeout <= 0 {
+		timeout = DefaultStoreTimeout
+	}
+	h.store = &instrumented{inner: rs, name: "redis", timeout: timeout, m: s.m}
+	h.client = client
+	h.close = sync.OnceFunc(client.Close)
+	s.log.Info("store: Redis", "at", where, "timeout", timeout.String(), "deny_cache", !c.NoDenyCache)
+	return h, nil
+}
+
+// ping reports whether the store answers: always for memory, a PING for
+// Redis.
+func (h *storeHandle) ping(ctx context.Context) error {
+	if h.client == nil {
+		return nil
+	}
+	return h.client.Do(ctx, h.client.B().Ping().Build()).Error()
+}
+
+// redactURL hides the password of a Redis URL, for logs.
+func redactURL(s string) string {
+	co, err := rueidis.ParseURL(s)
+	if err != nil || co.Password == "" {
+		return s
+	}
+	return fmt.Sprintf("%v (password hidden)", co.InitAddress)
+}
+
+// instrumented bounds each call to a store with a timeout and counts its
+// latency and errors.
+type instrumented struct {
+	inner   sluice.Store
+	name    string
+	timeout time.Duration // zero: none
+	m       *Metrics
+}
+
+func (s *instrumented) Decide(ctx context.Context, r rate.Request) (rate.Decision, error) {
+	if s.timeout > 0 {
+		var cancel context.CancelFunc
+		ctx, cancel = context.WithTimeout(ctx, s.timeout)
+		defer cancel()
+	}
+	start := time.Now()
+	d, err := s.inner.Decide(ctx, r)
+	s.done(start, err)
+	return d, err
+}
+
+func (s *instrumented) DecideAll(ctx context.Context, reqs []rate.Request, out []rate.Decision) (rate.Decision, error) {
+	if s.timeout > 0 {
+		var cancel context.CancelFunc
+		ctx, cancel = context.WithTimeout(ctx, s.timeout)
+		defer cancel()
+	}
+	start := time.Now()
+	d, err := s.inner.DecideAll(ctx, reqs, out)
+	s.done(start, err)
+	return d, err
+}
+
+func (s *instrumented) done(start time.Time, err error) {
+	s.m.StoreLatency(s.name, time.Since(start))
+	if err != nil {
+		s.m.StoreError(errorKind(err))
+	}
+}
+
+// errorKind classifies a store error for the store_errors_total label.
+func errorKind(err error) string {
+	switch {
+	case errors.Is(err, context.DeadlineExceeded):
+		return "timeout"
+	case errors.Is(err, context.Canceled):
+		return "canceled"
+	case errors.Is(err, rate.ErrCostExceedsCapacity), errors.Is(err, rate.ErrNegativeCost), errors.Is(err, rate.ErrSyntax):
+		return "invalid"
+	}
+	return "unavailable"
+}

@@ -1,0 +1,66 @@
+package redis
+
+import "sync/atomic"
+
+// Stats counts what a Store has done since it was made. Every field is
+// read from atomic counters: Stats is cheap enough to call on every scrape
+// of a metrics endpoint.
+type Stats struct {
+	// Decisions counts the requests (Decide and DecideAll calls) that got a
+	// decision, from Redis or from the deny cache. Calls that returned an
+	// error are not counted here but in Errors.
+	Decisions uint64
+	// Refused counts the decisions among them that refused.
+	Refused uint64
+	// ScriptCalls counts script calls sent to Redis: one per coalesced
+	// batch, per uncoalesced decision, and per slot and phase of a request
+	// whose keys span several cluster slots. Calls that failed count too.
+	ScriptCalls uint64
+	// DenyCacheHits counts requests refused locally by the deny cache,
+	// without asking Redis.
+	DenyCacheHits uint64
+	// DenyCacheEntries is the number of refusals the deny cache holds now,
+	// some of which may have expired and not yet been dropped.
+	DenyCacheEntries int
+	// CoalescedBatches counts script calls that carried the requests of
+	// more than one caller.
+	CoalescedBatches uint64
+	// CrossSlot counts requests whose keys span several Redis Cluster
+	// slots, decided by a check phase and a commit phase (see the package
+	// documentation).
+	CrossSlot uint64
+	// CrossSlotRaces counts the cross-slot requests that passed the check
+	// but were refused at the commit, because another caller spent in
+	// between: such a request may have consumed from its limits in the
+	// slots committed before the refusal.
+	CrossSlotRaces uint64
+	// Errors counts the calls that could not decide because Redis failed,
+	// timed out or returned something unexpected, or because the caller's
+	// context ended. Invalid requests (rate.Request.Check) are not counted.
+	Errors uint64
+}
+
+// counters are the atomic counters behind Stats.
+type counters struct {
+	decisions, refused, scriptCalls, denyHits atomic.Uint64
+	coalesced, crossSlot, crossSlotRaces      atomic.Uint64
+	errors                                    atomic.Uint64
+}
+
+// Stats returns the store's counters.
+func (s *Store) Stats() Stats {
+	st := Stats{
+		Decisions:        s.stats.decisions.Load(),
+		Refused:          s.stats.refused.Load(),
+		ScriptCalls:      s.stats.scriptCalls.Load(),
+		DenyCacheHits:    s.stats.denyHits.Load(),
+		CoalescedBatches: s.stats.coalesced.Load(),
+		CrossSlot:        s.stats.crossSlot.Load(),
+		CrossSlotRaces:   s.stats.crossSlotRaces.Load(),
+		Errors:           s.stats.errors.Load(),
+	}
+	if s.deny != nil {
+		st.DenyCacheEntries = int(s.deny.n.Load())
+	}
+	return st
+}
