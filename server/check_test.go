@@ -257,10 +257,6 @@ func waitListening(t *testing.T, addr string) {
 // The snippet in docs/nginx.md is the tested file: each of its lines is
 // one of examples/nginx.conf.
 func TestNginxDocMatchesExample(t *testing.T) {
-	doc, err := os.ReadFile("../docs/nginx.md")
-	if err != nil {
-		t.Fatal(err)
-	}
 	conf, err := os.ReadFile("../examples/nginx.conf")
 	if err != nil {
 		t.Fatal(err)
@@ -269,21 +265,30 @@ func TestNginxDocMatchesExample(t *testing.T) {
 	for _, l := range strings.Split(string(conf), "\n") {
 		have[strings.TrimSpace(l)] = true
 	}
-	_, block, ok := strings.Cut(string(doc), "```nginx\n")
-	if !ok {
-		t.Fatal("docs/nginx.md has no nginx block")
-	}
-	block, _, _ = strings.Cut(block, "```")
-	n := 0
-	for _, l := range strings.Split(block, "\n") {
-		if l = strings.TrimSpace(l); l != "" {
-			n++
-			if !have[l] {
-				t.Errorf("docs/nginx.md line %q is not in examples/nginx.conf", l)
+	for _, c := range []struct {
+		file     string
+		minLines int
+	}{{"../docs/nginx.md", 20}, {"../README.md", 20}} {
+		doc, err := os.ReadFile(c.file)
+		if err != nil {
+			t.Fatal(err)
+		}
+		_, block, ok := strings.Cut(string(doc), "```nginx\n")
+		if !ok {
+			t.Fatalf("%s has no nginx block", c.file)
+		}
+		block, _, _ = strings.Cut(block, "```")
+		n := 0
+		for _, l := range strings.Split(block, "\n") {
+			if l = strings.TrimSpace(l); l != "" {
+				n++
+				if !have[l] {
+					t.Errorf("%s: line %q is not in examples/nginx.conf", c.file, l)
+				}
 			}
 		}
-	}
-	if n < 20 {
-		t.Errorf("only %d lines in the docs' nginx block", n)
+		if n < c.minLines {
+			t.Errorf("%s: only %d lines in the nginx block", c.file, n)
+		}
 	}
 }
