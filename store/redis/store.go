@@ -55,8 +55,11 @@ type Options struct {
 }
 
 // Store keeps the state of every key in Redis and decides each request in
-// one atomic script call, so any number of instances share one limit. It
-// implements sluice.Store and is safe for concurrent use.
+// one atomic script call (on a Redis Cluster, a request whose keys span
+// several slots takes a check and a commit per slot: see the package
+// documentation), so any number of instances share one limit. It
+// implements sluice.Store and is safe for concurrent use; Stats reports
+// what it has done.
 //
 // Most callers want [Dial]; [New] wraps a rueidis client the caller
 // already has.
