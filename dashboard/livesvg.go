@@ -1,40 +1,25 @@
 package dashboard
 
 import (
-	"bufio"
-	"encoding/xml"
 	"fmt"
 	"io"
 	"strconv"
 	"strings"
 	"time"
 	"unicode/utf8"
+
+	"github.com/sluicehq/sluice/internal/chart"
 )
 
-// The live picture's geometry and colours, in pixels, those of the
-// pictures of package sim (see sim.WriteSVG), so that the live rows and
-// the playground read alike.
+// The live picture's vertical geometry, in pixels. The horizontal one and
+// the colours are package chart's, shared with the pictures of package sim
+// (see sim.WriteSVG), so that the live rows and the playground read alike.
 const (
-	svgWidth   = 960
-	svgMargin  = 16
-	labelWidth = 178
-	totalWidth = 168
-	plotLeft   = svgMargin + labelWidth
-	plotRight  = svgWidth - svgMargin - totalWidth
-	plotWidth  = plotRight - plotLeft
 	liveHeadH  = 66
 	liveRowH   = 66
 	liveBarTop = 12
 	liveBarH   = 40
-	minColumn  = 3
 	labelRunes = 22 // the longest policy name drawn whole
-
-	green    = "#2b8a3e"
-	red      = "#c92a2a"
-	redLight = "#ffe3e3"
-	ink      = "#212529"
-	grey     = "#868e96"
-	rule     = "#dee2e6"
 )
 
 // writeLiveSVG draws a live snapshot in the style of package sim's
@@ -45,43 +30,37 @@ const (
 // peak. Rows and columns carry their counts as data-* attributes and a
 // <title> tooltip.
 func writeLiveSVG(w io.Writer, lv Live) error {
-	bw := bufio.NewWriter(w)
-	p := &printer{w: bw}
+	p := chart.NewPrinter(w)
 	seconds := max(lv.Seconds, 1)
-	bin := 1
-	for (seconds+bin-1)/bin*minColumn > plotWidth {
-		bin++
-	}
-	cols := (seconds + bin - 1) / bin
-	colW := float64(plotWidth) / float64(cols)
+	bin, cols, colW := chart.Bins(seconds)
 
 	rows := max(len(lv.Policies), 1)
 	height := liveHeadH + rows*liveRowH + 30
-	p.printf(`<svg xmlns="http://www.w3.org/2000/svg" width="%d" height="%d" viewBox="0 0 %d %d" font-family="DejaVu Sans, Helvetica, Arial, sans-serif" class="live" data-now="%d" data-seconds="%d" data-bin="%d" data-policies="%d">`+"\n",
-		svgWidth, height, svgWidth, height, lv.Now, lv.Seconds, bin, len(lv.Policies))
-	p.printf("<title>%s</title>\n", esc(fmt.Sprintf("sluice: decisions per policy, the last %s", spanText(seconds))))
-	p.printf(`<defs><pattern id="live-refused" patternUnits="userSpaceOnUse" width="5" height="5" patternTransform="rotate(45)"><rect width="5" height="5" fill="%s"/><line x1="0" y1="0" x2="0" y2="5" stroke="%s" stroke-width="2"/></pattern></defs>`+"\n", redLight, red)
-	p.printf(`<rect width="%d" height="%d" fill="#ffffff"/>`+"\n", svgWidth, height)
+	p.Printf(`<svg xmlns="http://www.w3.org/2000/svg" width="%d" height="%d" viewBox="0 0 %d %d" font-family="DejaVu Sans, Helvetica, Arial, sans-serif" class="live" data-now="%d" data-seconds="%d" data-bin="%d" data-policies="%d">`+"\n",
+		chart.Width, height, chart.Width, height, lv.Now, lv.Seconds, bin, len(lv.Policies))
+	p.Printf("<title>%s</title>\n", chart.Text(fmt.Sprintf("sluice: decisions per policy, the last %s", spanText(seconds))))
+	p.Hatch("live-refused")
+	p.Background(height)
 
-	p.printf(`<text x="%d" y="26" font-size="16" font-weight="bold" fill="%s">Decisions per policy, the last %s</text>`+"\n", svgMargin, ink, esc(spanText(seconds)))
+	p.Printf(`<text x="%d" y="26" font-size="16" font-weight="bold" fill="%s">Decisions per policy, the last %s</text>`+"\n", chart.Margin, chart.Ink, chart.Text(spanText(seconds)))
 	how := "one column per second"
 	if bin > 1 {
 		how = fmt.Sprintf("one column per %d seconds", bin)
 	}
-	p.printf(`<text x="%d" y="46" font-size="12.5" fill="%s">%s, the newest on the right: requests <tspan fill="%s" font-weight="bold">passed</tspan> in green, <tspan fill="%s" font-weight="bold">refused ✕</tspan> hatched red on top; each row has its own scale.</text>`+"\n",
-		svgMargin, grey, esc(capitalize(how)), green, red)
+	p.Printf(`<text x="%d" y="46" font-size="12.5" fill="%s">%s, the newest on the right: requests <tspan fill="%s" font-weight="bold">passed</tspan> in green, <tspan fill="%s" font-weight="bold">refused ✕</tspan> hatched red on top; each row has its own scale.</text>`+"\n",
+		chart.Margin, chart.Grey, chart.Text(chart.Capitalize(how)), chart.Green, chart.Red)
 
 	top := liveHeadH
 	if len(lv.Policies) == 0 {
-		p.printf(`<text x="%d" y="%d" font-size="13" fill="%s" class="empty">No decisions in the last %s. Requests through sluice appear here, one row per policy.</text>`+"\n",
-			svgMargin, top+liveRowH/2, grey, esc(spanText(seconds)))
+		p.Printf(`<text x="%d" y="%d" font-size="13" fill="%s" class="empty">No decisions in the last %s. Requests through sluice appear here, one row per policy.</text>`+"\n",
+			chart.Margin, top+liveRowH/2, chart.Grey, chart.Text(spanText(seconds)))
 	}
 	for i, pol := range lv.Policies {
 		rowTop := top + i*liveRowH
 		base := float64(rowTop + liveBarTop + liveBarH)
-		p.printf(`<g class="row" data-policy="%s" data-passed="%d" data-refused="%d">`+"\n", esc(pol.Policy), pol.Passed, pol.Refused)
+		p.Printf(`<g class="row" data-policy="%s" data-passed="%d" data-refused="%d">`+"\n", chart.Attr(pol.Policy), pol.Passed, pol.Refused)
 		if i > 0 {
-			p.printf(`<line x1="%d" y1="%d" x2="%d" y2="%d" stroke="%s"/>`+"\n", svgMargin, rowTop, svgWidth-svgMargin, rowTop, rule)
+			p.RowRule(rowTop)
 		}
 		peak := int64(0)
 		for c := range cols {
@@ -93,76 +72,57 @@ func writeLiveSVG(w io.Writer, lv Live) error {
 		if utf8.RuneCountInString(name) > labelRunes {
 			name = string([]rune(name)[:labelRunes-1]) + "…"
 		}
-		p.printf(`<text x="%d" y="%d" font-size="14" font-weight="bold" fill="%s"><title>%s</title>%s</text>`+"\n", svgMargin, rowTop+26, ink, esc(pol.Policy), esc(name))
+		p.Printf(`<text x="%d" y="%d" font-size="14" font-weight="bold" fill="%s"><title>%s</title>%s</text>`+"\n", chart.Margin, rowTop+26, chart.Ink, chart.Text(pol.Policy), chart.Text(name))
 		per := "/s"
 		if bin > 1 {
 			per = fmt.Sprintf(" per %d s", bin)
 		}
-		p.printf(`<text x="%d" y="%d" font-size="11" fill="%s">peak %s%s</text>`+"\n", svgMargin, rowTop+42, grey, group(peak), per)
+		p.Printf(`<text x="%d" y="%d" font-size="11" fill="%s">peak %s%s</text>`+"\n", chart.Margin, rowTop+42, chart.Grey, group(peak), per)
 
-		p.printf(`<line x1="%d" y1="%.1f" x2="%d" y2="%.1f" stroke="%s"/>`+"\n", plotLeft, base, plotRight, base, grey)
+		p.Baseline(base)
 		for c := range cols {
 			passed, refused := binnedLive(pol.PerSecond, c, bin)
 			if passed+refused == 0 {
 				continue
 			}
 			first := pol.PerSecond[c*bin].T
-			x := float64(plotLeft) + float64(c)*colW
-			bw := max(colW*0.72, 1)
-			bx := x + (colW-bw)/2
-			cx := x + colW/2
-			p.printf(`<g class="col" data-t="%d" data-passed="%d" data-refused="%d"><title>%s: %s passed, %s refused</title>`,
-				first, passed, refused, esc(clockText(first, bin, lv.Now)), group(passed), group(refused))
-			hp := float64(passed) * unit
-			hr := float64(refused) * unit
-			if passed > 0 {
-				p.printf(`<rect class="passed" x="%.2f" y="%.2f" width="%.2f" height="%.2f" fill="%s"/>`, bx, base-hp, bw, hp, green)
+			cx, top := p.Column(chart.Column{Index: c, Width: colW, Base: base, Unit: unit,
+				T: first, Passed: passed, Refused: refused,
+				Title:   fmt.Sprintf("%s: %s passed, %s refused", clockText(first, bin, lv.Now), group(passed), group(refused)),
+				Pattern: "live-refused"})
+			if refused > 0 && colW >= 7 {
+				p.Printf(`<text x="%.2f" y="%.2f" font-size="9" text-anchor="middle" fill="%s">✕</text>`, cx, top-2, chart.Red)
 			}
-			if refused > 0 {
-				p.printf(`<rect class="refused" x="%.2f" y="%.2f" width="%.2f" height="%.2f" fill="url(#live-refused)" stroke="%s" stroke-width="0.8"/>`, bx, base-hp-hr, bw, hr, red)
-				if colW >= 7 {
-					p.printf(`<text x="%.2f" y="%.2f" font-size="9" text-anchor="middle" fill="%s">✕</text>`, cx, base-hp-hr-2, red)
-				}
-			}
-			p.printf("</g>\n")
+			p.Printf("</g>\n")
 		}
-		tx := plotRight + 16
-		p.printf(`<text x="%d" y="%d" font-size="13" font-weight="bold" fill="%s">%s passed</text>`+"\n", tx, rowTop+24, green, group(pol.Passed))
+		tx := chart.PlotRight + 16
+		p.Printf(`<text x="%d" y="%d" font-size="13" font-weight="bold" fill="%s">%s passed</text>`+"\n", tx, rowTop+24, chart.Green, group(pol.Passed))
 		refusedText := group(pol.Refused) + " refused"
 		if pol.Refused > 0 {
 			refusedText = "✕ " + refusedText
 		}
-		p.printf(`<text x="%d" y="%d" font-size="13" font-weight="bold" fill="%s">%s</text>`+"\n", tx, rowTop+40, red, refusedText)
+		p.Printf(`<text x="%d" y="%d" font-size="13" font-weight="bold" fill="%s">%s</text>`+"\n", tx, rowTop+40, chart.Red, refusedText)
 		if total := pol.Passed + pol.Refused; total > 0 {
-			p.printf(`<text x="%d" y="%d" font-size="11" fill="%s">%s refused</text>`+"\n", tx, rowTop+55, grey, percent(pol.Refused, total))
+			p.Printf(`<text x="%d" y="%d" font-size="11" fill="%s">%s refused</text>`+"\n", tx, rowTop+55, chart.Grey, percent(pol.Refused, total))
 		}
-		p.printf("</g>\n")
+		p.Printf("</g>\n")
 	}
 
 	// Time axis: seconds before now, under the last row.
 	bottom := top + rows*liveRowH
-	step := 1
-	for _, s := range []int{1, 2, 5, 10, 15, 30, 60, 120, 300, 600, 900, 1800} {
-		step = s
-		if float64(s)/float64(bin)*colW >= 44 {
-			break
-		}
-	}
+	step := chart.TickStep(bin, colW, 44)
 	for ago := 0; ago < seconds; ago += step {
 		c := (seconds - 1 - ago) / bin
-		x := float64(plotLeft) + (float64(c)+0.5)*colW
+		x := float64(chart.PlotLeft) + (float64(c)+0.5)*colW
 		label := "now"
 		if ago > 0 {
 			label = fmt.Sprintf("−%d s", ago)
 		}
-		p.printf(`<text x="%.1f" y="%d" font-size="10.5" text-anchor="middle" fill="%s">%s</text>`+"\n", x, bottom+18, grey, label)
+		p.Printf(`<text x="%.1f" y="%d" font-size="10.5" text-anchor="middle" fill="%s">%s</text>`+"\n", x, bottom+18, chart.Grey, label)
 	}
-	p.printf(`<text x="%d" y="%d" font-size="10.5" fill="%s">%s UTC</text>`+"\n", plotRight+16, bottom+18, grey, time.Unix(lv.Now, 0).UTC().Format("15:04:05"))
-	p.printf("</svg>\n")
-	if p.err != nil {
-		return p.err
-	}
-	return bw.Flush()
+	p.Printf(`<text x="%d" y="%d" font-size="10.5" fill="%s">%s UTC</text>`+"\n", chart.PlotRight+16, bottom+18, chart.Grey, time.Unix(lv.Now, 0).UTC().Format("15:04:05"))
+	p.Printf("</svg>\n")
+	return p.Flush()
 }
 
 // binnedLive sums the seconds of column c, bin seconds wide.
@@ -241,31 +201,4 @@ func percent(part, total int64) string {
 		return fmt.Sprintf("%.0f%%", v)
 	}
 	return strings.TrimSuffix(fmt.Sprintf("%.1f", v), ".0") + "%"
-}
-
-// capitalize returns s with its first letter in upper case.
-func capitalize(s string) string {
-	if s == "" {
-		return s
-	}
-	return strings.ToUpper(s[:1]) + s[1:]
-}
-
-// esc escapes s for XML character data and double-quoted attributes.
-func esc(s string) string {
-	var b strings.Builder
-	_ = xml.EscapeText(&b, []byte(s))
-	return b.String()
-}
-
-// printer writes formatted text and keeps the first error.
-type printer struct {
-	w   io.Writer
-	err error
-}
-
-func (p *printer) printf(format string, args ...any) {
-	if p.err == nil {
-		_, p.err = fmt.Fprintf(p.w, format, args...)
-	}
 }

@@ -12,6 +12,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/sluicehq/sluice/internal/chart"
 	"github.com/sluicehq/sluice/rate"
 )
 
@@ -195,8 +196,8 @@ func TestSVGLong(t *testing.T) {
 	if bytes.Contains(doc, []byte("One column per second")) {
 		t.Error("3600 one-second columns in 578 px")
 	}
-	if n := bytes.Count(doc, []byte(`class="col"`)); n*minColumn > plotWidth*len(r.Rows) {
-		t.Errorf("%d columns for %d rows: narrower than %d px", n, len(r.Rows), minColumn)
+	if n := bytes.Count(doc, []byte(`class="col"`)); n*chart.MinColumn > chart.PlotWidth*len(r.Rows) {
+		t.Errorf("%d columns for %d rows: narrower than %d px", n, len(r.Rows), chart.MinColumn)
 	}
 }
 
