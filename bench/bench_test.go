@@ -108,15 +108,26 @@ const (
 )
 
 // keysOnce returns the keys, twice: the same strings in two sets of
-// distinct objects. Stores are filled with the first and asked with the
-// second, as a server asks with a key it has just built; asking with the
-// very string a store kept would let string comparison stop at the
-// pointer and hide a cache miss from stores that keep the caller's string.
+// distinct objects. Stores are filled with the first, in order, and asked
+// with the second, as a server asks with a key it has just built; asking
+// with the very string a store kept would let string comparison stop at
+// the pointer and hide a cache miss from stores that keep the caller's
+// string.
+//
+// The second set lists the keys in a random order (each string allocated
+// in that order, so reading the next one is what reading a freshly built
+// key is: cheap). A server is asked about its keys in no relation to the
+// order it first saw them in; walking them in that order instead would
+// let the CPU prefetch everything a store allocated per key (the stored
+// string, a per-key limiter) on the way, as it never can in production,
+// and flatter the stores that allocate per key.
 var keysOnce = sync.OnceValues(func() (fill, ask []string) {
 	fill, ask = make([]string, manyKeys), make([]string, manyKeys)
 	for i := range fill {
 		fill[i] = fmt.Sprintf("key-%012d", i) // 16 bytes: no size-class slack
-		ask[i] = fmt.Sprintf("key-%012d", i)
+	}
+	for j, i := range rand.New(rand.NewPCG(1, 2)).Perm(manyKeys) {
+		ask[j] = fmt.Sprintf("key-%012d", i)
 	}
 	return fill, ask
 })
@@ -210,7 +221,8 @@ var manyKeysContenders = []struct {
 }
 
 // BenchmarkManyKeys spreads requests over a million keys from GOMAXPROCS
-// goroutines, each walking the keys from its own random offset. Every key
+// goroutines, each walking the keys (in a random order, see keysOnce) from
+// its own random offset. Every key
 // is held before the timer starts, so this is the steady state of a busy
 // server: a lookup, a decision and an update per request, on memory that
 // is mostly not in cache.

@@ -162,13 +162,13 @@ func warm(b *testing.B, do call) {
 }
 
 // measure sends b.N requests through do from loadCallers callers and
-// reports the rate (in unit,
-// such as "decisions/s"), the 50th and 99th percentile latency, and the
-// CPU time one request cost: this process's (load generator and server
-// together) plus, when other is not nil, what other says another process
-// (a redis-server) spent. The CPU cost does not depend on what else the
-// machine is running, as the rate and latency do. The caller checks that
-// every request was answered as expected (loadResult.failed).
+// reports the rate (in unit, such as "decisions/s"), the 50th and 99th
+// percentile latency, and the CPU time one request cost: this process's
+// (load generator and server together) plus, when other is not nil, what
+// other says another process (a redis-server) spent. The CPU cost
+// depends less on what else the machine is running than the rate and
+// latency do. The caller checks that every request was answered as
+// expected (loadResult.failed).
 func measure(b *testing.B, unit string, do call, other func() (time.Duration, error)) loadResult {
 	b.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), loadTimeout)
@@ -279,7 +279,8 @@ func keepAlive() *http.Client {
 // http://admin/metrics into a map from series (name and labels, as
 // written) to value.
 func counters(admin string) (map[string]float64, error) {
-	resp, err := http.Get("http://" + admin + "/metrics")
+	client := &http.Client{Transport: &http.Transport{DisableKeepAlives: true}, Timeout: 10 * time.Second}
+	resp, err := client.Get("http://" + admin + "/metrics")
 	if err != nil {
 		return nil, err
 	}
@@ -295,12 +296,12 @@ func counters(admin string) (map[string]float64, error) {
 		if !strings.HasPrefix(line, "sluice_") {
 			continue
 		}
-		i := strings.LastIndexByte(line, ' ')
-		v, err := strconv.ParseFloat(line[i+1:], 64)
-		if i < 0 || err != nil {
-			return nil, fmt.Errorf("metrics line %q does not end in a number", line)
+		series, value, ok := strings.Cut(line, " ")
+		v, err := strconv.ParseFloat(value, 64)
+		if !ok || err != nil {
+			return nil, fmt.Errorf("metrics line %q is not a series and a number", line)
 		}
-		out[line[:i]] = v
+		out[series] = v
 	}
 	return out, sc.Err()
 }

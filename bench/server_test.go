@@ -68,12 +68,14 @@ const rlsConns = 4
 
 // BenchmarkServer measures `sluice serve` in this process, over loopback,
 // from loadCallers concurrent callers sending one request after another
-// (see loadgen_test.go), spread over loadKeys client addresses. Each
-// reports decisions (or requests) per second and the 50th and 99th
-// percentile latency a caller saw; a request not answered as expected
-// (an error, an unexpected status, a missing decision) fails the
-// benchmark, and so does a decision count on the server's /metrics that
-// does not match the requests sent.
+// (see loadgen_test.go), spread over loadKeys client addresses, after a
+// warm-up. Each reports decisions (or requests) per second, the 50th and
+// 99th percentile latency a caller saw, the CPU time one request cost
+// (cpu-µs/op: load generator, server and redis-server together) and how
+// many cores other processes kept busy meanwhile (others-cores). A
+// request not answered as expected (an error, an unexpected status, a
+// missing decision) fails the benchmark, and so does a decision count on
+// the server's /metrics that does not match the requests sent.
 //
 //   - check/memory, check/redis: Traefik's forwardAuth check (GET /check
 //     with X-Forwarded-* headers) against serverPolicy.
@@ -89,9 +91,9 @@ const rlsConns = 4
 // Redis is a local redis-server started for the benchmark, with a store
 // timeout of redisTimeout instead of the default 50ms; the share of store
 // calls that took longer than 50ms is reported as store-over-50ms-ppm
-// (from sluice_store_latency_seconds). Client,
-// server and Redis share the machine's cores: on a small machine the
-// load generator takes a good part of the CPU the server could use.
+// (from sluice_store_latency_seconds). The load generator, the server and
+// Redis share the machine's cores: on a small machine the load generator
+// takes a good part of the CPU the server could use.
 //
 //	cd bench && go test -run '^$' -bench Server -benchtime 3s -count 3
 func BenchmarkServer(b *testing.B) {

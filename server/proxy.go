@@ -8,6 +8,7 @@ import (
 	"net/http"
 	"net/http/httputil"
 	"net/netip"
+	"sync"
 	"time"
 
 	"github.com/sluicehq/sluice/clientip"
@@ -74,12 +75,24 @@ func (s *Server) reverseProxy(set *policy.Set) http.Handler {
 				}
 			}
 		},
-		Transport:     s.trans,
-		FlushInterval: -1, // stream: server-sent events and chunked replies arrive as written
-		ErrorLog:      slog.NewLogLogger(s.log.Handler(), slog.LevelWarn),
-		ErrorHandler:  s.proxyError,
+		Transport: s.trans,
+		// FlushInterval stays 0: ReverseProxy already flushes every write of
+		// a streaming reply (text/event-stream, or no Content-Length) as it
+		// comes, and buffers the rest, which costs far less per request.
+		BufferPool:   proxyBuffers{},
+		ErrorLog:     slog.NewLogLogger(s.log.Handler(), slog.LevelWarn),
+		ErrorHandler: s.proxyError,
 	}
 }
+
+// proxyBuffers recycles the 32 KiB buffers ReverseProxy copies bodies
+// through, instead of allocating one per request.
+type proxyBuffers struct{}
+
+var proxyBufferPool = sync.Pool{New: func() any { b := make([]byte, 32<<10); return &b }}
+
+func (proxyBuffers) Get() []byte  { return *proxyBufferPool.Get().(*[]byte) }
+func (proxyBuffers) Put(b []byte) { proxyBufferPool.Put(&b) }
 
 // forwardedFor is an RFC 7239 element naming a as the hop's client.
 func forwardedFor(a netip.Addr) string {
