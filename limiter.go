@@ -59,31 +59,31 @@ type Limiter struct {
 	prefix   string
 	suffixes []string
 	store    Store
-	// decider decides AllowN's request for limits[0]: the store itself
-	// when a key is stored as it is under one limit, else keyed. One call
-	// either way keeps AllowN small enough to be inlined, which spares a
-	// copy of the Decision on the way back.
+	// decider decides AllowN's request for limits[0]: the memory store
+	// itself when a key is stored as it is under one limit, else keyed.
+	// One call either way keeps Allow and AllowN small enough to be
+	// inlined, which spares copies of the Decision on the way back, and
+	// DecideKey spares building a rate.Request and copying it.
 	decider decider
 	first   rate.Limit
 	clock   rate.Clock
 }
 
-// decider is the method of Store that AllowN calls.
+// decider is how AllowN decides (see memory.Store.DecideKey).
 type decider interface {
-	Decide(ctx context.Context, r rate.Request) (rate.Decision, error)
+	DecideKey(ctx context.Context, key string, lim *rate.Limit, cost int64) (rate.Decision, error)
 }
 
-// keyed decides AllowN's requests for a limiter whose keys are not stored
-// as they are: those with a Name, or several limits.
+// keyed decides AllowN's requests on any store, under the keys the
+// limiter stores them under.
 type keyed struct{ l *Limiter }
 
-func (k keyed) Decide(ctx context.Context, r rate.Request) (rate.Decision, error) {
+func (k keyed) DecideKey(ctx context.Context, key string, _ *rate.Limit, cost int64) (rate.Decision, error) {
 	l := k.l
 	if len(l.limits) == 1 {
-		r.Key = l.prefix + r.Key
-		return l.store.Decide(ctx, r)
+		return l.store.Decide(ctx, rate.Request{Key: l.prefix + key, Limit: l.limits[0], Cost: cost})
 	}
-	reqs := l.requests(r.Key, r.Cost)
+	reqs := l.requests(key, cost)
 	return l.store.DecideAll(ctx, reqs, make([]rate.Decision, len(reqs)))
 }
 
@@ -123,8 +123,8 @@ func NewLimiter(opts LimiterOptions) (*Limiter, error) {
 		l.store = memory.New(memory.Options{Clock: l.clock})
 	}
 	l.decider, l.first = keyed{l}, l.limits[0]
-	if l.prefix == "" && len(l.limits) == 1 {
-		l.decider = l.store
+	if mem, ok := l.store.(*memory.Store); ok && l.prefix == "" && len(l.limits) == 1 {
+		l.decider = mem
 	}
 	return l, nil
 }
@@ -140,7 +140,7 @@ func (l *Limiter) Store() Store { return l.store }
 func (l *Limiter) Allow(ctx context.Context, key string) (rate.Decision, error) {
 	// AllowN(ctx, key, 1), written out: one call is what lets the compiler
 	// inline Allow into its caller.
-	return l.decider.Decide(ctx, rate.Request{Key: key, Limit: l.first, Cost: 1})
+	return l.decider.DecideKey(ctx, key, &l.first, 1)
 }
 
 // AllowN decides a request of cost n for key, now: it consumes n from every
@@ -153,7 +153,7 @@ func (l *Limiter) Allow(ctx context.Context, key string) (rate.Decision, error) 
 // With a leaky_bucket limit an allowed request may carry a Delay: the
 // caller should wait that long before going ahead (Wait does).
 func (l *Limiter) AllowN(ctx context.Context, key string, n int64) (rate.Decision, error) {
-	return l.decider.Decide(ctx, rate.Request{Key: key, Limit: l.first, Cost: n})
+	return l.decider.DecideKey(ctx, key, &l.first, n)
 }
 
 // Requests returns the requests AllowN(key, n) decides, one per limit, with

@@ -222,10 +222,9 @@ var manyKeysContenders = []struct {
 
 // BenchmarkManyKeys spreads requests over a million keys from GOMAXPROCS
 // goroutines, each walking the keys (in a random order, see keysOnce) from
-// its own random offset. Every key
-// is held before the timer starts, so this is the steady state of a busy
-// server: a lookup, a decision and an update per request, on memory that
-// is mostly not in cache.
+// its own random offset. Every key is held before the timer starts, so
+// this is the steady state of a busy server: a lookup, a decision and an
+// update per request, on memory that is mostly not in cache.
 func BenchmarkManyKeys(b *testing.B) {
 	fill, keys := keysOnce()
 	for _, mk := range manyKeysContenders {

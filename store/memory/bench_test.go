@@ -37,6 +37,28 @@ func BenchmarkDecide(b *testing.B) {
 	}
 }
 
+// BenchmarkDecideKey is BenchmarkDecide through DecideKey, which takes the
+// limit by pointer rather than in a Request (as sluice.Limiter calls it),
+// with the system clock.
+func BenchmarkDecideKey(b *testing.B) {
+	for _, alg := range []string{"gcra", "token_bucket"} {
+		l, err := rate.ParseLimit(alg + " 1000000000/s")
+		if err != nil {
+			b.Fatal(err)
+		}
+		b.Run(alg, func(b *testing.B) {
+			s := memory.New(memory.Options{})
+			ctx := context.Background()
+			b.ReportAllocs()
+			for b.Loop() {
+				if d, _ := s.DecideKey(ctx, "user:1234567", &l, 1); !d.Allowed {
+					b.Fatal(d)
+				}
+			}
+		})
+	}
+}
+
 // BenchmarkStep is the step alone, for comparison with BenchmarkDecide:
 // the difference is what the store adds.
 func BenchmarkStep(b *testing.B) {

@@ -10,20 +10,23 @@
 //
 // The map of the package:
 //
-//   - store.go: [Store], [Options], [Stats]; Decide and DecideAll run the
-//     steps of package rate under a shard's mutex.
-//   - table.go: a shard's table: a dense slice of entries (so the sweeper
-//     and eviction can walk and sample them) indexed by an open-addressing
-//     slot table; expiry, eviction and shrinking.
+//   - store.go: [Store], [Options], [Stats]; Decide, DecideKey and
+//     DecideAll run the steps of package rate under a shard's mutex.
+//   - table.go: a shard's table: open addressing in Robin Hood order over
+//     entries of one cache line each, which hold the key (up to 27 bytes;
+//     longer keys go to an arena), its hash and its state, and no
+//     pointer; expiry, eviction and resizing.
+//   - hash.go: the keys' hash, seeded per store.
 //   - clock.go: how the store reads the system clock: one monotonic read
 //     per decision, placed on the wall clock read once a second.
 //
-// Memory: an idle key costs its key string plus about 80 bytes (a 56-byte
-// entry, its slot, and the slack of the growing slices); a sliding_log key
-// also holds its timestamps. Keys whose state is fresh cost nothing: they
-// are deleted when a decision leaves them fresh, and reclaimed a few at a
-// time once time has made them fresh. MaxKeys bounds the total; see [Store]
-// for what eviction forgets.
+// Memory: an idle key costs about 100 bytes, its 64-byte line in a table
+// kept 60% to 75% full, key included when it is up to 27 bytes long (a
+// longer key adds its bytes to the arena); a sliding_log key also holds
+// its timestamps. The garbage collector never scans the tables. Keys whose
+// state is fresh cost nothing: they are deleted when a decision leaves
+// them fresh, and reclaimed a few at a time once time has made them fresh.
+// MaxKeys bounds the total; see [Store] for what eviction forgets.
 //
 // Time is read from Options.Clock once per decision, in microseconds; tests
 // pin it with a fake clock (package ratetest).

@@ -42,16 +42,21 @@ type Options struct {
 // It is safe for concurrent use; create it with [New].
 //
 // The keys are spread over shards by a hash seeded per store, each shard
-// under its own mutex. Deciding a request for a key the store already holds
-// does not allocate.
+// under its own mutex. A key's state, its hash and (up to 27 bytes) the
+// key itself share one 64-byte cache line, so that deciding for one of
+// millions of keys costs about one miss. Deciding a request for a key the
+// store already holds does not allocate. Callers that hold their limit
+// and decide on every request can call [Store.DecideKey] rather than
+// build a Request each time.
 //
 // A key costs memory only while its state differs from fresh. A decision
 // that leaves a key fresh (a token bucket back to full, an empty window)
 // deletes it, and a key whose state has become fresh with time is found
 // and reclaimed a little at a time: decisions move a per-shard cursor
-// over the keys, one key per decision on average and a few more for each
-// new key. There is no background goroutine and no pass over all keys at
-// once; a shard that sees no decisions keeps its keys until it does.
+// over the keys, one slot per decision on average and a few more for each
+// new key, and not at all while no key of the shard can have expired.
+// There is no background goroutine and no pass over all keys at once; a
+// shard that sees no decisions keeps its keys until it does.
 //
 // When MaxKeys keys are held, a new key evicts an old one: of a few picked
 // at random, the one closest to fresh. Evicting a key forgets its state, so
@@ -66,8 +71,8 @@ type Store struct {
 	// it as one monotonic read (see systemClock).
 	system *systemClock
 	hasher hasher
-	// A key's shard is the high bits of its hash: hash>>shift & mask.
-	shift  uint
+	// A key's shard is hash>>32 & mask: the high half of its hash picks
+	// the shard, the low half its slot, so the two stay independent.
 	mask   uint64
 	shards []shard
 }
@@ -84,9 +89,10 @@ type Stats struct {
 }
 
 // Work the sweeper does: every sweepEvery-th decision on a shard looks at
-// sweepBatch entries (one a decision on average, in one sequential run
-// rather than a cache miss each time), and a decision that adds a key
-// looks at sweepInsert more, so reclaiming outpaces a flood of new keys.
+// sweepBatch slots (one a decision on average, in one sequential run of
+// cache lines rather than a miss each time), and a decision that adds a
+// key looks at sweepInsert more, so reclaiming outpaces a flood of new
+// keys.
 const (
 	sweepEvery  = 16
 	sweepBatch  = 16
@@ -116,7 +122,6 @@ func New(opts Options) *Store {
 	}
 	n = 1 << bits.Len(uint(n-1)) // a power of two
 	s.shards = make([]shard, n)
-	s.shift = uint(64 - bits.Len(uint(n-1)))
 	s.mask = uint64(n - 1)
 	perShard := -1
 	if maxKeys > 0 {
@@ -143,25 +148,31 @@ func (s *Store) locate(key string) (int, uint32) {
 	h := s.hasher.hash(key)
 	// The high bits pick the shard and the low bits the slot, so the two
 	// stay independent.
-	return int(h >> s.shift & s.mask), uint32(h) | 1
+	return int(h >> 32 & s.mask), uint32(h) | 1
 }
 
-// valid is a quick test that r passes [rate.Request.Check] and that its
-// limit is one the steps can compute with. It is false for some valid
-// requests too (a monthly limit), which check then decides.
-func valid(r *rate.Request) bool {
-	l := &r.Limit
-	return r.Cost >= 0 && r.Cost <= l.Capacity() &&
-		l.Count >= 1 && l.Period >= time.Microsecond && l.Calendar == rate.NoCalendar
-}
-
-// check returns why r cannot be decided, or nil. The steps require a valid
-// limit: an invalid one (such as the zero Limit) could divide by zero.
-func check(r *rate.Request) error {
-	if err := r.Limit.Validate(); err != nil {
-		return fmt.Errorf("memory: key %q: invalid limit %v: %w", r.Key, r.Limit, err)
+// valid is a quick test that a request of cost under lim passes
+// [rate.Request.Check] and that lim is one the steps can compute with. It
+// is false for some valid requests too (a monthly limit), which check then
+// decides.
+func valid(lim *rate.Limit, cost int64) bool {
+	// lim.Capacity(), read in place: the method takes a copy of the Limit.
+	capacity := lim.Count
+	if lim.Burst > 0 && lim.Algorithm.HasBurst() {
+		capacity = lim.Burst
 	}
-	return r.Check()
+	return cost >= 0 && cost <= capacity &&
+		lim.Count >= 1 && lim.Period >= time.Microsecond && lim.Calendar == rate.NoCalendar
+}
+
+// check returns why a request of cost for key under lim cannot be decided,
+// or nil. The steps require a valid limit: an invalid one (such as the zero
+// Limit) could divide by zero.
+func check(key string, lim *rate.Limit, cost int64) error {
+	if err := lim.Validate(); err != nil {
+		return fmt.Errorf("memory: key %q: invalid limit %v: %w", key, *lim, err)
+	}
+	return rate.Request{Key: key, Limit: *lim, Cost: cost}.Check()
 }
 
 // expiry returns when a state decided at now with decision d is fresh.
@@ -173,20 +184,60 @@ func expiry(now int64, d *rate.Decision) int64 {
 // waits for anything but a shard's mutex, so it ignores ctx. A request that
 // fails [rate.Request.Check] returns its error.
 func (s *Store) Decide(_ context.Context, r rate.Request) (rate.Decision, error) {
-	if !valid(&r) {
-		if err := check(&r); err != nil {
-			return rate.Decision{}, err
+	var d rate.Decision
+	err := s.decide(r.Key, &r.Limit, r.Cost, r.MaxDelay, &d)
+	return d, err
+}
+
+// DecideKey decides a request of cost for key under lim: it is
+// Decide(ctx, rate.Request{Key: key, Limit: *lim, Cost: cost}), for callers
+// that keep their limit and decide with it on every request, as
+// sluice.Limiter does. It reads *lim only during the call. A Request is
+// ten words, too many to travel in registers: building one and copying it
+// into every call costs a tenth of a decision.
+func (s *Store) DecideKey(_ context.Context, key string, lim *rate.Limit, cost int64) (rate.Decision, error) {
+	var d rate.Decision
+	err := s.decide(key, lim, cost, 0, &d)
+	return d, err
+}
+
+// decide is Decide and DecideKey: it writes the decision to *d, where the
+// step writes it, rather than return a copy.
+func (s *Store) decide(key string, lim *rate.Limit, cost int64, maxDelay time.Duration, d *rate.Decision) error {
+	if !valid(lim, cost) {
+		if err := check(key, lim, cost); err != nil {
+			return err
 		}
 	}
 	// The time is read outside the lock. Two callers may then commit out
 	// of time order; the steps take time going backwards into account and
 	// never admit more for it.
-	now := s.now()
-	i, h := s.locate(r.Key)
-	sh := &s.shards[i]
+	var now int64
+	if c := s.system; c != nil {
+		now = c.micros()
+	} else {
+		now = rate.Micros(s.clock.Now())
+	}
+	// The hot path is written out here, as the compiler would not inline
+	// it: locate, with the hash of a key of 8 to 16 bytes, and find, with
+	// the test of the key's home slot.
+	var hh uint64
+	if n := len(key); n >= 8 && n <= 16 {
+		hh = mix(m5^uint64(n), mix(le64(key)^s.hasher.k1, le64(key[n-8:])^s.hasher.k0))
+	} else {
+		hh = s.hasher.other(key)
+	}
+	sh := &s.shards[hh>>32&s.mask]
+	h := uint32(hh) | 1
 	sh.mu.Lock()
 	var st rate.State
-	slot := sh.find(r.Key, h)
+	slot := -1
+	if t := sh.table; len(t) > 0 {
+		slot = sh.home(h)
+		if e := &t[slot]; e.hash != h || !sh.is(e, key) {
+			slot = sh.probe(key, h, slot)
+		}
+	}
 	if slot >= 0 {
 		e := &sh.table[slot]
 		st.A, st.B, st.C = e.a, e.b, e.c
@@ -196,17 +247,21 @@ func (s *Store) Decide(_ context.Context, r rate.Request) (rate.Decision, error)
 	}
 	// The step writes the next state over st: a refusal leaves it as it
 	// was, and there is nothing to write back.
-	var d rate.Decision
-	r.Limit.Apply(&st, now, r.Cost, r.MaxDelay, &st, &d)
+	lim.Apply(&st, now, cost, maxDelay, &st, d)
 	sweep := sh.sweepDue()
 	if d.Allowed {
 		switch {
 		case slot >= 0 && fresh(&st):
 			sh.remove(slot)
+		case slot >= 0 && st.Log == nil && sh.table[slot].log == 0:
+			// set, without the timestamps of a sliding_log.
+			e := &sh.table[slot]
+			e.a, e.b, e.c = st.A, st.B, st.C
+			sh.expire(e, ticksUp(expiry(now, d)))
 		case slot >= 0:
-			sh.set(&sh.table[slot], &st, expiry(now, &d))
+			sh.set(&sh.table[slot], &st, expiry(now, d))
 		case !fresh(&st):
-			sh.insert(r.Key, h, &st, expiry(now, &d), now, nil)
+			sh.insert(key, h, &st, expiry(now, d), now, nil)
 			sweep += sweepInsert
 		}
 	}
@@ -214,7 +269,7 @@ func (s *Store) Decide(_ context.Context, r rate.Request) (rate.Decision, error)
 		sh.sweep(now, sweep)
 	}
 	sh.mu.Unlock()
-	return d, nil
+	return nil
 }
 
 // maxStack is how many requests DecideAll handles without allocating.
@@ -231,8 +286,8 @@ func (s *Store) DecideAll(_ context.Context, reqs []rate.Request, out []rate.Dec
 		return rate.Decision{}, errors.New("memory: DecideAll: out is shorter than reqs")
 	}
 	for i := range reqs {
-		if !valid(&reqs[i]) {
-			if err := check(&reqs[i]); err != nil {
+		if r := &reqs[i]; !valid(&r.Limit, r.Cost) {
+			if err := check(r.Key, &r.Limit, r.Cost); err != nil {
 				return rate.Decision{}, err
 			}
 		}

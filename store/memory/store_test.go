@@ -143,6 +143,44 @@ func TestMatchesSteps(t *testing.T) {
 	}
 }
 
+// TestMatchesStepsManyKeys is TestMatchesSteps on thousands of keys of
+// every length in one shard, so that keys sit at their home slot, one
+// past it and further, and the table grows and shrinks as keys come and
+// go.
+func TestMatchesStepsManyKeys(t *testing.T) {
+	ctx := context.Background()
+	l := mustLimit(t, "gcra 3 per 7s burst 5")
+	rng := rand.New(rand.NewPCG(3, 4))
+	clock := ratetest.NewClock(start)
+	s := memory.New(memory.Options{Clock: clock, Shards: 1})
+	ref := map[string]rate.State{}
+	maxLen := 0
+	for i := range 60000 {
+		if i%1000 == 0 {
+			clock.Advance(time.Duration(rng.IntN(20)) * time.Second)
+		}
+		n := rng.IntN(3000)
+		key := fmt.Sprint(n)
+		key += strings.Repeat("-", n%40) // lengths from 1 to 43
+		cost := rng.Int64N(3)
+		got, err := s.DecideKey(ctx, key, &l, cost)
+		if err != nil {
+			t.Fatal(err)
+		}
+		next, want := l.Step(ref[key], rate.Micros(clock.Now()), cost)
+		if want.Allowed {
+			ref[key] = next
+		}
+		if got != want {
+			t.Fatalf("request %d (%q cost %d): got %v, want %v", i, key, cost, got, want)
+		}
+		maxLen = max(maxLen, s.Len())
+	}
+	if maxLen < 1000 {
+		t.Errorf("the store held at most %d keys: the test should fill a table", maxLen)
+	}
+}
+
 func TestConcurrentOneKey(t *testing.T) {
 	ctx := context.Background()
 	for _, ls := range []string{"gcra 1000/h", "token_bucket 1000/h", "fixed_window 1000/h", "sliding_window 1000/h", "sliding_log 1000/h"} {
@@ -357,6 +395,9 @@ func TestNoAllocsForExistingKey(t *testing.T) {
 				}
 				if n := testing.AllocsPerRun(1000, func() { _, _ = s.Decide(ctx, r) }); n != 0 {
 					t.Errorf("Decide on an existing key: %v allocations, want 0", n)
+				}
+				if n := testing.AllocsPerRun(1000, func() { _, _ = s.DecideKey(ctx, r.Key, &l, 1) }); n != 0 {
+					t.Errorf("DecideKey on an existing key: %v allocations, want 0", n)
 				}
 				reqs := []rate.Request{r, {Key: "other:7", Limit: l, Cost: 1}}
 				out := make([]rate.Decision, 2)
@@ -597,5 +638,56 @@ func TestSystemClock(t *testing.T) {
 		if now.Before(before.Add(-time.Microsecond)) || now.After(after.Add(time.Microsecond)) {
 			t.Fatalf("the store's now is %v, outside [%v, %v]", now, before, after)
 		}
+	}
+}
+
+// TestKeyLengths decides keys of every length from 0 to 100 bytes, which
+// take every path the store has: hashed inline or not, kept in the entry
+// or in the arena. Decide, DecideKey and DecideAll must all find the state
+// the others left.
+func TestKeyLengths(t *testing.T) {
+	ctx := context.Background()
+	s := memory.New(memory.Options{Clock: ratetest.NewClock(start), Shards: 4})
+	l := mustLimit(t, "fixed_window 10/h")
+	out := make([]rate.Decision, 1)
+	for n := range 101 {
+		key := strings.Repeat("k", n)
+		if n > 0 {
+			key = key[:n-1] + string(rune('a'+n%26)) // keys of one length differ in their last byte
+		}
+		for i := range 3 {
+			var d rate.Decision
+			var err error
+			switch i {
+			case 0:
+				d, err = s.Decide(ctx, rate.Request{Key: key, Limit: l, Cost: 1})
+			case 1:
+				d, err = s.DecideKey(ctx, key, &l, 1)
+			case 2:
+				d, err = s.DecideAll(ctx, []rate.Request{{Key: key, Limit: l, Cost: 1}}, out)
+			}
+			if err != nil || !d.Allowed || d.Remaining != int64(9-i) {
+				t.Fatalf("key of %d bytes, request %d: %v, %v; want allowed with %d left", n, i, d, err, 9-i)
+			}
+		}
+	}
+	if got := s.Len(); got != 101 {
+		t.Errorf("Len() = %d, want 101", got)
+	}
+}
+
+func TestDecideKeyErrors(t *testing.T) {
+	ctx := context.Background()
+	s := memory.New(memory.Options{Clock: ratetest.NewClock(start)})
+	l := mustLimit(t, "gcra 10/s burst 20")
+	if _, err := s.DecideKey(ctx, "a", &l, 21); !errors.Is(err, rate.ErrCostExceedsCapacity) {
+		t.Errorf("cost over burst: err = %v, want %v", err, rate.ErrCostExceedsCapacity)
+	}
+	var zero rate.Limit
+	if _, err := s.DecideKey(ctx, "a", &zero, 1); err == nil || !strings.Contains(err.Error(), "invalid limit") {
+		t.Errorf("zero limit: err = %v, want invalid limit", err)
+	}
+	if s.Len() != 0 {
+		t.Errorf("invalid requests stored %d keys", s.Len())
 	}
 }

@@ -4,6 +4,7 @@ import (
 	"encoding/binary"
 	"math"
 	"sync"
+	"unsafe"
 
 	"github.com/sluicehq/sluice/rate"
 )
@@ -70,11 +71,31 @@ func ticksUp(us int64) uint32 {
 // stay between 60% and 75% full, which is what keeps an idle key at about
 // 100 bytes with its 64-byte line.
 type shard struct {
+	shardState
+	// Round the shard up to whole cache lines, with at least one line of
+	// padding at its end, so that no two shards' fields share a line
+	// wherever the array starts.
+	_ [128 - unsafe.Sizeof(shardState{})%64]byte
+}
+
+// shardState is what a shard holds.
+type shardState struct {
 	mu sync.Mutex
 	// The fields below are guarded by mu.
 	table []entry
 	// n is the number of entries in table.
 	n int
+	// decisions counts decisions, to sweep every sweepEvery-th.
+	decisions uint32
+	// cursor is the slot the sweeper looks at next.
+	cursor int
+	// soonest is a lower bound on every entry's expires: until that tick
+	// nothing can be reclaimed, and the sweeper has nothing to look at.
+	// Each round of the cursor over the table measures it again, in
+	// roundSoonest, as the least expiry it passes, or that is set, or
+	// that moves back past the cursor, while roundLeft slots are left.
+	soonest, roundSoonest uint32
+	roundLeft             int
 	// arena holds the bytes of keys longer than inlineKey, of which
 	// garbage bytes belong to keys that are gone.
 	arena   []byte
@@ -82,18 +103,12 @@ type shard struct {
 	// logs holds the sliding_log timestamps that entries index.
 	logs     [][]int64
 	freeLogs []uint32
-	// cursor is the slot the sweeper looks at next.
-	cursor int
 	// max is the most entries the shard holds; negative for no bound.
 	max int
-	// decisions counts decisions, to sweep every sweepEvery-th.
-	decisions uint32
 	// rng is the state of the generator that picks eviction samples.
 	rng       uint64
 	evictions uint64
 	expired   uint64
-	// Keep neighbouring shards' mutexes off this cache line.
-	_ [64]byte
 }
 
 const (
@@ -239,9 +254,17 @@ func (s *shard) state(e *entry) rate.State {
 	return st
 }
 
+// expire records that e expires at tick t.
+func (s *shard) expire(e *entry, t uint32) {
+	e.expires = t
+	s.soonest = min(s.soonest, t)
+	s.roundSoonest = min(s.roundSoonest, t)
+}
+
 // set stores st in e, which is about to expire at expires (µs).
 func (s *shard) set(e *entry, st *rate.State, expires int64) {
-	e.a, e.b, e.c, e.expires = st.A, st.B, st.C, ticksUp(expires)
+	e.a, e.b, e.c = st.A, st.B, st.C
+	s.expire(e, ticksUp(expires))
 	switch {
 	case len(st.Log) > 0 && e.log != 0:
 		s.logs[e.log-1] = st.Log
@@ -311,6 +334,8 @@ func (s *shard) place(e entry) {
 		if rd := s.dist(i, r.hash); rd < d {
 			e, *r = *r, e
 			d = rd
+			// The displaced entry may wrap round to behind the cursor.
+			s.roundSoonest = min(s.roundSoonest, e.expires)
 		}
 		if i++; i == len(t) {
 			i = 0
@@ -335,6 +360,8 @@ func (s *shard) remove(i int) {
 			break
 		}
 		t[i] = t[j]
+		// The entry may have moved back past the sweeper's cursor.
+		s.roundSoonest = min(s.roundSoonest, t[i].expires)
 		i = j
 	}
 	t[i] = entry{}
@@ -348,9 +375,13 @@ func (s *shard) remove(i int) {
 func (s *shard) resize(n int) {
 	old := s.table
 	s.table = make([]entry, n)
+	// Every entry passes here: the sweeper's bound can start afresh, and
+	// so can its round, wherever the cursor lands.
+	s.soonest, s.roundSoonest, s.roundLeft = math.MaxUint32, math.MaxUint32, n
 	for i := range old {
 		if old[i].hash != 0 {
 			s.place(old[i])
+			s.soonest = min(s.soonest, old[i].expires)
 		}
 	}
 	if len(old) > 0 {
@@ -383,10 +414,10 @@ func (s *shard) sweepDue() int {
 // sweep looks at up to n slots from the cursor and reclaims the entries
 // whose state is fresh again at now (µs). Each operation calls it with a
 // small n, so the work is spread out: there is never a pass over the whole
-// shard.
+// shard. It returns at once while no entry can have expired.
 func (s *shard) sweep(now int64, n int) {
 	tick := now >> tickShift
-	for ; n > 0 && s.n > 0; n-- {
+	for ; n > 0 && s.n > 0 && int64(s.soonest) <= tick; n-- {
 		if s.cursor >= len(s.table) {
 			s.cursor = 0
 		}
@@ -396,8 +427,16 @@ func (s *shard) sweep(now int64, n int) {
 			// at it next.
 			s.remove(s.cursor)
 			s.expired++
-		} else {
-			s.cursor++
+			continue
+		}
+		if e.hash != 0 {
+			s.roundSoonest = min(s.roundSoonest, e.expires)
+		}
+		s.cursor++
+		if s.roundLeft--; s.roundLeft <= 0 {
+			// A round is done: every entry was passed, or set, or moved
+			// back behind the cursor since it started.
+			s.soonest, s.roundSoonest, s.roundLeft = s.roundSoonest, math.MaxUint32, len(s.table)
 		}
 	}
 }

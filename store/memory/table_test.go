@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"math"
 	"math/rand/v2"
+	"reflect"
 	"strings"
 	"testing"
 	"unsafe"
@@ -16,6 +17,18 @@ import (
 func TestEntryIsALine(t *testing.T) {
 	if n := unsafe.Sizeof(entry{}); n != 64 {
 		t.Errorf("an entry is %d bytes, want 64", n)
+	}
+	// And it holds no pointer, so that the garbage collector has nothing
+	// to scan in a table.
+	typ := reflect.TypeFor[entry]()
+	for i := range typ.NumField() {
+		f := typ.Field(i)
+		switch k := f.Type.Kind(); {
+		case k >= reflect.Int && k <= reflect.Uint64:
+		case k == reflect.Array && f.Type.Elem().Kind() == reflect.Uint8:
+		default:
+			t.Errorf("entry.%s is a %v: entries must hold no pointers", f.Name, f.Type)
+		}
 	}
 }
 
@@ -57,6 +70,9 @@ func (s *shard) check(t *testing.T) {
 		if e.klen == longKey {
 			long += len(s.long(e))
 		}
+		if e.expires < s.soonest {
+			t.Fatalf("slot %d expires at %d, before the sweeper's bound %d", i, e.expires, s.soonest)
+		}
 	}
 	if used != s.n {
 		t.Fatalf("%d slots used, n = %d", used, s.n)
@@ -72,6 +88,15 @@ func (s *shard) check(t *testing.T) {
 	}
 }
 
+// fnv is a hash for tests that set a shard's hashes by hand.
+func fnv(k string) uint32 {
+	var h uint32 = 2166136261
+	for i := 0; i < len(k); i++ {
+		h = (h ^ uint32(k[i])) * 16777619
+	}
+	return h | 1
+}
+
 // TestShardAgainstMap runs random inserts, updates and deletes on one shard
 // and on a map, with hashes squeezed into a few bits so that probe runs are
 // long and wrap around the table, and compares them after every step. A
@@ -80,15 +105,12 @@ func TestShardAgainstMap(t *testing.T) {
 	for _, hashBits := range []uint{3, 8, 32} {
 		t.Run(fmt.Sprint(hashBits, "bits"), func(t *testing.T) {
 			rng := rand.New(rand.NewPCG(uint64(hashBits), 9))
-			s := &shard{max: -1}
+			s := &shard{}
+			s.max = -1
 			ref := map[string]rate.State{}
 			hash := func(k string) uint32 {
-				var h uint32 = 2166136261
-				for i := 0; i < len(k); i++ {
-					h = (h ^ uint32(k[i])) * 16777619
-				}
 				// Keep the high bits, which pick the home slot.
-				return h&^(math.MaxUint32>>hashBits) | 1
+				return fnv(k)&^(math.MaxUint32>>hashBits) | 1
 			}
 			for step := range 20000 {
 				n := rng.IntN(300)
@@ -144,7 +166,8 @@ func TestShardAgainstMap(t *testing.T) {
 // entry: steps of one slot each reclaim every expired key within two
 // rounds of the table, and no step does more than it is asked.
 func TestSweepWraps(t *testing.T) {
-	s := &shard{max: -1}
+	s := &shard{}
+	s.max = -1
 	for i := range 100 {
 		key := fmt.Sprint(i)
 		s.commit(key, uint32(i*2654435761)|1, rate.State{A: 1}, int64(i)<<tickShift, 0, nil)
@@ -192,5 +215,53 @@ func TestTicksUp(t *testing.T) {
 	}
 	if got := ticksUp(math.MaxInt64 - 1<<tickShift); got != math.MaxUint32 {
 		t.Errorf("far future: ticksUp = %d, want the largest tick", got)
+	}
+}
+
+// TestShardLines: shards are whole cache lines with a line of padding at
+// the end, so that two shards' mutexes and counters never share a line.
+func TestShardLines(t *testing.T) {
+	n, used := unsafe.Sizeof(shard{}), unsafe.Sizeof(shardState{})
+	if n%64 != 0 || n-used < 64 {
+		t.Errorf("a shard is %d bytes, %d of them used: want whole lines and at least 64 bytes of padding", n, used)
+	}
+}
+
+// TestSweepBound runs random commits with random expiries, sweeps and the
+// passing of time on one shard. The sweeper's bound must stay at or below
+// every entry's expiry (check), and it must never stop the sweeper from
+// reclaiming an expired entry: once time has passed every expiry, a few
+// rounds of sweeping empty the shard.
+func TestSweepBound(t *testing.T) {
+	rng := rand.New(rand.NewPCG(7, 8))
+	s := &shard{}
+	s.max = -1
+	now := int64(1000) << tickShift
+	for step := range 30000 {
+		key := fmt.Sprint("k", rng.IntN(500))
+		var st rate.State
+		if rng.IntN(5) > 0 {
+			st.A = int64(step) + 1
+		}
+		expires := now + rng.Int64N(200)<<tickShift
+		s.commit(key, fnv(key), st, expires, now, nil)
+		if rng.IntN(3) == 0 {
+			s.sweep(now, 1+rng.IntN(4))
+		}
+		if rng.IntN(10) == 0 {
+			now += rng.Int64N(20) << tickShift
+		}
+		if step%101 == 0 {
+			s.check(t)
+		}
+	}
+	s.check(t)
+	now += 1000 << tickShift
+	limit := 2*len(s.table) + s.n // two rounds, and a step per removal
+	for i := 0; s.n > 0; i++ {
+		if i > limit {
+			t.Fatalf("%d entries left after %d sweeps past every expiry", s.n, i)
+		}
+		s.sweep(now, 1)
 	}
 }
