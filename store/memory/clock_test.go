@@ -30,3 +30,19 @@ func TestSystemClockAnchors(t *testing.T) {
 		t.Errorf("next reading in %v, want within %v", next, anchorEvery)
 	}
 }
+
+// BenchmarkClock is the store's read of the system clock, one monotonic
+// read, beside time.Now, which reads the wall clock and the monotonic one.
+func BenchmarkClock(b *testing.B) {
+	b.Run("store", func(b *testing.B) {
+		c := newSystemClock()
+		for b.Loop() {
+			c.micros()
+		}
+	})
+	b.Run("time.Now", func(b *testing.B) {
+		for b.Loop() {
+			time.Now().UnixMicro()
+		}
+	})
+}

@@ -193,8 +193,8 @@ func (s *Store) Decide(_ context.Context, r rate.Request) (rate.Decision, error)
 // Decide(ctx, rate.Request{Key: key, Limit: *lim, Cost: cost}), for callers
 // that keep their limit and decide with it on every request, as
 // sluice.Limiter does. It reads *lim only during the call. A Request is
-// ten words, too many to travel in registers: building one and copying it
-// into every call costs a tenth of a decision.
+// nine words, too many to travel in registers: building one and copying it
+// into every call costs a tenth of a decision or more.
 func (s *Store) DecideKey(_ context.Context, key string, lim *rate.Limit, cost int64) (rate.Decision, error) {
 	var d rate.Decision
 	err := s.decide(key, lim, cost, 0, &d)

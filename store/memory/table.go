@@ -10,12 +10,13 @@ import (
 )
 
 // entry is one key's state, and one slot of its shard's table: a cache
-// line. A lookup in a store far larger than the CPU's caches costs one
-// miss, the line of the key's first slot, and the lines of the few slots
-// after it that the probe may go on to (the CPU fetches those ahead).
-// Nothing else is touched for a key of up to inlineKey bytes: its bytes,
-// its hash and its state are all in the line. A longer key's bytes live in
-// the shard's arena, one more miss to compare them.
+// line (tables are 64-byte aligned: the allocator puts a pointer-free
+// slice of 64-byte elements on a 64-byte boundary). A lookup in a store
+// far larger than the CPU's caches costs one miss, the line of the key's
+// home slot, and when the key sits past its home the next lines, which
+// are adjacent. Nothing else is touched for a key of up to inlineKey
+// bytes: its bytes, its hash and its state are all in the line. A longer
+// key's bytes live in the shard's arena, one more miss to compare them.
 //
 // An entry holds no pointer, so the garbage collector never scans a table,
 // however many keys it holds; the shard keeps what needs pointers (the
@@ -137,7 +138,7 @@ func (s *shard) find(key string, h uint32) int {
 	if len(s.table) == 0 {
 		return -1
 	}
-	// Most keys are in their home slot: look there before the loop.
+	// Many keys are in their home slot: look there before the loop.
 	i := s.home(h)
 	if e := &s.table[i]; e.hash == h && s.is(e, key) {
 		return i
@@ -145,7 +146,7 @@ func (s *shard) find(key string, h uint32) int {
 	return s.probe(key, h, i)
 }
 
-// probe is find past the home slot i.
+// probe is find's loop, from the home slot i.
 func (s *shard) probe(key string, h uint32, i int) int {
 	t := s.table
 	for d := 0; ; d++ {
@@ -221,15 +222,16 @@ func (s *shard) freeKey(e *entry) {
 }
 
 // compact gives back the arena's garbage once it is more than half of the
-// arena: copying the live keys costs at most what was freed since the last
-// time.
+// arena, and at least a byte per slot of the table, which compacting
+// walks: the work is paid for by what was freed since the last time. An
+// arena that no key uses any more is dropped at once.
 func (s *shard) compact() {
-	if s.garbage == 0 || 2*s.garbage < len(s.arena) {
+	live := len(s.arena) - s.garbage
+	if s.garbage > 0 && live == 0 {
+		s.arena, s.garbage = nil, 0
 		return
 	}
-	live := len(s.arena) - s.garbage
-	if live == 0 {
-		s.arena, s.garbage = nil, 0
+	if s.garbage == 0 || 2*s.garbage < len(s.arena) || s.garbage < len(s.table) {
 		return
 	}
 	arena := make([]byte, 0, live+live/4)

@@ -18,6 +18,16 @@ func TestEntryIsALine(t *testing.T) {
 	if n := unsafe.Sizeof(entry{}); n != 64 {
 		t.Errorf("an entry is %d bytes, want 64", n)
 	}
+	// Tables start on a line, whatever their size, so that no entry
+	// straddles two lines.
+	s := &shard{}
+	s.max = -1
+	for i := range 5000 {
+		s.commit(fmt.Sprint(i), fnv(fmt.Sprint(i)), rate.State{A: 1}, 1e15, 0, nil)
+		if p := uintptr(unsafe.Pointer(&s.table[0])); p%64 != 0 {
+			t.Fatalf("a table of %d slots starts at %#x, not on a cache line", len(s.table), p)
+		}
+	}
 	// And it holds no pointer, so that the garbage collector has nothing
 	// to scan in a table.
 	typ := reflect.TypeFor[entry]()
