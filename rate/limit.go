@@ -68,7 +68,7 @@ func (l Limit) Capacity() int64 {
 }
 
 // periodMicros returns Period in microseconds.
-func (l Limit) periodMicros() int64 { return int64(l.Period / time.Microsecond) }
+func (l *Limit) periodMicros() int64 { return int64(l.Period / time.Microsecond) }
 
 // Validate reports why l cannot be used, or nil. Its errors are sentences
 // a user can act on.

@@ -85,7 +85,7 @@ func floorDiv(a, b int64) int64 {
 func ceilDiv(a, b int64) int64 { return -floorDiv(-a, b) }
 
 // burst returns the capacity of a bucket algorithm.
-func (l Limit) burst() int64 {
+func (l *Limit) burst() int64 {
 	if l.Burst > 0 {
 		return l.Burst
 	}
