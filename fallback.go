@@ -363,10 +363,7 @@ func (f *Fallback) decideLocal(ctx context.Context, reqs []rate.Request, out []r
 	local := make([]rate.Request, len(reqs))
 	tooBig := false
 	for i, r := range reqs {
-		r.Limit.Count = shareOf(r.Limit.Count, f.instances)
-		if r.Limit.Burst > 0 {
-			r.Limit.Burst = shareOf(r.Limit.Burst, f.instances)
-		}
+		r.Limit = r.Limit.Share(f.instances)
 		local[i] = r
 		tooBig = tooBig || r.Cost > r.Limit.Capacity()
 	}
@@ -386,6 +383,3 @@ func (f *Fallback) decideLocal(ctx context.Context, reqs []rate.Request, out []r
 	}
 	return rate.Combine(out[:len(reqs)]), nil
 }
-
-// shareOf returns ⌈n/k⌉, at least 1.
-func shareOf(n, k int64) int64 { return max(1, (n+k-1)/k) }

@@ -257,7 +257,7 @@ func window(l rate.Limit) (int64, bool) {
 // compileLimit fills in a Limit's derived fields.
 func compileLimit(p *Policy, name string, l rate.Limit, instances int) *Limit {
 	cl := newLimit(p, name, l)
-	cl.Local = divide(l, instances)
+	cl.Local = l.Share(int64(instances))
 	cl.local = cl
 	if cl.Local != l {
 		cl.local = newLimit(p, name, cl.Local)
@@ -279,19 +279,6 @@ func newLimit(p *Policy, name string, l rate.Limit) *Limit {
 	cl.headerName = quoted + ";r="
 	cl.headerLimit = []string{q}
 	return cl
-}
-
-// divide returns each instance's share of l when n instances share it:
-// Count and Burst divided by n, rounded up, as sluice.Fallback divides.
-func divide(l rate.Limit, n int) rate.Limit {
-	if n <= 1 {
-		return l
-	}
-	l.Count = (l.Count + int64(n) - 1) / int64(n)
-	if l.Burst > 0 {
-		l.Burst = (l.Burst + int64(n) - 1) / int64(n)
-	}
-	return l
 }
 
 var _ http.Handler = (*marker)(nil)

@@ -67,6 +67,20 @@ func (l Limit) Capacity() int64 {
 	return l.Count
 }
 
+// Share returns one of n instances' share of l, for instances that each
+// decide alone (a fallback while a shared store is down): Count and Burst
+// divided by n, rounded up and at least 1. n below 2 returns l.
+func (l Limit) Share(n int64) Limit {
+	if n <= 1 {
+		return l
+	}
+	l.Count = max(1, (l.Count+n-1)/n)
+	if l.Burst > 0 {
+		l.Burst = max(1, (l.Burst+n-1)/n)
+	}
+	return l
+}
+
 // periodMicros returns Period in microseconds.
 func (l *Limit) periodMicros() int64 { return int64(l.Period / time.Microsecond) }
 
