@@ -96,18 +96,21 @@ type FallbackOptions struct {
 	// caller's context.
 	Timeout time.Duration
 	// RetryAfter is the RetryAfter of FailClosed's refusals, and of
-	// FailLocal's refusals of a cost above an instance's share. Zero means
-	// DefaultFallbackRetryAfter (1s).
+	// FailLocal's refusals of a cost above an instance's share. Zero or
+	// negative means DefaultFallbackRetryAfter (1s).
 	RetryAfter time.Duration
 	// Local is FailLocal's store. If nil, a memory store (store/memory) is
 	// made with Clock.
 	Local Store
 	// Instances is how many instances share the primary's limits; FailLocal
-	// gives each the limits divided by it. Zero means 1.
+	// gives each the limits divided by it (see [rate.Limit.Share]). Zero or
+	// negative means 1.
 	Instances int
 	// MinBackoff is how long after the primary fails the first probe is
-	// sent; each failed probe doubles the wait, up to MaxBackoff. Zero
-	// means DefaultProbeMinBackoff (100ms) and DefaultProbeMaxBackoff (5s).
+	// sent; each failed probe doubles the wait, up to MaxBackoff. Zero or
+	// negative means DefaultProbeMinBackoff (100ms) and
+	// DefaultProbeMaxBackoff (5s); a MaxBackoff below MinBackoff means
+	// MinBackoff.
 	MinBackoff, MaxBackoff time.Duration
 	// Logger receives one line when the primary goes down and one when it
 	// recovers. Nil means no logging.
@@ -231,9 +234,6 @@ func (f *Fallback) DecideAllSource(ctx context.Context, reqs []rate.Request, out
 		return rate.Decision{}, SourcePrimary, fmt.Errorf("fallback: out has %d places for %d requests", len(out), len(reqs))
 	}
 	for _, r := range reqs {
-		if err := r.Limit.Validate(); err != nil {
-			return rate.Decision{}, SourcePrimary, fmt.Errorf("key %q: %w", r.Key, err)
-		}
 		if err := r.Check(); err != nil {
 			return rate.Decision{}, SourcePrimary, err
 		}

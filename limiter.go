@@ -123,6 +123,9 @@ func NewLimiter(opts LimiterOptions) (*Limiter, error) {
 		l.store = memory.New(memory.Options{Clock: l.clock})
 	}
 	l.decider, l.first = keyed{l}, l.limits[0]
+	// The concrete type, not any store with a DecideKey method: a store
+	// that wraps a *memory.Store by embedding it would have its own Decide
+	// bypassed.
 	if mem, ok := l.store.(*memory.Store); ok && l.prefix == "" && len(l.limits) == 1 {
 		l.decider = mem
 	}

@@ -3,6 +3,7 @@ package sluice_test
 import (
 	"context"
 	"errors"
+	"fmt"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -204,62 +205,57 @@ func TestWaitLeakyBucket(t *testing.T) {
 			}
 		}
 	})
-	t.Run("turn after the deadline", func(t *testing.T) {
-		clock := ratetest.NewClock(start)
-		lim := newLimiter(t, clock, "leaky_bucket 1/s burst 3")
-		for range 2 {
-			// Two requests queued: the next turn is 2s away.
-			if d, _ := lim.Allow(context.Background(), "q"); !d.Allowed {
-				t.Fatal(d)
-			}
-		}
-		err := lim.Wait(withDeadline(t, clock, 1500*time.Millisecond), "q")
-		if !errors.Is(err, sluice.ErrWouldExceedDeadline) || !strings.Contains(err.Error(), "wait 2s") {
-			t.Errorf("Wait = %v, want ErrWouldExceedDeadline after 2s", err)
-		}
-		if slept, _ := clock.Slept(); slept != 0 {
-			t.Errorf("slept %v, want 0", slept)
-		}
-		// It took no place in the queue.
-		if d, _ := lim.AllowN(context.Background(), "q", 0); d.Remaining != 1 {
-			t.Errorf("queue has %d places left, want 1", d.Remaining)
-		}
-	})
-	t.Run("queue full, turn before the deadline", func(t *testing.T) {
-		clock := ratetest.NewClock(start)
-		lim := newLimiter(t, clock, "leaky_bucket 1/s burst 2")
-		for range 2 {
-			if d, _ := lim.Allow(context.Background(), "q"); !d.Allowed {
-				t.Fatal(d)
-			}
-		}
+	// Two requests are queued, then Wait has until the deadline to go
+	// ahead: it takes a place only if its turn comes before then.
+	for _, tt := range []struct {
+		name     string
+		limit    string
+		deadline time.Duration
+		// turn is when Wait's request goes ahead, or, if it cannot before
+		// the deadline, how long it would have to wait.
+		turn     time.Duration
+		passes   bool
+		leftOver int64 // places left in the queue afterwards
+	}{
+		// The next turn is 2s away, after the deadline: no place is taken.
+		{"turn after the deadline", "leaky_bucket 1/s burst 3", 1500 * time.Millisecond, 2 * time.Second, false, 1},
 		// The queue is full for 1s; then a place frees and its turn comes
-		// 1s later, at +2s: within the 2.5s left.
-		if err := lim.Wait(withDeadline(t, clock, 2500*time.Millisecond), "q"); err != nil {
-			t.Fatal(err)
-		}
-		if got := clock.Now().Sub(start); got != 2*time.Second {
-			t.Errorf("went ahead at +%v, want +2s", got)
-		}
-	})
-	t.Run("queue full, turn after the deadline", func(t *testing.T) {
-		clock := ratetest.NewClock(start)
-		lim := newLimiter(t, clock, "leaky_bucket 1/s burst 2")
-		for range 2 {
-			if d, _ := lim.Allow(context.Background(), "q"); !d.Allowed {
-				t.Fatal(d)
-			}
-		}
+		// 1s later, at +2s: within the 2.5s left. Then only Wait's own
+		// request is in the queue.
+		{"queue full, turn before the deadline", "leaky_bucket 1/s burst 2", 2500 * time.Millisecond, 2 * time.Second, true, 1},
 		// A place frees in 1s, within the 1.5s left, but the turn would
 		// come at +2s: waiting for the place would be in vain.
-		err := lim.Wait(withDeadline(t, clock, 1500*time.Millisecond), "q")
-		if !errors.Is(err, sluice.ErrWouldExceedDeadline) {
-			t.Errorf("Wait = %v, want ErrWouldExceedDeadline", err)
-		}
-		if slept, _ := clock.Slept(); slept != 0 {
-			t.Errorf("slept %v, want 0", slept)
-		}
-	})
+		{"queue full, turn after the deadline", "leaky_bucket 1/s burst 2", 1500 * time.Millisecond, 2 * time.Second, false, 0},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			clock := ratetest.NewClock(start)
+			lim := newLimiter(t, clock, tt.limit)
+			for range 2 {
+				if d, _ := lim.Allow(context.Background(), "q"); !d.Allowed {
+					t.Fatal(d)
+				}
+			}
+			err := lim.Wait(withDeadline(t, clock, tt.deadline), "q")
+			if tt.passes {
+				if err != nil {
+					t.Fatal(err)
+				}
+				if got := clock.Now().Sub(start); got != tt.turn {
+					t.Errorf("went ahead at +%v, want +%v", got, tt.turn)
+				}
+			} else {
+				if want := fmt.Sprintf("wait %v", tt.turn); !errors.Is(err, sluice.ErrWouldExceedDeadline) || !strings.Contains(err.Error(), want) {
+					t.Errorf("Wait = %v, want ErrWouldExceedDeadline saying %q", err, want)
+				}
+				if slept, _ := clock.Slept(); slept != 0 {
+					t.Errorf("slept %v, want 0", slept)
+				}
+			}
+			if d, _ := lim.AllowN(context.Background(), "q", 0); d.Remaining != tt.leftOver {
+				t.Errorf("queue has %d places left, want %d", d.Remaining, tt.leftOver)
+			}
+		})
+	}
 }
 
 func TestWaitContext(t *testing.T) {

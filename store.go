@@ -12,8 +12,9 @@ import (
 //
 // A refusal is a decision, not an error: a Store returns an error only when
 // it could not decide (the network is down, the context ended, a request
-// is invalid). Requests that fail [rate.Request.Check] are refused with an
-// error wrapping [rate.ErrCostExceedsCapacity] or [rate.ErrNegativeCost].
+// is invalid). Requests that fail [rate.Request.Check] (an invalid limit,
+// or a cost that can never pass) are refused with its error; for a cost it
+// wraps [rate.ErrCostExceedsCapacity] or [rate.ErrNegativeCost].
 type Store interface {
 	// Decide decides one request: it admits it, storing the key's new
 	// state, or refuses it, consuming nothing.

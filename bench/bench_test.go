@@ -20,8 +20,8 @@ import (
 	"github.com/sluicehq/sluice/store/memory"
 )
 
-// hot is the hot-key limit: high enough that every request passes, so the
-// benchmarks measure the path an admitted request takes.
+// hotRate is the hot-key limit: high enough that every request passes, so
+// the benchmarks measure the path an admitted request takes.
 const hotRate = 1_000_000_000 // per second
 
 func newSluice(tb testing.TB, limit string) *sluice.Limiter {
@@ -228,47 +228,40 @@ var manyKeysContenders = []struct {
 func BenchmarkManyKeys(b *testing.B) {
 	fill, keys := keysOnce()
 	for _, mk := range manyKeysContenders {
+		// b.Run calls its function again for every b.N it tries: the store
+		// is made and filled on the first call only, and closed at the end.
+		var c *contender
 		b.Run(mk.name, func(b *testing.B) {
-			// The benchmark function runs several times as b.N grows; fill
-			// the store only the first time.
-			var (
-				once sync.Once
-				c    contender
-			)
-			b.Cleanup(func() {
-				if c.close != nil {
-					c.close()
+			if c == nil {
+				made := mk.make(b)
+				for _, k := range fill {
+					made.take(k)
 				}
-			})
-			run := func(b *testing.B) {
-				once.Do(func() {
-					c = mk.make(b)
-					for _, k := range fill {
-						c.take(k)
-					}
-				})
-				b.ReportAllocs()
-				b.ResetTimer()
-				var refused atomic.Int64
-				b.RunParallel(func(pb *testing.PB) {
-					i := rand.IntN(len(keys))
-					n := int64(0)
-					for pb.Next() {
-						if !c.take(keys[i]) {
-							n++
-						}
-						if i++; i == len(keys) {
-							i = 0
-						}
-					}
-					refused.Add(n)
-				})
-				if r := refused.Load(); r > int64(b.N)/100 {
-					b.Fatalf("%d of %d refused: the benchmark should measure admitted requests", r, b.N)
-				}
+				c = &made
 			}
-			run(b)
+			b.ReportAllocs()
+			b.ResetTimer()
+			var refused atomic.Int64
+			b.RunParallel(func(pb *testing.PB) {
+				i := rand.IntN(len(keys))
+				n := int64(0)
+				for pb.Next() {
+					if !c.take(keys[i]) {
+						n++
+					}
+					if i++; i == len(keys) {
+						i = 0
+					}
+				}
+				refused.Add(n)
+			})
+			if r := refused.Load(); r > int64(b.N)/100 {
+				b.Fatalf("%d of %d refused: the benchmark should measure admitted requests", r, b.N)
+			}
 		})
+		if c != nil {
+			c.close()
+		}
 	}
 }
 

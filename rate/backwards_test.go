@@ -2,6 +2,7 @@ package rate
 
 import (
 	"math/rand/v2"
+	"slices"
 	"testing"
 	"time"
 )
@@ -28,7 +29,10 @@ func TestTimeBackwardsNeverMints(t *testing.T) {
 					continue // fresh: nothing remembered, nothing to protect
 				}
 				back := now - 1 - rng.Int64N(10*sec)
-				sBack, dBack := l.Step(s, back, 1)
+				// Each step gets its own copy of a sliding_log's timestamps:
+				// two steps from one State may extend its Log in place, and
+				// the second would overwrite what the first recorded.
+				sBack, dBack := l.Step(State{A: s.A, B: s.B, C: s.C, Log: slices.Clone(s.Log)}, back, 1)
 				sNow, dNow := l.Step(s, now, 1)
 				if dBack.Allowed && !dNow.Allowed {
 					t.Fatalf("step %d: admitted at %d (back) but not at %d", i, back, now)

@@ -62,10 +62,14 @@ var ErrCostExceedsCapacity = errors.New("cost exceeds the limit's capacity")
 // ErrNegativeCost is returned for a request with a negative cost.
 var ErrNegativeCost = errors.New("negative cost")
 
-// Check reports whether r can ever be decided: its cost is between 0 and
-// its limit's capacity. Stores call it before deciding; the errors wrap
-// ErrCostExceedsCapacity or ErrNegativeCost.
+// Check reports whether r can ever be decided: its limit is valid (see
+// [Limit.Validate]) and its cost is between 0 and the limit's capacity.
+// Stores call it before deciding, as the steps need both. The errors for a
+// cost wrap ErrCostExceedsCapacity or ErrNegativeCost.
 func (r Request) Check() error {
+	if err := r.Limit.Validate(); err != nil {
+		return fmt.Errorf("key %q: invalid limit %v: %w", r.Key, r.Limit, err)
+	}
 	switch {
 	case r.Cost < 0:
 		return fmt.Errorf("key %q: %w %d", r.Key, ErrNegativeCost, r.Cost)

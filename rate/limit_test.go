@@ -160,6 +160,13 @@ func TestRequestCheck(t *testing.T) {
 	if err := (Request{Limit: w, Cost: 4}).Check(); !errors.Is(err, ErrCostExceedsCapacity) {
 		t.Fatalf("window cost 4 of 3: %v", err)
 	}
+	// The steps need a valid limit: the zero Limit would divide by zero.
+	for _, bad := range []Limit{{}, {Count: 1, Period: time.Nanosecond}, {Algorithm: FixedWindow, Count: 3, Period: time.Second, Burst: 5}} {
+		err := (Request{Key: "k", Limit: bad}).Check()
+		if err == nil || !strings.Contains(err.Error(), "invalid limit") {
+			t.Errorf("limit %+v: err = %v, want invalid limit", bad, err)
+		}
+	}
 }
 
 func TestCombine(t *testing.T) {

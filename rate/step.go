@@ -14,7 +14,10 @@ import "time"
 //	sliding_log         Log: the time of every admitted unit in the last Period, µs, oldest first
 //
 // A step never modifies the elements of the Log it is given, so a caller
-// may keep the old State until it decides to commit the new one.
+// may keep the old State until it decides to commit the new one. The new
+// Log may extend the old one in place, though: two steps from one State
+// can write the same spare element, so of the States stepped from one,
+// keep at most one (or give each step its own copy of the Log).
 type State struct {
 	A, B, C int64
 	Log     []int64

@@ -9,16 +9,17 @@ import (
 
 const sec = int64(time.Second / time.Microsecond)
 
-// run steps l through a sequence of (at, cost) and returns the decisions.
+// arrival is a request of cost at a time.
 type arrival struct {
 	at   int64 // µs
 	cost int64
 }
 
+// run steps l from s through arrivals, committing what is allowed, and
+// returns the last state and the decisions.
 func run(l Limit, s State, arrivals []arrival) (State, []Decision) {
 	out := make([]Decision, len(arrivals))
 	for i, a := range arrivals {
-		var d Decision
 		next, d := l.Step(s, a.at, a.cost)
 		if d.Allowed {
 			s = next
@@ -145,6 +146,12 @@ func TestSlidingWindowSteps(t *testing.T) {
 	_, d := l.Step(s, 15*sec, 4)
 	if d.RetryAfter != time.Second {
 		t.Fatalf("RetryAfter = %v, want 1s", d.RetryAfter)
+	}
+	if _, d := l.Step(s, 16*sec-1, 4); d.Allowed {
+		t.Errorf("cost 4 passed at 16s−1µs, before its RetryAfter: %v", d)
+	}
+	if _, d := l.Step(s, 16*sec, 4); !d.Allowed {
+		t.Errorf("cost 4 refused at 16s, after its RetryAfter: %v", d)
 	}
 }
 

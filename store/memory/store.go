@@ -3,7 +3,6 @@ package memory
 import (
 	"context"
 	"errors"
-	"fmt"
 	"math/bits"
 	"runtime"
 	"time"
@@ -151,10 +150,12 @@ func (s *Store) locate(key string) (int, uint32) {
 	return int(h >> 32 & s.mask), uint32(h) | 1
 }
 
-// valid is a quick test that a request of cost under lim passes
-// [rate.Request.Check] and that lim is one the steps can compute with. It
-// is false for some valid requests too (a monthly limit), which check then
-// decides.
+// valid is a quick test, on the hot path, that a request of cost under lim
+// can be stepped: its cost is within the capacity and lim gives the steps
+// nothing to divide by zero. It is false for some valid requests too (a
+// monthly limit), which check then decides. It does not run all of
+// [rate.Limit.Validate]: a limit it passes is decided as the steps read
+// it (sluice.Limiter validates its limits once, when it is built).
 func valid(lim *rate.Limit, cost int64) bool {
 	// lim.Capacity(), read in place: the method takes a copy of the Limit.
 	capacity := lim.Count
@@ -166,12 +167,8 @@ func valid(lim *rate.Limit, cost int64) bool {
 }
 
 // check returns why a request of cost for key under lim cannot be decided,
-// or nil. The steps require a valid limit: an invalid one (such as the zero
-// Limit) could divide by zero.
+// or nil: decide's slow path, out of line.
 func check(key string, lim *rate.Limit, cost int64) error {
-	if err := lim.Validate(); err != nil {
-		return fmt.Errorf("memory: key %q: invalid limit %v: %w", key, *lim, err)
-	}
 	return rate.Request{Key: key, Limit: *lim, Cost: cost}.Check()
 }
 
@@ -211,7 +208,8 @@ func (s *Store) decide(key string, lim *rate.Limit, cost int64, maxDelay time.Du
 	}
 	// The time is read outside the lock. Two callers may then commit out
 	// of time order; the steps take time going backwards into account and
-	// never admit more for it.
+	// never admit more for it. This is s.now written out, as the compiler
+	// does not inline it.
 	var now int64
 	if c := s.system; c != nil {
 		now = c.micros()
@@ -287,7 +285,7 @@ func (s *Store) DecideAll(_ context.Context, reqs []rate.Request, out []rate.Dec
 	}
 	for i := range reqs {
 		if r := &reqs[i]; !valid(&r.Limit, r.Cost) {
-			if err := check(r.Key, &r.Limit, r.Cost); err != nil {
+			if err := r.Check(); err != nil {
 				return rate.Decision{}, err
 			}
 		}

@@ -190,14 +190,6 @@ func (s *shard) long(e *entry) []byte {
 	return s.arena[off : off+uint64(n)]
 }
 
-// keyOf returns e's key. It allocates: it is for tests and rare paths.
-func (s *shard) keyOf(e *entry) string {
-	if e.klen == longKey {
-		return string(s.long(e))
-	}
-	return string(e.key[:e.klen])
-}
-
 // setKey stores key in e, in the line or, if it is too long, in the arena.
 // The caller's string may be a slice of a larger buffer, or bytes it will
 // reuse: the shard keeps a copy of its own.
@@ -445,10 +437,10 @@ func (s *shard) sweep(now int64, n int) {
 
 // evict makes room for one key in a full shard. Among a few entries picked
 // at random it removes the one closest to fresh, whose loss forgets the
-// least. It reports whether it removed anything.
-func (s *shard) evict(now int64, protect []rate.Request) bool {
+// least. It removes nothing when every entry is protected.
+func (s *shard) evict(now int64, protect []rate.Request) {
 	if s.n == 0 {
-		return false
+		return
 	}
 	best := -1
 	for range evictSamples {
@@ -469,7 +461,7 @@ func (s *shard) evict(now int64, protect []rate.Request) bool {
 			}
 		}
 		if best < 0 {
-			return false
+			return
 		}
 	}
 	if int64(s.table[best].expires) <= now>>tickShift {
@@ -478,7 +470,6 @@ func (s *shard) evict(now int64, protect []rate.Request) bool {
 		s.evictions++
 	}
 	s.remove(best)
-	return true
 }
 
 // occupied returns the first slot from i on that holds an entry; the shard

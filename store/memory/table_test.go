@@ -275,3 +275,11 @@ func TestSweepBound(t *testing.T) {
 		s.sweep(now, 1)
 	}
 }
+
+// keyOf returns e's key.
+func (s *shard) keyOf(e *entry) string {
+	if e.klen == longKey {
+		return string(s.long(e))
+	}
+	return string(e.key[:e.klen])
+}
