@@ -10,6 +10,7 @@ import (
 	"net/url"
 	"strconv"
 	"strings"
+	"sync"
 
 	"google.golang.org/genproto/googleapis/rpc/errdetails"
 	"google.golang.org/grpc"
@@ -59,19 +60,34 @@ type Limiter struct {
 	e         *policy.Enforcer
 	resolver  *clientip.Resolver
 	fwdHeader string // the forwarding header, lower case, as metadata keys are
-	o         Options
+	// What some policy reads, so that calls skip finding what none does.
+	usesIP, usesUser, usesPlan bool
+	calls                      sync.Pool // of *call
+	o                          Options
+}
+
+// call is the HTTP/2 request a call is matched as. It is pooled: the
+// Enforcer keeps nothing of a request once it has decided it.
+type call struct {
+	req http.Request
+	url url.URL
 }
 
 // New returns a Limiter that decides set's policies against store.
 func New(set *policy.Set, store sluice.Store, o Options) *Limiter {
-	return &Limiter{
+	l := &Limiter{
 		e: policy.NewEnforcer(set, store, policy.Options{
 			Clock: o.Clock, Local: o.Local, Observer: o.Observer, Logger: o.Logger,
 		}),
 		resolver:  set.ClientIP(),
 		fwdHeader: strings.ToLower(set.ClientIP().Header()),
+		usesIP:    set.UsesClientIP(),
+		usesUser:  set.UsesUser(),
+		usesPlan:  set.UsesPlan(),
 		o:         o,
 	}
+	l.calls.New = func() any { return new(call) }
+	return l
 }
 
 // Unary is a grpc.UnaryServerInterceptor: install it with
@@ -79,8 +95,7 @@ func New(set *policy.Set, store sluice.Store, o Options) *Limiter {
 func (l *Limiter) Unary(ctx context.Context, req any, info *grpc.UnaryServerInfo, handler grpc.UnaryHandler) (any, error) {
 	out := l.enforce(ctx, info.FullMethod)
 	defer out.Done()
-	md := l.responseMD(&out)
-	if md != nil {
+	if md := l.responseMD(&out); md != nil {
 		_ = grpc.SetHeader(ctx, md) // fails only if headers were sent, which they cannot have been
 	}
 	if err := refusal(&out); err != nil {
@@ -111,54 +126,64 @@ func (l *Limiter) enforce(ctx context.Context, fullMethod string) policy.Outcome
 	if vs := md[":authority"]; len(vs) > 0 {
 		authority = vs[0]
 	}
-	in := policy.Request{
-		// Policies match calls as HTTP/2 requests: POST to the full method.
-		HTTP:     &http.Request{Method: http.MethodPost, Host: authority, URL: &url.URL{Path: fullMethod}},
-		Metadata: md,
-		Client:   l.resolver.Resolve(peerAddr(ctx), md[l.fwdHeader]),
+	// Policies match calls as HTTP/2 requests: POST to the full method.
+	c := l.calls.Get().(*call)
+	c.url = url.URL{Path: fullMethod}
+	c.req = http.Request{Method: http.MethodPost, Host: authority, URL: &c.url}
+	in := policy.Request{HTTP: &c.req, Metadata: md}
+	if l.usesIP {
+		in.Client = l.resolver.Resolve(peerAddr(ctx), md[l.fwdHeader])
 	}
-	if in.Metadata == nil {
-		in.Metadata = metadata.MD{}
-	}
-	if l.o.Identify != nil {
+	switch {
+	case !l.usesUser:
+	case l.o.Identify != nil:
 		in.User = l.o.Identify(ctx)
-	} else {
+	default:
 		in.User = policy.UserFrom(ctx)
 	}
-	if l.o.Plan != nil {
+	switch {
+	case !l.usesPlan:
+	case l.o.Plan != nil:
 		in.Plan = l.o.Plan(ctx)
-	} else {
+	default:
 		in.Plan = policy.PlanFrom(ctx)
 	}
-	return l.e.Enforce(ctx, &in)
+	out := l.e.Enforce(ctx, &in)
+	*c = call{} // pin neither the call's strings nor its metadata
+	l.calls.Put(c)
+	return out
 }
 
 // peerAddr returns the address of the call's peer, or the invalid Addr.
+// Resolve normalizes it.
 func peerAddr(ctx context.Context) netip.Addr {
 	p, ok := peer.FromContext(ctx)
 	if !ok || p.Addr == nil {
 		return netip.Addr{}
 	}
 	if t, ok := p.Addr.(*net.TCPAddr); ok {
-		return clientip.Normalize(t.AddrPort().Addr())
+		return t.AddrPort().Addr()
 	}
 	return clientip.ParsePeer(p.Addr.String())
 }
 
 // responseMD returns the metadata to send with the response: the rate
 // limit fields of the most restrictive limit, and retry-after with a
-// refusal.
+// refusal. gRPC copies the values it is given (metadata.Join), so the
+// Limit's shared ratelimit-policy list can go as it is.
 func (l *Limiter) responseMD(out *policy.Outcome) metadata.MD {
-	md := metadata.MD{}
+	withHeaders := !l.o.NoHeaders && out.Limit != nil
+	if out.Verdict == policy.Allow && !withHeaders {
+		return nil
+	}
+	md := make(metadata.MD, 3)
 	if out.Verdict != policy.Allow {
 		md["retry-after"] = []string{strconv.FormatInt(policy.RetryAfterSeconds(out.RetryAfter), 10)}
 	}
-	if !l.o.NoHeaders && out.Limit != nil {
-		md["ratelimit-policy"] = []string{out.Limit.HeaderPolicy()}
-		md["ratelimit"] = []string{string(out.Limit.AppendHeader(nil, out.Decision))}
-	}
-	if len(md) == 0 {
-		return nil
+	if withHeaders {
+		var buf [64]byte
+		md["ratelimit-policy"] = out.Limit.HeaderPolicyValues()
+		md["ratelimit"] = []string{string(out.Limit.AppendHeader(buf[:0], out.Decision))}
 	}
 	return md
 }

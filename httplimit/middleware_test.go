@@ -1,7 +1,9 @@
 package httplimit
 
 import (
+	"context"
 	"fmt"
+	"log/slog"
 	"net/http"
 	"net/http/httptest"
 	"strings"
@@ -9,7 +11,9 @@ import (
 	"testing"
 	"time"
 
+	"github.com/sluicehq/sluice"
 	"github.com/sluicehq/sluice/policy"
+	"github.com/sluicehq/sluice/rate"
 	"github.com/sluicehq/sluice/rate/ratetest"
 	"github.com/sluicehq/sluice/store/memory"
 )
@@ -362,6 +366,66 @@ policies:
 		// Recovery is automatic.
 		e.store.down.Store(false)
 		expect(t, tt.mode+" recovered", e.do(req{}), 200, map[string]string{"X-RateLimit-Limit": "4"}, nil)
+	}
+}
+
+// ctxStore is a real store that gives up when the call's context ends,
+// as a store across the network does.
+type ctxStore struct{ sluice.Store }
+
+func (s ctxStore) DecideAll(ctx context.Context, rs []rate.Request, out []rate.Decision) (rate.Decision, error) {
+	if err := ctx.Err(); err != nil {
+		return rate.Decision{}, err
+	}
+	return s.Store.DecideAll(ctx, rs, out)
+}
+
+func (s ctxStore) Decide(ctx context.Context, r rate.Request) (rate.Decision, error) {
+	if err := ctx.Err(); err != nil {
+		return rate.Decision{}, err
+	}
+	return s.Store.Decide(ctx, r)
+}
+
+// A request that ends while the store decides it is not served, and is
+// no store failure: an open policy does not let it through, and nothing
+// is logged or counted as an outage.
+func TestRequestEndsDuringStoreCall(t *testing.T) {
+	set, err := policy.Load("test.yaml", []byte(`
+policies:
+  - {name: api, limits: ["4/s burst 4"], on_store_error: open}
+  - {name: watch, limits: ["4/s burst 4"], shadow: true}
+`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var logs strings.Builder
+	obs := &recorder{}
+	served := 0
+	h := Middleware(set, ctxStore{memory.New(memory.Options{})}, Options{
+		Observer: obs,
+		Logger:   slog.New(slog.NewTextHandler(&logs, nil)),
+	})(http.HandlerFunc(func(http.ResponseWriter, *http.Request) { served++ }))
+
+	hr := httptest.NewRequest("GET", "/", nil)
+	ctx, cancel := context.WithCancel(hr.Context())
+	cancel()
+	w := httptest.NewRecorder()
+	h.ServeHTTP(w, hr.WithContext(ctx))
+	expect(t, "ended", w, 503, nil, nil)
+	w = httptest.NewRecorder()
+	h.ServeHTTP(w, httptest.NewRequest("GET", "/", nil))
+	expect(t, "next", w, 200, nil, nil)
+	if served != 1 {
+		t.Errorf("handler served %d requests, want 1 (not the one that ended)", served)
+	}
+	if logs.Len() != 0 {
+		t.Errorf("logged %q, want nothing: the store never failed", logs.String())
+	}
+	for _, name := range []string{"api", "watch"} {
+		if allowed, refused, errs := obs.count(name); allowed != 1 || refused != 0 || errs != 0 {
+			t.Errorf("%s: observer saw %d allowed, %d refused, %d store errors; want 1, 0, 0", name, allowed, refused, errs)
+		}
 	}
 }
 

@@ -56,7 +56,9 @@
 // default), closed (503, not 429: the client did nothing wrong) or local
 // (decide in this process, with each limit divided by instances).
 // Every failure is reported to the Observer; the first after a success,
-// and the recovery, are logged.
+// and the recovery, are logged. A call cut short because the request
+// itself ended is no failure of the store: the request is Unavailable,
+// and nothing is logged or observed.
 //
 // Priorities: with a concurrency section, requests in flight are bounded
 // and each priority may fill only its share of the slots (low 50%, normal

@@ -25,8 +25,8 @@ const (
 	// Service Unavailable (gRPC: UNAVAILABLE) with Outcome.RetryAfter.
 	Shed
 	// Unavailable: the store failed under a fail-closed policy, or the
-	// request's context ended while it was held back; answer 503 (gRPC:
-	// UNAVAILABLE). Outcome.Err says which.
+	// request's context ended before it was decided or while it was held
+	// back; answer 503 (gRPC: UNAVAILABLE). Outcome.Err says which.
 	Unavailable
 )
 
@@ -67,7 +67,8 @@ type Outcome struct {
 	// leaky_bucket's turn) before its verdict.
 	Waited time.Duration
 	// Err is the store's error when the store failed (whatever the
-	// verdict), or the context's error when a wait was cut short.
+	// verdict), or the context's error when the request ended before its
+	// verdict.
 	Err error
 
 	gate *gate
@@ -431,8 +432,14 @@ func containsPolicy(ps []*Policy, p *Policy) bool {
 // storeFailed applies each enforcing policy's on_store_error: a
 // fail-closed policy refuses with 503, a fail-local one decides against
 // the local store with its share of the limit, and a fail-open one lets
-// the request through undecided.
+// the request through undecided. A call that failed because the request
+// ended is no failure of the store: the request is Unavailable, and
+// nothing is logged or observed, as nothing was decided.
 func (e *Enforcer) storeFailed(ctx context.Context, st *state, err error, out *Outcome) {
+	if cerr := ctx.Err(); cerr != nil {
+		*out = Outcome{Verdict: Unavailable, Err: cerr, gate: out.gate, Waited: out.Waited}
+		return
+	}
 	e.storeDown(err)
 	*out = Outcome{Err: err, gate: out.gate, Waited: out.Waited}
 	reqs, decs := st.reqs[:st.nEnf], st.decs[:st.nEnf]
@@ -490,6 +497,9 @@ func (e *Enforcer) decideShadow(ctx context.Context, st *state) {
 			b++
 		}
 		d, err := e.decideAll(ctx, st.reqs[a:b], st.decs[a:b])
+		if err != nil && ctx.Err() != nil {
+			return // the request ended: nothing more to decide
+		}
 		if err == nil && !d.Allowed && e.logger != nil {
 			e.logger.LogAttrs(ctx, slog.LevelInfo, "shadow policy would refuse",
 				slog.String("policy", p.Name), slog.String("key", st.reqs[a].Key),
