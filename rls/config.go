@@ -230,6 +230,12 @@ type limitSpec struct {
 	// id names the limit in store keys, so that a changed limit starts
 	// from fresh and an unchanged one keeps its state across reloads.
 	id string
+	// counted is limit as the reference's counting mode keeps it (see
+	// Service.decideCounting), under countedID: for a fixed window, every
+	// hit is two units of a window of 2×perUnit+1, the odd unit marking a
+	// refusal. Other algorithms keep limit and id.
+	counted   rate.Limit
+	countedID string
 }
 
 // newLimitSpec fills in limit and id from perUnit, unit, multiplier and an
@@ -258,6 +264,11 @@ func newLimitSpec(perUnit uint32, unit rlsv3.RateLimitResponse_RateLimit_Unit, m
 	ls.id = fmt.Sprintf("%s_%d_per_%s", alg, perUnit, period)
 	if burst != 0 {
 		ls.id += fmt.Sprintf("_burst_%d", burst)
+	}
+	ls.counted, ls.countedID = ls.limit, ls.id
+	if alg == rate.FixedWindow {
+		ls.counted.Count = 2*int64(perUnit) + 1
+		ls.countedID += "_counted"
 	}
 	return ls, nil
 }

@@ -71,9 +71,10 @@
 //     is left is refused and leaves nothing for smaller ones. Gateways
 //     that record usage after the response (check with 0 hits, then
 //     report the real hits) rely on this. sluice's stores never spend on
-//     a refusal, so a refusal fills the rest of the window and sets a mark
-//     for it (see decideCounting in service.go): the same decisions, at
-//     the price of one or two more store calls per refused request.
+//     a refusal, so a hit is kept as two units of a window of 2×limit+1,
+//     and a refusal fills the rest of the window, the odd unit included
+//     (see decideCounting in service.go): the same decisions, at the price
+//     of one more store call for the first refusal of each window.
 //
 // With [Options].RefusedConsumeNothing, a request's enforced descriptors
 // are decided together with one [sluice.Store].DecideAll, all or nothing,
@@ -91,7 +92,9 @@
 // {hash tags} can come from a client), values longer than 64 bytes
 // replaced by a hash, and <limit> naming the algorithm, count and period,
 // so that reloading an unchanged limit keeps its counters and a changed
-// one starts afresh. The reference instead puts the window's start in its
+// one starts afresh. A fixed window kept the reference's way has
+// "_counted" at the end of <limit>: its state is in units of half a hit,
+// so the two modes never read each other's counters. The reference instead puts the window's start in its
 // keys; sluice's fixed window keeps it in the state.
 //
 // # What differs from the reference

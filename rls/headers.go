@@ -6,6 +6,8 @@ import (
 	"time"
 
 	corev3 "github.com/envoyproxy/go-control-plane/envoy/config/core/v3"
+
+	"github.com/sluicehq/sluice/policy"
 )
 
 // headers returns the RateLimit-Policy and RateLimit fields
@@ -22,7 +24,7 @@ import (
 // names after the first. Times are whole seconds rounded up; Retry-After
 // is never 0, so a client never returns before the window resets.
 func headers(items []item) []*corev3.HeaderValue {
-	var policy, state strings.Builder
+	var pol, state strings.Builder
 	seen := map[string]bool{}
 	var retry time.Duration
 	over := false
@@ -43,36 +45,33 @@ func headers(items []item) []*corev3.HeaderValue {
 			continue
 		}
 		seen[name] = true
-		if policy.Len() > 0 {
-			policy.WriteString(", ")
+		if pol.Len() > 0 {
+			pol.WriteString(", ")
 			state.WriteString(", ")
 		}
-		writeSFString(&policy, name)
-		policy.WriteString(";q=")
-		policy.WriteString(strconv.FormatUint(uint64(it.m.limit.perUnit), 10))
-		policy.WriteString(";w=")
-		policy.WriteString(strconv.FormatInt(seconds(it.m.limit.limit.Period), 10))
+		writeSFString(&pol, name)
+		pol.WriteString(";q=")
+		pol.WriteString(strconv.FormatUint(uint64(it.m.limit.perUnit), 10))
+		pol.WriteString(";w=")
+		pol.WriteString(strconv.FormatInt(policy.CeilSeconds(it.m.limit.limit.Period), 10))
 		writeSFString(&state, name)
 		state.WriteString(";r=")
 		state.WriteString(strconv.FormatInt(max(it.remain, 0), 10))
 		state.WriteString(";t=")
-		state.WriteString(strconv.FormatInt(seconds(it.reset), 10))
+		state.WriteString(strconv.FormatInt(policy.CeilSeconds(it.reset), 10))
 	}
-	if policy.Len() == 0 {
+	if pol.Len() == 0 {
 		return nil
 	}
 	hs := []*corev3.HeaderValue{
-		{Key: "RateLimit-Policy", Value: policy.String()},
+		{Key: "RateLimit-Policy", Value: pol.String()},
 		{Key: "RateLimit", Value: state.String()},
 	}
 	if over {
-		hs = append(hs, &corev3.HeaderValue{Key: "Retry-After", Value: strconv.FormatInt(max(1, seconds(retry)), 10)})
+		hs = append(hs, &corev3.HeaderValue{Key: "Retry-After", Value: strconv.FormatInt(policy.RetryAfterSeconds(retry), 10)})
 	}
 	return hs
 }
-
-// seconds returns d in whole seconds, rounded up.
-func seconds(d time.Duration) int64 { return int64(ceilSeconds(d) / time.Second) }
 
 // writeSFString writes s as a Structured Field string (RFC 9651):
 // quoted, with '"' and '\' escaped and bytes outside printable ASCII

@@ -18,7 +18,7 @@ type match struct {
 	limit  *limitSpec
 	shadow bool
 	// key is the store key: the domain, the descriptor's entries and the
-	// limit's id (see storeKey).
+	// limit's id, or its countedID in the counting mode (see storeKey).
 	key string
 	// stat names the limit in metrics, as the reference names its stats:
 	// domain.key_value.key...
@@ -41,8 +41,10 @@ type match struct {
 // or shorter than the configured path has none. Each distinct value gets
 // its own key, except that entries matched by a wildcard with
 // share_threshold use the wildcard's pattern instead of their value, so
-// all values matching it share one counter.
-func (c *Config) lookup(domainName string, d *ratelimitv3.RateLimitDescriptor) (m match, ok bool, err error) {
+// all values matching it share one counter. counting selects the store
+// keys of the reference's counting mode, whose state differs (see
+// limitSpec.counted).
+func (c *Config) lookup(domainName string, d *ratelimitv3.RateLimitDescriptor, counting bool) (m match, ok bool, err error) {
 	if c == nil {
 		return match{}, false, nil
 	}
@@ -64,7 +66,7 @@ func (c *Config) lookup(domainName string, d *ratelimitv3.RateLimitDescriptor) (
 		}
 		return match{
 			limit:  ls,
-			key:    storeKey(domainName, entries, nil, ls.id),
+			key:    storeKey(domainName, entries, nil, ls.keyID(counting)),
 			stat:   strings.Join(stat, "."),
 			policy: strings.Join(policy, "."),
 		}, true, nil
@@ -138,9 +140,18 @@ func (c *Config) lookup(domainName string, d *ratelimitv3.RateLimitDescriptor) (
 		policy: leaf.stat,
 	}
 	if !leaf.limit.unlimited {
-		m.key = storeKey(domainName, entries, shared, leaf.limit.id)
+		m.key = storeKey(domainName, entries, shared, leaf.limit.keyID(counting))
 	}
 	return m, true, nil
+}
+
+// keyID returns the id that ends the store keys of ls: countedID in the
+// reference's counting mode, else id.
+func (ls *limitSpec) keyID(counting bool) string {
+	if counting {
+		return ls.countedID
+	}
+	return ls.id
 }
 
 func statPart(key, value string) string {

@@ -146,7 +146,7 @@ descriptors:
 		{desc("e", "xyz"), "d.e_x*"},
 		{desc("f", "exact"), "d.f_exact"},
 	} {
-		m, ok, err := cfg.lookup("d", tt.d)
+		m, ok, err := cfg.lookup("d", tt.d, false)
 		if err != nil || !ok {
 			t.Fatalf("%v: no match (%v)", tt.d, err)
 		}

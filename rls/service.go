@@ -16,6 +16,7 @@ import (
 	"google.golang.org/protobuf/types/known/durationpb"
 
 	"github.com/sluicehq/sluice"
+	"github.com/sluicehq/sluice/policy"
 	"github.com/sluicehq/sluice/rate"
 )
 
@@ -166,7 +167,7 @@ func (s *Service) ShouldRateLimit(ctx context.Context, req *rlsv3.RateLimitReque
 	items := make([]item, len(descs))
 	var replacing map[string]bool
 	for i, d := range descs {
-		m, ok, err := cfg.lookup(req.GetDomain(), d)
+		m, ok, err := cfg.lookup(req.GetDomain(), d, !s.opts.RefusedConsumeNothing)
 		if err != nil {
 			return nil, status.Errorf(codes.InvalidArgument, "descriptor %d: %v", i, err)
 		}
@@ -232,60 +233,49 @@ func hitsOf(req *rlsv3.RateLimitRequest, i int) int64 {
 
 // decideCounting decides one descriptor the reference's way. For a fixed
 // window, the reference counts every hit, refused or not, and refuses
-// whenever its count is above the limit. A store here consumes nothing on
-// a refusal, so the same state is reached in two steps:
+// whenever its count is above the limit, even a check with 0 hits. A
+// store here consumes nothing on a refusal, so the window is kept in
+// units (ls.counted): each hit costs two, and the window holds
+// 2×limit+1.
 //
-//  1. A refused request fills the rest of the window, so that every
-//     later request in it is refused as the reference would refuse it.
-//     Its count then stands at the limit, and the reference's above it.
-//  2. The only request that could tell the two apart is a check (0 hits):
-//     the reference refuses it above the limit and admits it at the limit.
-//     So a refusal also sets a mark for the window (a fixed window of one
-//     under "<key>:over"), and a check that finds nothing left reads it.
+//   - h hits pass when their 2h units fit, that is when count+h is at
+//     most the limit, as in the reference.
+//   - A refused request fills the rest of the window, the odd unit
+//     included, so that every later request in it is refused, as the
+//     reference's count, now above the limit, refuses them.
+//   - A check (0 hits) is over when nothing at all is left: a refusal
+//     filled the window. A window filled by admitted hits alone keeps its
+//     odd unit, and a check passes, as the reference admits it when its
+//     count equals the limit.
 //
-// Algorithms other than fixed_window (a sluice extension) keep sluice's
-// meaning even here: a refused request consumes nothing.
+// So a request costs one store call, and the first refusal of a window
+// one more. Algorithms other than fixed_window (a sluice extension) keep
+// sluice's meaning even here: a refused request consumes nothing.
 func (s *Service) decideCounting(ctx context.Context, it *item) error {
 	ls := it.m.limit
 	if ls.limit.Algorithm != rate.FixedWindow {
 		return s.decideAlone(ctx, it, true)
 	}
 	it.decided = true
-	if ls.perUnit == 0 {
-		// Nothing ever passes: only the mark is kept.
-		it.remain, it.reset = 0, s.windowLeft(ls)
-		if it.hits > 0 {
-			it.over = true
-			return s.setMark(ctx, it)
-		}
-		over, err := s.marked(ctx, it)
-		it.over = over
-		return err
+	r := rate.Request{Key: it.m.key, Limit: ls.counted, Cost: 2 * it.hits}
+	fits := it.hits <= ls.limit.Capacity()
+	if !fits {
+		r.Cost = 0 // more than the window holds: it can never pass, look
 	}
-	var d rate.Decision
-	var err error
-	if it.hits > ls.limit.Capacity() {
-		// More than the window holds: it can never pass.
-		d, err = s.store.Decide(ctx, rate.Request{Key: it.m.key, Limit: ls.limit})
-		d.Allowed = false
-	} else {
-		d, err = s.store.Decide(ctx, rate.Request{Key: it.m.key, Limit: ls.limit, Cost: it.hits})
-	}
+	d, err := s.store.Decide(ctx, r)
 	if err != nil {
 		return err
 	}
 	it.reset = s.resetOf(ls, d)
-	if d.Allowed {
-		it.remain = d.Remaining
-		if it.hits == 0 && d.Remaining == 0 {
-			it.over, err = s.marked(ctx, it)
-		}
-		return err
+	if fits && d.Allowed {
+		// Only a check passes with nothing left: after a refusal.
+		it.over, it.remain = d.Remaining == 0, d.Remaining/2
+		return nil
 	}
 	it.over, it.remain = true, 0
 	left := d.Remaining
 	for try := 0; left > 0 && try < 3; try++ {
-		f, err := s.store.Decide(ctx, rate.Request{Key: it.m.key, Limit: ls.limit, Cost: left})
+		f, err := s.store.Decide(ctx, rate.Request{Key: it.m.key, Limit: ls.counted, Cost: left})
 		if err != nil {
 			return err
 		}
@@ -294,23 +284,7 @@ func (s *Service) decideCounting(ctx context.Context, it *item) error {
 		}
 		left = f.Remaining // someone else spent some meanwhile
 	}
-	return s.setMark(ctx, it)
-}
-
-// markLimit is the limit of the mark a refusal sets in its window.
-func markLimit(ls *limitSpec) rate.Limit {
-	return rate.Limit{Algorithm: rate.FixedWindow, Count: 1, Period: ls.limit.Period}
-}
-
-func (s *Service) setMark(ctx context.Context, it *item) error {
-	_, err := s.store.Decide(ctx, rate.Request{Key: it.m.key + ":over", Limit: markLimit(it.m.limit), Cost: 1})
-	return err
-}
-
-// marked reports whether a refusal set the mark in the current window.
-func (s *Service) marked(ctx context.Context, it *item) (bool, error) {
-	d, err := s.store.Decide(ctx, rate.Request{Key: it.m.key + ":over", Limit: markLimit(it.m.limit)})
-	return err == nil && d.Remaining == 0, err
+	return nil
 }
 
 // decideAlone decides one descriptor with sluice's meaning: a refused
@@ -448,15 +422,6 @@ func (s *Service) windowLeft(ls *limitSpec) time.Duration {
 	return time.Duration(left) * time.Microsecond
 }
 
-// ceilSeconds rounds d up to whole seconds, as the reference reports
-// durations: a client told to come back in 30s never comes back early.
-func ceilSeconds(d time.Duration) time.Duration {
-	if d <= 0 {
-		return 0
-	}
-	return (d + time.Second - 1) / time.Second * time.Second
-}
-
 // respond builds the response and reports the events.
 func (s *Service) respond(domain string, items []item) *rlsv3.RateLimitResponse {
 	resp := &rlsv3.RateLimitResponse{
@@ -477,7 +442,9 @@ func (s *Service) respond(domain string, items []item) *rlsv3.RateLimitResponse 
 			}
 			st.CurrentLimit = it.m.limit.current()
 			st.LimitRemaining = uint32(min(max(it.remain, 0), math.MaxUint32))
-			st.DurationUntilReset = durationpb.New(ceilSeconds(it.reset))
+			// Whole seconds, rounded up, as the reference reports them: a
+			// client told to come back in 30s never comes back early.
+			st.DurationUntilReset = &durationpb.Duration{Seconds: policy.CeilSeconds(it.reset)}
 			if s.opts.Observe != nil {
 				s.opts.Observe(Event{
 					Domain: domain,

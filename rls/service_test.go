@@ -15,6 +15,11 @@ import (
 	healthpb "google.golang.org/grpc/health/grpc_health_v1"
 	"google.golang.org/grpc/status"
 	"google.golang.org/protobuf/types/known/wrapperspb"
+
+	"github.com/sluicehq/sluice"
+	"github.com/sluicehq/sluice/rate"
+	"github.com/sluicehq/sluice/rate/ratetest"
+	"github.com/sluicehq/sluice/store/memory"
 )
 
 const perMinute = `domain: api
@@ -141,8 +146,8 @@ descriptors:
 		h.expect(h.askHits("internal", 1000, desc("ldap", "x"), desc("azure", "")), over,
 			st{code: ok, remain: math.MaxUint32}, st{over, 100, minute, 0, 30})
 	}
-	if n := h.store.Len(); n != 2 { // azure's window and its over mark; nothing for ldap
-		t.Fatalf("store holds %d keys, want 2", n)
+	if n := h.store.Len(); n != 1 { // azure's window; nothing for ldap
+		t.Fatalf("store holds %d keys, want 1", n)
 	}
 	if ev := h.takeEvents(); len(ev) != 3 || ev[0].Key != "internal.azure" {
 		t.Fatalf("events %+v: unlimited descriptors are not reported", ev)
@@ -518,4 +523,59 @@ func TestNegativeHitsSpendNothing(t *testing.T) {
 	d := withHits(desc("user", "a"), 3)
 	d.IsNegativeHits = true
 	h.expect(h.ask("api", d), ok, st{ok, 20, minute, 16, 30})
+}
+
+// countingStore counts the calls a Service makes to its store.
+type countingStore struct {
+	sluice.Store
+	calls atomic.Int64
+}
+
+func (c *countingStore) Decide(ctx context.Context, r rate.Request) (rate.Decision, error) {
+	c.calls.Add(1)
+	return c.Store.Decide(ctx, r)
+}
+
+func (c *countingStore) DecideAll(ctx context.Context, reqs []rate.Request, out []rate.Decision) (rate.Decision, error) {
+	c.calls.Add(1)
+	return c.Store.DecideAll(ctx, reqs, out)
+}
+
+// In the reference's mode a request costs one store call, whether it
+// passes or not, except the first refusal of a window, which also fills
+// it.
+func TestCountingStoreCalls(t *testing.T) {
+	clock := ratetest.NewClock(start)
+	cs := &countingStore{Store: memory.New(memory.Options{Clock: clock})}
+	svc := NewService(parse(t, perMinute), cs, Options{Clock: clock})
+	ask := func(hits uint64) rlsv3.RateLimitResponse_Code {
+		t.Helper()
+		resp, err := svc.ShouldRateLimit(context.Background(), &rlsv3.RateLimitRequest{
+			Domain: "api", Descriptors: []*ratelimitv3.RateLimitDescriptor{withHits(desc("user", "a"), hits)},
+		})
+		if err != nil {
+			t.Fatal(err)
+		}
+		return resp.GetOverallCode()
+	}
+	for _, step := range []struct {
+		hits  uint64
+		code  rlsv3.RateLimitResponse_Code
+		calls int64
+	}{
+		{19, ok, 1},
+		{0, ok, 1},   // a check
+		{2, over, 2}, // the first refusal fills the window
+		{1, over, 1},
+		{0, over, 1},
+		{50, over, 1}, // more than the window holds
+	} {
+		before := cs.calls.Load()
+		if code := ask(step.hits); code != step.code {
+			t.Errorf("%d hits: %v, want %v", step.hits, code, step.code)
+		}
+		if n := cs.calls.Load() - before; n != step.calls {
+			t.Errorf("%d hits: %d store calls, want %d", step.hits, n, step.calls)
+		}
+	}
 }

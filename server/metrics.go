@@ -1,11 +1,11 @@
 package server
 
 import (
-	"sync"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
 
+	"github.com/sluicehq/sluice/dashboard"
 	"github.com/sluicehq/sluice/store/redis"
 )
 
@@ -20,10 +20,7 @@ type Metrics struct {
 	lastReload   prometheus.Gauge
 	inflight     prometheus.Gauge
 	shed         *prometheus.CounterVec
-
-	mu     sync.Mutex
-	window map[string]*ratioWindow // per policy, the last minute
-	now    func() time.Time
+	now          func() time.Time
 }
 
 // Decision results, as the "result" label spells them.
@@ -35,8 +32,8 @@ const (
 	ResultError         = "error"          // the store could not decide
 )
 
-// NewMetrics registers sluice's collectors with reg. now is the clock for
-// the refused-ratio window and the reload timestamp (nil → time.Now).
+// NewMetrics registers sluice's collectors with reg. now is the clock of
+// the reload timestamp (nil → time.Now).
 func NewMetrics(reg prometheus.Registerer, now func() time.Time) *Metrics {
 	if now == nil {
 		now = time.Now
@@ -71,32 +68,19 @@ func NewMetrics(reg prometheus.Registerer, now func() time.Time) *Metrics {
 			Namespace: "sluice", Name: "shed_total",
 			Help: "Requests shed with 503 by the concurrency limit, by priority class.",
 		}, []string{"priority"}),
-		window: map[string]*ratioWindow{},
-		now:    now,
+		now: now,
 	}
 	// Both results exist from the start, so that an alert on failures
 	// has a series to watch before the first one.
 	m.reloads.WithLabelValues("success")
 	m.reloads.WithLabelValues("failure")
 	reg.MustRegister(m.decisions, m.storeLatency, m.storeErrors, m.reloads, m.lastReload, m.inflight, m.shed)
-	reg.MustRegister(prometheus.NewGaugeFunc(prometheus.GaugeOpts{
-		Namespace: "sluice", Name: "refused_ratio",
-		Help: "Share of decisions refused over the last minute, all policies.",
-	}, m.refusedRatio))
 	return m
 }
 
 // Decision counts one decision of policy.
 func (m *Metrics) Decision(policy, result string) {
 	m.decisions.WithLabelValues(policy, result).Inc()
-	m.mu.Lock()
-	w := m.window[policy]
-	if w == nil {
-		w = &ratioWindow{}
-		m.window[policy] = w
-	}
-	w.add(m.now().Unix(), result == ResultRefused)
-	m.mu.Unlock()
 }
 
 // StoreLatency records how long store took to decide.
@@ -142,50 +126,23 @@ func (m *Metrics) loaded() { m.lastReload.Set(float64(m.now().UnixNano()) / 1e9)
 // Shed counts a request shed by the concurrency limit.
 func (m *Metrics) Shed(priority string) { m.shed.WithLabelValues(priority).Inc() }
 
-// Inflight returns the gauge of requests in flight.
-func (m *Metrics) Inflight() prometheus.Gauge { return m.inflight }
-
-func (m *Metrics) refusedRatio() float64 {
-	m.mu.Lock()
-	defer m.mu.Unlock()
-	now := m.now().Unix()
-	var total, refused uint64
-	for _, w := range m.window {
-		t, r := w.sum(now)
-		total += t
-		refused += r
-	}
-	if total == 0 {
-		return 0
-	}
-	return float64(refused) / float64(total)
-}
-
-// ratioWindow counts decisions and refusals per second over the last 60
-// seconds, in a ring.
-type ratioWindow struct {
-	sec     [60]int64
-	total   [60]uint64
-	refused [60]uint64
-}
-
-func (w *ratioWindow) add(now int64, refused bool) {
-	i := now % 60
-	if w.sec[i] != now {
-		w.sec[i], w.total[i], w.refused[i] = now, 0, 0
-	}
-	w.total[i]++
-	if refused {
-		w.refused[i]++
-	}
-}
-
-func (w *ratioWindow) sum(now int64) (total, refused uint64) {
-	for i := range w.sec {
-		if now-w.sec[i] < 60 {
-			total += w.total[i]
-			refused += w.refused[i]
+// registerRefusedRatio adds sluice_refused_ratio, read at each scrape
+// from the live counts the dashboard keeps of every decision: the share
+// of the last minute's requests that were refused, by a limit or by a
+// store error failing closed.
+func registerRefusedRatio(reg prometheus.Registerer, d *dashboard.Dashboard) {
+	reg.MustRegister(prometheus.NewGaugeFunc(prometheus.GaugeOpts{
+		Namespace: "sluice", Name: "refused_ratio",
+		Help: "Share of requests refused over the last minute, all policies.",
+	}, func() float64 {
+		var passed, refused int64
+		for _, p := range d.Live(60).Policies {
+			passed += p.Passed
+			refused += p.Refused
 		}
-	}
-	return total, refused
+		if refused == 0 {
+			return 0
+		}
+		return float64(refused) / float64(passed+refused)
+	}))
 }

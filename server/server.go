@@ -204,6 +204,7 @@ func New(o Options) (_ *Server, err error) {
 	s.reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 	s.m = NewMetrics(s.reg, s.clock.Now)
 	s.dash = dashboard.New(dashboard.Options{Clock: s.clock, Logger: s.log})
+	registerRefusedRatio(s.reg, s.dash)
 	s.top = NewTopK(s.o.TopKeys)
 	s.local = memory.New(memory.Options{Clock: s.clock})
 

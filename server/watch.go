@@ -18,29 +18,44 @@ import (
 // swap is a change like any other. Comparing content hashes (not mtimes)
 // ignores touches and rewrites of the same bytes.
 //
+// A change counts once the new content has been read twice in a row, one
+// poll apart: an editor or a `cp` writing the file in place may be caught
+// half-way, and a file cut short can still load (a list of policies that
+// ends early), so a change is acted on only when the content has settled.
+//
 // A path may be a directory: its .yaml and .yml files count, as
 // rls.LoadDir reads them (names starting with a dot, such as a
 // ConfigMap's ..data, are skipped).
 type fileWatch struct {
-	paths []string
-	sum   [sha256.Size]byte
-	seen  bool
+	paths   []string
+	sum     [sha256.Size]byte // the content in force
+	next    [sha256.Size]byte // a different content, read once
+	seen    bool              // sum is set
+	pending bool              // next is set
 }
 
 // changed reads the files and reports whether their content differs from
-// the last time. A file that cannot be read is not a change: the caller
-// keeps what it has until the file is back.
+// the content in force and is the same as at the previous call. A file
+// that cannot be read is not a change: the caller keeps what it has until
+// the file is back.
 func (w *fileWatch) changed() bool {
 	sum, ok := w.hash()
-	if !ok {
+	switch {
+	case !ok:
+		w.pending = false
+		return false
+	case !w.seen:
+		w.sum, w.seen = sum, true
+		return false
+	case sum == w.sum:
+		w.pending = false
+		return false
+	case !w.pending || sum != w.next:
+		w.next, w.pending = sum, true
 		return false
 	}
-	if w.seen && sum == w.sum {
-		return false
-	}
-	first := !w.seen
-	w.sum, w.seen = sum, true
-	return !first
+	w.sum, w.pending = sum, false
+	return true
 }
 
 // hash hashes the names and contents of every file watched.
@@ -93,7 +108,7 @@ func yamlFiles(dir string) ([]string, bool) {
 }
 
 // run polls every interval until ctx ends, calling onChange after each
-// change.
+// change: a change is acted on one to two intervals after it is written.
 func (w *fileWatch) run(ctx context.Context, interval time.Duration, onChange func()) {
 	w.changed() // remember the content we start with
 	t := time.NewTicker(interval)

@@ -43,18 +43,14 @@ func TestFileWatch(t *testing.T) {
 	write("..v2/config.yaml", "a: 2\n")
 	must(os.Symlink("..v2", filepath.Join(dir, "..data_tmp")))
 	must(os.Rename(filepath.Join(dir, "..data_tmp"), filepath.Join(dir, "..data")))
-	if !w.changed() {
-		t.Fatal("symlink swap not seen")
-	}
+	settle(t, w, "symlink swap")
 	// A file that disappears is not a change; its return with new content is.
 	must(os.Remove(filepath.Join(dir, "..data")))
 	if w.changed() {
 		t.Fatal("missing file reported as a change")
 	}
 	must(os.Symlink("..v1", filepath.Join(dir, "..data")))
-	if !w.changed() {
-		t.Fatal("content back to v1 not seen")
-	}
+	settle(t, w, "content back to v1")
 }
 
 // A directory counts by its .yaml and .yml files: a new one, or a change
@@ -78,11 +74,61 @@ func TestFileWatchDirectory(t *testing.T) {
 		t.Fatal("a file the loader ignores counted as a change")
 	}
 	write("b.yml", "domain: b\n")
-	if !w.changed() {
-		t.Fatal("a new .yml file not seen")
-	}
+	settle(t, w, "a new .yml file")
 	write("a.yaml", "domain: a2\n")
+	settle(t, w, "a changed .yaml file")
+}
+
+// settle checks that w reports a change on the second poll after it, once
+// the new content has been read twice, and not on the first.
+func settle(t *testing.T, w *fileWatch, what string) {
+	t.Helper()
+	if w.changed() {
+		t.Fatalf("%s: reported at the first poll, before it settled", what)
+	}
 	if !w.changed() {
-		t.Fatal("a changed .yaml file not seen")
+		t.Fatalf("%s: not seen at the second poll", what)
+	}
+	if w.changed() {
+		t.Fatalf("%s: reported twice", what)
+	}
+}
+
+// A file caught half-written is not reloaded: only content read the same
+// at two polls in a row is a change, and content that goes back to what
+// is in force before it settles is none.
+func TestFileWatchWaitsForTheWriteToEnd(t *testing.T) {
+	p := filepath.Join(t.TempDir(), "sluice.yaml")
+	write := func(content string) {
+		t.Helper()
+		if err := os.WriteFile(p, []byte(content), 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	const whole = "policies:\n  - name: a\n    limits: [\"1/s\"]\n  - name: b\n    limits: [\"2/s\"]\n"
+	write(whole)
+	w := &fileWatch{paths: []string{p}}
+	w.changed()
+	write(whole[:len(whole)/2]) // a writer half-way through
+	if w.changed() {
+		t.Fatal("a half-written file reported as a change")
+	}
+	write(whole + "  - name: c\n    limits: [\"3/s\"]\n") // the write ends
+	if w.changed() {
+		t.Fatal("content different from the last poll's reported as a change")
+	}
+	if !w.changed() {
+		t.Fatal("the settled content not seen")
+	}
+	// Changed and changed back between polls: nothing to reload.
+	write("policies: []\n")
+	if w.changed() {
+		t.Fatal("a change reported at its first poll")
+	}
+	write(whole + "  - name: c\n    limits: [\"3/s\"]\n")
+	for range 2 {
+		if w.changed() {
+			t.Fatal("content back to what is in force reported as a change")
+		}
 	}
 }
