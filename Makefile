@@ -16,7 +16,7 @@ run: ## Run `sluice serve` on the built-in demo config (in-memory store).
 sim: ## Replay the classic scenarios in the terminal.
 	$(GO) run ./cmd/sluice sim
 
-deps: ## Install what the tests need and is missing (redis-server).
+deps: ## Install what the tests start and is missing: redis-server, nginx, chromium.
 	@./scripts/install-test-deps.sh
 
 lint: ## gofmt, go vet and staticcheck.

@@ -108,7 +108,7 @@ func scenarios() []ScenarioInfo {
 			Name:        sc.Name,
 			Summary:     sc.Summary,
 			Description: sc.Description,
-			Limit:       limitText(sc.Limit),
+			Limit:       sc.Limit.RateString(),
 			Seconds:     sc.Seconds,
 			Setups:      []string{sim.Single.String()},
 		}
@@ -121,16 +121,6 @@ func scenarios() []ScenarioInfo {
 		out = append(out, info)
 	}
 	return out
-}
-
-// limitText writes a limit without its algorithm: "10 per 10s", "5/s
-// burst 10".
-func limitText(l rate.Limit) string {
-	l.Algorithm = 0
-	if _, rest, ok := strings.Cut(l.String(), " "); ok {
-		return rest
-	}
-	return l.String()
 }
 
 // serveSim is POST api/sim.
@@ -184,7 +174,7 @@ func (d *Dashboard) serveSim(w http.ResponseWriter, r *http.Request) {
 		Scenario:    res.Scenario,
 		Summary:     res.Summary,
 		Description: res.Description,
-		Limit:       limitText(res.Limit),
+		Limit:       res.Limit.RateString(),
 		Seconds:     res.Seconds,
 		Instances:   res.Instances,
 		Requests:    len(sc.Events),

@@ -174,8 +174,10 @@ func TestSimClockWakesInOrder(t *testing.T) {
 	}
 }
 
-func TestSystemClockSleepHonoursContext(t *testing.T) {
-	var c systemClock
+// TestDefaultClockSleepHonoursContext checks the clock a Transport uses
+// when Options.Clock is nil.
+func TestDefaultClockSleepHonoursContext(t *testing.T) {
+	c := Options{}.withDefaults().Clock
 	ctx, cancel := context.WithCancel(context.Background())
 	cancel()
 	// A cancelled context must win over an hour-long sleep at once.

@@ -16,8 +16,9 @@
 //     default), so an outage cannot multiply the traffic of a fleet;
 //   - it only repeats requests that are safe to repeat.
 //
-// It works with any server that sends the standard headers and depends on
-// nothing else in sluice.
+// It works with any server that sends the standard headers. Of sluice it
+// uses only package rate, for its Clock: rate depends on nothing but the
+// standard library.
 //
 // # Where to start
 //

@@ -1,10 +1,11 @@
 package retry
 
 import (
-	"context"
 	"math/rand/v2"
 	"net/http"
 	"time"
+
+	"github.com/sluicehq/sluice/rate"
 )
 
 // Defaults applied by Options when a field is left at its zero value.
@@ -109,37 +110,11 @@ type RetryInfo struct {
 	Err error
 }
 
-// Clock is the Transport's source of time. Tests pass a fake whose Sleep
-// advances its Now, so no test waits for real.
-type Clock interface {
-	// Now returns the current time.
-	Now() time.Time
-	// Sleep waits for d, or until ctx is done, in which case it returns
-	// ctx.Err(). A d of zero or less returns at once.
-	Sleep(ctx context.Context, d time.Duration) error
-}
-
-// systemClock is the Clock used when Options.Clock is nil.
-type systemClock struct{}
-
-func (systemClock) Now() time.Time { return time.Now() }
-
-func (systemClock) Sleep(ctx context.Context, d time.Duration) error {
-	if err := ctx.Err(); err != nil {
-		return err
-	}
-	if d <= 0 {
-		return nil
-	}
-	t := time.NewTimer(d)
-	defer t.Stop()
-	select {
-	case <-t.C:
-		return nil
-	case <-ctx.Done():
-		return ctx.Err()
-	}
-}
+// Clock is the Transport's source of time: [rate.Clock], the one clock
+// interface of sluice, so a fake such as ratetest.Clock drives a client and
+// a limiter alike. Tests pass a fake whose Sleep advances its Now, so no
+// test waits for real.
+type Clock = rate.Clock
 
 // withDefaults returns o with every zero field replaced by its default.
 func (o Options) withDefaults() Options {
@@ -171,7 +146,7 @@ func (o Options) withDefaults() Options {
 		o.Rand = rand.Float64
 	}
 	if o.Clock == nil {
-		o.Clock = systemClock{}
+		o.Clock = rate.SystemClock{}
 	}
 	return o
 }

@@ -10,7 +10,15 @@ missing=""
 command -v redis-server >/dev/null 2>&1 || missing="$missing redis-server"
 command -v redis-cli >/dev/null 2>&1 || missing="$missing redis-tools"
 command -v nginx >/dev/null 2>&1 || [ -x /usr/sbin/nginx ] || missing="$missing nginx-light"
-command -v chromium >/dev/null 2>&1 || missing="$missing chromium fonts-dejavu-core"
+# The names the browser test looks for, or the binary SLUICE_CHROMIUM names.
+has_chromium() {
+	[ -n "${SLUICE_CHROMIUM:-}" ] && return 0
+	for name in chromium chromium-browser google-chrome-stable google-chrome; do
+		command -v "$name" >/dev/null 2>&1 && return 0
+	done
+	return 1
+}
+has_chromium || missing="$missing chromium fonts-dejavu-core"
 
 if [ -z "$missing" ]; then
 	exit 0

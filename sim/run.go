@@ -220,10 +220,6 @@ func decide(l rate.Limit, m map[string]rate.State, e Event, start int64) (bool, 
 	if !d.Allowed {
 		return false, 0
 	}
-	if next.A == 0 && next.B == 0 && next.C == 0 && len(next.Log) == 0 {
-		delete(m, e.Key) // fresh again: nothing to remember
-	} else {
-		m[e.Key] = next
-	}
+	m[e.Key] = next
 	return true, d.Delay
 }

@@ -3,7 +3,6 @@ package sim
 import (
 	"errors"
 	"fmt"
-	"strings"
 	"time"
 	"unicode/utf8"
 
@@ -214,15 +213,10 @@ func (s Scenario) startMicros() int64 {
 func (s Scenario) LimitFor(a rate.Algorithm) rate.Limit {
 	l := s.Limit
 	l.Algorithm = a
-	if !isBucket(a) {
+	if !a.HasBurst() {
 		l.Burst = 0
 	}
 	return l
-}
-
-// isBucket reports whether a has a burst.
-func isBucket(a rate.Algorithm) bool {
-	return a == rate.GCRA || a == rate.TokenBucket || a == rate.LeakyBucket
 }
 
 // ErrInvalid is wrapped by the errors of [Scenario.Validate], and so of
@@ -284,23 +278,16 @@ func (s Scenario) Validate() error {
 	return nil
 }
 
-// describeLimit returns l without its algorithm: "10 per 10s", "5/s".
+// describeLimit returns l without its algorithm and burst: "10 per 10s",
+// "5/s".
 func describeLimit(l rate.Limit) string {
 	l.Burst = 0
-	s := l.String()
-	if _, rest, ok := strings.Cut(s, " "); ok {
-		return rest
-	}
-	return s
+	return l.RateString()
 }
 
-// describeBucket returns how the bucket algorithms apply l: "burst 10,
+// describeBucket returns how a bucket algorithm applies l: "burst 10,
 // refilled 1 every 1s".
 func describeBucket(l rate.Limit) string {
-	b := l.Burst
-	if b == 0 {
-		b = l.Count
-	}
 	every := l.Period / time.Duration(l.Count)
-	return fmt.Sprintf("burst %d, refilled 1 every %v", b, every.Round(time.Microsecond))
+	return fmt.Sprintf("burst %d, refilled 1 every %v", l.Capacity(), every.Round(time.Microsecond))
 }

@@ -59,7 +59,7 @@ func WriteSVG(w io.Writer, r Result) error {
 	p.Printf(`<text x="%d" y="30" font-size="18" font-weight="bold" fill="%s">%s</text>`+"\n", chart.Margin, chart.Ink, chart.Text(r.Scenario+" — "+title(r)))
 	y := 50
 	if r.Summary != "" {
-		p.Printf(`<text x="%d" y="%d" font-size="12.5" fill="%s">%s</text>`+"\n", chart.Margin, y, chart.Ink, chart.Text(capitalize(r.Summary)))
+		p.Printf(`<text x="%d" y="%d" font-size="12.5" fill="%s">%s</text>`+"\n", chart.Margin, y, chart.Ink, chart.Text(chart.Capitalize(r.Summary)))
 		y += 18
 	}
 	how := "one column per second"
@@ -67,7 +67,7 @@ func WriteSVG(w io.Writer, r Result) error {
 		how = fmt.Sprintf("one column per %d seconds", bin)
 	}
 	p.Printf(`<text x="%d" y="%d" font-size="12.5" fill="%s">%s: requests <tspan fill="%s" font-weight="bold">passed</tspan> in green, <tspan fill="%s" font-weight="bold">refused ✕</tspan> hatched red on top; one scale for all rows (tallest column: %d).</text>`+"\n",
-		chart.Margin, y, chart.Grey, chart.Text(capitalize(how)), chart.Green, chart.Red, peak)
+		chart.Margin, y, chart.Grey, chart.Text(chart.Capitalize(how)), chart.Green, chart.Red, peak)
 	y += 18
 	var notes []string
 	if b := bucketNote(r); b != "" {
@@ -103,7 +103,7 @@ func WriteSVG(w io.Writer, r Result) error {
 			p.Printf(`<text x="%d" y="%d" font-size="11" fill="%s">%s</text>`+"\n", chart.Margin, ly, chart.Grey, chart.Text(setupShort(row)))
 			ly += 14
 		}
-		if isBucket(row.Algorithm) {
+		if row.Algorithm.HasBurst() {
 			p.Printf(`<text x="%d" y="%d" font-size="11" fill="%s">burst %d</text>`+"\n", chart.Margin, ly, chart.Grey, row.Limit.Capacity())
 		}
 		// Baseline and columns.
@@ -210,6 +210,3 @@ func setupShort(row Row) string {
 	}
 	return "one limiter"
 }
-
-// capitalize returns s with its first letter in upper case.
-func capitalize(s string) string { return chart.Capitalize(s) }

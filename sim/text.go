@@ -8,6 +8,7 @@ import (
 	"strings"
 	"unicode/utf8"
 
+	"github.com/sluicehq/sluice/internal/chart"
 	"github.com/sluicehq/sluice/rate"
 )
 
@@ -23,7 +24,7 @@ func WriteText(w io.Writer, r Result) error {
 	bw := bufio.NewWriter(w)
 	fmt.Fprintf(bw, "%s: %s\n", r.Scenario, title(r))
 	if r.Summary != "" {
-		fmt.Fprintf(bw, "%s\n", capitalize(r.Summary))
+		fmt.Fprintf(bw, "%s\n", chart.Capitalize(r.Summary))
 	}
 	if b := bucketNote(r); b != "" {
 		fmt.Fprintf(bw, "%s\n", b)
@@ -56,19 +57,22 @@ func WriteText(w io.Writer, r Result) error {
 func title(r Result) string { return "limit " + describeLimit(r.Limit) }
 
 // bucketNote says which burst the bucket algorithms use, if r has any.
+// They all apply the same limit (see Scenario.LimitFor).
 func bucketNote(r Result) string {
 	var names []string
+	var bucket rate.Limit
 	seen := map[rate.Algorithm]bool{}
 	for _, row := range r.Rows {
-		if isBucket(row.Algorithm) && !seen[row.Algorithm] {
+		if row.Algorithm.HasBurst() && !seen[row.Algorithm] {
 			seen[row.Algorithm] = true
 			names = append(names, row.Algorithm.String())
+			bucket = row.Limit
 		}
 	}
 	if len(names) == 0 {
 		return ""
 	}
-	return strings.Join(names, ", ") + ": " + describeBucket(r.Limit)
+	return strings.Join(names, ", ") + ": " + describeBucket(bucket)
 }
 
 // rowSetups returns the setups of r's rows in order of appearance.
