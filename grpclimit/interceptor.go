@@ -178,7 +178,7 @@ func (l *Limiter) responseMD(out *policy.Outcome) metadata.MD {
 	}
 	md := make(metadata.MD, 3)
 	if out.Verdict != policy.Allow {
-		md["retry-after"] = []string{strconv.FormatInt(policy.RetryAfterSeconds(out.RetryAfter), 10)}
+		md["retry-after"] = []string{strconv.FormatInt(rate.RetryAfterSeconds(out.RetryAfter), 10)}
 	}
 	if withHeaders {
 		var buf [64]byte
@@ -196,7 +196,7 @@ func refusal(out *policy.Outcome) error {
 	if out.Verdict == policy.Allow {
 		return nil
 	}
-	retry := policy.RetryAfterSeconds(out.RetryAfter)
+	retry := rate.RetryAfterSeconds(out.RetryAfter)
 	wait := "; retry in " + strconv.FormatInt(retry, 10) + "s"
 	code, msg := codes.Unavailable, "the rate limiter is unavailable"+wait
 	switch {

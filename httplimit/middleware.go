@@ -194,14 +194,14 @@ func (l *limiter) setHeaders(h http.Header, out *policy.Outcome) {
 		value(start)
 		h[hRemaining] = blk.vals[n-1][:]
 		start = len(b)
-		b = strconv.AppendInt(b, policy.CeilSeconds(d.ResetAfter), 10)
+		b = strconv.AppendInt(b, rate.CeilSeconds(d.ResetAfter), 10)
 		value(start)
 		h[hReset] = blk.vals[n-1][:]
 		h[hLimit] = lim.HeaderLimitValues()
 	}
 	if out.Verdict == policy.Refuse {
 		start := len(b)
-		b = strconv.AppendInt(b, policy.RetryAfterSeconds(out.RetryAfter), 10)
+		b = strconv.AppendInt(b, rate.RetryAfterSeconds(out.RetryAfter), 10)
 		value(start)
 		h[hRetryAfter] = blk.vals[n-1][:]
 	}
@@ -210,7 +210,7 @@ func (l *limiter) setHeaders(h http.Header, out *policy.Outcome) {
 // problem writes an RFC 9457 problem body for a refused, shed or
 // unavailable request.
 func (l *limiter) problem(w http.ResponseWriter, status int, out *policy.Outcome) {
-	retry := policy.RetryAfterSeconds(out.RetryAfter)
+	retry := rate.RetryAfterSeconds(out.RetryAfter)
 	h := w.Header()
 	if _, ok := h[hRetryAfter]; !ok {
 		h[hRetryAfter] = []string{strconv.FormatInt(retry, 10)}

@@ -283,20 +283,6 @@ policies:
 	}
 }
 
-func TestRetryAfterSeconds(t *testing.T) {
-	for _, tt := range []struct {
-		d    time.Duration
-		want int64
-	}{
-		{0, 1}, {time.Microsecond, 1}, {time.Millisecond, 1}, {1000 * time.Millisecond, 1},
-		{1001 * time.Millisecond, 2}, {59*time.Second + time.Nanosecond, 60},
-	} {
-		if got := RetryAfterSeconds(tt.d); got != tt.want {
-			t.Errorf("RetryAfterSeconds(%v) = %d, want %d", tt.d, got, tt.want)
-		}
-	}
-}
-
 func TestKeyValuesBounded(t *testing.T) {
 	long := strings.Repeat("x", 10_000)
 	for _, v := range []string{long, "a|b", "{tag}", "#abc", "sp ace", "ü"} {

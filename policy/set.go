@@ -192,7 +192,7 @@ func (l *Limit) AppendHeader(dst []byte, d rate.Decision) []byte {
 	dst = append(dst, l.headerName...)
 	dst = strconv.AppendInt(dst, d.Remaining, 10)
 	dst = append(dst, ";t="...)
-	return strconv.AppendInt(dst, CeilSeconds(d.ResetAfter), 10)
+	return strconv.AppendInt(dst, rate.CeilSeconds(d.ResetAfter), 10)
 }
 
 // HeaderLimit returns the X-RateLimit-Limit value: the limit's capacity.
@@ -205,18 +205,6 @@ func (l *Limit) HeaderLimitValues() []string { return l.headerLimit[:1:1] }
 // String returns the limit as ParseLimit reads it.
 func (l *Limit) String() string { return l.Limit.String() }
 
-// CeilSeconds returns d in whole seconds, rounded up: 1ms is 1, 1s is 1,
-// 1.001s is 2. Zero and negative durations give 0.
-func CeilSeconds(d time.Duration) int64 {
-	if d <= 0 {
-		return 0
-	}
-	return int64((d + time.Second - 1) / time.Second)
-}
-
-// RetryAfterSeconds returns the Retry-After value for a wait of d: whole
-// seconds rounded up and never 0, so a client never comes back early.
-func RetryAfterSeconds(d time.Duration) int64 { return max(1, CeilSeconds(d)) }
 
 // plans says where a request's plan comes from.
 type plans struct {
@@ -251,7 +239,7 @@ func window(l rate.Limit) (int64, bool) {
 		// A bucket of Burst refills one unit every Period/Count.
 		w = time.Duration(float64(l.Period) * float64(l.Burst) / float64(l.Count))
 	}
-	return CeilSeconds(w), true
+	return rate.CeilSeconds(w), true
 }
 
 // compileLimit fills in a Limit's derived fields.

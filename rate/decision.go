@@ -129,3 +129,18 @@ func Combine(ds []Decision) Decision {
 	}
 	return out
 }
+
+// CeilSeconds returns d in whole seconds, rounded up, as the RateLimit
+// header fields and Envoy's durations carry it: 1ms is 1, 1s is 1, 1.001s
+// is 2. Zero and negative durations give 0.
+func CeilSeconds(d time.Duration) int64 {
+	if d <= 0 {
+		return 0
+	}
+	return int64((d + time.Second - 1) / time.Second)
+}
+
+// RetryAfterSeconds returns the Retry-After value for a wait of d: whole
+// seconds rounded up and never 0, so a client that waits that long never
+// comes back early.
+func RetryAfterSeconds(d time.Duration) int64 { return max(1, CeilSeconds(d)) }

@@ -213,3 +213,20 @@ func TestShare(t *testing.T) {
 		}
 	}
 }
+
+func TestRetryAfterSeconds(t *testing.T) {
+	for _, tt := range []struct {
+		d           time.Duration
+		ceil, retry int64
+	}{
+		{-time.Second, 0, 1}, {0, 0, 1}, {time.Microsecond, 1, 1}, {time.Millisecond, 1, 1},
+		{1000 * time.Millisecond, 1, 1}, {1001 * time.Millisecond, 2, 2}, {59*time.Second + time.Nanosecond, 60, 60},
+	} {
+		if got := CeilSeconds(tt.d); got != tt.ceil {
+			t.Errorf("CeilSeconds(%v) = %d, want %d", tt.d, got, tt.ceil)
+		}
+		if got := RetryAfterSeconds(tt.d); got != tt.retry {
+			t.Errorf("RetryAfterSeconds(%v) = %d, want %d", tt.d, got, tt.retry)
+		}
+	}
+}

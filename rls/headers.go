@@ -7,7 +7,7 @@ import (
 
 	corev3 "github.com/envoyproxy/go-control-plane/envoy/config/core/v3"
 
-	"github.com/sluicehq/sluice/policy"
+	"github.com/sluicehq/sluice/rate"
 )
 
 // headers returns the RateLimit-Policy and RateLimit fields
@@ -53,12 +53,12 @@ func headers(items []item) []*corev3.HeaderValue {
 		pol.WriteString(";q=")
 		pol.WriteString(strconv.FormatUint(uint64(it.m.limit.perUnit), 10))
 		pol.WriteString(";w=")
-		pol.WriteString(strconv.FormatInt(policy.CeilSeconds(it.m.limit.limit.Period), 10))
+		pol.WriteString(strconv.FormatInt(rate.CeilSeconds(it.m.limit.limit.Period), 10))
 		writeSFString(&state, name)
 		state.WriteString(";r=")
 		state.WriteString(strconv.FormatInt(max(it.remain, 0), 10))
 		state.WriteString(";t=")
-		state.WriteString(strconv.FormatInt(policy.CeilSeconds(it.reset), 10))
+		state.WriteString(strconv.FormatInt(rate.CeilSeconds(it.reset), 10))
 	}
 	if pol.Len() == 0 {
 		return nil
@@ -68,7 +68,7 @@ func headers(items []item) []*corev3.HeaderValue {
 		{Key: "RateLimit", Value: state.String()},
 	}
 	if over {
-		hs = append(hs, &corev3.HeaderValue{Key: "Retry-After", Value: strconv.FormatInt(policy.RetryAfterSeconds(retry), 10)})
+		hs = append(hs, &corev3.HeaderValue{Key: "Retry-After", Value: strconv.FormatInt(rate.RetryAfterSeconds(retry), 10)})
 	}
 	return hs
 }

@@ -16,7 +16,6 @@ import (
 	"google.golang.org/protobuf/types/known/durationpb"
 
 	"github.com/sluicehq/sluice"
-	"github.com/sluicehq/sluice/policy"
 	"github.com/sluicehq/sluice/rate"
 )
 
@@ -444,7 +443,7 @@ func (s *Service) respond(domain string, items []item) *rlsv3.RateLimitResponse 
 			st.LimitRemaining = uint32(min(max(it.remain, 0), math.MaxUint32))
 			// Whole seconds, rounded up, as the reference reports them: a
 			// client told to come back in 30s never comes back early.
-			st.DurationUntilReset = &durationpb.Duration{Seconds: policy.CeilSeconds(it.reset)}
+			st.DurationUntilReset = &durationpb.Duration{Seconds: rate.CeilSeconds(it.reset)}
 			if s.opts.Observe != nil {
 				s.opts.Observe(Event{
 					Domain: domain,
