@@ -53,7 +53,7 @@ func Algorithms() []Algorithm {
 // String returns the algorithm's name: gcra, token_bucket, leaky_bucket,
 // fixed_window, sliding_window or sliding_log.
 func (a Algorithm) String() string {
-	if int(a) < len(algorithmNames) {
+	if a.Valid() {
 		return algorithmNames[a]
 	}
 	return fmt.Sprintf("Algorithm(%d)", uint8(a))
@@ -86,6 +86,9 @@ func (a *Algorithm) UnmarshalText(b []byte) error {
 	*a = v
 	return nil
 }
+
+// Valid reports whether a names one of the algorithms.
+func (a Algorithm) Valid() bool { return int(a) < numAlgorithms }
 
 // HasBurst reports whether the algorithm has a burst, a capacity distinct
 // from its count per period: gcra, token_bucket and leaky_bucket do.

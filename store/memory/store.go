@@ -151,19 +151,25 @@ func (s *Store) locate(key string) (int, uint32) {
 }
 
 // valid is a quick test, on the hot path, that a request of cost under lim
-// can be stepped: its cost is within the capacity and lim gives the steps
-// nothing to divide by zero. It is false for some valid requests too (a
-// monthly limit), which check then decides. It does not run all of
-// [rate.Limit.Validate]: a limit it passes is decided as the steps read
-// it (sluice.Limiter validates its limits once, when it is built).
+// can be stepped: its cost is within the capacity, and lim names a known
+// algorithm, a burst only where the algorithm has one and a positive whole
+// number of microseconds, so it is refused with the same errors as in the
+// Redis store. It is false for some valid requests too (a monthly limit),
+// which check then decides. The one part of [rate.Limit.Validate] it skips
+// is the bound on count × period, which costs a division (sluice.Limiter
+// and package policy validate their limits in full once, when built).
 func valid(lim *rate.Limit, cost int64) bool {
 	// lim.Capacity(), read in place: the method takes a copy of the Limit.
 	capacity := lim.Count
-	if lim.Burst > 0 && lim.Algorithm.HasBurst() {
+	if lim.Burst != 0 {
+		if !lim.Algorithm.HasBurst() {
+			return false
+		}
 		capacity = lim.Burst
 	}
-	return cost >= 0 && cost <= capacity &&
-		lim.Count >= 1 && lim.Period >= time.Microsecond && lim.Calendar == rate.NoCalendar
+	return cost >= 0 && cost <= capacity && lim.Algorithm.Valid() &&
+		lim.Count >= 1 && lim.Period >= time.Microsecond && lim.Period%time.Microsecond == 0 &&
+		lim.Calendar == rate.NoCalendar
 }
 
 // check returns why a request of cost for key under lim cannot be decided,

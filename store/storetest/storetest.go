@@ -402,6 +402,19 @@ func testInvalidRequests(t *testing.T, newStore NewStore) {
 	if !errors.Is(err, rate.ErrNegativeCost) {
 		t.Errorf("cost -1: err = %v, want ErrNegativeCost", err)
 	}
+	// Limits that Validate refuses are errors in every store, never a
+	// silent refusal or a limit read some other way.
+	for _, bad := range []rate.Limit{
+		{Algorithm: 99, Count: 10, Period: time.Second},
+		{Algorithm: rate.FixedWindow, Count: 10, Period: time.Second, Burst: 5},
+		{Count: 10, Period: 1500 * time.Nanosecond},
+		{Count: 10, Period: time.Second, Burst: -1},
+		{Count: 0, Period: time.Second},
+	} {
+		if _, err := s.Decide(context.Background(), rate.Request{Key: "k", Limit: bad, Cost: 1}); err == nil {
+			t.Errorf("invalid limit %#v: no error", bad)
+		}
+	}
 	ok := rate.Request{Key: "{g}a", Limit: l, Cost: 1}
 	bad := rate.Request{Key: "{g}b", Limit: l, Cost: 6}
 	out := make([]rate.Decision, 2)
