@@ -5,7 +5,6 @@ import (
 	"fmt"
 	"slices"
 	"strconv"
-	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -27,10 +26,11 @@ const redisKeys = 100_000
 // with coalescing off) and redis_rate, with the same limit
 // (100 per second, burst 100) over 100,000 keys, from 1, 16 and 64
 // concurrent callers. It reports decisions per second and the 99th
-// percentile latency of one decision, and the Redis CPU each decision
-// cost: the microseconds Redis spent in script calls (INFO commandstats)
-// divided by the decisions. On a shared machine the first two move with
-// whatever else runs; compare ratios within one run.
+// percentile latency of one decision, the Redis CPU each decision cost
+// (the microseconds Redis spent in script calls, INFO commandstats,
+// divided by the decisions), and the client's allocations per decision.
+// On a shared machine the first two move with whatever else runs; compare
+// ratios within one run.
 //
 //	make bench-redis   (or: cd bench && go test -run '^$' -bench Redis -benchtime 2s)
 func BenchmarkRedis(b *testing.B) {
@@ -84,10 +84,11 @@ func runCallers(b *testing.B, srv *redistest.Server, callers int, decide func(ct
 	if err := decide(ctx, keys[0]); err != nil {
 		b.Fatal(err)
 	}
-	usec0 := scriptUsec(b, srv)
+	_, usec0 := srv.ScriptStats()
 	lat := make([][]time.Duration, callers)
 	var wg sync.WaitGroup
 	errs := make(chan error, callers)
+	b.ReportAllocs()
 	b.ResetTimer()
 	start := time.Now()
 	for c := range callers {
@@ -124,27 +125,6 @@ func runCallers(b *testing.B, srv *redistest.Server, callers int, decide func(ct
 		b.ReportMetric(float64(all[len(all)*99/100].Microseconds()), "p99-µs")
 	}
 	b.ReportMetric(float64(b.N)/elapsed.Seconds(), "decisions/s")
-	b.ReportMetric(float64(scriptUsec(b, srv)-usec0)/float64(b.N), "redis-µs/decision")
-}
-
-// scriptUsec returns the microseconds srv has spent in EVALSHA and EVAL.
-func scriptUsec(b *testing.B, srv *redistest.Server) int64 {
-	info := srv.Info("commandstats")
-	var total int64
-	for _, cmd := range []string{"cmdstat_evalsha", "cmdstat_eval"} {
-		v, ok := info[cmd] // calls=12,usec=345,usec_per_call=28.75,...
-		if !ok {
-			continue
-		}
-		for f := range strings.SplitSeq(v, ",") {
-			if n, ok := strings.CutPrefix(f, "usec="); ok {
-				u, err := strconv.ParseInt(n, 10, 64)
-				if err != nil {
-					b.Fatalf("%s: %q: %v", cmd, v, err)
-				}
-				total += u
-			}
-		}
-	}
-	return total
+	_, usec := srv.ScriptStats()
+	b.ReportMetric(float64(usec-usec0)/float64(b.N), "redis-µs/decision")
 }

@@ -12,7 +12,8 @@
 //
 // # Files
 //
-//   - redistest.go: Server (Start, Kill, Restart, Pause, Resume, Do, Info)
+//   - redistest.go: Server (Start, Kill, Restart, Pause, Resume, Do, Info,
+//     ScriptStats)
 //     and a minimal RESP client, so the harness needs no Redis library.
 //   - cluster.go: Cluster (StartCluster, Owner).
 package redistest

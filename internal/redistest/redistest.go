@@ -184,6 +184,38 @@ func (s *Server) Info(section string) map[string]string {
 	return out
 }
 
+// ScriptStats returns how many script calls (EVALSHA and EVAL) the server
+// has run and the microseconds it spent in them, as INFO commandstats
+// counts them.
+func (s *Server) ScriptStats() (calls, usec int64) {
+	s.t.Helper()
+	info := s.Info("commandstats")
+	for _, cmd := range []string{"cmdstat_evalsha", "cmdstat_eval"} {
+		v, ok := info[cmd] // calls=12,usec=345,usec_per_call=28.75,...
+		if !ok {
+			continue
+		}
+		for f := range strings.SplitSeq(v, ",") {
+			name, num, _ := strings.Cut(f, "=")
+			var sum *int64
+			switch name {
+			case "calls":
+				sum = &calls
+			case "usec":
+				sum = &usec
+			default:
+				continue
+			}
+			n, err := strconv.ParseInt(num, 10, 64)
+			if err != nil {
+				s.t.Fatalf("redistest: INFO commandstats %s: %q: %v", cmd, v, err)
+			}
+			*sum += n
+		}
+	}
+	return calls, usec
+}
+
 // start runs redis-server on s.port and waits until it answers PING.
 func (s *Server) start() error {
 	args := []string{

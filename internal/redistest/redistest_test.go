@@ -20,6 +20,20 @@ func TestServerKillRestartPause(t *testing.T) {
 		t.Fatalf("INFO tcp_port = %q, want %d", got, s.Port())
 	}
 
+	// Three script calls: two EVALs and an EVALSHA of the script they loaded.
+	for _, args := range [][]string{
+		{"EVAL", "return 1", "0"},
+		{"EVAL", "return 1", "0"},
+		{"EVALSHA", s.MustDo("SCRIPT", "LOAD", "return 1"), "0"},
+	} {
+		if got := s.MustDo(args...); got != "1" {
+			t.Fatalf("%s = %q, want 1", args[0], got)
+		}
+	}
+	if calls, usec := s.ScriptStats(); calls != 3 || usec < 0 {
+		t.Fatalf("ScriptStats = %d calls, %d µs; want 3 calls", calls, usec)
+	}
+
 	s.Kill()
 	if _, err := s.Do("PING"); err == nil {
 		t.Fatal("PING answered after Kill")

@@ -15,26 +15,31 @@ import (
 // maxBatch keys). Each caller's requests stay one group, decided all or
 // nothing on their own; the groups of a call are independent. With no
 // concurrency every decision goes out at once, alone, as it would without
-// a coalescer.
+// a coalescer: from the caller's goroutine, with nothing queued.
 
 // maxBatch bounds the keys of one coalesced call, so that one script run
 // stays short (Redis runs nothing else meanwhile).
 const maxBatch = 256
 
+// maxInFlight is how many calls per slot may be on the wire at once:
+// enough to keep Redis busy while the next batch gathers.
+const maxInFlight = 2
+
 // pendingCall is one caller's group waiting for its decisions.
 type pendingCall struct {
+	ctx  context.Context
 	keys []string
-	args []string // without the leading now argument
+	args []string // with the place for the now argument, as Store.call takes them
 	res  []int64  // the script's integers for this group, when done
 	err  error
 	done chan struct{}
-	ctx  context.Context
 }
 
-// coalescer batches the calls of one slot.
+// coalescer batches the calls of one slot. Calls queue only while
+// maxInFlight are on the wire: a non-empty queue means inFlight is
+// maxInFlight.
 type coalescer struct {
-	s           *Store
-	maxInFlight int
+	s *Store
 
 	mu       sync.Mutex
 	queue    []*pendingCall
@@ -44,10 +49,9 @@ type coalescer struct {
 // coalescers holds one coalescer per cluster slot in use (one in all for a
 // single server).
 type coalescers struct {
-	s           *Store
-	maxInFlight int
-	mu          sync.Mutex
-	bySlot      map[uint16]*coalescer
+	s      *Store
+	mu     sync.Mutex
+	bySlot map[uint16]*coalescer
 }
 
 func (cs *coalescers) get(slot uint16) *coalescer {
@@ -55,27 +59,30 @@ func (cs *coalescers) get(slot uint16) *coalescer {
 	defer cs.mu.Unlock()
 	c := cs.bySlot[slot]
 	if c == nil {
-		c = &coalescer{s: cs.s, maxInFlight: cs.maxInFlight}
+		c = &coalescer{s: cs.s}
 		cs.bySlot[slot] = c
 	}
 	return c
 }
 
 // exec decides one group through the coalescer and returns the script's
-// integers for it.
+// integers for it. With a place on the wire free, nothing is queued: the
+// group goes at once, alone, from the caller's goroutine and with its
+// context, as without a coalescer. Otherwise it waits for the next batch.
 func (c *coalescer) exec(ctx context.Context, keys, args []string) ([]int64, error) {
-	p := &pendingCall{keys: keys, args: args, done: make(chan struct{}), ctx: ctx}
 	c.mu.Lock()
-	c.queue = append(c.queue, p)
-	var batch []*pendingCall
-	if c.inFlight < c.maxInFlight {
+	if c.inFlight < maxInFlight {
 		c.inFlight++
-		batch = c.takeLocked()
+		c.mu.Unlock()
+		res, err := c.s.call(ctx, keys, args)
+		if next := c.next(); next != nil {
+			go c.run(next)
+		}
+		return res, err
 	}
+	p := &pendingCall{ctx: ctx, keys: keys, args: args, done: make(chan struct{})}
+	c.queue = append(c.queue, p)
 	c.mu.Unlock()
-	if batch != nil {
-		c.run(batch)
-	}
 	select {
 	case <-p.done:
 		return p.res, p.err
@@ -86,8 +93,16 @@ func (c *coalescer) exec(ctx context.Context, keys, args []string) ([]int64, err
 	}
 }
 
-// takeLocked removes the next batch from the queue. c.mu is held.
-func (c *coalescer) takeLocked() []*pendingCall {
+// next is called when a call comes back: it returns the next batch if
+// calls queued meanwhile, which keeps the place on the wire, or else nil,
+// and frees the place.
+func (c *coalescer) next() []*pendingCall {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if len(c.queue) == 0 {
+		c.inFlight--
+		return nil
+	}
 	n, keys := 0, 0
 	for n < len(c.queue) && (n == 0 || keys+len(c.queue[n].keys) <= maxBatch) {
 		keys += len(c.queue[n].keys)
@@ -99,40 +114,35 @@ func (c *coalescer) takeLocked() []*pendingCall {
 	return batch
 }
 
-// run sends a batch, hands each caller its decisions, and starts the next
-// batch if calls queued meanwhile.
+// run sends batches, handing each caller its decisions, while calls queue.
 func (c *coalescer) run(batch []*pendingCall) {
-	c.send(batch)
-	c.mu.Lock()
-	if len(c.queue) == 0 {
-		c.inFlight--
-		c.mu.Unlock()
-		return
+	for batch != nil {
+		c.send(batch)
+		batch = c.next()
 	}
-	next := c.takeLocked()
-	c.mu.Unlock()
-	go c.run(next)
 }
 
 // send runs one script call for the batch.
 func (c *coalescer) send(batch []*pendingCall) {
+	if len(batch) == 1 {
+		p := batch[0]
+		p.res, p.err = c.s.call(p.ctx, p.keys, p.args)
+		close(p.done)
+		return
+	}
 	nk := 0
 	for _, p := range batch {
 		nk += len(p.keys)
 	}
 	keys := make([]string, 0, nk)
-	args := make([]string, 0, 1+argsPerRequest*nk)
-	args = append(args, c.s.nowArg())
+	args := make([]string, 1, 1+argsPerRequest*nk)
 	for _, p := range batch {
 		keys = append(keys, p.keys...)
-		args = append(args, p.args...)
+		args = append(args, p.args[1:]...)
 	}
 	ctx, cancel := batchContext(batch)
-	c.s.stats.scriptCalls.Add(1)
-	if len(batch) > 1 {
-		c.s.stats.coalesced.Add(1)
-	}
-	res, err := decideScript.Exec(ctx, c.s.client, keys, args).AsIntSlice()
+	c.s.stats.coalesced.Add(1)
+	res, err := c.s.call(ctx, keys, args)
 	cancel()
 	if err == nil && len(res) != replyPerRequest*nk {
 		err = errReplyLength(len(res), nk)

@@ -40,24 +40,19 @@ import (
 // in between, since under every algorithm a request that passes now also
 // passes a moment later.
 
-// oneSlot reports whether every key is in the slot of the first.
-func oneSlot(keys []string) bool {
-	first := slot(keys[0])
-	for _, k := range keys[1:] {
-		if slot(k) != first {
-			return false
-		}
-	}
-	return true
-}
-
 // slotGroup is the part of a request that lives in one slot.
 type slotGroup struct {
 	slot uint16
 	idx  []int // positions in the request
 	reqs []rate.Request
 	keys []string
+	args []string // made once, for the check; the commit changes the last mark
 	out  []rate.Decision
+}
+
+// decide sends the group as its args say, check or commit.
+func (g *slotGroup) decide(ctx context.Context, s *Store) error {
+	return s.decideGroup(ctx, g.slot, g.reqs, g.keys, g.args, g.out)
 }
 
 // decideAcrossSlots decides reqs, whose keys span several slots, by the
@@ -70,19 +65,16 @@ func (s *Store) decideAcrossSlots(ctx context.Context, reqs []rate.Request, keys
 	errs := make([]error, len(groups))
 	var wg sync.WaitGroup
 	for i := range groups[1:] {
-		g := &groups[i+1]
-		wg.Go(func() { errs[i+1] = s.decideGroup(ctx, g.slot, g.reqs, g.keys, g.out, markCheck) })
+		wg.Go(func() { errs[i+1] = groups[i+1].decide(ctx, s) })
 	}
-	errs[0] = s.decideGroup(ctx, groups[0].slot, groups[0].reqs, groups[0].keys, groups[0].out, markCheck)
+	errs[0] = groups[0].decide(ctx, s)
 	wg.Wait()
 	pass := true
 	for i := range groups {
 		if errs[i] != nil {
 			return errs[i]
 		}
-		for _, d := range groups[i].out {
-			pass = pass && d.Allowed
-		}
+		pass = pass && allAllowed(groups[i].out)
 	}
 	if !pass {
 		scatter(groups, out)
@@ -95,7 +87,8 @@ func (s *Store) decideAcrossSlots(ctx context.Context, reqs []rate.Request, keys
 	// Commit, slot by slot.
 	for i := range groups {
 		g := &groups[i]
-		if err := s.decideGroup(ctx, g.slot, g.reqs, g.keys, g.out, markDecide); err != nil {
+		g.args[len(g.args)-1] = markDecide
+		if err := g.decide(ctx, s); err != nil {
 			return err
 		}
 		if !allAllowed(g.out) {
@@ -125,7 +118,9 @@ func groupBySlot(reqs []rate.Request, keys []string) []slotGroup {
 	}
 	slices.SortFunc(groups, func(a, b slotGroup) int { return int(a.slot) - int(b.slot) })
 	for i := range groups {
-		groups[i].out = make([]rate.Decision, len(groups[i].reqs))
+		g := &groups[i]
+		g.args = groupArgs(g.reqs, markCheck)
+		g.out = make([]rate.Decision, len(g.reqs))
 	}
 	return groups
 }

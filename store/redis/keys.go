@@ -30,10 +30,9 @@ func hashTag(key string) string {
 	return key[i+1 : i+1+j]
 }
 
-func hasTag(key string) bool {
-	i := strings.IndexByte(key, '{')
-	return i >= 0 && strings.IndexByte(key[i+1:], '}') > 0
-}
+// hasTag reports whether key has a hash tag: then the part hashed is
+// shorter than the key.
+func hasTag(key string) bool { return len(hashTag(key)) < len(key) }
 
 // slot returns key's Redis Cluster slot: CRC16 (XMODEM) of its hash tag,
 // modulo 16384.

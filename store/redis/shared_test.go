@@ -151,12 +151,12 @@ func TestDenyCacheSparesRedis(t *testing.T) {
 	if d, err := s.Decide(context.Background(), r); err != nil || !d.Allowed {
 		t.Fatalf("first request: %v, %v", d, err)
 	}
-	before := scriptCalls(t, srv)
+	before := scriptCalls(srv)
 	const callers, perCaller = 50, 200
 	if got := flood(t, []sluice.Store{s}, callers, perCaller, r); got != 0 {
 		t.Fatalf("%d admitted after the only unit was spent", got)
 	}
-	calls := scriptCalls(t, srv) - before
+	calls := scriptCalls(srv) - before
 	perRequest := float64(calls) / (callers * perCaller)
 	t.Logf("%d script calls for %d refused requests: %.4f each", calls, callers*perCaller, perRequest)
 	if perRequest > 0.01 {
@@ -165,30 +165,17 @@ func TestDenyCacheSparesRedis(t *testing.T) {
 
 	// Without the cache, every request is a script call.
 	s2 := redis.New(newClient(t, srv.Addr()), redis.Options{DisableDenyCache: true, DisableCoalescing: true})
-	before = scriptCalls(t, srv)
+	before = scriptCalls(srv)
 	flood(t, []sluice.Store{s2}, 10, 10, r)
-	if calls := scriptCalls(t, srv) - before; calls != 100 {
+	if calls := scriptCalls(srv) - before; calls != 100 {
 		t.Errorf("without the deny cache: %d script calls for 100 requests, want 100", calls)
 	}
 }
 
-// scriptCalls returns how many EVALSHA and EVAL commands srv has run.
-func scriptCalls(t *testing.T, srv *redistest.Server) int {
-	t.Helper()
-	info := srv.Info("commandstats")
-	n := 0
-	for _, cmd := range []string{"cmdstat_evalsha", "cmdstat_eval"} {
-		v, ok := info[cmd] // calls=12,usec=...
-		if !ok {
-			continue
-		}
-		var calls int
-		if _, err := fmt.Sscanf(v, "calls=%d", &calls); err != nil {
-			t.Fatalf("%s: %q: %v", cmd, v, err)
-		}
-		n += calls
-	}
-	return n
+// scriptCalls returns how many script calls srv has run.
+func scriptCalls(srv *redistest.Server) int {
+	calls, _ := srv.ScriptStats()
+	return int(calls)
 }
 
 // Local refusals count down on the local clock from when the refused call
@@ -214,7 +201,7 @@ func TestDenyCacheCountsDown(t *testing.T) {
 		if err != nil || first.Allowed {
 			t.Fatalf("%v: second request: %v, %v; want refused", alg, first, err)
 		}
-		before := scriptCalls(t, srv)
+		before := scriptCalls(srv)
 		for _, el := range []time.Duration{0, time.Microsecond, first.RetryAfter / 3, first.RetryAfter - time.Microsecond} {
 			clk.Set(time.Date(2024, 6, 1, 12, 0, 0, 0, time.UTC).Add(el))
 			local, err := s.Decide(context.Background(), r)
@@ -234,7 +221,7 @@ func TestDenyCacheCountsDown(t *testing.T) {
 			}
 		}
 		// Four local refusals, and four asked of Redis through plain.
-		if calls := scriptCalls(t, srv) - before; calls != 4 {
+		if calls := scriptCalls(srv) - before; calls != 4 {
 			t.Errorf("%v: %d script calls during the countdown, want 4 (plain's)", alg, calls)
 		}
 		clk.Set(time.Date(2024, 6, 1, 12, 0, 0, 0, time.UTC).Add(first.RetryAfter))

@@ -60,7 +60,7 @@ func (s *Store) Stats() Stats {
 		Errors:           s.stats.errors.Load(),
 	}
 	if s.deny != nil {
-		st.DenyCacheEntries = int(s.deny.n.Load())
+		st.DenyCacheEntries = s.deny.len()
 	}
 	return st
 }

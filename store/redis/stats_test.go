@@ -30,7 +30,7 @@ func TestStats(t *testing.T) {
 	if _, err := s.Decide(ctx, rate.Request{Key: "warm", Limit: r.Limit}); err != nil {
 		t.Fatal(err)
 	}
-	before, redisBefore := s.Stats(), scriptCalls(t, srv)
+	before, redisBefore := s.Stats(), scriptCalls(srv)
 	for range 3 { // allowed, allowed, refused by Redis
 		if _, err := s.Decide(ctx, r); err != nil {
 			t.Fatal(err)
@@ -42,7 +42,7 @@ func TestStats(t *testing.T) {
 		}
 	}
 	st := s.Stats()
-	if got, want := st.ScriptCalls-before.ScriptCalls, uint64(scriptCalls(t, srv)-redisBefore); got != want || got != 3 {
+	if got, want := st.ScriptCalls-before.ScriptCalls, uint64(scriptCalls(srv)-redisBefore); got != want || got != 3 {
 		t.Errorf("Stats counted %d script calls, Redis %d; want 3", got, want)
 	}
 	for _, c := range []struct {

@@ -79,10 +79,6 @@ type Store struct {
 	afterCheck func()
 }
 
-// maxInFlight is how many coalesced calls per slot may be on the wire at
-// once: enough to keep Redis busy while the next batch gathers.
-const maxInFlight = 2
-
 // New returns a Store that decides through client. The caller keeps
 // ownership of client: Close does not close it.
 func New(client rueidis.Client, opts Options) *Store {
@@ -97,7 +93,7 @@ func New(client rueidis.Client, opts Options) *Store {
 		s.clock = rate.SystemClock{}
 	}
 	if !opts.DisableCoalescing {
-		s.co = &coalescers{s: s, maxInFlight: maxInFlight, bySlot: map[uint16]*coalescer{}}
+		s.co = &coalescers{s: s, bySlot: map[uint16]*coalescer{}}
 	}
 	if !opts.DisableDenyCache {
 		size := opts.DenyCacheSize
@@ -188,14 +184,10 @@ func (s *Store) DecideAll(ctx context.Context, reqs []rate.Request, out []rate.D
 	}
 	sent := s.clock.Now()
 	var err error
-	if s.cluster && !oneSlot(keys) {
-		err = s.decideAcrossSlots(ctx, reqs, keys, out)
+	if sl, ok := s.sameSlot(keys); ok {
+		err = s.decideGroup(ctx, sl, reqs, keys, groupArgs(reqs, markDecide), out)
 	} else {
-		var sl uint16
-		if s.cluster {
-			sl = slot(keys[0])
-		}
-		err = s.decideGroup(ctx, sl, reqs, keys, out, markDecide)
+		err = s.decideAcrossSlots(ctx, reqs, keys, out)
 	}
 	if err != nil {
 		s.stats.errors.Add(1)
@@ -212,10 +204,25 @@ func (s *Store) DecideAll(ctx context.Context, reqs []rate.Request, out []rate.D
 	return d, nil
 }
 
-// decideGroup decides (or, with markCheck, checks) reqs, whose keys share
-// slot sl, as one group in one script call, and writes their decisions to
-// out.
-func (s *Store) decideGroup(ctx context.Context, sl uint16, reqs []rate.Request, keys []string, out []rate.Decision, mark string) error {
+// sameSlot returns the cluster slot of keys and true if they all share
+// one. On a single server every key is in slot 0.
+func (s *Store) sameSlot(keys []string) (uint16, bool) {
+	if !s.cluster {
+		return 0, true
+	}
+	first := slot(keys[0])
+	for _, k := range keys[1:] {
+		if slot(k) != first {
+			return 0, false
+		}
+	}
+	return first, true
+}
+
+// groupArgs returns the script arguments of reqs as one group that ends
+// with mark (markDecide or markCheck), after a place for the now argument
+// (see call).
+func groupArgs(reqs []rate.Request, mark string) []string {
 	args := make([]string, 1, 1+argsPerRequest*len(reqs))
 	for i, r := range reqs {
 		m := markContinue
@@ -224,19 +231,32 @@ func (s *Store) decideGroup(ctx context.Context, sl uint16, reqs []rate.Request,
 		}
 		args = appendArgs(args, r, m)
 	}
+	return args
+}
+
+// decideGroup decides (or checks, as args end) reqs, whose keys share slot
+// sl, as one group in one script call, through the coalescer if there is
+// one, and writes their decisions to out.
+func (s *Store) decideGroup(ctx context.Context, sl uint16, reqs []rate.Request, keys, args []string, out []rate.Decision) error {
 	var res []int64
 	var err error
 	if s.co != nil {
-		res, err = s.co.get(sl).exec(ctx, keys, args[1:])
+		res, err = s.co.get(sl).exec(ctx, keys, args)
 	} else {
-		args[0] = s.nowArg()
-		s.stats.scriptCalls.Add(1)
-		res, err = decideScript.Exec(ctx, s.client, keys, args).AsIntSlice()
+		res, err = s.call(ctx, keys, args)
 	}
 	if err != nil {
 		return fmt.Errorf("redis store: %w", err)
 	}
 	return decodeReply(res, reqs, out)
+}
+
+// call runs the script once, the only place that does: it puts the now
+// argument in args[0] and counts the call.
+func (s *Store) call(ctx context.Context, keys, args []string) ([]int64, error) {
+	args[0] = s.nowArg()
+	s.stats.scriptCalls.Add(1)
+	return decideScript.Exec(ctx, s.client, keys, args).AsIntSlice()
 }
 
 // nowArg returns the script's first argument: empty in production, so the

@@ -186,18 +186,11 @@ while first <= nkeys do
 							retry = delay - maxdelay
 						end
 					end
+					-- Remaining counts from (rus, rrem) up to full; reset ends
+					-- at (eus, erem): next and next if allowed, else base and
+					-- the stored tat.
+					local rus, rrem, eus, erem = nus, nrem, nus, nrem
 					if allowed then
-						if nus < fus or (nus == fus and nrem < frem) then
-							remaining = ((fus - nus) * n + frem - nrem) / t
-							remaining = remaining - remaining % 1
-						end
-						reset = nus - now
-						if nrem > 0 then
-							reset = reset + 1
-						end
-						if reset < 0 then
-							reset = 0
-						end
 						if nus < at or (nus == at and nrem == 0) then
 							fresh = true -- the bucket is full
 						else
@@ -212,17 +205,18 @@ while first <= nkeys do
 							retry = r
 						end
 						delay = 0
-						if bus < fus or (bus == fus and brem < frem) then
-							remaining = ((fus - bus) * n + frem - brem) / t
-							remaining = remaining - remaining % 1
-						end
-						reset = sa - now
-						if sb > 0 then
-							reset = reset + 1
-						end
-						if reset < 0 then
-							reset = 0
-						end
+						rus, rrem, eus, erem = bus, brem, sa, sb
+					end
+					if rus < fus or (rus == fus and rrem < frem) then
+						remaining = ((fus - rus) * n + frem - rrem) / t
+						remaining = remaining - remaining % 1
+					end
+					reset = eus - now -- ⌈end − now⌉, at least 0
+					if erem > 0 then
+						reset = reset + 1
+					end
+					if reset < 0 then
+						reset = 0
 					end
 				elseif alg == 1 then
 					-- token_bucket: (debt in ticks, last refill).
