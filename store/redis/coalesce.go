@@ -3,6 +3,7 @@ package redis
 import (
 	"context"
 	"sync"
+	"sync/atomic"
 	"time"
 )
 
@@ -47,22 +48,20 @@ type coalescer struct {
 }
 
 // coalescers holds one coalescer per cluster slot in use (one in all for a
-// single server).
+// single server). Finding a slot's coalescer takes no lock: it is read on
+// every decision.
 type coalescers struct {
 	s      *Store
-	mu     sync.Mutex
-	bySlot map[uint16]*coalescer
+	bySlot [16384]atomic.Pointer[coalescer]
 }
 
 func (cs *coalescers) get(slot uint16) *coalescer {
-	cs.mu.Lock()
-	defer cs.mu.Unlock()
-	c := cs.bySlot[slot]
-	if c == nil {
-		c = &coalescer{s: cs.s}
-		cs.bySlot[slot] = c
+	p := &cs.bySlot[slot&16383]
+	if c := p.Load(); c != nil {
+		return c
 	}
-	return c
+	p.CompareAndSwap(nil, &coalescer{s: cs.s})
+	return p.Load()
 }
 
 // exec decides one group through the coalescer and returns the script's

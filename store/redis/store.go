@@ -93,7 +93,7 @@ func New(client rueidis.Client, opts Options) *Store {
 		s.clock = rate.SystemClock{}
 	}
 	if !opts.DisableCoalescing {
-		s.co = &coalescers{s: s, bySlot: map[uint16]*coalescer{}}
+		s.co = &coalescers{s: s}
 	}
 	if !opts.DisableDenyCache {
 		size := opts.DenyCacheSize
