@@ -60,8 +60,13 @@
 // # When the store is down
 //
 // A shared store can fail. [NewFallback] wraps one with a [FailureMode]:
-// fail open (availability first), fail closed (protection first), or
-// decide locally in memory until the shared store is back.
+// fail open (availability first), fail closed (protection first), decide
+// locally in memory until the shared store is back, or return
+// [ErrStoreDown] at once so that the caller applies its own policy (what
+// sluice serve does, per policy). In every mode it stops sending calls to
+// a store it knows is down, probing it with backoff instead, and a refusal
+// the store can still give without I/O (the Redis store's deny cache)
+// stands.
 //
 // # Decisions
 //

@@ -2,6 +2,7 @@ package sluice
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"log/slog"
 	"sync"
@@ -28,11 +29,22 @@ const (
 	// rounded up, at least 1. The fleet as a whole then admits about the
 	// limit, if traffic is spread evenly over the instances.
 	FailLocal
+	// FailError decides nothing: it reports. A call that finds the primary
+	// failing returns the primary's error, and every call after it, until
+	// a probe succeeds, returns an error wrapping [ErrStoreDown] at once,
+	// without reaching the primary. The caller applies its own policy,
+	// which may differ from request to request, while a dead primary costs
+	// it one slow call per backoff period rather than one per request.
+	FailError
 )
 
-var failureModeNames = [...]string{FailOpen: "fail_open", FailClosed: "fail_closed", FailLocal: "local"}
+// ErrStoreDown is the error a [Fallback] in [FailError] mode returns while
+// its primary is known to be down: the call was not sent.
+var ErrStoreDown = errors.New("sluice: store down")
 
-// String returns fail_open, fail_closed or local.
+var failureModeNames = [...]string{FailOpen: "fail_open", FailClosed: "fail_closed", FailLocal: "local", FailError: "error"}
+
+// String returns fail_open, fail_closed, local or error.
 func (m FailureMode) String() string {
 	if int(m) < len(failureModeNames) {
 		return failureModeNames[m]
@@ -41,14 +53,14 @@ func (m FailureMode) String() string {
 }
 
 // ParseFailureMode returns the mode with the given name: fail_open,
-// fail_closed or local.
+// fail_closed, local or error.
 func ParseFailureMode(name string) (FailureMode, error) {
 	for m, n := range failureModeNames {
 		if n == name {
 			return FailureMode(m), nil
 		}
 	}
-	return 0, fmt.Errorf("unknown failure mode %q (want fail_open, fail_closed or local)", name)
+	return 0, fmt.Errorf("unknown failure mode %q (want fail_open, fail_closed, local or error)", name)
 }
 
 // Source says who made a decision: the primary store or, while it is
@@ -64,11 +76,14 @@ const (
 	SourceFailClosed
 	// SourceLocal: the primary could not decide; the local store decided.
 	SourceLocal
+	// SourceError: the primary could not decide, or was known to be down;
+	// FailError returned an error and nothing was decided.
+	SourceError
 )
 
-var sourceNames = [...]string{SourcePrimary: "primary", SourceFailOpen: "fail_open", SourceFailClosed: "fail_closed", SourceLocal: "local"}
+var sourceNames = [...]string{SourcePrimary: "primary", SourceFailOpen: "fail_open", SourceFailClosed: "fail_closed", SourceLocal: "local", SourceError: "error"}
 
-// String returns primary, fail_open, fail_closed or local.
+// String returns primary, fail_open, fail_closed, local or error.
 func (s Source) String() string {
 	if int(s) < len(sourceNames) {
 		return sourceNames[s]
@@ -124,7 +139,8 @@ type FallbackStats struct {
 	// Down reports whether the primary is considered down now.
 	Down bool
 	// Primary counts decisions the primary made; Fallback counts those the
-	// failure mode made.
+	// failure mode made (with FailError, the calls it answered with an
+	// error).
 	Primary, Fallback uint64
 	// Failures counts calls to the primary that failed or timed out.
 	Failures uint64
@@ -144,7 +160,9 @@ type FallbackStats struct {
 // after MinBackoff, then after twice as long each time a probe fails, up to
 // MaxBackoff. The first probe that succeeds brings the primary back. So a
 // dead server costs one slow call per backoff period, not one per request.
-// Each transition is logged once and counted in [Fallback.Stats].
+// Each transition is logged once and counted in [Fallback.Stats]. With
+// [FailError] the failure mode is the caller's: the calls it would have
+// decided return an error instead.
 //
 // Requests that could never be decided (an invalid limit, a cost above the
 // capacity, a negative cost) return their error without a fallback, and so
@@ -168,6 +186,7 @@ type Fallback struct {
 	backoff time.Duration
 	next    time.Time // when the next probe may go
 	since   time.Time // when the primary went down
+	lastErr error     // the primary's last failure while down
 
 	primaryN, fallbackN, failures, probes, outages, recoveries atomic.Uint64
 }
@@ -243,8 +262,15 @@ func (f *Fallback) DecideAllSource(ctx context.Context, reqs []rate.Request, out
 	}
 	probe := false
 	if f.down.Load() {
+		if c, ok := f.primary.(cachedDecider); ok {
+			if d, ok := c.DecideCached(reqs, out); ok {
+				// A refusal the primary gave before it went down, still in
+				// force: exact, whatever the mode would have guessed.
+				return d, SourcePrimary, nil
+			}
+		}
 		if !f.startProbe() {
-			return f.fallback(ctx, reqs, out)
+			return f.fallback(ctx, reqs, out, nil)
 		}
 		probe = true
 		f.probes.Add(1)
@@ -269,7 +295,16 @@ func (f *Fallback) DecideAllSource(ctx context.Context, reqs []rate.Request, out
 	}
 	f.failures.Add(1)
 	f.fail(err, probe)
-	return f.fallback(ctx, reqs, out)
+	return f.fallback(ctx, reqs, out, err)
+}
+
+// cachedDecider is a store that can sometimes decide without I/O, like the
+// Redis store from its deny cache. While the primary is down, Fallback asks
+// it first.
+type cachedDecider interface {
+	// DecideCached decides reqs as DecideAll would, if it can without I/O,
+	// and reports whether it did.
+	DecideCached(reqs []rate.Request, out []rate.Decision) (rate.Decision, bool)
 }
 
 // Stats returns the counters.
@@ -308,6 +343,7 @@ func (f *Fallback) up(probe bool) {
 		return
 	}
 	f.down.Store(false)
+	f.lastErr = nil
 	f.recoveries.Add(1)
 	f.log.Info("sluice: store recovered", "down_for", f.clock.Now().Sub(f.since).Round(time.Millisecond))
 }
@@ -325,20 +361,32 @@ func (f *Fallback) fail(err error, probe bool) {
 		f.since = now
 		f.backoff = f.minBackoff
 		f.next = now.Add(f.backoff)
-		f.log.Warn("sluice: store unavailable; deciding by failure mode until it recovers", "mode", f.mode.String(), "err", err)
+		msg := "sluice: store unavailable; deciding by failure mode until it recovers"
+		if f.mode == FailError {
+			msg = "sluice: store unavailable; calls fail at once until it recovers"
+		}
+		f.log.Warn(msg, "mode", f.mode.String(), "err", err)
+		f.lastErr = err
 	case probe:
 		f.backoff = min(2*f.backoff, f.maxBackoff)
 		f.next = now.Add(f.backoff)
+		f.lastErr = err
 	}
 	if probe {
 		f.probing.Store(false)
 	}
 }
 
-// fallback decides by the failure mode.
-func (f *Fallback) fallback(ctx context.Context, reqs []rate.Request, out []rate.Decision) (rate.Decision, Source, error) {
+// fallback decides by the failure mode. err is the primary's failure, or
+// nil if the call was not sent because the primary is down.
+func (f *Fallback) fallback(ctx context.Context, reqs []rate.Request, out []rate.Decision, err error) (rate.Decision, Source, error) {
 	f.fallbackN.Add(1)
 	switch f.mode {
+	case FailError:
+		if err == nil {
+			err = f.downError()
+		}
+		return rate.Decision{}, SourceError, err
 	case FailClosed:
 		for i, r := range reqs {
 			c := r.Limit.Capacity()
@@ -354,6 +402,18 @@ func (f *Fallback) fallback(ctx context.Context, reqs []rate.Request, out []rate
 		out[i] = rate.Decision{Allowed: true, Limit: c, Remaining: c - r.Cost}
 	}
 	return rate.Combine(out[:len(reqs)]), SourceFailOpen, nil
+}
+
+// downError is the error of a call not sent: ErrStoreDown, with the
+// primary's last failure and how long it has been down for context.
+func (f *Fallback) downError() error {
+	f.mu.Lock()
+	last, since := f.lastErr, f.since
+	f.mu.Unlock()
+	if last == nil { // recovered in the meantime
+		return ErrStoreDown
+	}
+	return fmt.Errorf("%w for %v (last error: %v)", ErrStoreDown, f.clock.Now().Sub(since).Round(time.Millisecond), last)
 }
 
 // decideLocal decides reqs in the local store with each limit divided by

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"errors"
+	"fmt"
 	"log/slog"
 	"strings"
 	"sync"
@@ -81,7 +82,7 @@ func decideN(t *testing.T, f *sluice.Fallback, n int, r rate.Request) (admitted 
 	out := make([]rate.Decision, 1)
 	for range n {
 		d, src, err := f.DecideAllSource(context.Background(), []rate.Request{r}, out)
-		if err != nil {
+		if err != nil && src != sluice.SourceError {
 			t.Fatal(err)
 		}
 		sources[src]++
@@ -102,7 +103,8 @@ func decisionOf(t *testing.T, f *sluice.Fallback, r rate.Request) rate.Decision 
 }
 
 // Each failure mode decides while the primary fails: fail_open admits,
-// fail_closed refuses, local admits each instance's share.
+// fail_closed refuses, local admits each instance's share, and error
+// decides nothing, reporting instead.
 func TestFallbackModes(t *testing.T) {
 	r := rate.Request{Key: "k", Limit: tenPerMinute, Cost: 1}
 	for _, c := range []struct {
@@ -113,6 +115,7 @@ func TestFallbackModes(t *testing.T) {
 		{sluice.FailOpen, 20, sluice.SourceFailOpen},
 		{sluice.FailClosed, 0, sluice.SourceFailClosed},
 		{sluice.FailLocal, 4, sluice.SourceLocal}, // ⌈10/3⌉
+		{sluice.FailError, 0, sluice.SourceError},
 	} {
 		t.Run(c.mode.String(), func(t *testing.T) {
 			f, b, _, logs := setup(t, sluice.FallbackOptions{Mode: c.mode, Instances: 3})
@@ -142,6 +145,78 @@ func TestFallbackModes(t *testing.T) {
 				t.Errorf("log: %q, want one line naming the mode", lines)
 			}
 		})
+	}
+}
+
+// FailError returns the primary's error on the call that finds it failing,
+// then ErrStoreDown at once without calling it, probes it after the
+// backoff like the other modes, and decides through it again once a probe
+// succeeds.
+func TestFallbackFailError(t *testing.T) {
+	f, b, clk, logs := setup(t, sluice.FallbackOptions{Mode: sluice.FailError, MinBackoff: 100 * time.Millisecond})
+	r := rate.Request{Key: "k", Limit: tenPerMinute, Cost: 1}
+	out := make([]rate.Decision, 1)
+	call := func() (rate.Decision, sluice.Source, error) {
+		return f.DecideAllSource(context.Background(), []rate.Request{r}, out)
+	}
+	if d, src, err := call(); err != nil || src != sluice.SourcePrimary || !d.Allowed {
+		t.Fatalf("healthy: %v %v %v", d, src, err)
+	}
+	b.state.Store(1)
+	calls := b.calls.Load()
+	if _, src, err := call(); !errors.Is(err, errDown) || errors.Is(err, sluice.ErrStoreDown) || src != sluice.SourceError {
+		t.Fatalf("the call that finds the primary failing: %v %v, want the primary's own error", src, err)
+	}
+	for range 50 {
+		_, src, err := call()
+		if !errors.Is(err, sluice.ErrStoreDown) || src != sluice.SourceError {
+			t.Fatalf("while down: %v %v, want ErrStoreDown", src, err)
+		}
+		if !strings.Contains(err.Error(), errDown.Error()) {
+			t.Errorf("while down: %q does not name the last failure", err)
+		}
+	}
+	if got := b.calls.Load() - calls; got != 1 {
+		t.Fatalf("%d calls reached the dead primary for 51 requests, want 1", got)
+	}
+	// The caller's own errors stay the caller's while the primary is down.
+	if _, err := f.Decide(context.Background(), rate.Request{Key: "k", Limit: tenPerMinute, Cost: 11}); !errors.Is(err, rate.ErrCostExceedsCapacity) {
+		t.Errorf("cost 11 of 10 while down: %v, want ErrCostExceedsCapacity", err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	cancel()
+	if _, err := f.Decide(ctx, r); !errors.Is(err, context.Canceled) || errors.Is(err, sluice.ErrStoreDown) {
+		t.Errorf("canceled caller while down: %v, want context.Canceled", err)
+	}
+	clk.Advance(100 * time.Millisecond) // the probe is due, and fails
+	calls = b.calls.Load()
+	if _, _, err := call(); !errors.Is(err, errDown) {
+		t.Fatalf("failed probe: %v, want the primary's error", err)
+	}
+	if _, _, err := call(); !errors.Is(err, sluice.ErrStoreDown) {
+		t.Fatalf("after a failed probe: %v, want ErrStoreDown", err)
+	}
+	if got := b.calls.Load() - calls; got != 1 {
+		t.Fatalf("%d calls reached the primary at the first probe, want 1", got)
+	}
+	b.state.Store(0)
+	clk.Advance(199 * time.Millisecond) // the backoff doubled: not due yet
+	if _, _, err := call(); !errors.Is(err, sluice.ErrStoreDown) {
+		t.Fatalf("before the second probe: %v, want ErrStoreDown", err)
+	}
+	clk.Advance(time.Millisecond)
+	for i := range 5 {
+		if d, src, err := call(); err != nil || src != sluice.SourcePrimary || d.Remaining != int64(8-i) {
+			t.Fatalf("after recovery, call %d: %v %v %v, want decided by the primary", i, d, src, err)
+		}
+	}
+	st := f.Stats()
+	if st.Down || st.Outages != 1 || st.Recoveries != 1 || st.Probes != 2 || st.Failures != 2 || st.Primary != 6 || st.Fallback != 54 {
+		t.Errorf("stats %+v: want up, 1 outage, 1 recovery, 2 probes, 2 failures, 6 primary, 54 answered by the failure mode", st)
+	}
+	lines := logs.lines()
+	if len(lines) != 2 || !strings.Contains(lines[0], "mode=error") || !strings.Contains(lines[1], "recovered") {
+		t.Errorf("log %q: want one line down, one line up", lines)
 	}
 }
 
@@ -258,7 +333,7 @@ func TestFallbackCallerErrors(t *testing.T) {
 }
 
 func TestParseFailureMode(t *testing.T) {
-	for _, m := range []sluice.FailureMode{sluice.FailOpen, sluice.FailClosed, sluice.FailLocal} {
+	for _, m := range []sluice.FailureMode{sluice.FailOpen, sluice.FailClosed, sluice.FailLocal, sluice.FailError} {
 		got, err := sluice.ParseFailureMode(m.String())
 		if err != nil || got != m {
 			t.Errorf("ParseFailureMode(%q) = %v, %v", m.String(), got, err)
@@ -266,5 +341,77 @@ func TestParseFailureMode(t *testing.T) {
 	}
 	if _, err := sluice.ParseFailureMode("open"); err == nil {
 		t.Error("ParseFailureMode(open): no error")
+	}
+}
+
+// A Fallback in FailError mode reports a store that is down instead of
+// deciding, so that the caller can apply its own policy, request by
+// request, without waiting for a dead server on every call.
+func ExampleNewFallback_failError() {
+	clk := ratetest.NewClock(time.Date(2024, 6, 1, 12, 0, 0, 0, time.UTC))
+	primary := &breakable{Store: memory.New(memory.Options{Clock: clk})} // a remote store, in real use
+	store := sluice.NewFallback(primary, sluice.FallbackOptions{Mode: sluice.FailError, Clock: clk})
+	r := rate.Request{Key: "user:42", Limit: tenPerMinute, Cost: 1}
+
+	primary.state.Store(1) // the server goes away
+	for range 3 {
+		_, err := store.Decide(context.Background(), r)
+		switch {
+		case errors.Is(err, sluice.ErrStoreDown):
+			fmt.Println("known down, not sent: fail open")
+		case err != nil:
+			fmt.Println("failed:", err)
+		}
+	}
+	fmt.Println("calls sent:", primary.calls.Load())
+
+	primary.state.Store(0) // it comes back
+	clk.Advance(sluice.DefaultProbeMinBackoff)
+	d, err := store.Decide(context.Background(), r) // the probe
+	fmt.Println("allowed:", d.Allowed, err)
+	// Output:
+	// failed: connection refused
+	// known down, not sent: fail open
+	// known down, not sent: fail open
+	// calls sent: 1
+	// allowed: true <nil>
+}
+
+// withDenyCache is a breakable store that, like the Redis store, remembers
+// one refusal it can repeat without I/O.
+type withDenyCache struct {
+	*breakable
+	denied string
+}
+
+func (w *withDenyCache) DecideCached(reqs []rate.Request, out []rate.Decision) (rate.Decision, bool) {
+	if len(reqs) != 1 || reqs[0].Key != w.denied {
+		return rate.Decision{}, false
+	}
+	out[0] = rate.Decision{Limit: reqs[0].Limit.Capacity(), RetryAfter: time.Minute}
+	return out[0], true
+}
+
+// While the primary is down, a refusal it can still give without I/O wins
+// over the failure mode's guess; other keys get the mode.
+func TestFallbackAsksTheCacheWhileDown(t *testing.T) {
+	clk := ratetest.NewClock(time.Date(2024, 6, 1, 12, 0, 0, 0, time.UTC))
+	w := &withDenyCache{breakable: &breakable{Store: memory.New(memory.Options{Clock: clk})}, denied: "spammer"}
+	f := sluice.NewFallback(w, sluice.FallbackOptions{Mode: sluice.FailOpen, Clock: clk, Logger: slog.New(slog.DiscardHandler)})
+	w.state.Store(1)
+	if d := decisionOf(t, f, rate.Request{Key: "anyone", Limit: tenPerMinute, Cost: 1}); !d.Allowed {
+		t.Fatalf("fail open while down: %v", d)
+	}
+	calls := w.calls.Load()
+	out := make([]rate.Decision, 1)
+	d, src, err := f.DecideAllSource(context.Background(), []rate.Request{{Key: "spammer", Limit: tenPerMinute, Cost: 1}}, out)
+	if err != nil || d.Allowed || d.RetryAfter != time.Minute || src != sluice.SourcePrimary {
+		t.Fatalf("a refusal in force while down: %v, %v, %v; want the cached refusal", d, src, err)
+	}
+	if w.calls.Load() != calls {
+		t.Fatal("the cached refusal went to the primary")
+	}
+	if d := decisionOf(t, f, rate.Request{Key: "anyone", Limit: tenPerMinute, Cost: 1}); !d.Allowed {
+		t.Fatalf("other keys while down: %v, want fail open", d)
 	}
 }

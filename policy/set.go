@@ -205,7 +205,6 @@ func (l *Limit) HeaderLimitValues() []string { return l.headerLimit[:1:1] }
 // String returns the limit as ParseLimit reads it.
 func (l *Limit) String() string { return l.Limit.String() }
 
-
 // plans says where a request's plan comes from.
 type plans struct {
 	names       map[string]bool

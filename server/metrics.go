@@ -50,7 +50,7 @@ func NewMetrics(reg prometheus.Registerer, now func() time.Time) *Metrics {
 		}, []string{"store"}),
 		storeErrors: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Namespace: "sluice", Name: "store_errors_total",
-			Help: "Store calls that could not decide, by kind: timeout, unavailable (Redis unreachable or failing), canceled (the client went away), invalid (a request no limit can pass).",
+			Help: "Store calls that could not decide, by kind: timeout, unavailable (Redis unreachable or failing), canceled (the client went away), invalid (a request no limit can pass), down (answered at once while the store is known to be down).",
 		}, []string{"kind"}),
 		reloads: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Namespace: "sluice", Name: "config_reloads_total",

@@ -21,7 +21,12 @@ type storeHandle struct {
 	cfg    policy.StoreConfig
 	store  sluice.Store   // instrumented
 	client rueidis.Client // nil for the memory store
-	close  func()
+	// breaker stands between the server and Redis (nil for the memory
+	// store): while Redis is known down, calls fail at once with
+	// sluice.ErrStoreDown instead of waiting for the timeout, and each
+	// policy's on_store_error applies.
+	breaker *sluice.Fallback
+	close   func()
 }
 
 // openStore makes the store c describes: memory, or Redis (one server, a
@@ -60,7 +65,11 @@ func (s *Server) openStore(c policy.StoreConfig) (*storeHandle, error) {
 	if timeout <= 0 {
 		timeout = DefaultStoreTimeout
 	}
-	h.store = &instrumented{inner: rs, name: "redis", timeout: timeout, m: s.m}
+	// The breaker bounds each call with the timeout and probes Redis with
+	// backoff while it is down; the instrumentation outside it counts
+	// what requests see, ErrStoreDown included.
+	h.breaker = sluice.NewFallback(rs, sluice.FallbackOptions{Mode: sluice.FailError, Timeout: timeout, Logger: s.log, Clock: s.clock})
+	h.store = &instrumented{inner: h.breaker, name: "redis", m: s.m}
 	h.client = client
 	h.close = sync.OnceFunc(client.Close)
 	s.log.Info("store: Redis", "at", where, "timeout", timeout.String(), "deny_cache", !c.NoDenyCache)
@@ -85,21 +94,14 @@ func redactURL(s string) string {
 	return fmt.Sprintf("%v (password hidden)", co.InitAddress)
 }
 
-// instrumented bounds each call to a store with a timeout and counts its
-// latency and errors.
+// instrumented counts the latency and errors of each call to a store.
 type instrumented struct {
-	inner   sluice.Store
-	name    string
-	timeout time.Duration // zero: none
-	m       *Metrics
+	inner sluice.Store
+	name  string
+	m     *Metrics
 }
 
 func (s *instrumented) Decide(ctx context.Context, r rate.Request) (rate.Decision, error) {
-	if s.timeout > 0 {
-		var cancel context.CancelFunc
-		ctx, cancel = context.WithTimeout(ctx, s.timeout)
-		defer cancel()
-	}
 	start := time.Now()
 	d, err := s.inner.Decide(ctx, r)
 	s.done(start, err)
@@ -107,11 +109,6 @@ func (s *instrumented) Decide(ctx context.Context, r rate.Request) (rate.Decisio
 }
 
 func (s *instrumented) DecideAll(ctx context.Context, reqs []rate.Request, out []rate.Decision) (rate.Decision, error) {
-	if s.timeout > 0 {
-		var cancel context.CancelFunc
-		ctx, cancel = context.WithTimeout(ctx, s.timeout)
-		defer cancel()
-	}
 	start := time.Now()
 	d, err := s.inner.DecideAll(ctx, reqs, out)
 	s.done(start, err)
@@ -125,9 +122,12 @@ func (s *instrumented) done(start time.Time, err error) {
 	}
 }
 
-// errorKind classifies a store error for the store_errors_total label.
+// errorKind classifies a store error for the store_errors_total label:
+// down is a call not sent because the store is known to be down.
 func errorKind(err error) string {
 	switch {
+	case errors.Is(err, sluice.ErrStoreDown):
+		return "down"
 	case errors.Is(err, context.DeadlineExceeded):
 		return "timeout"
 	case errors.Is(err, context.Canceled):

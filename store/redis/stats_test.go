@@ -99,3 +99,38 @@ func TestStats(t *testing.T) {
 		t.Errorf("after a failed call: %+v, want 1 error and no new decision", got)
 	}
 }
+
+// DecideCached answers only a refusal Redis gave that is still in force,
+// and touches Redis for nothing: it works with the server gone.
+func TestDecideCached(t *testing.T) {
+	srv := redistest.Start(t)
+	client := newClient(t, srv.Addr())
+	ctx := context.Background()
+	clk := ratetest.NewClock(time.Date(2024, 6, 1, 12, 0, 0, 0, time.UTC))
+	o := redis.Options{Clock: clk, DisableCoalescing: true}
+	redis.PinNow(&o, clk)
+	s := redis.New(client, o)
+	r := rate.Request{Key: "cached", Limit: rate.Limit{Algorithm: rate.GCRA, Count: 1, Period: time.Minute}, Cost: 1}
+	out := make([]rate.Decision, 1)
+	if _, ok := s.DecideCached([]rate.Request{r}, out); ok {
+		t.Fatal("answered before Redis refused anything")
+	}
+	for range 2 { // allowed, then refused by Redis
+		if _, err := s.Decide(ctx, r); err != nil {
+			t.Fatal(err)
+		}
+	}
+	srv.Kill()
+	d, ok := s.DecideCached([]rate.Request{r}, out)
+	if !ok || d.Allowed || d.RetryAfter != time.Minute {
+		t.Fatalf("after Redis refused: %v, %t; want its refusal, retry in 1m", d, ok)
+	}
+	clk.Advance(time.Minute)
+	if _, ok := s.DecideCached([]rate.Request{r}, out); ok {
+		t.Fatal("answered after the refusal ran out")
+	}
+	off := redis.New(client, redis.Options{Clock: clk, DisableDenyCache: true})
+	if _, ok := off.DecideCached([]rate.Request{r}, out); ok {
+		t.Fatal("answered with the deny cache off")
+	}
+}

@@ -159,9 +159,6 @@ func (s *Store) DecideAll(ctx context.Context, reqs []rate.Request, out []rate.D
 	}
 	out = out[:len(reqs)]
 	for _, r := range reqs {
-		if err := r.Limit.Validate(); err != nil {
-			return rate.Decision{}, fmt.Errorf("redis store: key %q: %w", r.Key, err)
-		}
 		if err := r.Check(); err != nil {
 			return rate.Decision{}, fmt.Errorf("redis store: %w", err)
 		}
@@ -170,11 +167,8 @@ func (s *Store) DecideAll(ctx context.Context, reqs []rate.Request, out []rate.D
 	var ck []byte
 	if s.deny != nil {
 		ck = appendKey(make([]byte, 0, 64), reqs)
-		if s.deny.get(ck, s.clock.Now(), out) {
-			s.stats.denyHits.Add(1)
-			s.stats.decisions.Add(1)
-			s.stats.refused.Add(1)
-			return rate.Combine(out), nil
+		if d, ok := s.denied(ck, out); ok {
+			return d, nil
 		}
 	}
 
@@ -202,6 +196,31 @@ func (s *Store) DecideAll(ctx context.Context, reqs []rate.Request, out []rate.D
 		}
 	}
 	return d, nil
+}
+
+// DecideCached decides reqs without asking Redis if it can: when Redis
+// refused the same requests and the refusal is still in force (the deny
+// cache; see the package documentation). It reports false otherwise, or
+// when the deny cache is off. sluice.Fallback calls it while Redis is down,
+// so that a refusal Redis gave still holds. Requests must pass
+// rate.Request.Check, as DecideAll checks.
+func (s *Store) DecideCached(reqs []rate.Request, out []rate.Decision) (rate.Decision, bool) {
+	if s.deny == nil || len(reqs) == 0 || len(out) < len(reqs) {
+		return rate.Decision{}, false
+	}
+	return s.denied(appendKey(make([]byte, 0, 64), reqs), out[:len(reqs)])
+}
+
+// denied answers from the deny cache, under its key ck, if it holds a
+// refusal in force.
+func (s *Store) denied(ck []byte, out []rate.Decision) (rate.Decision, bool) {
+	if !s.deny.get(ck, s.clock.Now(), out) {
+		return rate.Decision{}, false
+	}
+	s.stats.denyHits.Add(1)
+	s.stats.decisions.Add(1)
+	s.stats.refused.Add(1)
+	return rate.Combine(out), true
 }
 
 // sameSlot returns the cluster slot of keys and true if they all share
