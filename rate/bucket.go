@@ -60,35 +60,37 @@ func (l *Limit) gcra(s *State, now, cost, maxDelay int64, next *State, out *Deci
 	}
 	full := pt{at, 0}.addTicks(b*t, n) // at + B·I
 	nt := base.addTicks(cost*t, n)
-	d := Decision{Limit: b}
 	allowed := !full.less(nt)
-	var delay int64
+	var delay, wait int64
 	if l.Algorithm == LeakyBucket {
 		delay = base.ceilSub(pt{now, 0})
 		if maxDelay > 0 && delay > maxDelay {
 			allowed = false
-			d.RetryAfter = dur(delay - maxDelay)
+			wait = delay - maxDelay
 		}
 	}
+	// The decision is written field by field: a composite literal would be
+	// built aside and copied, at a cost the hot path notices.
+	out.Limit = b
+	out.RetryAfter = 0
 	if !allowed {
-		d.RetryAfter = max(d.RetryAfter, dur(nt.ceilSub(full)+at-now))
-		d.Remaining = remainingTicks(full, base, n, t)
-		d.ResetAfter = dur(max(0, tat.ceilSub(pt{now, 0})))
-		*out, *next = d, *s
+		out.Allowed = false
+		out.Remaining = remainingTicks(full, base, n, t)
+		out.ResetAfter = dur(max(0, tat.ceilSub(pt{now, 0})))
+		out.RetryAfter = dur(max(wait, nt.ceilSub(full)+at-now))
+		out.Delay = 0
+		keep(s, next)
 		return
 	}
-	d.Allowed = true
-	if l.Algorithm == LeakyBucket {
-		d.Delay = dur(delay)
-	}
-	d.Remaining = remainingTicks(full, nt, n, t)
-	d.ResetAfter = dur(max(0, nt.ceilSub(pt{now, 0})))
+	out.Allowed = true
+	out.Remaining = remainingTicks(full, nt, n, t)
+	out.ResetAfter = dur(max(0, nt.ceilSub(pt{now, 0})))
+	out.Delay = dur(delay)
 	if !(pt{at, 0}).less(nt) {
-		// The bucket is full: nothing to remember.
-		*out, *next = d, State{}
+		put(next, 0, 0, 0) // the bucket is full: nothing to remember
 		return
 	}
-	*out, *next = d, State{A: nt.us, B: nt.rem, C: at}
+	put(next, nt.us, nt.rem, at)
 }
 
 // remainingTicks returns how many whole units fit between at and full.
@@ -119,23 +121,28 @@ func (l *Limit) tokenBucket(s *State, now, cost int64, next *State, out *Decisio
 		}
 		last = now
 	}
-	d := Decision{Limit: b}
 	level := capacity - debt
 	need := cost * t
 	if level < need {
-		d.Remaining = level / t
-		d.RetryAfter = dur(ceilDiv(need-level, n) + shift)
-		d.ResetAfter = dur(ceilDiv(debt, n) + shift)
-		*out, *next = d, *s
+		*out = Decision{
+			Limit:      b,
+			Remaining:  level / t,
+			RetryAfter: dur(ceilDiv(need-level, n) + shift),
+			ResetAfter: dur(ceilDiv(debt, n) + shift),
+		}
+		keep(s, next)
 		return
 	}
 	debt += need
-	d.Allowed = true
-	d.Remaining = (capacity - debt) / t
-	d.ResetAfter = dur(ceilDiv(debt, n) + shift)
+	*out = Decision{
+		Allowed:    true,
+		Limit:      b,
+		Remaining:  (capacity - debt) / t,
+		ResetAfter: dur(ceilDiv(debt, n) + shift),
+	}
 	if debt == 0 {
-		*out, *next = d, State{}
+		put(next, 0, 0, 0)
 		return
 	}
-	*out, *next = d, State{A: debt, B: last}
+	put(next, debt, last, 0)
 }

@@ -30,23 +30,24 @@ func (l *Limit) fixedWindow(s *State, now, cost int64, next *State, out *Decisio
 		start, count = s.A, s.B
 		_, end = l.window(start)
 	}
-	d := Decision{Limit: l.Count}
 	if count+cost > l.Count {
-		d.Remaining = l.Count - count
-		d.RetryAfter = dur(end - now)
-		d.ResetAfter = d.RetryAfter
-		*out, *next = d, *s
+		*out = Decision{
+			Limit:      l.Count,
+			Remaining:  l.Count - count,
+			RetryAfter: dur(end - now),
+			ResetAfter: dur(end - now),
+		}
+		keep(s, next)
 		return
 	}
 	count += cost
-	d.Allowed = true
-	d.Remaining = l.Count - count
+	*out = Decision{Allowed: true, Limit: l.Count, Remaining: l.Count - count}
 	if count == 0 {
-		*out, *next = d, State{}
+		put(next, 0, 0, 0)
 		return
 	}
-	d.ResetAfter = dur(end - now)
-	*out, *next = d, State{A: start, B: count}
+	out.ResetAfter = dur(end - now)
+	put(next, start, count, 0)
 }
 
 // slidingWindow estimates the units admitted in the last Period as the
@@ -73,23 +74,28 @@ func (l *Limit) slidingWindow(s *State, now, cost int64, next *State, out *Decis
 	}
 	e := max(0, now-start)
 	weighted := prev - prev*e/t // ⌈prev·(T−e)/T⌉
-	d := Decision{Limit: l.Count}
 	if cur+cost+weighted > l.Count {
-		d.Remaining = max(0, l.Count-cur-weighted)
-		d.RetryAfter = dur(l.slidingRetry(start, now, cur, prev, cost))
-		d.ResetAfter = dur(slidingReset(start, now, t, cur, prev))
-		*out, *next = d, *s
+		*out = Decision{
+			Limit:      l.Count,
+			Remaining:  max(0, l.Count-cur-weighted),
+			RetryAfter: dur(l.slidingRetry(start, now, cur, prev, cost)),
+			ResetAfter: dur(slidingReset(start, now, t, cur, prev)),
+		}
+		keep(s, next)
 		return
 	}
 	cur += cost
-	d.Allowed = true
-	d.Remaining = l.Count - cur - weighted
-	d.ResetAfter = dur(slidingReset(start, now, t, cur, prev))
+	*out = Decision{
+		Allowed:    true,
+		Limit:      l.Count,
+		Remaining:  l.Count - cur - weighted,
+		ResetAfter: dur(slidingReset(start, now, t, cur, prev)),
+	}
 	if cur == 0 && prev == 0 {
-		*out, *next = d, State{}
+		put(next, 0, 0, 0)
 		return
 	}
-	*out, *next = d, State{A: start, B: cur, C: prev}
+	put(next, start, cur, prev)
 }
 
 // slidingReset returns how long until both windows are empty.
@@ -139,19 +145,20 @@ func (l *Limit) slidingLog(s *State, now, cost int64, next *State, out *Decision
 		i++
 	}
 	log = log[i:]
-	d := Decision{Limit: l.Count}
 	if int64(len(log))+cost > l.Count {
-		d.Remaining = max(0, l.Count-int64(len(log)))
 		k := int64(len(log)) + cost - l.Count // units that must leave first
-		d.RetryAfter = dur(log[k-1] + t - now)
-		d.ResetAfter = dur(log[len(log)-1] + t - now)
-		*out, *next = d, *s
+		*out = Decision{
+			Limit:      l.Count,
+			Remaining:  max(0, l.Count-int64(len(log))),
+			RetryAfter: dur(log[k-1] + t - now),
+			ResetAfter: dur(log[len(log)-1] + t - now),
+		}
+		keep(s, next)
 		return
 	}
-	d.Allowed = true
-	d.Remaining = l.Count - int64(len(log)) - cost
+	*out = Decision{Allowed: true, Limit: l.Count, Remaining: l.Count - int64(len(log)) - cost}
 	if len(log) == 0 && cost == 0 {
-		*out, *next = d, State{}
+		put(next, 0, 0, 0)
 		return
 	}
 	at := now
@@ -169,6 +176,6 @@ func (l *Limit) slidingLog(s *State, now, cost int64, next *State, out *Decision
 			log = append(log, at)
 		}
 	}
-	d.ResetAfter = dur(log[len(log)-1] + t - now)
-	*out, *next = d, State{Log: log}
+	out.ResetAfter = dur(log[len(log)-1] + t - now)
+	*next = State{Log: log}
 }
