@@ -214,16 +214,6 @@ func (s *Store) decide(key string, lim *rate.Limit, cost int64, maxDelay time.Du
 			return err
 		}
 	}
-	// The time is read outside the lock. Two callers may then commit out
-	// of time order; the steps take time going backwards into account and
-	// never admit more for it. This is s.now written out, as the compiler
-	// does not inline it.
-	var now int64
-	if c := s.system; c != nil {
-		now = c.micros()
-	} else {
-		now = rate.Micros(s.clock.Now())
-	}
 	// The hot path is written out here, as the compiler would not inline
 	// it: locate, with the hash of a key of 8 to 16 bytes, and find, with
 	// the test of the key's home slot.
@@ -235,6 +225,19 @@ func (s *Store) decide(key string, lim *rate.Limit, cost int64, maxDelay time.Du
 	}
 	sh := &s.shards[hh>>32&s.mask]
 	h := uint32(hh) | 1
+	// Among many keys, the key's line is rarely in cache: fetch it while
+	// the clock is read, not after taking the lock.
+	prefetch(sh.lines.line(h))
+	// The time is read outside the lock. Two callers may then commit out
+	// of time order; the steps take time going backwards into account and
+	// never admit more for it. This is s.now written out, as the compiler
+	// does not inline it.
+	var now int64
+	if c := s.system; c != nil {
+		now = c.micros()
+	} else {
+		now = rate.Micros(s.clock.Now())
+	}
 	sh.mu.Lock()
 	var st rate.State
 	slot := -1

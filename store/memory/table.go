@@ -4,6 +4,7 @@ import (
 	"encoding/binary"
 	"math"
 	"sync"
+	"sync/atomic"
 	"unsafe"
 
 	"github.com/sluicehq/sluice/rate"
@@ -72,11 +73,30 @@ func ticksUp(us int64) uint32 {
 // stay between 60% and 75% full, which is what keeps an idle key at about
 // 100 bytes with its 64-byte line.
 type shard struct {
+	// lines tells where table is, apart from the fields mu guards: those
+	// lines move between cores with every decision, this one only when
+	// the table is resized.
+	lines lines
+	_     [128 - unsafe.Sizeof(lines{})]byte
 	shardState
 	// Round the shard up to whole cache lines, with at least one line of
 	// padding at its end, so that no two shards' fields share a line
 	// wherever the array starts.
 	_ [128 - unsafe.Sizeof(shardState{})%64]byte
+}
+
+// lines is where a shard's table is, for decide to prefetch a key's line
+// while it reads the clock, before it takes the lock. They are read
+// without the lock, and may disagree for a moment while the table is
+// resized: that costs a prefetch of the wrong line, nothing more.
+type lines struct {
+	first atomic.Pointer[entry]
+	n     atomic.Uint64
+}
+
+// line returns the address of the home slot of hash h.
+func (l *lines) line(h uint32) uintptr {
+	return uintptr(unsafe.Pointer(l.first.Load())) + uintptr(uint64(h)*l.n.Load()>>32)*unsafe.Sizeof(entry{})
 }
 
 // shardState is what a shard holds.
@@ -369,6 +389,8 @@ func (s *shard) remove(i int) {
 func (s *shard) resize(n int) {
 	old := s.table
 	s.table = make([]entry, n)
+	s.lines.first.Store(&s.table[0])
+	s.lines.n.Store(uint64(n))
 	// Every entry passes here: the sweeper's bound can start afresh, and
 	// so can its round, wherever the cursor lands.
 	s.soonest, s.roundSoonest, s.roundLeft = math.MaxUint32, math.MaxUint32, n
