@@ -1,7 +1,9 @@
 #include "textflag.h"
 
-// func prefetch(addr uintptr)
-TEXT ·prefetch(SB), NOSPLIT, $0-8
-	MOVQ addr+0(FP), AX
+// func prefetch(a, b uintptr)
+TEXT ·prefetch(SB), NOSPLIT, $0-16
+	MOVQ a+0(FP), AX
+	MOVQ b+8(FP), BX
 	PREFETCHT0 (AX)
+	PREFETCHT0 (BX)
 	RET

@@ -2,9 +2,9 @@
 
 package memory
 
-// prefetch asks the CPU to bring the cache line at addr into its cache,
-// and returns without waiting for it. It never faults: any address will do,
-// a stale one costs only the wasted fetch.
+// prefetch asks the CPU to bring the cache lines at a and b into its
+// cache, and returns without waiting for them. It never faults: any
+// address will do, and a stale one costs only the wasted fetch.
 //
 //go:noescape
-func prefetch(addr uintptr)
+func prefetch(a, b uintptr)

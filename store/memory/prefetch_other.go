@@ -3,5 +3,5 @@
 package memory
 
 // prefetch does nothing where sluice has no prefetch instruction for the
-// CPU: the decision then waits for the line under the shard's lock.
-func prefetch(addr uintptr) {}
+// CPU: the decision then waits for the lines under the shard's lock.
+func prefetch(a, b uintptr) {}

@@ -6,6 +6,7 @@ import (
 	"math/bits"
 	"runtime"
 	"time"
+	"unsafe"
 
 	"github.com/sluicehq/sluice/rate"
 )
@@ -225,9 +226,11 @@ func (s *Store) decide(key string, lim *rate.Limit, cost int64, maxDelay time.Du
 	}
 	sh := &s.shards[hh>>32&s.mask]
 	h := uint32(hh) | 1
-	// Among many keys, the key's line is rarely in cache: fetch it while
-	// the clock is read, not after taking the lock.
-	prefetch(sh.lines.line(h))
+	// Among many keys, the key's line is rarely in cache, and the lock's
+	// line was last written by another core: fetch both while the clock
+	// is read, rather than wait for them one after the other under the
+	// lock.
+	prefetch(sh.lines.line(h), uintptr(unsafe.Pointer(&sh.mu)))
 	// The time is read outside the lock. Two callers may then commit out
 	// of time order; the steps take time going backwards into account and
 	// never admit more for it. This is s.now written out, as the compiler
