@@ -277,7 +277,12 @@ func (f *Fallback) DecideAllSource(ctx context.Context, reqs []rate.Request, out
 	}
 	cctx, cancel := ctx, context.CancelFunc(func() {})
 	if f.timeout > 0 {
-		cctx, cancel = context.WithTimeout(ctx, f.timeout)
+		// A caller whose own deadline comes first (Envoy sends one with
+		// every call) needs no timer of its own: its deadline ends the
+		// call, and the failure is the caller's, as it would be anyway.
+		if dl, ok := ctx.Deadline(); !ok || time.Until(dl) > f.timeout {
+			cctx, cancel = context.WithTimeout(ctx, f.timeout)
+		}
 	}
 	d, err := f.primary.DecideAll(cctx, reqs, out)
 	cancel()

@@ -7,6 +7,7 @@ import (
 	"net"
 	"net/http"
 	"os"
+	"runtime"
 	"slices"
 	"strconv"
 	"strings"
@@ -21,7 +22,7 @@ import (
 // loop: loadCallers goroutines each send one request, wait for its
 // answer, and send the next at once, so the rate is what the server can
 // answer at that concurrency. It runs in the benchmark's own process,
-// on the same cores as the server it measures.
+// on the same cores as the server it measures (a process of its own).
 const (
 	// loadCallers is how many requests are in flight at once.
 	loadCallers = 64
@@ -163,17 +164,23 @@ func warm(b *testing.B, do call) {
 
 // measure sends b.N requests through do from loadCallers callers and
 // reports the rate (in unit, such as "decisions/s"), the 50th and 99th
-// percentile latency, and the CPU time one request cost: this process's
-// (load generator and server together) plus, when other is not nil, what
-// other says another process (a redis-server) spent. The CPU cost
-// depends less on what else the machine is running than the rate and
-// latency do. The caller checks that every request was answered as
-// expected (loadResult.failed).
-func measure(b *testing.B, unit string, do call, other func() (time.Duration, error)) loadResult {
+// percentile latency, and the CPU time one request cost: cpu-µs/op for
+// every process of the benchmark (this one, the load generator and any
+// in-process upstream, and the server side), and, when server is not nil,
+// server-cpu-µs/op for the server side alone (what server says: sluice
+// serve and its redis-server, and redis-cpu-µs/op for the latter). From
+// that it reports server-bound/s, the
+// rate the machine's cores would answer if the server side had them to
+// itself, with the load coming from elsewhere: an upper bound, as a
+// server never turns every cycle into answers. The CPU figures depend
+// less on what else the machine runs than the rate and latency do. The
+// caller checks that every request was answered as expected
+// (loadResult.failed).
+func measure(b *testing.B, unit string, do call, server func() (serverCPU, error)) loadResult {
 	b.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), loadTimeout)
 	defer cancel()
-	cpu0, err := cpuTime(other)
+	self0, server0, err := cpuTimes(server)
 	if err != nil {
 		b.Fatal(err)
 	}
@@ -182,16 +189,26 @@ func measure(b *testing.B, unit string, do call, other func() (time.Duration, er
 	r := drive(ctx, loadCallers, int64(b.N), 0, do)
 	b.StopTimer()
 	busy1, busyErr1 := hostBusy()
-	cpu1, err := cpuTime(other)
+	self1, server1, err := cpuTimes(server)
 	if err != nil {
 		b.Fatal(err)
 	}
+	srv, redis := server1.total()-server0.total(), server1.redis-server0.redis
+	all := (self1 - self0) + srv
 	b.ReportMetric(r.rate(), unit)
 	b.ReportMetric(micros(r.quantile(0.50)), "p50-µs")
 	b.ReportMetric(micros(r.quantile(0.99)), "p99-µs")
-	b.ReportMetric(micros(cpu1-cpu0)/float64(r.n), "cpu-µs/op")
+	b.ReportMetric(micros(all)/float64(r.n), "cpu-µs/op")
+	if server != nil && r.n > 0 && srv > 0 {
+		perOp := srv.Seconds() / float64(r.n)
+		b.ReportMetric(1e6*perOp, "server-cpu-µs/op")
+		b.ReportMetric(float64(runtime.NumCPU())/perOp, "server-bound/s")
+		if redis > 0 {
+			b.ReportMetric(micros(redis)/float64(r.n), "redis-cpu-µs/op")
+		}
+	}
 	if busyErr == nil && busyErr1 == nil {
-		others := (busy1 - busy0) - (cpu1 - cpu0)
+		others := (busy1 - busy0) - all
 		b.ReportMetric(max(others.Seconds(), 0)/r.elapsed.Seconds(), "others-cores")
 	}
 	return r
@@ -228,22 +245,27 @@ func hostBusy() (time.Duration, error) {
 	return time.Duration(busy) * 10 * time.Millisecond, nil
 }
 
-// cpuTime returns the user and system CPU time this process has used,
-// plus other's when other is not nil.
-func cpuTime(other func() (time.Duration, error)) (time.Duration, error) {
+// serverCPU is the CPU time the server side of a benchmark has used.
+type serverCPU struct {
+	sluice, redis time.Duration
+}
+
+func (c serverCPU) total() time.Duration { return c.sluice + c.redis }
+
+// cpuTimes returns the user and system CPU time this process has used,
+// and what server says the server side has, when server is not nil.
+func cpuTimes(server func() (serverCPU, error)) (self time.Duration, srv serverCPU, err error) {
 	var ru syscall.Rusage
 	if err := syscall.Getrusage(syscall.RUSAGE_SELF, &ru); err != nil {
-		return 0, fmt.Errorf("getrusage: %w", err)
+		return 0, srv, fmt.Errorf("getrusage: %w", err)
 	}
-	t := time.Duration(ru.Utime.Nano() + ru.Stime.Nano())
-	if other != nil {
-		o, err := other()
-		if err != nil {
-			return 0, err
+	self = time.Duration(ru.Utime.Nano() + ru.Stime.Nano())
+	if server != nil {
+		if srv, err = server(); err != nil {
+			return 0, srv, err
 		}
-		t += o
 	}
-	return t, nil
+	return self, srv, nil
 }
 
 func micros(d time.Duration) float64 { return float64(d) / float64(time.Microsecond) }

@@ -10,8 +10,6 @@ import (
 	"net/http/httptest"
 	"net/http/httputil"
 	"net/url"
-	"os"
-	"path/filepath"
 	"slices"
 	"strconv"
 	"strings"
@@ -24,7 +22,6 @@ import (
 	"google.golang.org/grpc/credentials/insecure"
 
 	"github.com/sluicehq/sluice/internal/redistest"
-	"github.com/sluicehq/sluice/server"
 )
 
 // serverPolicy is the policy file of the check and proxy benchmarks: one
@@ -56,7 +53,7 @@ descriptors:
 var upstreamBody = []byte(`{"items":[{"id":1,"name":"sluice"}],"next":null}` + "\n")
 
 // redisTimeout bounds each call to Redis in the benchmarks, far above
-// the default (server.DefaultStoreTimeout, 50ms): on a small machine
+// the default (50ms): on a small machine
 // shared with the load generator, a few calls in a run take longer than
 // the default, and would fail the benchmark. How many is reported instead
 // (store-over-50ms-ppm).
@@ -66,13 +63,17 @@ const redisTimeout = time.Second
 // share, as a few Envoy workers would.
 const rlsConns = 4
 
-// BenchmarkServer measures `sluice serve` in this process, over loopback,
-// from loadCallers concurrent callers sending one request after another
-// (see loadgen_test.go), spread over loadKeys client addresses, after a
+// BenchmarkServer measures `sluice serve`, the built binary run as a
+// process of its own, over loopback, from loadCallers concurrent callers
+// in this process sending one request after another (see
+// loadgen_test.go), spread over loadKeys client addresses, after a
 // warm-up. Each reports decisions (or requests) per second, the 50th and
 // 99th percentile latency a caller saw, the CPU time one request cost
-// (cpu-µs/op: load generator, server and redis-server together) and how
-// many cores other processes kept busy meanwhile (others-cores). A
+// (cpu-µs/op: load generator, server and redis-server together;
+// server-cpu-µs/op: sluice serve and redis-server alone, and from it
+// server-bound/s, the rate the machine's cores would answer with no load
+// generator beside the server) and how many cores other processes kept
+// busy meanwhile (others-cores). A
 // request not answered as expected (an error, an unexpected status, a
 // missing decision) fails the benchmark, and so does a decision count on
 // the server's /metrics that does not match the requests sent.
@@ -105,10 +106,10 @@ func BenchmarkServer(b *testing.B) {
 		for _, store := range []string{"memory", "redis"} {
 			b.Run(store, func(b *testing.B) {
 				env := envs.get(b, "check/"+store, func(b *testing.B, onStop onStop) any {
-					s, redisCPU := startSluice(b, onStop, store, server.Options{CheckListen: "127.0.0.1:0"}, serverPolicy, "")
-					do := checkCall(s.Addrs().Check, keys)
+					s, cpu := startSluice(b, onStop, store, serveFlags{check: true, policy: serverPolicy})
+					do := checkCall(s.check, keys)
 					warm(b, do)
-					return &sluiceEnv{admin: s.Addrs().Admin, do: do, other: redisCPU}
+					return &sluiceEnv{admin: s.admin, do: do, server: cpu}
 				}).(*sluiceEnv)
 				env.measure(b, "decisions/s", "bench")
 			})
@@ -119,11 +120,11 @@ func BenchmarkServer(b *testing.B) {
 		for _, store := range []string{"memory", "redis"} {
 			b.Run(store, func(b *testing.B) {
 				env := envs.get(b, "rls/"+store, func(b *testing.B, onStop onStop) any {
-					s, redisCPU := startSluice(b, onStop, store, server.Options{GRPCListen: "127.0.0.1:0"}, "", serverEnvoyConfig)
-					do, closeConns := rlsCall(b, s.Addrs().GRPC, keys)
+					s, cpu := startSluice(b, onStop, store, serveFlags{grpc: true, envoy: serverEnvoyConfig})
+					do, closeConns := rlsCall(b, s.grpc, keys)
 					onStop(func(testing.TB) { closeConns() })
 					warm(b, do)
-					return &sluiceEnv{admin: s.Addrs().Admin, do: do, other: redisCPU}
+					return &sluiceEnv{admin: s.admin, do: do, server: cpu}
 				}).(*sluiceEnv)
 				env.measure(b, "decisions/s", "rls:bench")
 			})
@@ -181,10 +182,10 @@ func BenchmarkServer(b *testing.B) {
 		})
 		b.Run("sluice", func(b *testing.B) {
 			env := envs.get(b, "proxy/sluice", func(b *testing.B, onStop onStop) any {
-				s, _ := startSluice(b, onStop, "memory", server.Options{Listen: "127.0.0.1:0", Upstream: upstream.URL}, serverPolicy, "")
-				do := proxyCall("http://"+s.Addrs().Proxy, keys, true)
+				s, cpu := startSluice(b, onStop, "memory", serveFlags{proxy: true, upstream: upstream.URL, policy: serverPolicy})
+				do := proxyCall("http://"+s.proxy, keys, true)
 				warm(b, do)
-				return &sluiceEnv{admin: s.Addrs().Admin, do: do}
+				return &sluiceEnv{admin: s.admin, do: do, server: cpu}
 			}).(*sluiceEnv)
 			pctOfBare(b, env.measure(b, "requests/s", "bench").rate())
 		})
@@ -193,9 +194,9 @@ func BenchmarkServer(b *testing.B) {
 
 // sluiceEnv is a running server and the call that loads it.
 type sluiceEnv struct {
-	admin string // the admin listener, for /metrics
-	do    call
-	other func() (time.Duration, error) // the CPU time of the redis-server, if any
+	admin  string // the admin listener, for /metrics
+	do     call
+	server func() (serverCPU, error)
 }
 
 // measure measures e.do and checks the server's metrics: every request
@@ -207,7 +208,7 @@ func (e *sluiceEnv) measure(b *testing.B, unit, policy string) loadResult {
 	if err != nil {
 		b.Fatal(err)
 	}
-	r := measure(b, unit, e.do, e.other)
+	r := measure(b, unit, e.do, e.server)
 	after, err := counters(e.admin)
 	if err != nil {
 		b.Fatal(err)
@@ -275,69 +276,34 @@ func (o *oneAtATime) stop(tb testing.TB) {
 	o.name, o.env, o.stops = "", nil, nil
 }
 
-// startSluice starts a server with o, its policy file and Envoy
-// configuration (when not empty) written to a directory of their own,
-// the admin listener on a free port, and its counters in memory or in a
-// redis-server started for it. With Redis, redisCPU returns the CPU time
-// the redis-server has used.
-func startSluice(b *testing.B, onStop onStop, store string, o server.Options, policy, envoy string) (_ *server.Server, redisCPU func() (time.Duration, error)) {
+// startSluice starts sluice serve with f, its counters in memory or in
+// a redis-server started for it. server returns the CPU time the server
+// side has used.
+func startSluice(b *testing.B, onStop onStop, store string, f serveFlags) (_ *sluiceProcess, server func() (serverCPU, error)) {
 	b.Helper()
-	dir, err := os.MkdirTemp("", "sluice-bench")
-	if err != nil {
-		b.Fatal(err)
-	}
-	onStop(func(testing.TB) { os.RemoveAll(dir) })
-	write := func(name, content string) string {
-		p := filepath.Join(dir, name)
-		if err := os.WriteFile(p, []byte(content), 0o644); err != nil {
-			b.Fatal(err)
-		}
-		return p
-	}
+	var rs *redistest.Server
 	if store == "redis" {
-		rs, stop, err := redistest.Main()
-		if err != nil {
+		var stop func()
+		var err error
+		if rs, stop, err = redistest.Main(); err != nil {
 			b.Fatal(err)
 		}
 		onStop(func(testing.TB) { stop() })
-		redisCPU = func() (time.Duration, error) { return serverCPU(rs) }
-		if policy == "" { // Envoy's service alone, with a policy file for the store
-			policy, o.CheckListen = "policies: []\n", server.Off
+		f.redis = rs.Addr()
+	}
+	p := startServe(b, onStop, f)
+	return p, func() (c serverCPU, err error) {
+		if c.sluice, err = p.cpu(); err != nil || rs == nil {
+			return c, err
 		}
-		policy += fmt.Sprintf("store: {redis: \"redis://%s/0\", timeout: %v}\n", rs.Addr(), redisTimeout)
+		c.redis, err = redisCPU(rs)
+		return c, err
 	}
-	if policy != "" {
-		o.ConfigFile = write("sluice.yaml", policy)
-	}
-	if envoy != "" {
-		o.EnvoyConfigs = []string{write("envoy.yaml", envoy)}
-	}
-	o.AdminListen = "127.0.0.1:0"
-	o.WatchInterval = -1
-	srv, err := server.New(o)
-	if err != nil {
-		b.Fatalf("server.New: %v", err)
-	}
-	ctx, cancel := context.WithCancel(context.Background())
-	done := make(chan error, 1)
-	go func() { done <- srv.Run(ctx) }()
-	onStop(func(tb testing.TB) {
-		cancel()
-		select {
-		case err := <-done:
-			if err != nil {
-				tb.Errorf("server: %v", err)
-			}
-		case <-time.After(20 * time.Second):
-			tb.Errorf("the server did not stop within 20s")
-		}
-	})
-	return srv, redisCPU
 }
 
-// serverCPU returns the CPU time, user and system, a redis-server has
+// redisCPU returns the CPU time, user and system, a redis-server has
 // used, as its INFO says.
-func serverCPU(rs *redistest.Server) (time.Duration, error) {
+func redisCPU(rs *redistest.Server) (time.Duration, error) {
 	info, err := rs.Do("INFO", "cpu")
 	if err != nil {
 		return 0, fmt.Errorf("redis INFO cpu: %w", err)

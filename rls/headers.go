@@ -1,8 +1,8 @@
 package rls
 
 import (
+	"slices"
 	"strconv"
-	"strings"
 	"time"
 
 	corev3 "github.com/envoyproxy/go-control-plane/envoy/config/core/v3"
@@ -24,8 +24,11 @@ import (
 // names after the first. Times are whole seconds rounded up; Retry-After
 // is never 0, so a client never returns before the window resets.
 func headers(items []item) []*corev3.HeaderValue {
-	var pol, state strings.Builder
-	seen := map[string]bool{}
+	// One buffer for both fields, the policy's part first; a request names
+	// a few limits at most, so names already written are found by a scan.
+	var pol, state []byte
+	var names [8]string
+	seen := names[:0]
 	var retry time.Duration
 	over := false
 	for i := range items {
@@ -41,54 +44,60 @@ func headers(items []item) []*corev3.HeaderValue {
 		if name == "" {
 			name = it.m.policy
 		}
-		if seen[name] {
+		if slices.Contains(seen, name) {
 			continue
 		}
-		seen[name] = true
-		if pol.Len() > 0 {
-			pol.WriteString(", ")
-			state.WriteString(", ")
+		seen = append(seen, name)
+		if len(pol) > 0 {
+			pol = append(pol, ", "...)
+			state = append(state, ", "...)
 		}
-		writeSFString(&pol, name)
-		pol.WriteString(";q=")
-		pol.WriteString(strconv.FormatUint(uint64(it.m.limit.perUnit), 10))
-		pol.WriteString(";w=")
-		pol.WriteString(strconv.FormatInt(rate.CeilSeconds(it.m.limit.limit.Period), 10))
-		writeSFString(&state, name)
-		state.WriteString(";r=")
-		state.WriteString(strconv.FormatInt(max(it.remain, 0), 10))
-		state.WriteString(";t=")
-		state.WriteString(strconv.FormatInt(rate.CeilSeconds(it.reset), 10))
+		pol = appendSFString(pol, name)
+		pol = append(pol, ";q="...)
+		pol = strconv.AppendUint(pol, uint64(it.m.limit.perUnit), 10)
+		pol = append(pol, ";w="...)
+		pol = strconv.AppendInt(pol, rate.CeilSeconds(it.m.limit.limit.Period), 10)
+		state = appendSFString(state, name)
+		state = append(state, ";r="...)
+		state = strconv.AppendInt(state, max(it.remain, 0), 10)
+		state = append(state, ";t="...)
+		state = strconv.AppendInt(state, rate.CeilSeconds(it.reset), 10)
 	}
-	if pol.Len() == 0 {
+	if len(pol) == 0 {
 		return nil
 	}
-	hs := []*corev3.HeaderValue{
-		{Key: "RateLimit-Policy", Value: pol.String()},
-		{Key: "RateLimit", Value: state.String()},
-	}
+	n := 2
 	if over {
-		hs = append(hs, &corev3.HeaderValue{Key: "Retry-After", Value: strconv.FormatInt(rate.RetryAfterSeconds(retry), 10)})
+		n = 3
+	}
+	values := make([]corev3.HeaderValue, n)
+	hs := make([]*corev3.HeaderValue, n)
+	values[0] = corev3.HeaderValue{Key: "RateLimit-Policy", Value: string(pol)}
+	values[1] = corev3.HeaderValue{Key: "RateLimit", Value: string(state)}
+	if over {
+		values[2] = corev3.HeaderValue{Key: "Retry-After", Value: strconv.FormatInt(rate.RetryAfterSeconds(retry), 10)}
+	}
+	for i := range values {
+		hs[i] = &values[i]
 	}
 	return hs
 }
 
-// writeSFString writes s as a Structured Field string (RFC 9651):
+// appendSFString appends s as a Structured Field string (RFC 9651):
 // quoted, with '"' and '\' escaped and bytes outside printable ASCII
 // replaced by '?'.
-func writeSFString(b *strings.Builder, s string) {
-	b.WriteByte('"')
+func appendSFString(b []byte, s string) []byte {
+	b = append(b, '"')
 	for i := 0; i < len(s); i++ {
 		c := s[i]
 		switch {
 		case c == '"' || c == '\\':
-			b.WriteByte('\\')
-			b.WriteByte(c)
+			b = append(b, '\\', c)
 		case c < 0x20 || c > 0x7e:
-			b.WriteByte('?')
+			b = append(b, '?')
 		default:
-			b.WriteByte(c)
+			b = append(b, c)
 		}
 	}
-	b.WriteByte('"')
+	return append(b, '"')
 }

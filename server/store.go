@@ -7,6 +7,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/prometheus/client_golang/prometheus"
 	"github.com/redis/rueidis"
 
 	"github.com/sluicehq/sluice"
@@ -34,7 +35,7 @@ type storeHandle struct {
 func (s *Server) openStore(c policy.StoreConfig) (*storeHandle, error) {
 	h := &storeHandle{cfg: c, close: func() {}}
 	if !c.IsRedis() {
-		h.store = &instrumented{inner: memory.New(memory.Options{Clock: s.clock}), name: "memory", m: s.m}
+		h.store = newInstrumented(memory.New(memory.Options{Clock: s.clock}), "memory", s.m)
 		s.log.Info("store: in memory (counters are this process's own)")
 		return h, nil
 	}
@@ -69,7 +70,7 @@ func (s *Server) openStore(c policy.StoreConfig) (*storeHandle, error) {
 	// backoff while it is down; the instrumentation outside it counts
 	// what requests see, ErrStoreDown included.
 	h.breaker = sluice.NewFallback(rs, sluice.FallbackOptions{Mode: sluice.FailError, Timeout: timeout, Logger: s.log, Clock: s.clock})
-	h.store = &instrumented{inner: h.breaker, name: "redis", m: s.m}
+	h.store = newInstrumented(h.breaker, "redis", s.m)
 	h.client = client
 	h.close = sync.OnceFunc(client.Close)
 	s.log.Info("store: Redis", "at", where, "timeout", timeout.String(), "deny_cache", !c.NoDenyCache)
@@ -96,9 +97,13 @@ func redactURL(s string) string {
 
 // instrumented counts the latency and errors of each call to a store.
 type instrumented struct {
-	inner sluice.Store
-	name  string
-	m     *Metrics
+	inner   sluice.Store
+	m       *Metrics
+	latency prometheus.Observer // the store's series, looked up once
+}
+
+func newInstrumented(inner sluice.Store, name string, m *Metrics) *instrumented {
+	return &instrumented{inner: inner, m: m, latency: m.storeLatency.WithLabelValues(name)}
 }
 
 func (s *instrumented) Decide(ctx context.Context, r rate.Request) (rate.Decision, error) {
@@ -116,7 +121,7 @@ func (s *instrumented) DecideAll(ctx context.Context, reqs []rate.Request, out [
 }
 
 func (s *instrumented) done(start time.Time, err error) {
-	s.m.StoreLatency(s.name, time.Since(start))
+	s.latency.Observe(time.Since(start).Seconds())
 	if err != nil {
 		s.m.StoreError(errorKind(err))
 	}
