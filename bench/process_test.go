@@ -2,6 +2,7 @@ package bench
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"net"
 	"net/http"
@@ -11,6 +12,7 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"syscall"
 	"testing"
 	"time"
 )
@@ -25,8 +27,10 @@ var binDir string
 
 func TestMain(m *testing.M) {
 	code := m.Run()
-	if binDir != "" {
-		os.RemoveAll(binDir)
+	for _, dir := range []string{binDir, refDir} {
+		if dir != "" {
+			os.RemoveAll(dir)
+		}
 	}
 	os.Exit(code)
 }
@@ -39,12 +43,92 @@ var sluiceBinary = sync.OnceValues(func() (string, error) {
 	}
 	binDir = dir
 	bin := filepath.Join(dir, "sluice")
-	out, err := exec.Command("go", "build", "-o", bin, "github.com/sluicehq/sluice/cmd/sluice").CombinedOutput()
+	// Built in the main module, with its dependency versions, not the
+	// bench module's.
+	cmd := exec.Command("go", "build", "-o", bin, "./cmd/sluice")
+	cmd.Dir = ".."
+	out, err := cmd.CombinedOutput()
 	if err != nil {
 		return "", fmt.Errorf("go build cmd/sluice: %w\n%s", err, out)
 	}
 	return bin, nil
 })
+
+// referenceBinary builds Envoy's reference rate limit service (the tool
+// in this module's go.mod) once per benchmark binary.
+var referenceBinary = sync.OnceValues(func() (string, error) {
+	dir, err := os.MkdirTemp("", "sluice-bench-bin")
+	if err != nil {
+		return "", err
+	}
+	refDir = dir
+	bin := filepath.Join(dir, "ratelimit")
+	out, err := exec.Command("go", "build", "-o", bin, "github.com/envoyproxy/ratelimit/src/service_cmd").CombinedOutput()
+	if err != nil {
+		return "", fmt.Errorf("go build envoyproxy/ratelimit: %w\n%s", err, out)
+	}
+	return bin, nil
+})
+
+// refDir holds the reference's binary; TestMain removes it.
+var refDir string
+
+// referenceProcess is a running reference service.
+type referenceProcess struct {
+	grpc string
+	pid  int
+}
+
+func (p *referenceProcess) cpu() (time.Duration, error) { return procCPU(p.pid) }
+
+// startReference starts Envoy's reference rate limit service on loopback
+// with the configuration envoy (in its own format) and its counters in
+// the Redis at redisAddr, as its README sets it up, with statsd off, and
+// waits until it answers its health check.
+func startReference(b *testing.B, onStop onStop, envoy, redisAddr string) *referenceProcess {
+	b.Helper()
+	bin, err := referenceBinary()
+	if err != nil {
+		b.Fatal(err)
+	}
+	dir, err := os.MkdirTemp("", "sluice-bench")
+	if err != nil {
+		b.Fatal(err)
+	}
+	onStop(func(testing.TB) { os.RemoveAll(dir) })
+	conf := filepath.Join(dir, "ratelimit", "config")
+	if err := os.MkdirAll(conf, 0o755); err != nil {
+		b.Fatal(err)
+	}
+	if err := os.WriteFile(filepath.Join(conf, "bench.yaml"), []byte(envoy), 0o644); err != nil {
+		b.Fatal(err)
+	}
+	port := func(addr string) string { _, p, _ := net.SplitHostPort(addr); return p }
+	p := &referenceProcess{grpc: freeAddr(b)}
+	health := freeAddr(b)
+	cmd := exec.Command(bin)
+	cmd.Env = append(os.Environ(),
+		"HOST=127.0.0.1", "PORT="+port(health),
+		"GRPC_HOST=127.0.0.1", "GRPC_PORT="+port(p.grpc),
+		"DEBUG_HOST=127.0.0.1", "DEBUG_PORT="+port(freeAddr(b)),
+		"USE_STATSD=false", "LOG_LEVEL=warn",
+		"REDIS_SOCKET_TYPE=tcp", "REDIS_URL="+redisAddr,
+		"RUNTIME_ROOT="+dir, "RUNTIME_SUBDIRECTORY=ratelimit", "RUNTIME_WATCH_ROOT=false",
+	)
+	if extra := os.Getenv("SLUICE_BENCH_REFERENCE_ENV"); extra != "" {
+		// Settings to try on the reference, such as
+		// REDIS_PIPELINE_WINDOW=150us,REDIS_PIPELINE_LIMIT=8.
+		cmd.Env = append(cmd.Env, strings.Split(extra, ",")...)
+	}
+	var log strings.Builder
+	cmd.Stdout, cmd.Stderr = &log, &log
+	if err := cmd.Start(); err != nil {
+		b.Fatal(err)
+	}
+	p.pid = cmd.Process.Pid
+	waitReady(b, onStop, cmd, &log, "http://"+health+"/healthcheck")
+	return p
+}
 
 // serveFlags are the listeners of one sluice serve process.
 type serveFlags struct {
@@ -129,39 +213,61 @@ func startServe(b *testing.B, onStop onStop, f serveFlags) *sluiceProcess {
 		b.Fatal(err)
 	}
 	p.pid = cmd.Process.Pid
+	waitReady(b, onStop, cmd, &log, "http://"+p.admin+"/readyz")
+	return p
+}
+
+// waitReady waits until the started cmd answers 200 at url, and has
+// onStop stop it with an interrupt and fail the running benchmark if it
+// does not exit cleanly. It fails b if cmd exits first, or is not ready
+// within 20s, with what cmd logged.
+func waitReady(b *testing.B, onStop onStop, cmd *exec.Cmd, log *strings.Builder, url string) {
+	b.Helper()
 	done := make(chan error, 1)
 	go func() { done <- cmd.Wait() }()
+	name := filepath.Base(cmd.Path)
 	onStop(func(tb testing.TB) {
 		cmd.Process.Signal(os.Interrupt)
 		select {
 		case err := <-done:
-			if err != nil {
-				tb.Errorf("sluice serve: %v\n%s", err, log.String())
+			if err != nil && !isInterrupt(err) {
+				tb.Errorf("%s: %v\n%s", name, err, log.String())
 			}
 		case <-time.After(20 * time.Second):
 			cmd.Process.Kill()
-			tb.Errorf("sluice serve did not stop within 20s")
+			tb.Errorf("%s did not stop within 20s", name)
 		}
 	})
 	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
 	defer cancel()
 	for {
-		req, _ := http.NewRequestWithContext(ctx, http.MethodGet, "http://"+p.admin+"/readyz", nil)
+		req, _ := http.NewRequestWithContext(ctx, http.MethodGet, url, nil)
 		resp, err := http.DefaultClient.Do(req)
 		if err == nil {
 			resp.Body.Close()
 			if resp.StatusCode == http.StatusOK {
-				return p
+				return
 			}
 		}
 		select {
 		case err := <-done:
-			b.Fatalf("sluice serve exited: %v\n%s", err, log.String())
+			b.Fatalf("%s exited: %v\n%s", name, err, log.String())
 		case <-ctx.Done():
-			b.Fatalf("sluice serve not ready within 20s\n%s", log.String())
+			b.Fatalf("%s not ready within 20s\n%s", name, log.String())
 		case <-time.After(20 * time.Millisecond):
 		}
 	}
+}
+
+// isInterrupt reports whether err says a process ended on SIGINT, as the
+// reference service does rather than exit 0.
+func isInterrupt(err error) bool {
+	var ee *exec.ExitError
+	if !errors.As(err, &ee) {
+		return false
+	}
+	ws, ok := ee.Sys().(syscall.WaitStatus)
+	return ok && ws.Signaled() && ws.Signal() == syscall.SIGINT
 }
 
 // freeAddr returns a loopback address with a port free a moment ago.

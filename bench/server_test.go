@@ -117,7 +117,29 @@ func BenchmarkServer(b *testing.B) {
 	})
 
 	b.Run("rls", func(b *testing.B) {
-		for _, store := range []string{"memory", "redis"} {
+		var reference []float64 // the rates of rls/reference's runs
+		b.Run("reference", func(b *testing.B) {
+			env := envs.get(b, "rls/reference", func(b *testing.B, onStop onStop) any {
+				rs := startRedis(b, onStop)
+				p := startReference(b, onStop, serverEnvoyConfig, rs.Addr())
+				do, closeConns := rlsCall(b, p.grpc, keys)
+				onStop(func(testing.TB) { closeConns() })
+				warm(b, do)
+				return &sluiceEnv{do: do, server: func() (c serverCPU, err error) {
+					if c.sluice, err = p.cpu(); err != nil {
+						return c, err
+					}
+					c.redis, err = redisCPU(rs)
+					return c, err
+				}}
+			}).(*sluiceEnv)
+			r := measure(b, "decisions/s", env.do, env.server)
+			r.failed(b, "rls/reference")
+			if b.N > 1 {
+				reference = append(reference, r.rate())
+			}
+		})
+		for _, store := range []string{"redis", "memory"} {
 			b.Run(store, func(b *testing.B) {
 				env := envs.get(b, "rls/"+store, func(b *testing.B, onStop onStop) any {
 					s, cpu := startSluice(b, onStop, store, serveFlags{grpc: true, envoy: serverEnvoyConfig})
@@ -126,7 +148,10 @@ func BenchmarkServer(b *testing.B) {
 					warm(b, do)
 					return &sluiceEnv{admin: s.admin, do: do, server: cpu}
 				}).(*sluiceEnv)
-				env.measure(b, "decisions/s", "rls:bench")
+				r := env.measure(b, "decisions/s", "rls:bench")
+				if len(reference) > 0 {
+					b.ReportMetric(r.rate()/median(reference), "x-reference")
+				}
 			})
 		}
 	})
@@ -143,8 +168,7 @@ func BenchmarkServer(b *testing.B) {
 				b.Log("proxy/bare did not run: no pct-of-bare")
 				return
 			}
-			s := slices.Sorted(slices.Values(bare))
-			b.ReportMetric(100*rate/s[len(s)/2], "pct-of-bare")
+			b.ReportMetric(100*rate/median(bare), "pct-of-bare")
 		}
 
 		b.Run("bare", func(b *testing.B) {
@@ -276,6 +300,23 @@ func (o *oneAtATime) stop(tb testing.TB) {
 	o.name, o.env, o.stops = "", nil, nil
 }
 
+// median returns the median of xs, which must not be empty.
+func median(xs []float64) float64 {
+	s := slices.Sorted(slices.Values(xs))
+	return s[len(s)/2]
+}
+
+// startRedis starts a redis-server for one benchmark's environment.
+func startRedis(b *testing.B, onStop onStop) *redistest.Server {
+	b.Helper()
+	rs, stop, err := redistest.Main()
+	if err != nil {
+		b.Fatal(err)
+	}
+	onStop(func(testing.TB) { stop() })
+	return rs
+}
+
 // startSluice starts sluice serve with f, its counters in memory or in
 // a redis-server started for it. server returns the CPU time the server
 // side has used.
@@ -283,12 +324,7 @@ func startSluice(b *testing.B, onStop onStop, store string, f serveFlags) (_ *sl
 	b.Helper()
 	var rs *redistest.Server
 	if store == "redis" {
-		var stop func()
-		var err error
-		if rs, stop, err = redistest.Main(); err != nil {
-			b.Fatal(err)
-		}
-		onStop(func(testing.TB) { stop() })
+		rs = startRedis(b, onStop)
 		f.redis = rs.Addr()
 	}
 	p := startServe(b, onStop, f)

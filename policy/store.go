@@ -17,7 +17,7 @@ import (
 //	  redis: "redis://127.0.0.1:6379/0"   # one server (any rueidis URL)
 //	  # cluster: ["10.0.0.1:6379", "10.0.0.2:6379"]  # Redis Cluster seeds
 //	  # sentinel: {master: mymaster, addrs: ["10.0.0.1:26379"]}
-//	  timeout: 50ms                        # bound on each call
+//	  timeout: 50ms                        # bound on each Redis call
 //	  deny_cache: true                     # refuse known refusals locally
 //
 // At most one of Redis, Cluster and Sentinel is set.
@@ -32,8 +32,9 @@ type StoreConfig struct {
 	// the Sentinels (host:port) that know where it is.
 	SentinelMaster string
 	SentinelAddrs  []string
-	// Timeout bounds each call to the store. Zero means the server's
-	// default.
+	// Timeout bounds each call to Redis; a decision waits at most about
+	// twice as long, as it may queue behind a call on the wire (see
+	// redis.Options.CallTimeout). Zero means the server's default.
 	Timeout time.Duration
 	// NoDenyCache turns the Redis store's deny cache off (deny_cache:
 	// false). It is on by default.

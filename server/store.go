@@ -60,16 +60,18 @@ func (s *Server) openStore(c policy.StoreConfig) (*storeHandle, error) {
 	if err != nil {
 		return nil, fmt.Errorf("store: connect to Redis (%s): %w", where, err)
 	}
-	rs := redis.New(client, redis.Options{DisableDenyCache: c.NoDenyCache, Clock: s.clock})
-	RegisterRedis(s.reg, rs.Stats)
 	timeout := c.Timeout
 	if timeout <= 0 {
 		timeout = DefaultStoreTimeout
 	}
-	// The breaker bounds each call with the timeout and probes Redis with
-	// backoff while it is down; the instrumentation outside it counts
-	// what requests see, ErrStoreDown included.
-	h.breaker = sluice.NewFallback(rs, sluice.FallbackOptions{Mode: sluice.FailError, Timeout: timeout, Logger: s.log, Clock: s.clock})
+	// The store bounds each script call with the timeout: one timer per
+	// call, where a bound per decision would cost one per request.
+	rs := redis.New(client, redis.Options{DisableDenyCache: c.NoDenyCache, Clock: s.clock, CallTimeout: timeout})
+	RegisterRedis(s.reg, rs.Stats)
+	// The breaker counts the store's timeouts and errors as failures and
+	// probes Redis with backoff while it is down; the instrumentation
+	// outside it counts what requests see, ErrStoreDown included.
+	h.breaker = sluice.NewFallback(rs, sluice.FallbackOptions{Mode: sluice.FailError, Timeout: -1, Logger: s.log, Clock: s.clock})
 	h.store = newInstrumented(h.breaker, "redis", s.m)
 	h.client = client
 	h.close = sync.OnceFunc(client.Close)

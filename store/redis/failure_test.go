@@ -2,6 +2,7 @@ package redis_test
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"math/rand/v2"
 	"sync"
@@ -152,5 +153,45 @@ func TestRedisOutage(t *testing.T) {
 				}
 			}
 		})
+	}
+}
+
+// With Redis hung, CallTimeout ends every decision, the queued ones too:
+// each of many concurrent callers, none with a deadline of its own, gets
+// context.DeadlineExceeded within about twice the timeout (a caller may
+// queue behind a call on the wire), with room for a loaded machine.
+func TestCallTimeout(t *testing.T) {
+	srv := redistest.Start(t)
+	const timeout = 50 * time.Millisecond
+	s, err := redis.Dial("redis://"+srv.Addr(), redis.Options{CallTimeout: timeout})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(s.Close)
+	limit := rate.Limit{Algorithm: rate.GCRA, Count: 10, Period: time.Second}
+	if _, err := s.Decide(context.Background(), rate.Request{Key: "warm", Limit: limit, Cost: 1}); err != nil {
+		t.Fatal(err)
+	}
+	srv.Pause()
+	t.Cleanup(srv.Resume)
+	const callers = 32
+	errs := make([]error, callers)
+	took := make([]time.Duration, callers)
+	var wg sync.WaitGroup
+	for i := range callers {
+		wg.Go(func() {
+			start := time.Now()
+			_, errs[i] = s.Decide(context.Background(), rate.Request{Key: fmt.Sprintf("k%d", i), Limit: limit, Cost: 1})
+			took[i] = time.Since(start)
+		})
+	}
+	wg.Wait()
+	for i := range callers {
+		if !errors.Is(errs[i], context.DeadlineExceeded) {
+			t.Errorf("caller %d: err = %v, want context.DeadlineExceeded", i, errs[i])
+		}
+		if took[i] > 2*timeout+500*time.Millisecond {
+			t.Errorf("caller %d waited %v for a hung Redis, want about 2×%v at most", i, took[i], timeout)
+		}
 	}
 }

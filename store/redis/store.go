@@ -49,6 +49,14 @@ type Options struct {
 	// decisions Redis makes per second under load, and changes nothing
 	// when callers come one at a time.
 	DisableCoalescing bool
+	// CallTimeout bounds each script call: one that takes longer fails
+	// with context.DeadlineExceeded. With coalescing, one call carries the
+	// decisions of many callers, and a caller queued behind the calls on
+	// the wire waits for them first, so a decision waits at most about
+	// twice CallTimeout. One timer per call rather than per decision is
+	// what it saves under load; a caller's own context deadline bounds its
+	// wait as well. Zero means no bound but the caller's context.
+	CallTimeout time.Duration
 
 	// pinned, if set, replaces Redis's TIME in the script (tests only).
 	pinned rate.Clock
@@ -72,6 +80,7 @@ type Store struct {
 	pinned  rate.Clock
 	deny    *denyCache
 	co      *coalescers // nil if Options.DisableCoalescing
+	timeout time.Duration
 	stats   counters
 
 	// afterCheck, if set, runs between the check and the commit of a
@@ -88,6 +97,7 @@ func New(client rueidis.Client, opts Options) *Store {
 		prefix:  opts.Prefix,
 		clock:   opts.Clock,
 		pinned:  opts.pinned,
+		timeout: opts.CallTimeout,
 	}
 	if s.clock == nil {
 		s.clock = rate.SystemClock{}
@@ -275,6 +285,11 @@ func (s *Store) decideGroup(ctx context.Context, sl uint16, reqs []rate.Request,
 func (s *Store) call(ctx context.Context, keys, args []string) ([]int64, error) {
 	args[0] = s.nowArg()
 	s.stats.scriptCalls.Add(1)
+	if s.timeout > 0 {
+		var cancel context.CancelFunc
+		ctx, cancel = context.WithTimeout(ctx, s.timeout)
+		defer cancel()
+	}
 	return decideScript.Exec(ctx, s.client, keys, args).AsIntSlice()
 }
 
