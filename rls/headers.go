@@ -26,7 +26,7 @@ import (
 func headers(items []item) []*corev3.HeaderValue {
 	// One buffer for both fields, the policy's part first; a request names
 	// a few limits at most, so names already written are found by a scan.
-	var pol, state []byte
+	pol, state := make([]byte, 0, 64), make([]byte, 0, 64)
 	var names [8]string
 	seen := names[:0]
 	var retry time.Duration
@@ -63,7 +63,7 @@ func headers(items []item) []*corev3.HeaderValue {
 		state = append(state, ";t="...)
 		state = strconv.AppendInt(state, rate.CeilSeconds(it.reset), 10)
 	}
-	if len(pol) == 0 {
+	if len(seen) == 0 {
 		return nil
 	}
 	n := 2

@@ -184,6 +184,11 @@ const maxKey = 512
 // when the configuration is reloaded.
 func storeKey(domain string, entries []*ratelimitv3.RateLimitDescriptor_Entry, shared []string, limitID string) string {
 	var b strings.Builder
+	n := len("rls:") + len(domain) + len(limitID) + 8
+	for _, e := range entries {
+		n += len(e.GetKey()) + len(e.GetValue()) + 2
+	}
+	b.Grow(n) // once, for the common key with nothing to escape
 	b.WriteString("rls:")
 	writePart(&b, domain)
 	b.WriteByte(':')
