@@ -1,5 +1,7 @@
 package rate
 
+import "math/bits"
+
 // The bucket algorithms (gcra, leaky_bucket, token_bucket) share one policy:
 // a bucket of B = Burst units refilled at N = Count units per T = Period.
 // One unit refills every emission interval I = T/N microseconds. I is
@@ -54,13 +56,20 @@ func (l *Limit) gcra(s *State, now, cost, maxDelay int64, next *State, out *Deci
 	n, t, b := l.Count, l.periodMicros(), l.burst()
 	at := max(now, s.C)
 	tat := pt{s.A, s.B}
-	base := tat
-	if base.less(pt{at, 0}) {
-		base = pt{at, 0}
+	// base = max(TAT, at), and debt = base − at in ticks: how far the
+	// bucket is below full, 0 ≤ debt ≤ B·T for a state this limit wrote.
+	// An admitted request is decided from debt alone, with no division
+	// but its own time's; far is a debt beyond any this limit writes (a
+	// state left by another limit), which only the refusal below handles.
+	base, debt, far := pt{at, 0}, int64(0), false
+	if (pt{at, 0}).less(tat) {
+		base = tat
+		hi, lo := bits.Mul64(uint64(tat.us-at), uint64(n))
+		debt, far = int64(lo)+tat.rem, hi != 0 || lo > 1<<61
 	}
-	full := pt{at, 0}.addTicks(b*t, n) // at + B·I
-	nt := base.addTicks(cost*t, n)
-	allowed := !full.less(nt)
+	need := cost * t
+	nt := base.addTicks(need, n)
+	allowed := !far && debt+need <= b*t
 	var delay, wait int64
 	if l.Algorithm == LeakyBucket {
 		delay = base.ceilSub(pt{now, 0})
@@ -74,6 +83,7 @@ func (l *Limit) gcra(s *State, now, cost, maxDelay int64, next *State, out *Deci
 	out.Limit = b
 	out.RetryAfter = 0
 	if !allowed {
+		full := pt{at, 0}.addTicks(b*t, n) // at + B·I
 		out.Allowed = false
 		out.Remaining = remainingTicks(full, base, n, t)
 		out.ResetAfter = dur(max(0, tat.ceilSub(pt{now, 0})))
@@ -82,11 +92,16 @@ func (l *Limit) gcra(s *State, now, cost, maxDelay int64, next *State, out *Deci
 		keep(s, next)
 		return
 	}
+	// Of the B units, the request takes cost and debt holds ⌈debt/T⌉.
+	remaining := b - cost
+	if debt > 0 {
+		remaining -= (debt + t - 1) / t
+	}
 	out.Allowed = true
-	out.Remaining = remainingTicks(full, nt, n, t)
+	out.Remaining = remaining
 	out.ResetAfter = dur(max(0, nt.ceilSub(pt{now, 0})))
 	out.Delay = dur(delay)
-	if !(pt{at, 0}).less(nt) {
+	if debt+need == 0 {
 		put(next, 0, 0, 0) // the bucket is full: nothing to remember
 		return
 	}

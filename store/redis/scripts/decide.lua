@@ -159,22 +159,21 @@ while first <= nkeys do
 					if sc > at then
 						at = sc
 					end
-					local bus, brem = sa, sb -- base = max(tat, at)
-					if bus < at then
-						bus, brem = at, 0
+					-- base = max(tat, at); debt = base − at in ticks. A debt
+					-- beyond 2^53 rounds, but stays beyond b·t: it refuses.
+					local bus, brem, debt = at, 0, 0
+					if at < sa or (at == sa and sb > 0) then
+						bus, brem = sa, sb
+						debt = (sa - at) * n + sb
 					end
-					local ticks = b * t -- full = at + b·t ticks
+					local ticks = cost * t -- next = base + cost·t ticks
 					local q = ticks / n
-					q = q - q % 1
-					local fus, frem = at + q, ticks - q * n
-					ticks = cost * t -- next = base + cost·t ticks
-					q = ticks / n
 					q = q - q % 1
 					local nus, nrem = bus + q, brem + ticks - q * n
 					if nrem >= n then
 						nus, nrem = nus + 1, nrem - n
 					end
-					allowed = not (fus < nus or (fus == nus and frem < nrem))
+					allowed = debt + ticks <= b * t
 					if alg == 2 then
 						delay = bus - now -- ⌈base − now⌉
 						if brem > 0 then
@@ -186,17 +185,31 @@ while first <= nkeys do
 							retry = delay - maxdelay
 						end
 					end
-					-- Remaining counts from (rus, rrem) up to full; reset ends
-					-- at (eus, erem): next and next if allowed, else base and
-					-- the stored tat.
-					local rus, rrem, eus, erem = nus, nrem, nus, nrem
+					-- Reset ends at (eus, erem): next if allowed, else the
+					-- stored tat.
+					local eus, erem = nus, nrem
 					if allowed then
-						if nus < at or (nus == at and nrem == 0) then
+						-- Of the b units, the request takes cost and debt
+						-- holds ⌈debt/t⌉.
+						remaining = b - cost
+						if debt > 0 then
+							local c = debt / t
+							local f = c - c % 1
+							if f < c then
+								f = f + 1
+							end
+							remaining = remaining - f
+						end
+						if debt + ticks == 0 then
 							fresh = true -- the bucket is full
 						else
 							na, nb, nc = nus, nrem, at
 						end
 					else
+						ticks = b * t -- full = at + b·t ticks
+						q = ticks / n
+						q = q - q % 1
+						local fus, frem = at + q, ticks - q * n
 						local r = nus - fus + at - now
 						if nrem > frem then
 							r = r + 1
@@ -205,11 +218,12 @@ while first <= nkeys do
 							retry = r
 						end
 						delay = 0
-						rus, rrem, eus, erem = bus, brem, sa, sb
-					end
-					if rus < fus or (rus == fus and rrem < frem) then
-						remaining = ((fus - rus) * n + frem - rrem) / t
-						remaining = remaining - remaining % 1
+						-- Remaining counts from base up to full.
+						if bus < fus or (bus == fus and brem < frem) then
+							remaining = ((fus - bus) * n + frem - brem) / t
+							remaining = remaining - remaining % 1
+						end
+						eus, erem = sa, sb
 					end
 					reset = eus - now -- ⌈end − now⌉, at least 0
 					if erem > 0 then
