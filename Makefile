@@ -3,7 +3,7 @@ GO          ?= go
 STATICCHECK ?= honnef.co/go/tools/cmd/staticcheck@v0.8.2
 PKGS        ?= ./...
 
-.PHONY: all build test test-short lint fmt deps run sim bench bench-redis pictures help
+.PHONY: all build test test-short lint fmt deps run sim bench bench-redis bench-server pictures help
 
 all: build
 
@@ -36,6 +36,9 @@ bench: ## In-process benchmarks against peer libraries (see BENCHMARKS.md).
 
 bench-redis: deps ## Redis benchmarks against redis_rate on one local redis-server.
 	cd bench && $(GO) test -run '^$$' -bench 'Redis' -benchmem -count 3 -cpu 2 .
+
+bench-server: deps ## sluice serve under load, beside Envoy's reference rate limit service.
+	cd bench && $(GO) test -run '^$$' -bench 'Server' -benchtime 3s -count 3 -timeout 40m .
 
 help:
 	@grep -E '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | sed 's/:.*## /\t/'
