@@ -98,9 +98,8 @@ store: {redis: "redis://`+rs.Addr()+`/0", timeout: 200ms, deny_cache: false}`+br
 	}
 
 	// Back, empty. Only Redis refuses with 429 (the deny cache is off, and
-	// the closed policy fails with 503). The client's other connections
-	// may each fail once on first use after the restart, taking Redis
-	// down again until the next probe: hence the loop.
+	// the closed policy fails with 503). Redis is back once a probe, due
+	// after the backoff, succeeds: hence the loop.
 	rs.Restart()
 	resumed := func(what string) {
 		t.Helper()

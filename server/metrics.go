@@ -113,6 +113,10 @@ func RegisterRedis(reg prometheus.Registerer, stats func() redis.Stats) {
 			Namespace: "sluice", Name: "redis_script_calls_total",
 			Help: "Script calls sent to Redis (coalesced decisions share one).",
 		}, func() float64 { return float64(stats().ScriptCalls) }),
+		prometheus.NewCounterFunc(prometheus.CounterOpts{
+			Namespace: "sluice", Name: "redis_retries_total",
+			Help: "Script calls sent again because the connection failed under the first (Redis restarted, a proxy closed it).",
+		}, func() float64 { return float64(stats().Retries) }),
 		prometheus.NewGaugeFunc(prometheus.GaugeOpts{
 			Namespace: "sluice", Name: "deny_cache_entries",
 			Help: "Refusals the deny cache holds now.",

@@ -6,9 +6,12 @@
 //	...
 //	d, err := s.Decide(ctx, rate.Request{Key: "user=42", Limit: lim, Cost: 1})
 //
-// In production, wrap it in a [sluice.Fallback]: it bounds every call with
-// a timeout and decides by a failure mode (fail open, fail closed, or a
-// local memory store with each instance's share) while Redis is down.
+// In production, bound each script call (Options.CallTimeout) and wrap the
+// store in a [sluice.Fallback], which decides by a failure mode (fail open,
+// fail closed, or a local memory store with each instance's share) while
+// Redis is down. A call that fails on its connection (Redis restarted, and
+// the client's connection to the old process is dead) is sent once more
+// before it counts as a failure, so a restart alone fails no decision.
 //
 // # One script call per decision
 //

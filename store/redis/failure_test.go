@@ -195,3 +195,43 @@ func TestCallTimeout(t *testing.T) {
 		}
 	}
 }
+
+// After Redis restarts, the client's connections to the old process are
+// dead, and each fails on its first use: the store retries such a call
+// once on a fresh connection, so no decision fails for it.
+func TestRestartNoFailures(t *testing.T) {
+	srv := redistest.Start(t)
+	s, err := redis.Dial("redis://"+srv.Addr(), redis.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(s.Close)
+	limit := rate.Limit{Algorithm: rate.GCRA, Count: 1000, Period: time.Second}
+	decideAll := func(what string) (failed int) {
+		var wg sync.WaitGroup
+		var mu sync.Mutex
+		for i := range 64 {
+			wg.Go(func() {
+				_, err := s.Decide(context.Background(), rate.Request{Key: fmt.Sprintf("k%d", i), Limit: limit, Cost: 1})
+				if err != nil {
+					mu.Lock()
+					failed++
+					if failed == 1 {
+						t.Logf("%s: %v", what, err)
+					}
+					mu.Unlock()
+				}
+			})
+		}
+		wg.Wait()
+		return failed
+	}
+	if n := decideAll("before"); n != 0 {
+		t.Fatalf("%d decisions failed before the restart", n)
+	}
+	srv.Kill()
+	srv.Restart()
+	if n := decideAll("after the restart"); n != 0 {
+		t.Errorf("%d of 64 decisions failed after Redis restarted", n)
+	}
+}

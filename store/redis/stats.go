@@ -34,6 +34,10 @@ type Stats struct {
 	// between: such a request may have consumed from its limits in the
 	// slots committed before the refusal.
 	CrossSlotRaces uint64
+	// Retries counts script calls sent a second time because the first
+	// failed on the connection (Redis restarted, a proxy closed it); the
+	// retries are not in ScriptCalls.
+	Retries uint64
 	// Errors counts the calls that could not decide because Redis failed,
 	// timed out or returned something unexpected, or because the caller's
 	// context ended. Invalid requests (rate.Request.Check) are not counted.
@@ -44,7 +48,7 @@ type Stats struct {
 type counters struct {
 	decisions, refused, scriptCalls, denyHits atomic.Uint64
 	coalesced, crossSlot, crossSlotRaces      atomic.Uint64
-	errors                                    atomic.Uint64
+	errors, retries                           atomic.Uint64
 }
 
 // Stats returns the store's counters.
@@ -58,6 +62,7 @@ func (s *Store) Stats() Stats {
 		CrossSlot:        s.stats.crossSlot.Load(),
 		CrossSlotRaces:   s.stats.crossSlotRaces.Load(),
 		Errors:           s.stats.errors.Load(),
+		Retries:          s.stats.retries.Load(),
 	}
 	if s.deny != nil {
 		st.DenyCacheEntries = s.deny.len()

@@ -3,6 +3,7 @@ package redis
 import (
 	"context"
 	_ "embed"
+	"errors"
 	"fmt"
 	"strconv"
 	"time"
@@ -290,7 +291,28 @@ func (s *Store) call(ctx context.Context, keys, args []string) ([]int64, error) 
 		ctx, cancel = context.WithTimeout(ctx, s.timeout)
 		defer cancel()
 	}
-	return decideScript.Exec(ctx, s.client, keys, args).AsIntSlice()
+	res, err := decideScript.Exec(ctx, s.client, keys, args).AsIntSlice()
+	if err != nil && retryable(ctx, err) {
+		// A connection that died under the client (Redis restarted, a
+		// proxy closed it) fails on its first use, and the client dials
+		// anew: try once more, within the same deadline. Had the script
+		// run before the connection broke, the decision now counts twice,
+		// which errs on the side of refusing.
+		s.stats.retries.Add(1)
+		res, err = decideScript.Exec(ctx, s.client, keys, args).AsIntSlice()
+	}
+	return res, err
+}
+
+// retryable reports whether a failed script call is worth one more try:
+// the connection failed, not Redis (an error reply) nor the caller (its
+// context), nor the client (closed).
+func retryable(ctx context.Context, err error) bool {
+	if ctx.Err() != nil || errors.Is(err, rueidis.ErrClosing) {
+		return false
+	}
+	_, isReply := rueidis.IsRedisErr(err)
+	return !isReply
 }
 
 // nowArg returns the script's first argument: empty in production, so the
