@@ -41,6 +41,10 @@ type Options struct {
 	// Logger logs store failures and shadow refusals. If nil, nothing is
 	// logged.
 	Logger *slog.Logger
+	// InFlight counts the requests in flight under the concurrency limit.
+	// If nil, the middleware counts in its own; give every generation of
+	// a reloaded configuration the same one (see policy.InFlight).
+	InFlight *policy.InFlight
 	// Identify returns the authenticated user of a call, "" for an
 	// anonymous one. If nil, the user is the one policy.WithUser put in
 	// the call's context (by an interceptor that runs before this one).
@@ -78,6 +82,7 @@ func New(set *policy.Set, store sluice.Store, o Options) *Limiter {
 	l := &Limiter{
 		e: policy.NewEnforcer(set, store, policy.Options{
 			Clock: o.Clock, Local: o.Local, Observer: o.Observer, Logger: o.Logger,
+			InFlight: o.InFlight,
 		}),
 		resolver:  set.ClientIP(),
 		fwdHeader: strings.ToLower(set.ClientIP().Header()),

@@ -30,6 +30,10 @@ type Options struct {
 	// Logger logs store failures and shadow refusals. If nil, nothing is
 	// logged.
 	Logger *slog.Logger
+	// InFlight counts the requests in flight under the concurrency limit.
+	// If nil, the middleware counts in its own; give every generation of
+	// a reloaded configuration the same one (see policy.InFlight).
+	InFlight *policy.InFlight
 	// Identify returns the authenticated user of a request, "" for an
 	// anonymous one. If nil, the user is the one WithUser put in the
 	// request's context.
@@ -65,6 +69,7 @@ func Middleware(set *policy.Set, store sluice.Store, o Options) func(http.Handle
 	l := &limiter{
 		e: policy.NewEnforcer(set, store, policy.Options{
 			Clock: o.Clock, Local: o.Local, Observer: o.Observer, Logger: o.Logger,
+			InFlight: o.InFlight,
 		}),
 		resolver: set.ClientIP(),
 		usesIP:   set.UsesClientIP(),

@@ -128,6 +128,10 @@ type Options struct {
 	// Logger logs store failures and recoveries (once per transition)
 	// and the refusals of shadow policies. If nil, nothing is logged.
 	Logger *slog.Logger
+	// InFlight counts the requests in flight under the Set's concurrency
+	// limit. If nil, the Enforcer counts in its own; share one between
+	// the Enforcers of successive configurations (see InFlight).
+	InFlight *InFlight
 }
 
 // Enforcer applies a Set to requests: it matches them, builds their keys,
@@ -158,7 +162,7 @@ func NewEnforcer(set *Set, store sluice.Store, o Options) *Enforcer {
 	if e.local == nil {
 		e.local = memory.New(memory.Options{Clock: e.clock})
 	}
-	e.gate = newGate(set.conc)
+	e.gate = newGate(set.conc, o.InFlight)
 	e.pool.New = func() any { return new(state) }
 	return e
 }

@@ -2,21 +2,38 @@ package policy
 
 import "sync/atomic"
 
+// InFlight counts the requests in flight under a concurrency limit
+// (concurrency: max_in_flight). An Enforcer counts in its own unless given
+// one (Options.InFlight): give the Enforcers of successive generations of
+// a reloaded configuration the same, so that the requests still in flight
+// on the old one count against the new one's limit. The zero value is
+// ready to use.
+type InFlight struct {
+	n atomic.Int64
+}
+
+// N returns how many requests are in flight.
+func (f *InFlight) N() int64 { return f.n.Load() }
+
 // gate bounds the requests in flight, with a threshold per priority: a
 // request of priority p is admitted only while the requests in flight,
 // itself included, stay within limit[p]. Low priorities have lower
 // thresholds, so as load rises they are shed first and the slots above
 // their threshold stay free for critical work.
 type gate struct {
-	inFlight atomic.Int64
+	inFlight *atomic.Int64
 	limit    [numPriorities]int64
 }
 
-func newGate(c Concurrency) *gate {
+// newGate returns the gate of c counting in f, or nil if c sets no limit.
+func newGate(c Concurrency, f *InFlight) *gate {
 	if c.MaxInFlight <= 0 {
 		return nil
 	}
-	g := &gate{}
+	if f == nil {
+		f = new(InFlight)
+	}
+	g := &gate{inFlight: &f.n}
 	for p, share := range c.Shares {
 		g.limit[p] = max(1, int64(c.MaxInFlight)*int64(share)/100)
 	}

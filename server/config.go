@@ -112,6 +112,7 @@ func (s *Server) build(g *generation) {
 		Local:    s.local,
 		Observer: observer{s},
 		Logger:   s.log,
+		InFlight: &s.inFlight,
 	})
 	if s.proxy {
 		var upstream http.Handler

@@ -35,8 +35,9 @@
 // the local store that on_store_error: local falls back to, are made once
 // and shared by every generation; a change of the store section is
 // logged and waits for a restart. The concurrency limit (concurrency:
-// max_in_flight) belongs to a generation: right after a reload, requests
-// still in flight on the old one are not counted by the new one.
+// max_in_flight) counts the requests in flight across generations: right
+// after a reload, those still in flight on the old configuration count
+// against the new one's limit.
 //
 // # Client addresses
 //

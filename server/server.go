@@ -19,6 +19,7 @@ import (
 	"google.golang.org/grpc"
 
 	"github.com/sluicehq/sluice/dashboard"
+	"github.com/sluicehq/sluice/policy"
 	"github.com/sluicehq/sluice/rate"
 	"github.com/sluicehq/sluice/rls"
 	"github.com/sluicehq/sluice/store/memory"
@@ -119,20 +120,23 @@ type Options struct {
 // [Server.Run]; it reloads its configuration on [Server.Reload] and when
 // its files change.
 type Server struct {
-	o      Options
-	log    *slog.Logger
-	clock  rate.Clock
-	reg    *prometheus.Registry
-	m      *Metrics
-	dash   *dashboard.Dashboard
-	top    *TopK
-	st     *storeHandle
-	local  *memory.Store // on_store_error: local, shared by every generation
-	rls    *rls.Service  // nil without EnvoyConfigs
-	demo   bool          // running on DemoConfig
-	target *url.URL      // upstream; nil for the demo upstream or no proxy
-	proxy  bool          // the proxy listener is on
-	trans  http.RoundTripper
+	o     Options
+	log   *slog.Logger
+	clock rate.Clock
+	reg   *prometheus.Registry
+	m     *Metrics
+	dash  *dashboard.Dashboard
+	top   *TopK
+	st    *storeHandle
+	local *memory.Store // on_store_error: local, shared by every generation
+	// inFlight counts the requests in flight under the concurrency limit,
+	// shared by every generation.
+	inFlight policy.InFlight
+	rls      *rls.Service // nil without EnvoyConfigs
+	demo     bool         // running on DemoConfig
+	target   *url.URL     // upstream; nil for the demo upstream or no proxy
+	proxy    bool         // the proxy listener is on
+	trans    http.RoundTripper
 
 	gen      atomic.Pointer[generation]
 	reloadMu sync.Mutex

@@ -4,11 +4,13 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"io"
 	"net/http"
 	"net/http/httptest"
 	"os"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -286,5 +288,46 @@ func TestPprof(t *testing.T) {
 	ts := startServer(t, "", Options{Pprof: true})
 	if resp, body := get(t, ts.Addrs().Admin, "/debug/pprof/"); resp.StatusCode != 200 || !strings.Contains(body, "goroutine") {
 		t.Errorf("/debug/pprof/ with Options.Pprof: %d", resp.StatusCode)
+	}
+}
+
+// The concurrency limit counts across a reload: requests still in flight
+// on the old configuration count against the new one's limit.
+func TestConcurrencyAcrossReload(t *testing.T) {
+	entered, release := make(chan struct{}), make(chan struct{})
+	up := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if r.URL.Path == "/slow" {
+			entered <- struct{}{}
+			<-release
+		}
+	}))
+	t.Cleanup(up.Close)
+	const conf = `
+concurrency:
+  max_in_flight: 2
+  shares: {low: 100%%, normal: 100%%, critical: 100%%}
+policies:
+  - {name: %s, limits: ["1000/s"]}
+`
+	ts := startServer(t, fmt.Sprintf(conf, "api"), Options{Upstream: up.URL})
+	var wg sync.WaitGroup
+	for range 2 {
+		wg.Go(func() { ts.status("/slow") })
+		<-entered
+	}
+	if got := ts.status("/"); got != 503 {
+		t.Fatalf("a third request with two in flight: %d, want 503", got)
+	}
+	writeFile(t, ts.dir, "sluice.yaml", fmt.Sprintf(conf, "api2"))
+	if err := ts.Reload(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	if got := ts.status("/"); got != 503 {
+		t.Errorf("after a reload, with two requests of the old configuration in flight: %d, want 503", got)
+	}
+	close(release)
+	wg.Wait()
+	if got := ts.status("/"); got != 200 {
+		t.Errorf("with nothing in flight: %d, want 200", got)
 	}
 }
