@@ -331,3 +331,24 @@ policies:
 		t.Errorf("with nothing in flight: %d, want 200", got)
 	}
 }
+
+// The store section can name a Sentinel: the server keeps its counters in
+// the master the sentinel names.
+func TestSentinelStore(t *testing.T) {
+	master := redistest.Start(t)
+	sentinel := redistest.StartSentinel(t, master, "sluice-master")
+	up := newUpstream(t)
+	ts := startServer(t, `
+store: {sentinel: {master: sluice-master, addrs: ["`+sentinel.Addr()+`"]}}
+policies:
+  - name: api
+    limits: ["2/m"]
+    on_store_error: closed
+`, Options{Upstream: up.URL, Clock: realClock{}})
+	if got := []int{ts.status("/"), ts.status("/"), ts.status("/")}; got[0] != 200 || got[1] != 200 || got[2] != 429 {
+		t.Fatalf("through the sentinel's master: %v, want 200 200 429", got)
+	}
+	if keys := master.MustDo("DBSIZE"); keys == "0" {
+		t.Error("no key in the master")
+	}
+}

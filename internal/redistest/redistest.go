@@ -26,7 +26,8 @@ type Server struct {
 	t       tb
 	dir     string
 	port    int
-	busPort int // cluster bus port; 0 unless cluster-enabled
+	busPort int    // cluster bus port; 0 unless cluster-enabled
+	conf    string // the config file of a sentinel; empty for a server
 	extra   []string
 
 	mu     sync.Mutex
@@ -218,14 +219,18 @@ func (s *Server) ScriptStats() (calls, usec int64) {
 
 // start runs redis-server on s.port and waits until it answers PING.
 func (s *Server) start() error {
-	args := []string{
+	var args []string
+	if s.conf != "" {
+		args = []string{s.conf, "--sentinel"}
+	}
+	args = append(args,
 		"--port", strconv.Itoa(s.port),
 		"--bind", "127.0.0.1",
 		"--dir", s.dir,
 		"--save", "",
 		"--appendonly", "no",
 		"--logfile", "redis.log",
-	}
+	)
 	if s.busPort != 0 {
 		args = append(args,
 			"--cluster-enabled", "yes",

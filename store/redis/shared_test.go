@@ -3,6 +3,7 @@ package redis_test
 import (
 	"context"
 	"fmt"
+	"slices"
 	"strconv"
 	"sync"
 	"sync/atomic"
@@ -246,5 +247,32 @@ func TestDenyCacheBounded(t *testing.T) {
 	}
 	if n := redis.DenyCacheLen(s); n > 64 || n < 32 {
 		t.Errorf("deny cache of size 64 holds %d entries after 500 refused keys", n)
+	}
+}
+
+// Through a Sentinel: the store finds the master the sentinel names and
+// keeps its state there.
+func TestSentinel(t *testing.T) {
+	master := redistest.Start(t)
+	sentinel := redistest.StartSentinel(t, master, "sluice-master")
+	s, err := redis.Dial("redis://"+sentinel.Addr()+"?master_set=sluice-master", redis.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(s.Close)
+	limit := rate.Limit{Algorithm: rate.FixedWindow, Count: 2, Period: time.Hour}
+	var got []bool
+	for range 3 {
+		d, err := s.Decide(context.Background(), rate.Request{Key: "via-sentinel", Limit: limit, Cost: 1})
+		if err != nil {
+			t.Fatal(err)
+		}
+		got = append(got, d.Allowed)
+	}
+	if !slices.Equal(got, []bool{true, true, false}) {
+		t.Errorf("2 per hour through the sentinel: %v, want [true true false]", got)
+	}
+	if n := master.MustDo("EXISTS", s.Key("via-sentinel")); n != "1" {
+		t.Errorf("the master holds %s keys named %q, want 1", n, s.Key("via-sentinel"))
 	}
 }
