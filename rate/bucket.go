@@ -78,17 +78,10 @@ func (l *Limit) gcra(s *State, now, cost, maxDelay int64, next *State, out *Deci
 			wait = delay - maxDelay
 		}
 	}
-	// The decision is written field by field: a composite literal would be
-	// built aside and copied, at a cost the hot path notices.
-	out.Limit = b
-	out.RetryAfter = 0
 	if !allowed {
 		full := pt{at, 0}.addTicks(b*t, n) // at + B·I
-		out.Allowed = false
-		out.Remaining = remainingTicks(full, base, n, t)
-		out.ResetAfter = dur(max(0, tat.ceilSub(pt{now, 0})))
-		out.RetryAfter = dur(max(wait, nt.ceilSub(full)+at-now))
-		out.Delay = 0
+		out.set(false, b, remainingTicks(full, base, n, t),
+			dur(max(0, tat.ceilSub(pt{now, 0}))), dur(max(wait, nt.ceilSub(full)+at-now)), 0)
 		keep(s, next)
 		return
 	}
@@ -97,10 +90,7 @@ func (l *Limit) gcra(s *State, now, cost, maxDelay int64, next *State, out *Deci
 	if debt > 0 {
 		remaining -= (debt + t - 1) / t
 	}
-	out.Allowed = true
-	out.Remaining = remaining
-	out.ResetAfter = dur(max(0, nt.ceilSub(pt{now, 0})))
-	out.Delay = dur(delay)
+	out.set(true, b, remaining, dur(max(0, nt.ceilSub(pt{now, 0}))), 0, dur(delay))
 	if debt+need == 0 {
 		put(next, 0, 0, 0) // the bucket is full: nothing to remember
 		return
@@ -139,22 +129,12 @@ func (l *Limit) tokenBucket(s *State, now, cost int64, next *State, out *Decisio
 	level := capacity - debt
 	need := cost * t
 	if level < need {
-		*out = Decision{
-			Limit:      b,
-			Remaining:  level / t,
-			RetryAfter: dur(ceilDiv(need-level, n) + shift),
-			ResetAfter: dur(ceilDiv(debt, n) + shift),
-		}
+		out.set(false, b, level/t, dur(ceilDiv(debt, n)+shift), dur(ceilDiv(need-level, n)+shift), 0)
 		keep(s, next)
 		return
 	}
 	debt += need
-	*out = Decision{
-		Allowed:    true,
-		Limit:      b,
-		Remaining:  (capacity - debt) / t,
-		ResetAfter: dur(ceilDiv(debt, n) + shift),
-	}
+	out.set(true, b, (capacity-debt)/t, dur(ceilDiv(debt, n)+shift), 0, 0)
 	if debt == 0 {
 		put(next, 0, 0, 0)
 		return

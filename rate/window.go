@@ -31,22 +31,17 @@ func (l *Limit) fixedWindow(s *State, now, cost int64, next *State, out *Decisio
 		_, end = l.window(start)
 	}
 	if count+cost > l.Count {
-		*out = Decision{
-			Limit:      l.Count,
-			Remaining:  l.Count - count,
-			RetryAfter: dur(end - now),
-			ResetAfter: dur(end - now),
-		}
+		out.set(false, l.Count, l.Count-count, dur(end-now), dur(end-now), 0)
 		keep(s, next)
 		return
 	}
 	count += cost
-	*out = Decision{Allowed: true, Limit: l.Count, Remaining: l.Count - count}
 	if count == 0 {
+		out.set(true, l.Count, l.Count, 0, 0, 0)
 		put(next, 0, 0, 0)
 		return
 	}
-	out.ResetAfter = dur(end - now)
+	out.set(true, l.Count, l.Count-count, dur(end-now), 0, 0)
 	put(next, start, count, 0)
 }
 
@@ -75,22 +70,13 @@ func (l *Limit) slidingWindow(s *State, now, cost int64, next *State, out *Decis
 	e := max(0, now-start)
 	weighted := prev - prev*e/t // ⌈prev·(T−e)/T⌉
 	if cur+cost+weighted > l.Count {
-		*out = Decision{
-			Limit:      l.Count,
-			Remaining:  max(0, l.Count-cur-weighted),
-			RetryAfter: dur(l.slidingRetry(start, now, cur, prev, cost)),
-			ResetAfter: dur(slidingReset(start, now, t, cur, prev)),
-		}
+		out.set(false, l.Count, max(0, l.Count-cur-weighted),
+			dur(slidingReset(start, now, t, cur, prev)), dur(l.slidingRetry(start, now, cur, prev, cost)), 0)
 		keep(s, next)
 		return
 	}
 	cur += cost
-	*out = Decision{
-		Allowed:    true,
-		Limit:      l.Count,
-		Remaining:  l.Count - cur - weighted,
-		ResetAfter: dur(slidingReset(start, now, t, cur, prev)),
-	}
+	out.set(true, l.Count, l.Count-cur-weighted, dur(slidingReset(start, now, t, cur, prev)), 0, 0)
 	if cur == 0 && prev == 0 {
 		put(next, 0, 0, 0)
 		return
@@ -147,17 +133,13 @@ func (l *Limit) slidingLog(s *State, now, cost int64, next *State, out *Decision
 	log = log[i:]
 	if int64(len(log))+cost > l.Count {
 		k := int64(len(log)) + cost - l.Count // units that must leave first
-		*out = Decision{
-			Limit:      l.Count,
-			Remaining:  max(0, l.Count-int64(len(log))),
-			RetryAfter: dur(log[k-1] + t - now),
-			ResetAfter: dur(log[len(log)-1] + t - now),
-		}
+		out.set(false, l.Count, max(0, l.Count-int64(len(log))), dur(log[len(log)-1]+t-now), dur(log[k-1]+t-now), 0)
 		keep(s, next)
 		return
 	}
-	*out = Decision{Allowed: true, Limit: l.Count, Remaining: l.Count - int64(len(log)) - cost}
+	remaining := l.Count - int64(len(log)) - cost
 	if len(log) == 0 && cost == 0 {
+		out.set(true, l.Count, remaining, 0, 0, 0)
 		put(next, 0, 0, 0)
 		return
 	}
@@ -176,6 +158,6 @@ func (l *Limit) slidingLog(s *State, now, cost int64, next *State, out *Decision
 			log = append(log, at)
 		}
 	}
-	out.ResetAfter = dur(log[len(log)-1] + t - now)
+	out.set(true, l.Count, remaining, dur(log[len(log)-1]+t-now), 0, 0)
 	*next = State{Log: log}
 }
