@@ -208,7 +208,9 @@ func TestDemo(t *testing.T) {
 	if resp.StatusCode != http.StatusTooManyRequests {
 		t.Fatalf("11th request: %d, want 429 (the demo allows 10 a minute)", resp.StatusCode)
 	}
-	if !strings.Contains(ts.logs.String(), "curl -i http://"+ts.Addrs().Proxy+"/hello") {
-		t.Errorf("the log does not say where to curl:\n%s", ts.logs.String())
-	}
+	// The server logs the hint once its listeners are up, which may be
+	// after they have answered the requests above.
+	eventually(t, "the log to say where to curl", func() bool {
+		return strings.Contains(ts.logs.String(), "curl -i http://"+ts.Addrs().Proxy+"/hello")
+	})
 }
