@@ -10,8 +10,9 @@
 // store in a [sluice.Fallback], which decides by a failure mode (fail open,
 // fail closed, or a local memory store with each instance's share) while
 // Redis is down. A call that fails on its connection (Redis restarted, and
-// the client's connection to the old process is dead) is sent once more
-// before it counts as a failure, so a restart alone fails no decision.
+// the client's connections to the old process are dead) is sent again, up
+// to four times, before it counts as a failure, so a restart alone fails
+// no decision.
 //
 // # One script call per decision
 //

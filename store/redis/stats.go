@@ -34,9 +34,9 @@ type Stats struct {
 	// between: such a request may have consumed from its limits in the
 	// slots committed before the refusal.
 	CrossSlotRaces uint64
-	// Retries counts script calls sent a second time because the first
-	// failed on the connection (Redis restarted, a proxy closed it); the
-	// retries are not in ScriptCalls.
+	// Retries counts script calls sent again because the one before failed
+	// on its connection (Redis restarted, a proxy closed it); the retries
+	// are not in ScriptCalls.
 	Retries uint64
 	// Errors counts the calls that could not decide because Redis failed,
 	// timed out or returned something unexpected, or because the caller's

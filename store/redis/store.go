@@ -292,17 +292,24 @@ func (s *Store) call(ctx context.Context, keys, args []string) ([]int64, error) 
 		defer cancel()
 	}
 	res, err := decideScript.Exec(ctx, s.client, keys, args).AsIntSlice()
-	if err != nil && retryable(ctx, err) {
-		// A connection that died under the client (Redis restarted, a
-		// proxy closed it) fails on its first use, and the client dials
-		// anew: try once more, within the same deadline. Had the script
-		// run before the connection broke, the decision now counts twice,
-		// which errs on the side of refusing.
+	// A connection that died under the client (Redis restarted, a proxy
+	// closed it) fails on its first use, and the client dials anew; it
+	// keeps several connections to a server, each of which may be dead:
+	// try again, a few times, within the same deadline. Had the script run
+	// before a connection broke, the decision counts twice, which errs on
+	// the side of refusing.
+	for try := 0; err != nil && try < maxRetries && retryable(ctx, err); try++ {
 		s.stats.retries.Add(1)
 		res, err = decideScript.Exec(ctx, s.client, keys, args).AsIntSlice()
 	}
 	return res, err
 }
+
+// maxRetries bounds the retries of a script call that failed on its
+// connection: one per connection the client keeps to a server (rueidis
+// opens up to four by default), so that a call finds a live one after a
+// restart.
+const maxRetries = 4
 
 // retryable reports whether a failed script call is worth one more try:
 // the connection failed, not Redis (an error reply) nor the caller (its
