@@ -115,7 +115,7 @@ func RegisterRedis(reg prometheus.Registerer, stats func() redis.Stats) {
 		}, func() float64 { return float64(stats().ScriptCalls) }),
 		prometheus.NewCounterFunc(prometheus.CounterOpts{
 			Namespace: "sluice", Name: "redis_retries_total",
-			Help: "Script calls sent again because the connection failed under the first (Redis restarted, a proxy closed it).",
+			Help: "Script calls sent again because the one before failed on its connection (Redis restarted, a proxy closed it).",
 		}, func() float64 { return float64(stats().Retries) }),
 		prometheus.NewGaugeFunc(prometheus.GaugeOpts{
 			Namespace: "sluice", Name: "deny_cache_entries",
