@@ -21,57 +21,45 @@ import (
 // binary users run, so that the CPU time it spends is measured apart from
 // the load generator's, which shares the machine's cores with it.
 
-// binDir holds the sluice binary the benchmarks build; TestMain removes
-// it.
-var binDir string
+// builtDirs hold the binaries the benchmarks build; TestMain removes them.
+var builtDirs []string
 
 func TestMain(m *testing.M) {
 	code := m.Run()
-	for _, dir := range []string{binDir, refDir} {
-		if dir != "" {
-			os.RemoveAll(dir)
-		}
+	for _, dir := range builtDirs {
+		os.RemoveAll(dir)
 	}
 	os.Exit(code)
 }
 
-// sluiceBinary builds cmd/sluice once per benchmark binary.
-var sluiceBinary = sync.OnceValues(func() (string, error) {
-	dir, err := os.MkdirTemp("", "sluice-bench-bin")
+// build builds the command pkg, from the module in dir, into a directory
+// of its own, and returns the binary's path.
+func build(dir, pkg, name string) (string, error) {
+	tmp, err := os.MkdirTemp("", "sluice-bench-bin")
 	if err != nil {
 		return "", err
 	}
-	binDir = dir
-	bin := filepath.Join(dir, "sluice")
-	// Built in the main module, with its dependency versions, not the
-	// bench module's.
-	cmd := exec.Command("go", "build", "-o", bin, "./cmd/sluice")
-	cmd.Dir = ".."
-	out, err := cmd.CombinedOutput()
-	if err != nil {
-		return "", fmt.Errorf("go build cmd/sluice: %w\n%s", err, out)
+	builtDirs = append(builtDirs, tmp)
+	bin := filepath.Join(tmp, name)
+	cmd := exec.Command("go", "build", "-o", bin, pkg)
+	cmd.Dir = dir
+	if out, err := cmd.CombinedOutput(); err != nil {
+		return "", fmt.Errorf("go build %s: %w\n%s", pkg, err, out)
 	}
 	return bin, nil
+}
+
+// sluiceBinary builds cmd/sluice once per benchmark binary, in the main
+// module, with its dependency versions rather than the bench module's.
+var sluiceBinary = sync.OnceValues(func() (string, error) {
+	return build("..", "./cmd/sluice", "sluice")
 })
 
 // referenceBinary builds Envoy's reference rate limit service (the tool
 // in this module's go.mod) once per benchmark binary.
 var referenceBinary = sync.OnceValues(func() (string, error) {
-	dir, err := os.MkdirTemp("", "sluice-bench-bin")
-	if err != nil {
-		return "", err
-	}
-	refDir = dir
-	bin := filepath.Join(dir, "ratelimit")
-	out, err := exec.Command("go", "build", "-o", bin, "github.com/envoyproxy/ratelimit/src/service_cmd").CombinedOutput()
-	if err != nil {
-		return "", fmt.Errorf("go build envoyproxy/ratelimit: %w\n%s", err, out)
-	}
-	return bin, nil
+	return build(".", "github.com/envoyproxy/ratelimit/src/service_cmd", "ratelimit")
 })
-
-// refDir holds the reference's binary; TestMain removes it.
-var refDir string
 
 // referenceProcess is a running reference service.
 type referenceProcess struct {
