@@ -115,6 +115,7 @@ func startReference(b *testing.B, onStop onStop, envoy, redisAddr string) *refer
 	}
 	p.pid = cmd.Process.Pid
 	waitReady(b, onStop, cmd, &log, "http://"+health+"/healthcheck")
+	pinServer(b, p.pid)
 	return p
 }
 
@@ -202,6 +203,7 @@ func startServe(b *testing.B, onStop onStop, f serveFlags) *sluiceProcess {
 	}
 	p.pid = cmd.Process.Pid
 	waitReady(b, onStop, cmd, &log, "http://"+p.admin+"/readyz")
+	pinServer(b, p.pid)
 	return p
 }
 
@@ -256,6 +258,21 @@ func isInterrupt(err error) bool {
 	}
 	ws, ok := ee.Sys().(syscall.WaitStatus)
 	return ok && ws.Signaled() && ws.Signal() == syscall.SIGINT
+}
+
+// pinServer confines process pid, all its threads, to the CPUs that
+// SLUICE_BENCH_SERVER_CPUS lists (as taskset -c takes them), if set: with
+// the benchmark itself run under taskset on the other CPUs, the server side
+// has cores of its own, as if the load came from another machine.
+func pinServer(tb testing.TB, pid int) {
+	tb.Helper()
+	cpus := os.Getenv("SLUICE_BENCH_SERVER_CPUS")
+	if cpus == "" {
+		return
+	}
+	if out, err := exec.Command("taskset", "-a", "-p", "-c", cpus, strconv.Itoa(pid)).CombinedOutput(); err != nil {
+		tb.Fatalf("taskset %s %d: %v\n%s", cpus, pid, err, out)
+	}
 }
 
 // freeAddr returns a loopback address with a port free a moment ago.

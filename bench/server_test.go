@@ -314,6 +314,7 @@ func startRedis(b *testing.B, onStop onStop) *redistest.Server {
 		b.Fatal(err)
 	}
 	onStop(func(testing.TB) { stop() })
+	pinServer(b, rs.Pid())
 	return rs
 }
 

@@ -98,6 +98,17 @@ func (s *Server) Addr() string { return net.JoinHostPort("127.0.0.1", strconv.It
 // Port returns the server's port.
 func (s *Server) Port() int { return s.port }
 
+// Pid returns the process ID of the running server, or 0 if it is not
+// running.
+func (s *Server) Pid() int {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.cmd == nil {
+		return 0
+	}
+	return s.cmd.Process.Pid
+}
+
 // Kill ends the server with SIGKILL, as a crash would, and waits until the
 // process is gone. Its data is lost.
 func (s *Server) Kill() {
