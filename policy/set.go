@@ -7,6 +7,7 @@ import (
 
 	"github.com/sluicehq/sluice"
 	"github.com/sluicehq/sluice/clientip"
+	"github.com/sluicehq/sluice/internal/ratefield"
 	"github.com/sluicehq/sluice/rate"
 )
 
@@ -170,7 +171,7 @@ type Limit struct {
 
 	tag          string   // a short hash of the limit's text, in every key
 	headerPolicy []string // RateLimit-Policy item: "name";q=Q;w=W
-	headerName   string   // "name";r= , the start of a RateLimit item
+	headerName   string   // "name", the start of a RateLimit item
 	headerLimit  []string // X-RateLimit-Limit value
 }
 
@@ -189,10 +190,7 @@ func (l *Limit) HeaderPolicyValues() []string { return l.headerPolicy[:1:1] }
 // AppendHeader appends the RateLimit item for a decision of l:
 // `"name";r=50;t=30`, with t the reset in whole seconds rounded up.
 func (l *Limit) AppendHeader(dst []byte, d rate.Decision) []byte {
-	dst = append(dst, l.headerName...)
-	dst = strconv.AppendInt(dst, d.Remaining, 10)
-	dst = append(dst, ";t="...)
-	return strconv.AppendInt(dst, rate.CeilSeconds(d.ResetAfter), 10)
+	return ratefield.AppendRest(append(dst, l.headerName...), d.Remaining, d.ResetAfter)
 }
 
 // HeaderLimit returns the X-RateLimit-Limit value: the limit's capacity.
@@ -227,20 +225,6 @@ type partValue struct {
 	value string
 }
 
-// window returns the seconds a full quota of l takes to come back, and
-// false for calendar months, which have no fixed window.
-func window(l rate.Limit) (int64, bool) {
-	if l.Calendar == rate.Month {
-		return 0, false
-	}
-	w := l.Period
-	if l.Burst > 0 && l.Burst != l.Count {
-		// A bucket of Burst refills one unit every Period/Count.
-		w = time.Duration(float64(l.Period) * float64(l.Burst) / float64(l.Count))
-	}
-	return rate.CeilSeconds(w), true
-}
-
 // compileLimit fills in a Limit's derived fields.
 func compileLimit(p *Policy, name string, l rate.Limit, instances int) *Limit {
 	cl := newLimit(p, name, l)
@@ -256,15 +240,9 @@ func compileLimit(p *Policy, name string, l rate.Limit, instances int) *Limit {
 func newLimit(p *Policy, name string, l rate.Limit) *Limit {
 	cl := &Limit{Limit: l, Name: name, Policy: p}
 	cl.tag = shortHash(l.String())
-	q := strconv.FormatInt(l.Capacity(), 10)
-	quoted := strconv.Quote(name)
-	hp := quoted + ";q=" + q
-	if w, ok := window(l); ok {
-		hp += ";w=" + strconv.FormatInt(w, 10)
-	}
-	cl.headerPolicy = []string{hp}
-	cl.headerName = quoted + ";r="
-	cl.headerLimit = []string{q}
+	cl.headerPolicy = []string{string(ratefield.AppendPolicy(nil, name, l))}
+	cl.headerName = string(ratefield.AppendString(nil, name))
+	cl.headerLimit = []string{strconv.FormatInt(l.Capacity(), 10)}
 	return cl
 }
 

@@ -7,6 +7,7 @@ import (
 
 	corev3 "github.com/envoyproxy/go-control-plane/envoy/config/core/v3"
 
+	"github.com/sluicehq/sluice/internal/ratefield"
 	"github.com/sluicehq/sluice/rate"
 )
 
@@ -19,10 +20,13 @@ import (
 //	RateLimit: "per-user";r=0;t=25
 //	Retry-After: 25
 //
-// A policy is named by its limit's name, or else by its configured path.
-// Shadow-mode limits are not enforced and are left out, as are repeated
-// names after the first. Times are whole seconds rounded up; Retry-After
-// is never 0, so a client never returns before the window resets.
+// Items are written as package ratefield writes them for the HTTP
+// middleware (q is the capacity: the burst, when an algorithm extension
+// sets one). A policy is named by its limit's name, or else by its
+// configured path. Shadow-mode limits are not enforced and are left out,
+// as are repeated names after the first. Times are whole seconds rounded
+// up; Retry-After is never 0, so a client never returns before the window
+// resets.
 func headers(items []item) []*corev3.HeaderValue {
 	// One buffer for both fields, the policy's part first; a request names
 	// a few limits at most, so names already written are found by a scan.
@@ -52,16 +56,8 @@ func headers(items []item) []*corev3.HeaderValue {
 			pol = append(pol, ", "...)
 			state = append(state, ", "...)
 		}
-		pol = appendSFString(pol, name)
-		pol = append(pol, ";q="...)
-		pol = strconv.AppendUint(pol, uint64(it.m.limit.perUnit), 10)
-		pol = append(pol, ";w="...)
-		pol = strconv.AppendInt(pol, rate.CeilSeconds(it.m.limit.limit.Period), 10)
-		state = appendSFString(state, name)
-		state = append(state, ";r="...)
-		state = strconv.AppendInt(state, max(it.remain, 0), 10)
-		state = append(state, ";t="...)
-		state = strconv.AppendInt(state, rate.CeilSeconds(it.reset), 10)
+		pol = ratefield.AppendPolicy(pol, name, it.m.limit.limit)
+		state = ratefield.AppendItem(state, name, it.remain, it.reset)
 	}
 	if len(seen) == 0 {
 		return nil
@@ -81,23 +77,4 @@ func headers(items []item) []*corev3.HeaderValue {
 		hs[i] = &values[i]
 	}
 	return hs
-}
-
-// appendSFString appends s as a Structured Field string (RFC 9651):
-// quoted, with '"' and '\' escaped and bytes outside printable ASCII
-// replaced by '?'.
-func appendSFString(b []byte, s string) []byte {
-	b = append(b, '"')
-	for i := 0; i < len(s); i++ {
-		c := s[i]
-		switch {
-		case c == '"' || c == '\\':
-			b = append(b, '\\', c)
-		case c < 0x20 || c > 0x7e:
-			b = append(b, '?')
-		default:
-			b = append(b, c)
-		}
-	}
-	return append(b, '"')
 }
