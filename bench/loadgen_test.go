@@ -245,12 +245,13 @@ func hostBusy() (time.Duration, error) {
 	return time.Duration(busy) * 10 * time.Millisecond, nil
 }
 
-// serverCPU is the CPU time the server side of a benchmark has used.
+// serverCPU is the CPU time the server side of a benchmark has used: the
+// server's process (sluice serve or the reference) and its redis-server.
 type serverCPU struct {
-	sluice, redis time.Duration
+	server, redis time.Duration
 }
 
-func (c serverCPU) total() time.Duration { return c.sluice + c.redis }
+func (c serverCPU) total() time.Duration { return c.server + c.redis }
 
 // cpuTimes returns the user and system CPU time this process has used,
 // and what server says the server side has, when server is not nil.

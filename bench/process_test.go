@@ -61,13 +61,43 @@ var referenceBinary = sync.OnceValues(func() (string, error) {
 	return build(".", "github.com/envoyproxy/ratelimit/src/service_cmd", "ratelimit")
 })
 
-// referenceProcess is a running reference service.
-type referenceProcess struct {
-	grpc string
-	pid  int
+// process is a server the benchmark started.
+type process struct{ pid int }
+
+// cpu returns the CPU time, user and system, the process has used.
+func (p process) cpu() (time.Duration, error) { return procCPU(p.pid) }
+
+// start starts cmd, its output kept for failure messages, waits until it
+// answers 200 at readyURL (see waitReady), and pins it (see pinServer).
+func start(b *testing.B, onStop onStop, cmd *exec.Cmd, readyURL string) process {
+	b.Helper()
+	var log strings.Builder
+	cmd.Stdout, cmd.Stderr = &log, &log
+	if err := cmd.Start(); err != nil {
+		b.Fatal(err)
+	}
+	waitReady(b, onStop, cmd, &log, readyURL)
+	pinServer(b, cmd.Process.Pid)
+	return process{cmd.Process.Pid}
 }
 
-func (p *referenceProcess) cpu() (time.Duration, error) { return procCPU(p.pid) }
+// workDir returns a directory for one server's files, removed when the
+// server's environment stops.
+func workDir(b *testing.B, onStop onStop) string {
+	b.Helper()
+	dir, err := os.MkdirTemp("", "sluice-bench")
+	if err != nil {
+		b.Fatal(err)
+	}
+	onStop(func(testing.TB) { os.RemoveAll(dir) })
+	return dir
+}
+
+// referenceProcess is a running reference service.
+type referenceProcess struct {
+	process
+	grpc string
+}
 
 // startReference starts Envoy's reference rate limit service on loopback
 // with the configuration envoy (in its own format) and its counters in
@@ -79,11 +109,7 @@ func startReference(b *testing.B, onStop onStop, envoy, redisAddr string) *refer
 	if err != nil {
 		b.Fatal(err)
 	}
-	dir, err := os.MkdirTemp("", "sluice-bench")
-	if err != nil {
-		b.Fatal(err)
-	}
-	onStop(func(testing.TB) { os.RemoveAll(dir) })
+	dir := workDir(b, onStop)
 	conf := filepath.Join(dir, "ratelimit", "config")
 	if err := os.MkdirAll(conf, 0o755); err != nil {
 		b.Fatal(err)
@@ -108,14 +134,7 @@ func startReference(b *testing.B, onStop onStop, envoy, redisAddr string) *refer
 		// REDIS_PIPELINE_WINDOW=150us,REDIS_PIPELINE_LIMIT=8.
 		cmd.Env = append(cmd.Env, strings.Split(extra, ",")...)
 	}
-	var log strings.Builder
-	cmd.Stdout, cmd.Stderr = &log, &log
-	if err := cmd.Start(); err != nil {
-		b.Fatal(err)
-	}
-	p.pid = cmd.Process.Pid
-	waitReady(b, onStop, cmd, &log, "http://"+health+"/healthcheck")
-	pinServer(b, p.pid)
+	p.process = start(b, onStop, cmd, "http://"+health+"/healthcheck")
 	return p
 }
 
@@ -129,27 +148,20 @@ type serveFlags struct {
 
 // sluiceProcess is a running sluice serve.
 type sluiceProcess struct {
+	process
 	proxy, check, grpc, admin string // addresses; empty when off
-	pid                       int
 }
 
-// cpu returns the CPU time, user and system, the process has used.
-func (p *sluiceProcess) cpu() (time.Duration, error) { return procCPU(p.pid) }
-
 // startServe starts sluice serve with f, in a directory of its own, and
-// waits until its /readyz answers 200. onStop stops it with SIGTERM and
-// fails the running benchmark if it does not exit cleanly.
+// waits until its /readyz answers 200. onStop stops it with an interrupt
+// and fails the running benchmark if it does not exit cleanly.
 func startServe(b *testing.B, onStop onStop, f serveFlags) *sluiceProcess {
 	b.Helper()
 	bin, err := sluiceBinary()
 	if err != nil {
 		b.Fatal(err)
 	}
-	dir, err := os.MkdirTemp("", "sluice-bench")
-	if err != nil {
-		b.Fatal(err)
-	}
-	onStop(func(testing.TB) { os.RemoveAll(dir) })
+	dir := workDir(b, onStop)
 	write := func(name, content string) string {
 		p := filepath.Join(dir, name)
 		if err := os.WriteFile(p, []byte(content), 0o644); err != nil {
@@ -195,15 +207,7 @@ func startServe(b *testing.B, onStop onStop, f serveFlags) *sluiceProcess {
 	if f.upstream != "" {
 		args = append(args, "--upstream", f.upstream)
 	}
-	cmd := exec.Command(bin, args...)
-	var log strings.Builder
-	cmd.Stdout, cmd.Stderr = &log, &log
-	if err := cmd.Start(); err != nil {
-		b.Fatal(err)
-	}
-	p.pid = cmd.Process.Pid
-	waitReady(b, onStop, cmd, &log, "http://"+p.admin+"/readyz")
-	pinServer(b, p.pid)
+	p.process = start(b, onStop, exec.Command(bin, args...), "http://"+p.admin+"/readyz")
 	return p
 }
 

@@ -125,13 +125,7 @@ func BenchmarkServer(b *testing.B) {
 				do, closeConns := rlsCall(b, p.grpc, keys)
 				onStop(func(testing.TB) { closeConns() })
 				warm(b, do)
-				return &sluiceEnv{do: do, server: func() (c serverCPU, err error) {
-					if c.sluice, err = p.cpu(); err != nil {
-						return c, err
-					}
-					c.redis, err = redisCPU(rs)
-					return c, err
-				}}
+				return &sluiceEnv{do: do, server: serverSide(p.process, rs)}
 			}).(*sluiceEnv)
 			r := measure(b, "decisions/s", env.do, env.server)
 			r.failed(b, "rls/reference")
@@ -329,8 +323,14 @@ func startSluice(b *testing.B, onStop onStop, store string, f serveFlags) (_ *sl
 		f.redis = rs.Addr()
 	}
 	p := startServe(b, onStop, f)
-	return p, func() (c serverCPU, err error) {
-		if c.sluice, err = p.cpu(); err != nil || rs == nil {
+	return p, serverSide(p.process, rs)
+}
+
+// serverSide returns what the server side has spent: the server process
+// p, and its redis-server rs if not nil.
+func serverSide(p process, rs *redistest.Server) func() (serverCPU, error) {
+	return func() (c serverCPU, err error) {
+		if c.server, err = p.cpu(); err != nil || rs == nil {
 			return c, err
 		}
 		c.redis, err = redisCPU(rs)
