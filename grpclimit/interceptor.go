@@ -3,7 +3,6 @@ package grpclimit
 import (
 	"context"
 	"errors"
-	"log/slog"
 	"net"
 	"net/http"
 	"net/netip"
@@ -29,22 +28,11 @@ import (
 
 // Options configures a Limiter. The zero value is ready to use.
 type Options struct {
-	// Clock tells the time of waits (max_delay, leaky_bucket). If nil,
-	// rate.SystemClock. Give it the store's clock.
-	Clock rate.Clock
-	// Local is the store policies with on_store_error: local fall back
-	// to. If nil, an in-memory store of this process.
-	Local sluice.Store
-	// Observer is told about every decision (see policy.Observer). If
-	// nil, nobody is.
-	Observer policy.Observer
-	// Logger logs store failures and shadow refusals. If nil, nothing is
-	// logged.
-	Logger *slog.Logger
-	// InFlight counts the requests in flight under the concurrency limit.
-	// If nil, the middleware counts in its own; give every generation of
-	// a reloaded configuration the same one (see policy.InFlight).
-	InFlight *policy.InFlight
+	// Options configures the policy.Enforcer the Limiter decides with:
+	// its clock, local store, observer, logger and count of requests in
+	// flight (give every generation of a reloaded configuration the same
+	// InFlight).
+	policy.Options
 	// Identify returns the authenticated user of a call, "" for an
 	// anonymous one. If nil, the user is the one policy.WithUser put in
 	// the call's context (by an interceptor that runs before this one).
@@ -80,10 +68,7 @@ type call struct {
 // New returns a Limiter that decides set's policies against store.
 func New(set *policy.Set, store sluice.Store, o Options) *Limiter {
 	l := &Limiter{
-		e: policy.NewEnforcer(set, store, policy.Options{
-			Clock: o.Clock, Local: o.Local, Observer: o.Observer, Logger: o.Logger,
-			InFlight: o.InFlight,
-		}),
+		e:         policy.NewEnforcer(set, store, o.Options),
 		resolver:  set.ClientIP(),
 		fwdHeader: strings.ToLower(set.ClientIP().Header()),
 		usesIP:    set.UsesClientIP(),

@@ -41,7 +41,7 @@ func serve(t *testing.T, config string) healthpb.HealthClient {
 		t.Fatal(err)
 	}
 	clock := ratetest.NewClock(time.Date(2026, 3, 1, 12, 0, 0, 0, time.UTC))
-	l := New(set, memory.New(memory.Options{Clock: clock}), Options{Clock: clock})
+	l := New(set, memory.New(memory.Options{Clock: clock}), Options{Options: policy.Options{Clock: clock}})
 	srv := grpc.NewServer(grpc.ChainUnaryInterceptor(l.Unary), grpc.ChainStreamInterceptor(l.Stream))
 	healthpb.RegisterHealthServer(srv, health.NewServer())
 	lis, err := net.Listen("tcp", "127.0.0.1:0")

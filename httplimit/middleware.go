@@ -3,7 +3,6 @@ package httplimit
 import (
 	"context"
 	"errors"
-	"log/slog"
 	"net/http"
 	"strconv"
 	"unsafe"
@@ -18,22 +17,11 @@ import (
 // sends both header vocabularies, reads the user from the request context
 // (see WithUser) and runs on the system clock.
 type Options struct {
-	// Clock tells the time of waits (max_delay, leaky_bucket). If nil,
-	// rate.SystemClock. Give it the store's clock.
-	Clock rate.Clock
-	// Local is the store policies with on_store_error: local fall back
-	// to. If nil, an in-memory store of this process.
-	Local sluice.Store
-	// Observer is told about every decision, to count them (see
-	// policy.Observer). If nil, nobody is.
-	Observer policy.Observer
-	// Logger logs store failures and shadow refusals. If nil, nothing is
-	// logged.
-	Logger *slog.Logger
-	// InFlight counts the requests in flight under the concurrency limit.
-	// If nil, the middleware counts in its own; give every generation of
-	// a reloaded configuration the same one (see policy.InFlight).
-	InFlight *policy.InFlight
+	// Options configures the policy.Enforcer the middleware decides with:
+	// its clock, local store, observer, logger and count of requests in
+	// flight (give every generation of a reloaded configuration the same
+	// InFlight).
+	policy.Options
 	// Identify returns the authenticated user of a request, "" for an
 	// anonymous one. If nil, the user is the one WithUser put in the
 	// request's context.
@@ -67,10 +55,7 @@ func WithPlan(ctx context.Context, plan string) context.Context { return policy.
 // policy.Enforcer, and so one concurrency limit.
 func Middleware(set *policy.Set, store sluice.Store, o Options) func(http.Handler) http.Handler {
 	l := &limiter{
-		e: policy.NewEnforcer(set, store, policy.Options{
-			Clock: o.Clock, Local: o.Local, Observer: o.Observer, Logger: o.Logger,
-			InFlight: o.InFlight,
-		}),
+		e:        policy.NewEnforcer(set, store, o.Options),
 		resolver: set.ClientIP(),
 		usesIP:   set.UsesClientIP(),
 		usesUser: set.UsesUser(),

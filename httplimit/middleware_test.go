@@ -402,10 +402,10 @@ policies:
 	var logs strings.Builder
 	obs := &recorder{}
 	served := 0
-	h := Middleware(set, ctxStore{memory.New(memory.Options{})}, Options{
+	h := Middleware(set, ctxStore{memory.New(memory.Options{})}, Options{Options: policy.Options{
 		Observer: obs,
 		Logger:   slog.New(slog.NewTextHandler(&logs, nil)),
-	})(http.HandlerFunc(func(http.ResponseWriter, *http.Request) { served++ }))
+	}})(http.HandlerFunc(func(http.ResponseWriter, *http.Request) { served++ }))
 
 	hr := httptest.NewRequest("GET", "/", nil)
 	ctx, cancel := context.WithCancel(hr.Context())
@@ -478,7 +478,7 @@ policies:
 		if err != nil {
 			t.Fatal(err)
 		}
-		return Middleware(set, store, Options{Clock: clock})(http.HandlerFunc(func(http.ResponseWriter, *http.Request) {}))
+		return Middleware(set, store, Options{Options: policy.Options{Clock: clock}})(http.HandlerFunc(func(http.ResponseWriter, *http.Request) {}))
 	}
 	status := func(h http.Handler) int {
 		w := httptest.NewRecorder()

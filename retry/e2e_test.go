@@ -80,7 +80,7 @@ func startLimitedServer(t *testing.T, clock Clock, limit int, window time.Durati
 		t.Fatal(err)
 	}
 	store := memory.New(memory.Options{Clock: clock})
-	limited := httplimit.Middleware(set, store, httplimit.Options{Clock: clock})(ok)
+	limited := httplimit.Middleware(set, store, httplimit.Options{Options: policy.Options{Clock: clock}})(ok)
 	log := &arrivalLog{}
 	srv := httptest.NewServer(log.record(clock, limited))
 	t.Cleanup(srv.Close)

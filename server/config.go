@@ -107,13 +107,13 @@ func (s *Server) build(g *generation) {
 	if g.set == nil {
 		return
 	}
-	mw := httplimit.Middleware(g.set, s.st.store, httplimit.Options{
+	mw := httplimit.Middleware(g.set, s.st.store, httplimit.Options{Options: policy.Options{
 		Clock:    s.clock,
 		Local:    s.local,
 		Observer: observer{s},
 		Logger:   s.log,
 		InFlight: &s.inFlight,
-	})
+	}})
 	if s.proxy {
 		var upstream http.Handler
 		if s.target == nil {
