@@ -286,7 +286,10 @@ func (s *Store) decideGroup(ctx context.Context, sl uint16, reqs []rate.Request,
 func (s *Store) call(ctx context.Context, keys, args []string) ([]int64, error) {
 	args[0] = s.nowArg()
 	s.stats.scriptCalls.Add(1)
-	if s.timeout > 0 {
+	// A caller whose own deadline comes first (Envoy sends one with every
+	// call, and a coalesced batch carries its callers' latest) needs no
+	// timer of ours.
+	if dl, ok := ctx.Deadline(); s.timeout > 0 && (!ok || time.Until(dl) > s.timeout) {
 		var cancel context.CancelFunc
 		ctx, cancel = context.WithTimeout(ctx, s.timeout)
 		defer cancel()
