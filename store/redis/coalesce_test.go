@@ -13,7 +13,6 @@ import (
 
 	"github.com/sluicehq/sluice/internal/redistest"
 	"github.com/sluicehq/sluice/rate"
-	"github.com/sluicehq/sluice/rate/ratetest"
 	"github.com/sluicehq/sluice/store/redis"
 )
 
@@ -22,9 +21,7 @@ import (
 // frozen, every key admits exactly its limit, whatever the batches were.
 func TestCoalescer(t *testing.T) {
 	srv := redistest.Start(t)
-	clk := ratetest.NewClock(time.Date(2024, 6, 1, 12, 0, 0, 0, time.UTC))
-	o := redis.Options{DisableDenyCache: true}
-	redis.PinNow(&o, clk)
+	o, _ := pinnedOptions(redis.Options{DisableDenyCache: true})
 	s := redis.New(newClient(t, srv.Addr()), o)
 	ctx := context.Background()
 

@@ -15,6 +15,16 @@ import (
 
 // pinnedStores returns a storetest factory of stores over client whose
 // script time is pinned to a fake clock, each under its own key prefix.
+// pinnedOptions returns o with its decisions (in place of Redis's TIME)
+// and its deny cache on one fake clock, which it returns, set to noon on 1
+// June 2024.
+func pinnedOptions(o redis.Options) (redis.Options, *ratetest.Clock) {
+	clk := ratetest.NewClock(time.Date(2024, 6, 1, 12, 0, 0, 0, time.UTC))
+	o.Clock = clk
+	redis.PinNow(&o, clk)
+	return o, clk
+}
+
 func pinnedStores(client rueidis.Client, opts redis.Options) storetest.NewStore {
 	return func(t *testing.T) (sluice.Store, func(time.Time)) {
 		clk := ratetest.NewClock(time.Unix(0, 0))

@@ -14,7 +14,6 @@ import (
 	"github.com/sluicehq/sluice"
 	"github.com/sluicehq/sluice/internal/redistest"
 	"github.com/sluicehq/sluice/rate"
-	"github.com/sluicehq/sluice/rate/ratetest"
 	"github.com/sluicehq/sluice/store/memory"
 	"github.com/sluicehq/sluice/store/redis"
 	"github.com/sluicehq/sluice/store/storetest"
@@ -97,9 +96,7 @@ func keyPair(t *testing.T, c *redistest.Cluster, s *redis.Store, aFormat, bForma
 // neither limit.
 func testLoginAcrossSlots(t *testing.T, c *redistest.Cluster, client rueidis.Client) {
 	ctx := context.Background()
-	clk := ratetest.NewClock(time.Date(2024, 6, 1, 12, 0, 0, 0, time.UTC))
-	o := redis.Options{Prefix: "login:", Clock: clk}
-	redis.PinNow(&o, clk)
+	o, clk := pinnedOptions(redis.Options{Prefix: "login:"})
 	s := redis.New(client, o)
 	mem := memory.New(memory.Options{Clock: clk})
 
@@ -184,9 +181,7 @@ func testLoginAcrossSlots(t *testing.T, c *redistest.Cluster, client rueidis.Cli
 // at the check consumes nothing.
 func testRaceAcrossSlots(t *testing.T, client rueidis.Client) {
 	ctx := context.Background()
-	clk := ratetest.NewClock(time.Date(2024, 6, 1, 12, 0, 0, 0, time.UTC))
-	o := redis.Options{Prefix: "race:", Clock: clk, DisableDenyCache: true}
-	redis.PinNow(&o, clk)
+	o, _ := pinnedOptions(redis.Options{Prefix: "race:", DisableDenyCache: true})
 	s, other := redis.New(client, o), redis.New(client, o)
 
 	perAccount := rate.Limit{Algorithm: rate.GCRA, Count: 3, Period: time.Hour}
@@ -250,9 +245,7 @@ func testRaceAcrossSlots(t *testing.T, client rueidis.Client) {
 // consumed beyond the admitted logins is owed to a counted race.
 func testSharedKeyUnderLoad(t *testing.T, client rueidis.Client) {
 	ctx := context.Background()
-	clk := ratetest.NewClock(time.Date(2024, 6, 1, 12, 0, 0, 0, time.UTC))
-	o := redis.Options{Prefix: "load:", Clock: clk, DisableDenyCache: true}
-	redis.PinNow(&o, clk)
+	o, _ := pinnedOptions(redis.Options{Prefix: "load:", DisableDenyCache: true})
 	s := redis.New(client, o)
 
 	perAccount := rate.Limit{Algorithm: rate.FixedWindow, Count: 3, Period: time.Hour}

@@ -183,9 +183,7 @@ func scriptCalls(srv *redistest.Server) int {
 // was sent, and agree with what Redis says when asked again.
 func TestDenyCacheCountsDown(t *testing.T) {
 	srv := redistest.Start(t)
-	clk := ratetest.NewClock(time.Date(2024, 6, 1, 12, 0, 0, 0, time.UTC))
-	o := redis.Options{Clock: clk}
-	redis.PinNow(&o, clk)
+	o, clk := pinnedOptions(redis.Options{})
 	client := newClient(t, srv.Addr())
 	s := redis.New(client, o)
 	po := redis.Options{DisableDenyCache: true}

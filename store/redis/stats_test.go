@@ -9,7 +9,6 @@ import (
 
 	"github.com/sluicehq/sluice/internal/redistest"
 	"github.com/sluicehq/sluice/rate"
-	"github.com/sluicehq/sluice/rate/ratetest"
 	"github.com/sluicehq/sluice/store/redis"
 )
 
@@ -20,9 +19,7 @@ func TestStats(t *testing.T) {
 	srv := redistest.Start(t)
 	client := newClient(t, srv.Addr())
 	ctx := context.Background()
-	clk := ratetest.NewClock(time.Date(2024, 6, 1, 12, 0, 0, 0, time.UTC))
-	o := redis.Options{Clock: clk, DisableCoalescing: true}
-	redis.PinNow(&o, clk)
+	o, clk := pinnedOptions(redis.Options{DisableCoalescing: true})
 	s := redis.New(client, o)
 	r := rate.Request{Key: "stats", Limit: rate.Limit{Algorithm: rate.GCRA, Count: 2, Period: time.Hour}, Cost: 1}
 
@@ -106,9 +103,7 @@ func TestDecideCached(t *testing.T) {
 	srv := redistest.Start(t)
 	client := newClient(t, srv.Addr())
 	ctx := context.Background()
-	clk := ratetest.NewClock(time.Date(2024, 6, 1, 12, 0, 0, 0, time.UTC))
-	o := redis.Options{Clock: clk, DisableCoalescing: true}
-	redis.PinNow(&o, clk)
+	o, clk := pinnedOptions(redis.Options{DisableCoalescing: true})
 	s := redis.New(client, o)
 	r := rate.Request{Key: "cached", Limit: rate.Limit{Algorithm: rate.GCRA, Count: 1, Period: time.Minute}, Cost: 1}
 	out := make([]rate.Decision, 1)
