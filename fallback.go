@@ -108,7 +108,8 @@ type FallbackOptions struct {
 	// Timeout bounds each call to the primary (a context deadline on the
 	// call); a call that takes longer counts as a failure. Zero means
 	// DefaultFallbackTimeout (50ms); negative means no bound but the
-	// caller's context.
+	// caller's context, for a primary that bounds its own calls (the
+	// Redis store with CallTimeout), which spares a timer per decision.
 	Timeout time.Duration
 	// RetryAfter is the RetryAfter of FailClosed's refusals, and of
 	// FailLocal's refusals of a cost above an instance's share. Zero or

@@ -7,9 +7,10 @@
 //	d, err := s.Decide(ctx, rate.Request{Key: "user=42", Limit: lim, Cost: 1})
 //
 // In production, bound each script call (Options.CallTimeout) and wrap the
-// store in a [sluice.Fallback], which decides by a failure mode (fail open,
-// fail closed, or a local memory store with each instance's share) while
-// Redis is down. A call that fails on its connection (Redis restarted, and
+// store in a [sluice.Fallback] with a Timeout of -1, so that the store's
+// bound, one timer per script call, is the only one; the Fallback decides
+// by a failure mode (fail open, fail closed, or a local memory store with
+// each instance's share) while Redis is down. A call that fails on its connection (Redis restarted, and
 // the client's connections to the old process are dead) is sent again, up
 // to four times, before it counts as a failure, so a restart alone fails
 // no decision.
