@@ -83,11 +83,6 @@ func (m *Metrics) Decision(policy, result string) {
 	m.decisions.WithLabelValues(policy, result).Inc()
 }
 
-// StoreLatency records how long store took to decide.
-func (m *Metrics) StoreLatency(store string, d time.Duration) {
-	m.storeLatency.WithLabelValues(store).Observe(d.Seconds())
-}
-
 // StoreError counts a store call that could not decide.
 func (m *Metrics) StoreError(kind string) { m.storeErrors.WithLabelValues(kind).Inc() }
 
