@@ -165,8 +165,8 @@ func warm(b *testing.B, do call) {
 // measure sends b.N requests through do from loadCallers callers and
 // reports the rate (in unit, such as "decisions/s"), the 50th and 99th
 // percentile latency, and the CPU time one request cost: cpu-µs/op for
-// every process of the benchmark (this one, the load generator and any in-
-// process upstream, and the server side), and, when server is not nil,
+// every process of the benchmark (this one, the load generator and any
+// in-process upstream, and the server side), and, when server is not nil,
 // server-cpu-µs/op for the server side alone (what server says: sluice
 // serve and its redis-server, and redis-cpu-µs/op for the latter). From
 // that it reports server-bound/s, the rate the machine's cores would
