@@ -18,8 +18,11 @@ func (a pt) less(b pt) bool { return a.us < b.us || a.us == b.us && a.rem < b.re
 
 // addTicks returns a + t/N for t ≥ 0.
 func (a pt) addTicks(t, n int64) pt {
-	r := a.rem + t%n
-	us := a.us + t/n
+	// Unsigned, as t and n are not negative: a signed division first
+	// tests its divisor for -1.
+	q, m := uint64(t)/uint64(n), uint64(t)%uint64(n)
+	r := a.rem + int64(m)
+	us := a.us + int64(q)
 	if r >= n {
 		r -= n
 		us++
@@ -55,40 +58,38 @@ func (a pt) ticksSince(b pt, n int64) int64 { return (a.us-b.us)*n + a.rem - b.r
 func (l *Limit) gcra(s *State, now, cost, maxDelay int64, next *State, out *Decision) {
 	n, t, b := l.Count, l.periodMicros(), l.burst()
 	at := max(now, s.C)
-	tat := pt{s.A, s.B}
 	// base = max(TAT, at), and debt = base − at in ticks: how far the
 	// bucket is below full, 0 ≤ debt ≤ B·T for a state this limit wrote.
 	// An admitted request is decided from debt alone, with no division
-	// but its own time's; far is a debt beyond any this limit writes (a
-	// state left by another limit), which only the refusal below handles.
-	base, debt, far := pt{at, 0}, int64(0), false
-	if (pt{at, 0}).less(tat) {
-		base = tat
+	// but its own time's. A debt beyond any this limit writes (a state
+	// left by another limit) is refused.
+	base, debt := pt{at, 0}, int64(0)
+	if tat := (pt{s.A, s.B}); base.less(tat) {
 		hi, lo := bits.Mul64(uint64(tat.us-at), uint64(n))
-		debt, far = int64(lo)+tat.rem, hi != 0 || lo > 1<<61
+		if hi != 0 || lo > 1<<61 {
+			l.gcraRefuse(s, now, at, cost, maxDelay, next, out)
+			return
+		}
+		base, debt = tat, int64(lo)+tat.rem
 	}
 	need := cost * t
-	nt := base.addTicks(need, n)
-	allowed := !far && debt+need <= b*t
-	var delay, wait int64
+	var delay int64
 	if l.Algorithm == LeakyBucket {
 		delay = base.ceilSub(pt{now, 0})
 		if maxDelay > 0 && delay > maxDelay {
-			allowed = false
-			wait = delay - maxDelay
+			l.gcraRefuse(s, now, at, cost, maxDelay, next, out)
+			return
 		}
 	}
-	if !allowed {
-		full := pt{at, 0}.addTicks(b*t, n) // at + B·I
-		out.set(false, b, remainingTicks(full, base, n, t),
-			dur(max(0, tat.ceilSub(pt{now, 0}))), dur(max(wait, nt.ceilSub(full)+at-now)), 0)
-		keep(s, next)
+	if debt+need > b*t {
+		l.gcraRefuse(s, now, at, cost, maxDelay, next, out)
 		return
 	}
+	nt := base.addTicks(need, n)
 	// Of the B units, the request takes cost and debt holds ⌈debt/T⌉.
 	remaining := b - cost
 	if debt > 0 {
-		remaining -= (debt + t - 1) / t
+		remaining -= int64(uint64(debt+t-1) / uint64(t))
 	}
 	out.set(true, b, remaining, dur(max(0, nt.ceilSub(pt{now, 0}))), 0, dur(delay))
 	if debt+need == 0 {
@@ -96,6 +97,28 @@ func (l *Limit) gcra(s *State, now, cost, maxDelay int64, next *State, out *Deci
 		return
 	}
 	put(next, nt.us, nt.rem, at)
+}
+
+// gcraRefuse is gcra's refusal, out of line so that the admitted path
+// keeps its values in registers. at is max(now, latest time seen).
+func (l *Limit) gcraRefuse(s *State, now, at, cost, maxDelay int64, next *State, out *Decision) {
+	n, t, b := l.Count, l.periodMicros(), l.burst()
+	tat := pt{s.A, s.B}
+	base := pt{at, 0}
+	if base.less(tat) {
+		base = tat
+	}
+	// A leaky_bucket's turn longer than the caller waits is refused until
+	// it is short enough.
+	var wait int64
+	if l.Algorithm == LeakyBucket && maxDelay > 0 {
+		wait = max(0, base.ceilSub(pt{now, 0})-maxDelay)
+	}
+	nt := base.addTicks(cost*t, n)
+	full := pt{at, 0}.addTicks(b*t, n) // at + B·I
+	out.set(false, b, remainingTicks(full, base, n, t),
+		dur(max(0, tat.ceilSub(pt{now, 0}))), dur(max(wait, nt.ceilSub(full)+at-now)), 0)
+	keep(s, next)
 }
 
 // remainingTicks returns how many whole units fit between at and full.
