@@ -64,7 +64,7 @@ func (l *Limit) gcra(s *State, now, cost, maxDelay int64, next *State, out *Deci
 	// but its own time's. A debt beyond any this limit writes (a state
 	// left by another limit) is refused.
 	base, debt := pt{at, 0}, int64(0)
-	if tat := (pt{s.A, s.B}); base.less(tat) {
+	if tat := tatOf(s, n); base.less(tat) {
 		hi, lo := bits.Mul64(uint64(tat.us-at), uint64(n))
 		if hi != 0 || lo > 1<<61 {
 			l.gcraRefuse(s, now, at, cost, maxDelay, next, out)
@@ -103,7 +103,7 @@ func (l *Limit) gcra(s *State, now, cost, maxDelay int64, next *State, out *Deci
 // keeps its values in registers. at is max(now, latest time seen).
 func (l *Limit) gcraRefuse(s *State, now, at, cost, maxDelay int64, next *State, out *Decision) {
 	n, t, b := l.Count, l.periodMicros(), l.burst()
-	tat := pt{s.A, s.B}
+	tat := tatOf(s, n)
 	base := pt{at, 0}
 	if base.less(tat) {
 		base = tat
@@ -119,6 +119,18 @@ func (l *Limit) gcraRefuse(s *State, now, at, cost, maxDelay int64, next *State,
 	out.set(false, b, remainingTicks(full, base, n, t),
 		dur(max(0, tat.ceilSub(pt{now, 0}))), dur(max(wait, nt.ceilSub(full)+at-now)), 0)
 	keep(s, next)
+}
+
+// tatOf returns the TAT that s holds, for a limit of n per period. Its
+// fraction counts in 1/n µs, below n; a gcra limit with a larger count,
+// since changed, may have left one of n or more, which is a fraction of a
+// microsecond in its own units: the TAT is then rounded up to the next
+// microsecond, never earlier than the instant the old limit meant.
+func tatOf(s *State, n int64) pt {
+	if uint64(s.B) >= uint64(n) {
+		return pt{s.A + 1, 0}
+	}
+	return pt{s.A, s.B}
 }
 
 // remainingTicks returns how many whole units fit between at and full.

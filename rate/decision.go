@@ -42,7 +42,12 @@ func (d Decision) String() string {
 type Request struct {
 	// Key names whose state this is: a user, an API key, an IP, or a mix.
 	// Stores keep one state per Key; callers make sure that two different
-	// limits never share a Key.
+	// limits never share a Key. A limit changed under a Key reads what the
+	// old one of the same algorithm left as well as it can: a gcra TAT's
+	// fraction rounded up to the microsecond, a count over the new one
+	// leaving nothing. A state of another algorithm the Redis store treats
+	// as fresh; the memory store reads it as its own, which gives
+	// well-formed decisions but not meaningful ones.
 	Key string
 	// Limit decides the request.
 	Limit Limit
@@ -51,7 +56,8 @@ type Request struct {
 	Cost int64
 	// MaxDelay, if positive, is the longest a caller will wait for a
 	// leaky_bucket's Delay: a request that would be delayed longer is
-	// refused. Other algorithms never delay and ignore it.
+	// refused (a look, of cost 0, never is). Other algorithms never delay
+	// and ignore it.
 	MaxDelay time.Duration
 }
 

@@ -66,6 +66,13 @@ func (l *Limit) Apply(s *State, now, cost int64, maxDelay time.Duration, next *S
 		l.slidingLog(s, now, cost, next, d)
 	default:
 		*next, *d = *s, Decision{}
+		return
+	}
+	if cost == 0 && !d.Allowed {
+		// A look is never refused: it consumes nothing, whatever the
+		// state (one left by a limit with a larger count can be over
+		// this one's) and however long a leaky_bucket's queue.
+		d.Allowed, d.RetryAfter = true, 0
 	}
 }
 
@@ -74,9 +81,11 @@ func (l *Limit) Apply(s *State, now, cost int64, maxDelay time.Duration, next *S
 // assigned through a pointer is, or a State assigned whole, costs the
 // in-memory store's hot path a tenth of its time.
 
-// set writes the decision into *d field by field.
+// set writes the decision into *d field by field. A state left by a limit
+// with a larger count may hold more than this one allows: remaining is
+// then below zero, and nothing remains.
 func (d *Decision) set(allowed bool, limit, remaining int64, resetAfter, retryAfter, delay time.Duration) {
-	d.Allowed, d.Limit, d.Remaining = allowed, limit, remaining
+	d.Allowed, d.Limit, d.Remaining = allowed, limit, max(0, remaining)
 	d.ResetAfter, d.RetryAfter, d.Delay = resetAfter, retryAfter, delay
 }
 

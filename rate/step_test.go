@@ -189,6 +189,42 @@ func TestLeakyBucketDelays(t *testing.T) {
 	}
 }
 
+// TestStateOfAnotherLimit: a limit changed under a key meets the state the
+// old limit left there.
+func TestStateOfAnotherLimit(t *testing.T) {
+	now := 1_700_000_000 * sec
+	// 700 requests at once at 999999/s leave the TAT 700 + 700/999999 µs
+	// ahead: a fraction of 700, in millionths less one.
+	old := Limit{Count: 999_999, Period: time.Second, Burst: 1000}
+	s, d := old.Step(State{}, now, 700)
+	if !d.Allowed || s.A != now+700 || s.B != 700 {
+		t.Fatalf("700 at 999999/s: %v, state %+v; want allowed, TAT now+700µs and 700/999999", d, s)
+	}
+	// At 10/s the fraction counts in tenths: 700 of them are not a
+	// fraction. The TAT rounds up to now+701µs, and the request adds
+	// 100ms to it.
+	l := Limit{Count: 10, Period: time.Second}
+	next, d := l.Step(s, now, 1)
+	if !d.Allowed || d.Remaining != 8 || d.ResetAfter != 100_701*time.Microsecond {
+		t.Errorf("10/s after it: %v, want allowed, 8 remaining, reset 100.701ms", d)
+	}
+	if next.A != now+100_701 || next.B != 0 {
+		t.Errorf("10/s after it: state %+v, want TAT now+100701µs and no fraction", next)
+	}
+
+	// A window's count can be over a smaller limit's: nothing remains,
+	// and a look still passes.
+	twenty := Limit{Algorithm: FixedWindow, Count: 20, Period: time.Minute}
+	ten := Limit{Algorithm: FixedWindow, Count: 10, Period: time.Minute}
+	s, _ = twenty.Step(State{}, now, 15)
+	if _, d := ten.Step(s, now, 1); d.Allowed || d.Remaining != 0 {
+		t.Errorf("10/m with 15 counted: %v, want refused, nothing remaining", d)
+	}
+	if next, d := ten.Step(s, now, 0); !d.Allowed || d.Remaining != 0 || next.A != s.A || next.B != s.B {
+		t.Errorf("a look at 10/m with 15 counted: %v, state %+v; want allowed, nothing remaining, the state kept", d, next)
+	}
+}
+
 func TestFixedWindowCalendarMonth(t *testing.T) {
 	l := mustLimit(t, "2/month")
 	jan31 := time.Date(2026, 1, 31, 23, 59, 59, 999_999_000, time.UTC).UnixMicro()

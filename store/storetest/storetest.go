@@ -27,6 +27,7 @@ func Run(t *testing.T, newStore NewStore) {
 	t.Run("TimeBackwards", func(t *testing.T) { testTimeBackwards(t, newStore) })
 	t.Run("Cost", func(t *testing.T) { testCost(t, newStore) })
 	t.Run("LeakyBucketDelay", func(t *testing.T) { testLeakyBucketDelay(t, newStore) })
+	t.Run("LimitChanged", func(t *testing.T) { testLimitChanged(t, newStore) })
 	t.Run("AllOrNothing", func(t *testing.T) { testAllOrNothing(t, newStore) })
 	t.Run("InvalidRequests", func(t *testing.T) { testInvalidRequests(t, newStore) })
 	t.Run("Random", func(t *testing.T) { testRandom(t, newStore) })
@@ -353,6 +354,53 @@ func testLeakyBucketDelay(t *testing.T, newStore NewStore) {
 	h.decide(r)
 	h.at(epoch.Add(2 * time.Second))
 	h.decide(rate.Request{Key: "queue", Limit: l, Cost: 3})
+}
+
+// testLimitChanged: a limit changed under a key that keeps its state (a
+// Limiter with one limit and no Name, on a shared store) meets the state
+// the old limit left. A gcra TAT's fraction of a microsecond counts in the
+// old limit's units, and can be too large for the new one; a window's
+// count can be over the new count. The stores read such states as the
+// model does, never report less than nothing remaining, and never refuse
+// a look (cost 0).
+func testLimitChanged(t *testing.T, newStore NewStore) {
+	h := newHarness(t, newStore)
+	// 700 requests at once at 999999/s leave a TAT with a fraction of 700
+	// in millionths less one; at 10/s, 700 tenths are not a fraction.
+	old := rate.Limit{Algorithm: rate.GCRA, Count: 999_999, Period: time.Second, Burst: 1000}
+	tenths := rate.Limit{Algorithm: rate.GCRA, Count: 10, Period: time.Second}
+	h.decide(rate.Request{Key: "gcra", Limit: old, Cost: 700})
+	if d := h.decide(rate.Request{Key: "gcra", Limit: tenths, Cost: 1}); !d.Allowed || d.ResetAfter != 100_701*time.Microsecond {
+		t.Fatalf("10/s after 700 at 999999/s: %v, want allowed, reset 100.701ms", d)
+	}
+	h.decide(rate.Request{Key: "gcra", Limit: tenths, Cost: 9})
+	h.decide(rate.Request{Key: "gcra", Limit: tenths})
+	h.at(epoch.Add(150 * time.Millisecond))
+	h.decide(rate.Request{Key: "gcra", Limit: tenths, Cost: 1})
+
+	h.at(epoch.Add(time.Minute))
+	twenty := rate.Limit{Algorithm: rate.FixedWindow, Count: 20, Period: time.Minute}
+	ten := rate.Limit{Algorithm: rate.FixedWindow, Count: 10, Period: time.Minute}
+	if n := h.burst(15, rate.Request{Key: "window", Limit: twenty, Cost: 1}); n != 15 {
+		t.Fatalf("15 requests at 20/m: %d allowed", n)
+	}
+	if d := h.decide(rate.Request{Key: "window", Limit: ten, Cost: 1}); d.Allowed || d.Remaining != 0 {
+		t.Fatalf("10/m with 15 counted: %v, want refused, nothing remaining", d)
+	}
+	if d := h.decide(rate.Request{Key: "window", Limit: ten}); !d.Allowed || d.Remaining != 0 {
+		t.Fatalf("a look at 10/m with 15 counted: %v, want allowed, nothing remaining", d)
+	}
+	h.decide(rate.Request{Key: "window", Limit: ten, Cost: 1})
+
+	queue := rate.Limit{Algorithm: rate.LeakyBucket, Count: 1, Period: time.Second, Burst: 5}
+	h.burst(3, rate.Request{Key: "queue", Limit: queue, Cost: 1})
+	look := rate.Request{Key: "queue", Limit: queue, MaxDelay: time.Second}
+	if d := h.decide(look); !d.Allowed {
+		t.Fatalf("a look with max delay 1s at a queue of 3s: %v, want allowed", d)
+	}
+	if d := h.decide(rate.Request{Key: "queue", Limit: queue, Cost: 1, MaxDelay: time.Second}); d.Allowed {
+		t.Fatalf("a request with max delay 1s at a queue of 3s: %v, want refused", d)
+	}
 }
 
 // testAllOrNothing: two limits on one request. When one refuses, the other

@@ -159,12 +159,19 @@ while first <= nkeys do
 					if sc > at then
 						at = sc
 					end
+					-- A gcra limit with a larger count, since changed, may
+					-- have left a fraction of n or more: round the TAT up
+					-- to the next µs (rate's tatOf).
+					local tus, trem = sa, sb
+					if sb >= n or sb < 0 then
+						tus, trem = sa + 1, 0
+					end
 					-- base = max(tat, at); debt = base − at in ticks. A debt
 					-- beyond 2^53 rounds, but stays beyond b·t: it refuses.
 					local bus, brem, debt = at, 0, 0
-					if at < sa or (at == sa and sb > 0) then
-						bus, brem = sa, sb
-						debt = (sa - at) * n + sb
+					if at < tus or (at == tus and trem > 0) then
+						bus, brem = tus, trem
+						debt = (tus - at) * n + trem
 					end
 					local ticks = cost * t -- next = base + cost·t ticks
 					local q = ticks / n
@@ -223,7 +230,7 @@ while first <= nkeys do
 							remaining = ((fus - bus) * n + frem - brem) / t
 							remaining = remaining - remaining % 1
 						end
-						eus, erem = sa, sb
+						eus, erem = tus, trem
 					end
 					reset = eus - now -- ⌈end − now⌉, at least 0
 					if erem > 0 then
@@ -473,6 +480,18 @@ while first <= nkeys do
 					return redis.error_reply('sluice: unknown algorithm ' .. tostring(ARGV[a]))
 				end
 
+				-- A state left by a limit with a larger count may hold more
+				-- than this one allows: nothing remains, never less.
+				if remaining < 0 then
+					remaining = 0
+				end
+				-- A look (cost 0) is never refused: it consumes nothing,
+				-- whatever the state and however long a leaky_bucket's
+				-- queue, and keeps the state as it is.
+				if cost == 0 and not allowed then
+					allowed, retry = true, 0
+					fresh, na, nb, nc, nlog = false, sa, sb, sc, slog
+				end
 				if peek then
 					out[o + 1], out[o + 2] = remaining, reset
 				else
