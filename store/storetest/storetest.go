@@ -30,7 +30,8 @@ func Run(t *testing.T, newStore NewStore) {
 	t.Run("LimitChanged", func(t *testing.T) { testLimitChanged(t, newStore) })
 	t.Run("AllOrNothing", func(t *testing.T) { testAllOrNothing(t, newStore) })
 	t.Run("InvalidRequests", func(t *testing.T) { testInvalidRequests(t, newStore) })
-	t.Run("Random", func(t *testing.T) { testRandom(t, newStore) })
+	t.Run("Random", func(t *testing.T) { testRandom(t, newStore, false) })
+	t.Run("RandomLimitChanges", func(t *testing.T) { testRandom(t, newStore, true) })
 }
 
 // epoch is a start time aligned to every window the seed cases use (a
@@ -504,11 +505,34 @@ func randomLimit(rng *rand.Rand, alg rate.Algorithm) rate.Limit {
 	return l
 }
 
+// changedLimit returns a random limit to replace l under a key that keeps
+// its state: one of the same algorithm, with which the state stays fresh
+// when it was (so that a store's forgetting a fresh key at the time the
+// old limit said is never a difference): any gcra or leaky_bucket limit
+// (a TAT means the same under any), the same rate with another burst for
+// a token_bucket, the same period with another count for the others.
+func changedLimit(rng *rand.Rand, l rate.Limit) rate.Limit {
+	switch l.Algorithm {
+	case rate.GCRA, rate.LeakyBucket:
+		return randomLimit(rng, l.Algorithm)
+	case rate.TokenBucket:
+		l.Burst = 0
+		if rng.IntN(2) == 0 {
+			l.Burst = 1 + rng.Int64N(20)
+		}
+	default:
+		l.Count = 1 + rng.Int64N(12)
+	}
+	return l
+}
+
 // testRandom drives every algorithm with seeded random sequences: a few
 // keys with random limits, random groups of one to three of them, random
 // costs (often 0 or the whole capacity), and time that mostly moves
-// forward by small steps, sometimes jumps, and sometimes goes back.
-func testRandom(t *testing.T, newStore NewStore) {
+// forward by small steps, sometimes jumps, and sometimes goes back. With
+// changes, a key's limit is sometimes replaced by another (see
+// changedLimit), whose steps read the state the old one left.
+func testRandom(t *testing.T, newStore NewStore, changes bool) {
 	const seeds, steps = 3, 500
 	for _, alg := range rate.Algorithms() {
 		for seed := range uint64(seeds) {
@@ -545,6 +569,12 @@ func testRandom(t *testing.T, newStore NewStore) {
 					}
 					now = now.Truncate(time.Microsecond)
 					h.at(now)
+					if changes && rng.IntN(10) == 0 {
+						k := keys[rng.IntN(len(keys))]
+						if l := changedLimit(rng, limits[k]); l.Validate() == nil {
+							limits[k] = l
+						}
+					}
 					n := 1 + rng.IntN(3)
 					if rng.IntN(2) == 0 {
 						n = 1
