@@ -2,6 +2,7 @@ package rate
 
 import (
 	"errors"
+	"slices"
 	"testing"
 	"time"
 )
@@ -42,8 +43,9 @@ func FuzzParseLimit(f *testing.F) {
 
 // FuzzStep steps any valid limit from any state that some limit could have
 // written under the same key (times, counts and ticks are below 2^53: a
-// state left by a limit since changed, or by another algorithm), at any
-// time. The step never panics, its decision is well formed, and a refusal
+// state left by a limit since changed, or by another algorithm; for
+// sliding_log, a log of times in order, perhaps longer than the count), at
+// any time. The step never panics, its decision is well formed, and a refusal
 // leaves the state as it was.
 func FuzzStep(f *testing.F) {
 	f.Add("gcra 10/s burst 20", int64(0), int64(0), int64(0), int64(1_700_000_000_000_000), int64(1), int64(0))
@@ -52,10 +54,11 @@ func FuzzStep(f *testing.F) {
 	f.Add("sliding_window 100/m", int64(1_699_999_999_980_000), int64(100), int64(7), int64(1_700_000_000_000_000), int64(5), int64(0))
 	f.Add("fixed_window 10000/month", int64(1_700_000_000_000_000), int64(1<<52), int64(0), int64(1_700_000_000_000_000), int64(10_000), int64(0))
 	f.Add("gcra 5/s", int64(1_700_000_000_000_000), int64(7), int64(1_700_000_000_000_000), int64(1_700_000_000_000_000), int64(5), int64(0))
+	f.Add("sliding_log 5 per 15m", int64(8), int64(1_699_999_999_000_000), int64(100_000), int64(1_700_000_000_000_000), int64(2), int64(0))
 	f.Fuzz(func(t *testing.T, limit string, a, b, c, now, cost, maxDelay int64) {
 		l, err := ParseLimit(limit)
-		if err != nil || l.Algorithm == SlidingLog || cost < 0 || cost > l.Capacity() {
-			return // sliding_log keeps a log, not three words: see its property test
+		if err != nil || cost < 0 || cost > l.Capacity() {
+			return
 		}
 		for _, x := range []int64{a, b, c, now} {
 			if x < 0 || x >= 1<<53 {
@@ -63,6 +66,15 @@ func FuzzStep(f *testing.F) {
 			}
 		}
 		s := State{A: a, B: b, C: c}
+		if l.Algorithm == SlidingLog {
+			// A log of a%100 times, from b on, c%1e7 µs apart (a log
+			// longer than this limit's count was written by a larger one).
+			s = State{Log: make([]int64, a%100)}
+			for i := range s.Log {
+				s.Log[i] = b + int64(i)*(c%10_000_000)
+			}
+		}
+		before := append([]int64(nil), s.Log...)
 		next, d := l.StepWithin(s, now, cost, time.Duration(maxDelay))
 		if d.Limit != l.Capacity() {
 			t.Errorf("Limit = %d, want the capacity %d", d.Limit, l.Capacity())
@@ -76,8 +88,11 @@ func FuzzStep(f *testing.F) {
 		if d.Allowed && d.RetryAfter != 0 {
 			t.Errorf("allowed with RetryAfter %v", d.RetryAfter)
 		}
-		if !d.Allowed && (next.A != s.A || next.B != s.B || next.C != s.C) {
+		if !d.Allowed && (next.A != s.A || next.B != s.B || next.C != s.C || !slices.Equal(next.Log, s.Log)) {
 			t.Errorf("refused, but the state moved from %+v to %+v", s, next)
+		}
+		if !slices.Equal(s.Log, before) {
+			t.Errorf("the step wrote into the log it was given: %v, was %v", s.Log, before)
 		}
 		if cost == 0 && !d.Allowed {
 			t.Errorf("cost 0 refused: %v", d)
