@@ -2,6 +2,8 @@ package retry
 
 import (
 	"context"
+	"crypto/tls"
+	"crypto/x509"
 	"errors"
 	"io"
 	"math"
@@ -28,6 +30,10 @@ const maxDrain = 64 << 10
 // if it has a body, when the body can be replayed through Request.GetBody
 // (http.NewRequest sets it for in-memory bodies). Other requests are sent
 // once and their response is returned untouched.
+//
+// A connection error that another attempt cannot cure is returned at
+// once: a server certificate that fails verification, or a server that
+// does not speak TLS where TLS was asked for.
 //
 // When it gives up, RoundTrip returns the last response (or error) as it
 // came: a caller sees the server's real 429, with its headers and body.
@@ -166,6 +172,9 @@ func (t *Transport) RoundTrip(req *http.Request) (*http.Response, error) {
 			if ctx.Err() != nil || errors.Is(err, context.Canceled) || errors.Is(err, context.DeadlineExceeded) {
 				return nil, err // the caller gave up; that is not the server's fault
 			}
+			if permanent(err) {
+				return nil, err // the same connection would fail the same way
+			}
 		case resp.StatusCode == http.StatusTooManyRequests, resp.StatusCode == http.StatusServiceUnavailable:
 		default:
 			return resp, nil
@@ -235,6 +244,22 @@ func replayable(req *http.Request) bool {
 		return true
 	}
 	return req.Header.Get("Idempotency-Key") != ""
+}
+
+// permanent reports whether err is a connection error that sending the
+// request again cannot cure: the server's certificate failed verification,
+// or the server answered a TLS handshake with something else (plain HTTP
+// on an HTTPS port, say).
+func permanent(err error) bool {
+	var (
+		verify    *tls.CertificateVerificationError
+		authority x509.UnknownAuthorityError
+		hostname  x509.HostnameError
+		invalid   x509.CertificateInvalidError
+		record    tls.RecordHeaderError
+	)
+	return errors.As(err, &verify) || errors.As(err, &authority) || errors.As(err, &hostname) ||
+		errors.As(err, &invalid) || errors.As(err, &record)
 }
 
 func hasBody(req *http.Request) bool {

@@ -2,9 +2,14 @@ package retry
 
 import (
 	"context"
+	"crypto/tls"
+	"crypto/x509"
 	"errors"
+	"fmt"
 	"io"
+	"log"
 	"math"
+	"net"
 	"net/http"
 	"net/http/httptest"
 	"strings"
@@ -485,5 +490,128 @@ func TestCloseIdleConnectionsForwards(t *testing.T) {
 	c.CloseIdleConnections()
 	if cc.n != 1 {
 		t.Errorf("wrapped CloseIdleConnections called %d times, want 1", cc.n)
+	}
+}
+
+// TestErrorsAnotherAttemptCannotCure checks that a certificate that fails
+// verification, or a server that does not speak TLS, is reported at once
+// instead of being retried: each attempt would fail the same way, after a
+// full handshake and a backoff.
+func TestErrorsAnotherAttemptCannotCure(t *testing.T) {
+	// countConns starts srv, counting the connections it accepts.
+	countConns := func(srv *httptest.Server, useTLS bool) *atomic.Int32 {
+		var n atomic.Int32
+		srv.Config.ConnState = func(_ net.Conn, s http.ConnState) {
+			if s == http.StateNew {
+				n.Add(1)
+			}
+		}
+		srv.Config.ErrorLog = log.New(io.Discard, "", 0) // the failed handshakes are expected
+		if useTLS {
+			srv.StartTLS()
+		} else {
+			srv.Start()
+		}
+		t.Cleanup(srv.Close)
+		return &n
+	}
+	handler := http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {})
+
+	t.Run("untrusted certificate", func(t *testing.T) {
+		srv := httptest.NewUnstartedServer(handler)
+		conns := countConns(srv, true)
+		clock := newFakeClock(testStart)
+		tr := NewTransport(&http.Transport{}, Options{Clock: clock}) // does not trust the test certificate
+		defer tr.CloseIdleConnections()
+		_, err := tr.RoundTrip(mustRequest(t, "GET", srv.URL, nil))
+		var verr *tls.CertificateVerificationError
+		if !errors.As(err, &verr) {
+			t.Fatalf("err = %v, want a certificate verification error", err)
+		}
+		if n := conns.Load(); n != 1 || len(clock.Sleeps()) != 0 {
+			t.Errorf("%d connections and sleeps %v, want 1 connection and no sleep", n, clock.Sleeps())
+		}
+	})
+	t.Run("plain HTTP on an https URL", func(t *testing.T) {
+		srv := httptest.NewUnstartedServer(handler)
+		conns := countConns(srv, false)
+		clock := newFakeClock(testStart)
+		tr := NewTransport(&http.Transport{}, Options{Clock: clock})
+		defer tr.CloseIdleConnections()
+		_, err := tr.RoundTrip(mustRequest(t, "GET", "https"+strings.TrimPrefix(srv.URL, "http"), nil))
+		var rerr tls.RecordHeaderError
+		if !errors.As(err, &rerr) {
+			t.Fatalf("err = %v, want a TLS record header error", err)
+		}
+		if n := conns.Load(); n != 1 || len(clock.Sleeps()) != 0 {
+			t.Errorf("%d connections and sleeps %v, want 1 connection and no sleep", n, clock.Sleeps())
+		}
+	})
+	t.Run("x509 error from another RoundTripper", func(t *testing.T) {
+		n := 0
+		next := rtFunc(func(req *http.Request) (*http.Response, error) {
+			n++
+			return nil, fmt.Errorf("handshake: %w", x509.UnknownAuthorityError{})
+		})
+		clock := newFakeClock(testStart)
+		tr := NewTransport(next, Options{Clock: clock})
+		_, err := tr.RoundTrip(mustRequest(t, "GET", "https://example.test/", nil))
+		if !errors.As(err, new(x509.UnknownAuthorityError)) || n != 1 || len(clock.Sleeps()) != 0 {
+			t.Errorf("err %v after %d attempts, sleeps %v; want the x509 error after 1, no sleep", err, n, clock.Sleeps())
+		}
+	})
+}
+
+// blockingClock is a Clock whose Sleep announces itself on sleeping and
+// then returns only when its context is done, as the system clock does
+// for a wait that outlasts the caller.
+type blockingClock struct {
+	now      time.Time
+	sleeping chan struct{}
+}
+
+func (c *blockingClock) Now() time.Time { return c.now }
+
+func (c *blockingClock) Sleep(ctx context.Context, d time.Duration) error {
+	c.sleeping <- struct{}{}
+	<-ctx.Done()
+	return ctx.Err()
+}
+
+// TestCancelDuringWait checks that cancelling the request while it waits
+// for a retry ends RoundTrip with the context's error, and closes both the
+// refused response and the body prepared for the retry.
+func TestCancelDuringWait(t *testing.T) {
+	var replayed []*trackedBody
+	req := mustRequest(t, "PUT", "http://example.test/", strings.NewReader("payload"))
+	req.GetBody = func() (io.ReadCloser, error) {
+		b := newTrackedBody("payload")
+		replayed = append(replayed, b)
+		return b, nil
+	}
+	refused := newTrackedBody("slow down")
+	next := rtFunc(func(req *http.Request) (*http.Response, error) {
+		io.Copy(io.Discard, req.Body)
+		req.Body.Close()
+		return reply(req, http.StatusTooManyRequests, refused, "Retry-After", "10"), nil
+	})
+	clock := &blockingClock{now: time.Now(), sleeping: make(chan struct{})}
+	tr := NewTransport(next, Options{Clock: clock})
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	go func() {
+		<-clock.sleeping
+		cancel()
+	}()
+
+	resp, err := tr.RoundTrip(req.WithContext(ctx))
+	if resp != nil || !errors.Is(err, context.Canceled) {
+		t.Fatalf("got %v, %v; want no response and context.Canceled", resp, err)
+	}
+	if !refused.closed.Load() {
+		t.Error("the refused response was not closed")
+	}
+	if len(replayed) != 1 || !replayed[0].closed.Load() {
+		t.Errorf("%d bodies prepared for the retry, closed: %v; want 1, closed", len(replayed), len(replayed) == 1 && replayed[0].closed.Load())
 	}
 }
