@@ -67,6 +67,12 @@ func appearsIn(a netip.Addr, s string) bool {
 				return true
 			}
 		}
+		// A zone is dropped, and may hold the characters split on above.
+		if i := strings.IndexByte(f, '%'); i > 0 {
+			if b, ok := parseHop(f[:i]); ok && b == a {
+				return true
+			}
+		}
 	}
 	return false
 }

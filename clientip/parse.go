@@ -114,9 +114,13 @@ func xffHops(values []string, hops *[maxHops]string) int {
 // forwardedHops reads RFC 7239 Forwarded values: comma-separated
 // elements of semicolon-separated name=value pairs, where a value is a
 // token or a quoted string. Each element contributes the value of its
-// "for" pair as one hop (empty, so invalid, when it has none). A value
-// that breaks the grammar ends its field with one invalid hop: nothing
-// written to the left of a hop that cannot be read is believed.
+// "for" pair as one hop (empty, so invalid, when it has none), without an
+// obfuscated port. An element that breaks the grammar is one invalid hop,
+// and reading goes on after the first comma following its start, as it
+// does in X-Forwarded-For: the elements to its right were written by the
+// proxies nearer to this server, which append to the field or join its
+// lines, and must not be lost to what the client wrote on the left;
+// nothing to the left of the invalid hop is believed.
 func forwardedHops(values []string, hops *[maxHops]string) int {
 	n := 0
 	push := func(h string) {
@@ -126,24 +130,62 @@ func forwardedHops(values []string, hops *[maxHops]string) int {
 	for _, v := range values {
 		p := fwdParser{s: v}
 		for {
+			start := p.i
 			hop, ok := p.element()
-			if !ok {
-				push("")
-				break
+			if ok {
+				p.ows()
+				ok = p.i >= len(p.s) || p.s[p.i] == ','
 			}
-			push(hop)
-			p.ows()
+			if !ok {
+				// Where the element ended is unknown (a quote may have run
+				// past its comma): resume at the first comma after its start.
+				hop = ""
+				i := strings.IndexByte(v[start:], ',')
+				if i < 0 {
+					push(hop)
+					break
+				}
+				p.i = start + i
+			}
+			push(dropObfPort(hop))
 			if p.i >= len(p.s) {
 				break
 			}
-			if p.s[p.i] != ',' {
-				push("")
-				break
-			}
-			p.i++
+			p.i++ // the comma
 		}
 	}
 	return n
+}
+
+// dropObfPort removes an obfuscated port (RFC 7239: ":_" followed by
+// letters, digits, ".", "_" or "-") from a node, leaving the address of an
+// IPv4 or bracketed IPv6 node to read as any other hop. Any other node is
+// returned as it is.
+func dropObfPort(node string) string {
+	i := strings.LastIndexByte(node, ':')
+	if i < 0 || !validObfPort(node[i+1:]) {
+		return node
+	}
+	if name := node[:i]; strings.HasSuffix(name, "]") || strings.IndexByte(name, ':') < 0 {
+		return name
+	}
+	return node
+}
+
+// validObfPort reports whether s is "_" followed by one or more letters,
+// digits, ".", "_" or "-".
+func validObfPort(s string) bool {
+	if len(s) < 2 || s[0] != '_' {
+		return false
+	}
+	for i := 1; i < len(s); i++ {
+		switch c := s[i]; {
+		case 'a' <= c && c <= 'z', 'A' <= c && c <= 'Z', '0' <= c && c <= '9', c == '.', c == '_', c == '-':
+		default:
+			return false
+		}
+	}
+	return true
 }
 
 type fwdParser struct {

@@ -107,13 +107,14 @@ func New(o Options) (*Resolver, error) {
 // transports that must look it up themselves.
 func (r *Resolver) Header() string { return r.header }
 
-// Trusted reports whether a is a trusted proxy. The invalid address stands
-// for a peer that has no IP address and is trusted only with
-// Options.TrustNonIP.
+// Trusted reports whether a, normalized, is a trusted proxy. The invalid
+// address stands for a peer that has no IP address and is trusted only
+// with Options.TrustNonIP.
 func (r *Resolver) Trusted(a netip.Addr) bool {
 	if !a.IsValid() {
 		return r.trustNonIP
 	}
+	a = Normalize(a)
 	for _, p := range r.trusted {
 		if p.Contains(a) {
 			return true
@@ -184,13 +185,14 @@ func (r *Resolver) client(peer netip.Addr, values []string) netip.Addr {
 	return client
 }
 
-// Group returns the prefix that names a's client: a masked to
-// Options.IPv4Prefix or Options.IPv6Prefix bits. The invalid Addr gives
+// Group returns the prefix that names a's client: a, normalized, masked
+// to Options.IPv4Prefix or Options.IPv6Prefix bits. The invalid Addr gives
 // the invalid Prefix.
 func (r *Resolver) Group(a netip.Addr) netip.Prefix {
 	if !a.IsValid() {
 		return netip.Prefix{}
 	}
+	a = Normalize(a)
 	bits := r.v6
 	if a.Is4() {
 		bits = r.v4

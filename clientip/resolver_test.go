@@ -69,7 +69,7 @@ func TestFromRequest(t *testing.T) {
 		{"Forwarded unknown stops", Options{TrustedProxies: proxies, Header: "Forwarded"}, "10.0.0.2:1",
 			map[string][]string{"Forwarded": {`for=198.51.100.1, for=unknown, for=10.3.3.3`}}, "10.3.3.3"},
 		{"Forwarded unterminated quote", Options{TrustedProxies: proxies, Header: "Forwarded"}, "10.0.0.2:1",
-			map[string][]string{"Forwarded": {`for="198.51.100.1, for=203.0.113.9`}}, "10.0.0.2"},
+			map[string][]string{"Forwarded": {`for="198.51.100.1, for=203.0.113.9`}}, "203.0.113.9"},
 		{"Forwarded element without for", Options{TrustedProxies: proxies, Header: "Forwarded"}, "10.0.0.2:1",
 			map[string][]string{"Forwarded": {`for=198.51.100.1, proto=http`}}, "10.0.0.2"},
 		{"X-Real-IP", Options{TrustedProxies: proxies, Header: "x-real-ip"}, "10.0.0.2:1",
@@ -156,5 +156,81 @@ func TestNoAllocs(t *testing.T) {
 	})
 	if string(buf) != "2001:db8::/64" || allocs != 0 {
 		t.Errorf("got %q with %v allocs, want 2001:db8::/64 with 0", buf, allocs)
+	}
+}
+
+// A proxy that appends its element to the Forwarded field it received,
+// or an intermediary that joins several Forwarded lines into one, puts
+// whatever the client wrote to the left of the elements the proxies
+// wrote. Garbage there must not hide them: the client would otherwise
+// choose to be counted as the proxy.
+func TestForwardedGarbageOnTheLeft(t *testing.T) {
+	r := mustResolver(t, Options{TrustedProxies: prefixes("10.0.0.0/8"), Header: "Forwarded", IPv6Prefix: 128})
+	peer := netip.MustParseAddr("10.0.0.2")
+	for _, tt := range []struct {
+		header string
+		want   string
+	}{
+		{`x, for=203.0.113.9`, "203.0.113.9"},
+		{`for=198.51.100.1 bogus, for=203.0.113.9;proto=https`, "203.0.113.9"},
+		{`for=198.51.100.1;x="a, for=203.0.113.9`, "203.0.113.9"},
+		{`for=198.51.100.1;x=", for="[2001:db8::1]:80"`, "2001:db8::1"},
+		{`for="\", for=203.0.113.9, for=10.3.3.3`, "203.0.113.9"},
+		{`=, for=203.0.113.9;host="a,b"`, "203.0.113.9"},
+		// Garbage between trusted hops still stops the walk there.
+		{`for=203.0.113.9, junk, for=10.3.3.3`, "10.3.3.3"},
+		{`for=203.0.113.9, for=10.3.3.3 junk`, "10.0.0.2"},
+	} {
+		if got := r.Client(peer, []string{tt.header}); got.String() != tt.want {
+			t.Errorf("Forwarded: %s: client %v, want %s", tt.header, got, tt.want)
+		}
+	}
+}
+
+// RFC 7239 lets a proxy hide the port of a node it names ("_" and
+// letters, digits, ".", "_" or "-"); the address beside it is still the
+// client's.
+func TestForwardedObfuscatedPort(t *testing.T) {
+	r := mustResolver(t, Options{TrustedProxies: prefixes("10.0.0.0/8"), Header: "Forwarded", IPv6Prefix: 128})
+	peer := netip.MustParseAddr("10.0.0.2")
+	for _, tt := range []struct {
+		header string
+		want   string
+	}{
+		{`for="203.0.113.9:_abc"`, "203.0.113.9"},
+		{`for="[2001:db8:cafe::17]:_p-1.x_Y"`, "2001:db8:cafe::17"},
+		{`for="203.0.113.9:_abc", for="10.3.3.3:_def"`, "203.0.113.9"},
+		// Not nodes: no name after "_", a character outside the set, an
+		// IPv6 address without brackets.
+		{`for="203.0.113.9:_"`, "10.0.0.2"},
+		{`for="203.0.113.9:_a b"`, "10.0.0.2"},
+		{`for="2001:db8::1:_abc"`, "10.0.0.2"},
+	} {
+		if got := r.Client(peer, []string{tt.header}); got.String() != tt.want {
+			t.Errorf("Forwarded: %s: client %v, want %s", tt.header, got, tt.want)
+		}
+	}
+	// X-Forwarded-For has no obfuscated ports.
+	x := mustResolver(t, Options{TrustedProxies: prefixes("10.0.0.0/8")})
+	if got := x.Client(peer, []string{"203.0.113.9:_abc"}); got != peer {
+		t.Errorf("X-Forwarded-For: 203.0.113.9:_abc: client %v, want the peer", got)
+	}
+}
+
+// Group and Trusted take addresses as a program has them, and a
+// dual-stack socket hands out IPv4 clients as IPv4-mapped IPv6
+// (net.TCPAddr.AddrPort does): the same client must get the same key, and
+// two IPv4 clients must never share the key of one IPv6 /64.
+func TestGroupAndTrustedNormalize(t *testing.T) {
+	r := mustResolver(t, Options{TrustedProxies: prefixes("10.0.0.0/8")})
+	mapped := netip.MustParseAddr("::ffff:203.0.113.7")
+	if got, want := r.Group(mapped), netip.MustParsePrefix("203.0.113.7/32"); got != want {
+		t.Errorf("Group(%v) = %v, want %v", mapped, got, want)
+	}
+	if a, b := r.Group(mapped), r.Group(netip.MustParseAddr("::ffff:198.51.100.1")); a == b {
+		t.Errorf("two IPv4 clients share the key %v", a)
+	}
+	if a := netip.MustParseAddr("::ffff:10.0.0.2"); !r.Trusted(a) {
+		t.Errorf("Trusted(%v) = false, want true: it is 10.0.0.2", a)
 	}
 }
