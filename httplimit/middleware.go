@@ -120,9 +120,9 @@ func (h *handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		h.next.ServeHTTP(w, r)
 	case policy.Refuse:
 		l.setHeaders(w.Header(), &out)
-		l.problem(w, http.StatusTooManyRequests, &out)
+		l.problem(w, r, http.StatusTooManyRequests, &out)
 	default:
-		l.problem(w, http.StatusServiceUnavailable, &out)
+		l.problem(w, r, http.StatusServiceUnavailable, &out)
 	}
 }
 
@@ -198,8 +198,9 @@ func (l *limiter) setHeaders(h http.Header, out *policy.Outcome) {
 }
 
 // problem writes an RFC 9457 problem body for a refused, shed or
-// unavailable request.
-func (l *limiter) problem(w http.ResponseWriter, status int, out *policy.Outcome) {
+// unavailable request; to a HEAD request, only its headers, with the
+// Content-Length a GET would get.
+func (l *limiter) problem(w http.ResponseWriter, r *http.Request, status int, out *policy.Outcome) {
 	retry := rate.RetryAfterSeconds(out.RetryAfter)
 	h := w.Header()
 	if _, ok := h[hRetryAfter]; !ok {
@@ -232,7 +233,9 @@ func (l *limiter) problem(w http.ResponseWriter, status int, out *policy.Outcome
 	b = append(b, "}\n"...)
 	h["Content-Length"] = []string{strconv.Itoa(len(b))}
 	w.WriteHeader(status)
-	_, _ = w.Write(b) // the client may be gone; there is nothing to do
+	if r.Method != http.MethodHead {
+		_, _ = w.Write(b) // the client may be gone; there is nothing to do
+	}
 }
 
 // detail says in a sentence why the request was not served.

@@ -546,3 +546,28 @@ policies:
 		"X-RateLimit-Reset":     "1",
 	}, nil)
 }
+
+// A refused HEAD request gets the status and headers of a refused GET,
+// and no body (RFC 9110, section 9.3.2); the handler is not called.
+func TestHeadRefusedHasNoBody(t *testing.T) {
+	served := 0
+	e := newEnv(t, apiConfig, Options{}, http.HandlerFunc(func(http.ResponseWriter, *http.Request) { served++ }))
+	get := req{}
+	e.do(get)
+	e.do(get)
+	wantLen := e.do(get).Header().Get("Content-Length")
+	if wantLen == "" {
+		t.Fatal("refused GET: no Content-Length")
+	}
+	w := e.do(req{method: "HEAD"})
+	expect(t, "HEAD", w, 429, map[string]string{
+		"Retry-After": "1", "RateLimit": `"api";r=0;t=2`, "Content-Type": "application/problem+json",
+		"Content-Length": wantLen,
+	}, nil)
+	if w.Body.Len() != 0 {
+		t.Errorf("HEAD: body %q, want none", w.Body)
+	}
+	if served != 2 {
+		t.Errorf("handler served %d requests, want 2 (not the refused ones)", served)
+	}
+}
