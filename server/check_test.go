@@ -292,3 +292,37 @@ func TestNginxDocMatchesExample(t *testing.T) {
 		}
 	}
 }
+
+// X-Forwarded-Uri is what NGINX's $request_uri holds: the URI as the
+// client sent it. It is decided as net/http would route it: a fragment
+// is no part of the path, and . and .. segments and repeated slashes are
+// cleaned as ServeMux cleans them (it redirects to the clean path). So
+// none of these escapes the POST /login policy; a URI that is no request
+// URI is a 400, never a panic.
+func TestCheckForwardedURIForms(t *testing.T) {
+	ts := startServer(t, strings.Replace(checkPolicy, `"2/m"`, `"100/m"`, 1), Options{})
+	check := func(method, uri string) *http.Response {
+		t.Helper()
+		resp, _ := get(t, ts.Addrs().Check, "/check", "X-Forwarded-Method", method, "X-Forwarded-Uri", uri, "X-Forwarded-For", "203.0.113.5")
+		return resp
+	}
+	for _, uri := range []string{
+		"/login", "/login?next=/", "/log%69n", "http://app.example/login",
+		"/login#top", "/login?x=1#top", "//login", "/./login", "/a/../login", "/a//b/../../login",
+		"/login?" + strings.Repeat("a", 64<<10),
+	} {
+		if resp := check("POST", uri); resp.StatusCode != 200 || resp.Header.Get("Ratelimit") == "" {
+			t.Errorf("POST %.60q: %d, RateLimit %q; want 200 decided by the login policy", uri, resp.StatusCode, resp.Header.Get("Ratelimit"))
+		}
+	}
+	for _, uri := range []string{"/login/", "/login%2f", "/other#/login", "/other/?/login", "/other"} {
+		if resp := check("POST", uri); resp.StatusCode != 200 || resp.Header.Get("Ratelimit") != "" {
+			t.Errorf("POST %q: %d, RateLimit %q; want 200 and no policy", uri, resp.StatusCode, resp.Header.Get("Ratelimit"))
+		}
+	}
+	for _, uri := range []string{"login", "/%zz", "/" + strings.Repeat("%", 100)} {
+		if resp := check("POST", uri); resp.StatusCode != http.StatusBadRequest {
+			t.Errorf("POST %q: %d, want 400", uri, resp.StatusCode)
+		}
+	}
+}

@@ -121,7 +121,9 @@ func (s *Server) build(g *generation) {
 		} else {
 			upstream = s.reverseProxy(g.set)
 		}
-		g.proxy = mw(upstream)
+		g.proxy = mw(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+			upstream.ServeHTTP(w, forwarded(r))
+		}))
 	}
 	g.check = mw(http.HandlerFunc(checkPassed))
 }

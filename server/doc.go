@@ -45,8 +45,18 @@
 // believed about the client: its X-Forwarded-For, -Host and -Proto are
 // passed on with this hop appended, and a gateway's X-Forwarded-Method
 // and -Uri say what a check is about. From anyone else these headers are
-// dropped or ignored, so no client can pick the bucket it is counted in
-// or tell the upstream who it is.
+// dropped or ignored, and so are X-Real-IP, Forwarded and the rest of the
+// X-Forwarded- family, so no client can pick the bucket it is counted in
+// or tell the upstream who it is. These headers spelled with underscores
+// (X_Forwarded_For) are dropped from everyone.
+//
+// # Paths
+//
+// A policy's pattern means what it means to net/http's ServeMux, which
+// redirects a path with . or .. segments or repeated slashes to the clean
+// one. The proxy and the check endpoints decide such a request as that
+// clean path (POST //login is a POST /login), and the proxy forwards the
+// path as it came; a fragment in X-Forwarded-Uri is no part of the path.
 //
 // # Files
 //

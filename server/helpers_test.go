@@ -64,6 +64,16 @@ func writeFile(t *testing.T, dir, name, content string) string {
 // when the test ends.
 func startServer(t *testing.T, policy string, o Options) *testServer {
 	t.Helper()
+	ts := newServer(t, policy, o)
+	ts.run()
+	return ts
+}
+
+// newServer is startServer without Run: the server is built (its
+// configuration loaded, its listeners open) but serves nothing until run
+// is called.
+func newServer(t *testing.T, policy string, o Options) *testServer {
+	t.Helper()
 	ts := &testServer{t: t, clock: ratetest.NewClock(start), dir: t.TempDir(), logs: &syncBuffer{}}
 	if policy != "" {
 		o.ConfigFile = writeFile(t, ts.dir, "sluice.yaml", policy)
@@ -85,16 +95,27 @@ func startServer(t *testing.T, policy string, o Options) *testServer {
 		t.Fatalf("New: %v", err)
 	}
 	ts.Server = srv
-	ctx, cancel := context.WithCancel(context.Background())
-	ts.cancel, ts.done = cancel, make(chan error, 1)
-	go func() { ts.done <- srv.Run(ctx) }()
 	t.Cleanup(func() {
-		ts.stop()
+		if ts.cancel != nil {
+			ts.stop()
+		} else {
+			for _, l := range srv.lis.all() {
+				l.Close()
+			}
+			srv.st.close()
+		}
 		if t.Failed() {
 			t.Logf("server log:\n%s", ts.logs.String())
 		}
 	})
 	return ts
+}
+
+// run runs the server until the test ends.
+func (ts *testServer) run() {
+	ctx, cancel := context.WithCancel(context.Background())
+	ts.cancel, ts.done = cancel, make(chan error, 1)
+	go func() { ts.done <- ts.Server.Run(ctx) }()
 }
 
 // stop stops the server and returns what Run returned.

@@ -4,10 +4,13 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"io"
 	"log/slog"
 	"net/http"
 	"net/http/httputil"
 	"net/netip"
+	"net/url"
+	"strings"
 	"sync"
 	"time"
 
@@ -19,8 +22,90 @@ import (
 func (s *Server) serveProxy(w http.ResponseWriter, r *http.Request) {
 	s.m.inflight.Inc()
 	defer s.m.inflight.Dec()
-	s.gen.Load().proxy.ServeHTTP(w, r)
+	s.gen.Load().proxy.ServeHTTP(w, toDecide(r))
 }
+
+// sentURLKey is the context key under which toDecide keeps the URL a
+// request came with, when the policies see it cleaned.
+type sentURLKey struct{}
+
+// toDecide returns r as the policies in front of the upstream see it. A
+// path with . or .. segments or repeated slashes is decided clean (see
+// cleanURL), so that POST //login counts as the POST /login it means. A
+// url-encoded form body, which a policy keyed by a form field reads, is
+// kept for the upstream (see formBody). forwarded undoes both.
+func toDecide(r *http.Request) *http.Request {
+	if readsForm(r) {
+		r.Body = &formBody{ReadCloser: r.Body}
+	}
+	if r.Method == http.MethodConnect {
+		return r // not canonicalized by ServeMux either
+	}
+	u := cleanURL(r.URL)
+	if u == r.URL {
+		return r
+	}
+	d := r.WithContext(context.WithValue(r.Context(), sentURLKey{}, r.URL))
+	d.URL = u
+	return d
+}
+
+// forwarded returns the request toDecide made, as it is to be forwarded:
+// with the URL it came with, and its body whole.
+func forwarded(r *http.Request) *http.Request {
+	if b, ok := r.Body.(*formBody); ok {
+		b.rewind()
+	}
+	if u, ok := r.Context().Value(sentURLKey{}).(*url.URL); ok {
+		r = r.WithContext(r.Context())
+		r.URL = u
+	}
+	return r
+}
+
+// readsForm reports whether a policy keyed by a form field may read r's
+// body: a POST, PUT or PATCH of a url-encoded form, as net/http's
+// Request.ParseForm reads it.
+func readsForm(r *http.Request) bool {
+	switch r.Method {
+	case http.MethodPost, http.MethodPut, http.MethodPatch:
+	default:
+		return false
+	}
+	if r.Body == nil || r.Body == http.NoBody {
+		return false
+	}
+	mt, _, _ := strings.Cut(r.Header.Get("Content-Type"), ";")
+	return strings.EqualFold(strings.TrimSpace(mt), "application/x-www-form-urlencoded")
+}
+
+// formBody is the body of a url-encoded form on its way to the upstream.
+// Until rewind it keeps what is read from it (by Request.ParseForm, for
+// a form:NAME key part: at most net/http's 10 MB bound on forms); after,
+// it gives that again before the rest of the body, so that the upstream
+// gets the body whole.
+type formBody struct {
+	io.ReadCloser
+	kept    []byte
+	rewound bool
+}
+
+func (b *formBody) Read(p []byte) (int, error) {
+	if !b.rewound {
+		n, err := b.ReadCloser.Read(p)
+		b.kept = append(b.kept, p[:n]...)
+		return n, err
+	}
+	if len(b.kept) > 0 {
+		n := copy(p, b.kept)
+		b.kept = b.kept[n:]
+		return n, nil
+	}
+	return b.ReadCloser.Read(p)
+}
+
+// rewind makes the body read from its start again.
+func (b *formBody) rewind() { b.rewound = true }
 
 // newTransport is the transport to the upstream: http.DefaultTransport's
 // settings, more idle connections per host (every request goes to one),
@@ -40,9 +125,12 @@ func newTransport() *http.Transport {
 // Forwarding headers: ReverseProxy drops X-Forwarded-For, -Host, -Proto
 // and Forwarded from the outgoing request before Rewrite. When the peer
 // is a trusted proxy, its values are put back and this hop is appended;
-// from anyone else they are dropped (and X-Real-IP too), so the upstream
-// never reads a client's claim as if it were a proxy's. The peer's
-// address is always appended to X-Forwarded-For.
+// from anyone else they are dropped, and so are X-Real-IP and the rest
+// of the X-Forwarded- family (-Port, -Prefix, -Ssl...), so the upstream
+// never reads a client's claim as if it were a proxy's. Any of these
+// spelled with underscores (X_Forwarded_For), which CGI-style servers
+// read as the header itself and which no proxy sends, is dropped from
+// everyone. The peer's address is always appended to X-Forwarded-For.
 func (s *Server) reverseProxy(set *policy.Set) http.Handler {
 	resolver := set.ClientIP()
 	target := s.target
@@ -56,12 +144,15 @@ func (s *Server) reverseProxy(set *policy.Set) http.Handler {
 			}
 			peer := clientip.ParsePeer(in.RemoteAddr)
 			trusted := resolver.Trusted(peer)
+			for name := range out.Header {
+				if forwardingHeader(name) && (!trusted || strings.IndexByte(name, '_') >= 0) {
+					delete(out.Header, name)
+				}
+			}
 			if trusted {
 				if v := in.Header["X-Forwarded-For"]; len(v) > 0 {
 					out.Header["X-Forwarded-For"] = v
 				}
-			} else {
-				out.Header.Del("X-Real-Ip")
 			}
 			pr.SetXForwarded()
 			if trusted {
@@ -83,6 +174,38 @@ func (s *Server) reverseProxy(set *policy.Set) http.Handler {
 		ErrorLog:     slog.NewLogLogger(s.log.Handler(), slog.LevelWarn),
 		ErrorHandler: s.proxyError,
 	}
+}
+
+// forwardingHeader reports whether name, in any letter case and with
+// underscores read as hyphens, is X-Real-IP, Forwarded or of the
+// X-Forwarded- family.
+func forwardingHeader(name string) bool {
+	const family = "x-forwarded-"
+	switch {
+	case len(name) > len(family):
+		return foldEqual(name[:len(family)], family)
+	case len(name) == len("x-real-ip"):
+		return foldEqual(name, "x-real-ip") || foldEqual(name, "forwarded")
+	}
+	return false
+}
+
+// foldEqual reports whether s is lower, a lower-case string of the same
+// length, in any letter case and with underscores read as hyphens.
+func foldEqual(s, lower string) bool {
+	for i := 0; i < len(s); i++ {
+		c := s[i]
+		switch {
+		case c == '_':
+			c = '-'
+		case 'A' <= c && c <= 'Z':
+			c += 'a' - 'A'
+		}
+		if c != lower[i] {
+			return false
+		}
+	}
+	return true
 }
 
 // proxyBuffers recycles the 32 KiB buffers ReverseProxy copies bodies

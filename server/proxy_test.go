@@ -214,3 +214,157 @@ func TestDemo(t *testing.T) {
 		return strings.Contains(ts.logs.String(), "curl -i http://"+ts.Addrs().Proxy+"/hello")
 	})
 }
+
+// A policy keyed by a field of a url-encoded form (the login example)
+// reads the body to find the field; the upstream still gets the body
+// whole, and the field keys the decision.
+func TestProxyFormKeyForwardsBody(t *testing.T) {
+	bodies := make(chan string, 10)
+	up := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		b, err := io.ReadAll(r.Body)
+		if err != nil {
+			bodies <- "read error: " + err.Error()
+			return
+		}
+		bodies <- string(b)
+	}))
+	defer up.Close()
+	ts := startServer(t, `
+policies:
+  - name: login
+    match: "POST /login"
+    key: form:username
+    limits: ["2/m"]
+`, Options{Upstream: up.URL})
+	login := func(user string) int {
+		t.Helper()
+		form := "username=" + user + "&password=" + strings.Repeat("s", 40<<10) // bigger than one copy buffer
+		req, err := http.NewRequest("POST", "http://"+ts.Addrs().Proxy+"/login", strings.NewReader(form))
+		if err != nil {
+			t.Fatal(err)
+		}
+		req.Header.Set("Content-Type", "application/x-www-form-urlencoded")
+		resp, _ := do(t, req)
+		if resp.StatusCode == 200 {
+			select {
+			case got := <-bodies:
+				if got != form {
+					t.Fatalf("the upstream got a body of %d bytes starting %.40q, want the %d bytes sent", len(got), got, len(form))
+				}
+			case <-time.After(5 * time.Second):
+				t.Fatal("a 200 without the upstream being asked")
+			}
+		}
+		return resp.StatusCode
+	}
+	if got := []int{login("alice"), login("alice"), login("alice"), login("bob")}; got[0] != 200 || got[1] != 200 || got[2] != 429 || got[3] != 200 {
+		t.Fatalf("logins alice ×3, bob: %v, want [200 200 429 200]", got)
+	}
+	select {
+	case got := <-bodies:
+		t.Fatalf("the refused login reached the upstream (body %.40q)", got)
+	default:
+	}
+}
+
+// The forwarding headers of the X-Forwarded- family that sluice does not
+// set itself (-Port, -Prefix, -Server, ...), and any forwarding header
+// spelled with underscores (which CGI-style servers read as the real
+// one), are a client's claim: dropped from an untrusted peer. A trusted
+// proxy's are passed on.
+func TestProxyDropsUntrustedForwardingHeaders(t *testing.T) {
+	seen := make(chan http.Header, 1)
+	up := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) { seen <- r.Header }))
+	defer up.Close()
+	claims := []string{
+		"X-Forwarded-Port", "443",
+		"X-Forwarded-Prefix", "/admin",
+		"X-Forwarded-Server", "internal.example",
+		"X-Forwarded-Ssl", "on",
+		"X_Forwarded_For", "203.0.113.9",
+		"X_Real_IP", "203.0.113.9",
+		"X-Forwarded_Host", "evil.example",
+	}
+	send := func(ts *testServer) http.Header {
+		t.Helper()
+		if resp, _ := get(t, ts.Addrs().Proxy, "/", claims...); resp.StatusCode != 200 {
+			t.Fatalf("status %d", resp.StatusCode)
+		}
+		return <-seen
+	}
+
+	ts := startServer(t, untrustedPolicy, Options{Upstream: up.URL})
+	h := send(ts)
+	for name := range h {
+		if n := strings.ToLower(strings.ReplaceAll(name, "_", "-")); strings.HasPrefix(n, "x-forwarded-") || n == "x-real-ip" || n == "forwarded" {
+			switch name {
+			case "X-Forwarded-For", "X-Forwarded-Host", "X-Forwarded-Proto": // sluice's own
+			default:
+				t.Errorf("an untrusted client's %s: %q reached the upstream", name, h[name])
+			}
+		}
+	}
+	if got := h.Get("X-Forwarded-For"); got != "127.0.0.1" {
+		t.Errorf("X-Forwarded-For %q, want the peer", got)
+	}
+
+	trusted := startServer(t, strings.Replace(untrustedPolicy, "policies:", "client_ip: {trusted_proxies: [127.0.0.1]}\npolicies:", 1), Options{Upstream: up.URL})
+	h = send(trusted)
+	if h.Get("X-Forwarded-Port") != "443" || h.Get("X-Forwarded-Prefix") != "/admin" {
+		t.Errorf("a trusted proxy's X-Forwarded-Port and -Prefix not passed on: %v", h)
+	}
+	for name := range h {
+		if strings.Contains(name, "_") {
+			t.Errorf("%s: %q reached the upstream from a trusted proxy; no proxy sends it", name, h[name])
+		}
+	}
+}
+
+// A path with . or .. segments or repeated slashes is decided as the
+// clean path net/http's ServeMux redirects it to (what a policy's pattern
+// means), and forwarded as it came: POST //login and POST /a/../login
+// count against the POST /login policy.
+func TestProxyDecidesTheCleanPath(t *testing.T) {
+	paths := make(chan string, 10)
+	up := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) { paths <- r.URL.EscapedPath() }))
+	defer up.Close()
+	ts := startServer(t, `
+policies:
+  - name: login
+    match: "POST /login"
+    key: ip
+    limits: ["3/m"]
+`, Options{Upstream: up.URL})
+	post := func(target string) int {
+		t.Helper()
+		conn, err := net.DialTimeout("tcp", ts.Addrs().Proxy, 5*time.Second)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer conn.Close()
+		conn.SetDeadline(time.Now().Add(5 * time.Second))
+		fmt.Fprintf(conn, "POST %s HTTP/1.1\r\nHost: x\r\nContent-Length: 0\r\nConnection: close\r\n\r\n", target)
+		resp, err := http.ReadResponse(bufio.NewReader(conn), nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		resp.Body.Close()
+		return resp.StatusCode
+	}
+	for i, target := range []string{"//login", "/a/../login", "/./login"} {
+		if got := post(target); got != 200 {
+			t.Fatalf("POST %s: %d", target, got)
+		}
+		if got := <-paths; got != target {
+			t.Errorf("the upstream got %q, want %q as sent", got, target)
+		}
+		if n := ts.counter(`sluice_decisions_total{policy="login",result="allowed"}`); n != i+1 {
+			t.Errorf("POST %s not decided by the login policy (%d decisions, want %d)", target, n, i+1)
+		}
+	}
+	for _, target := range []string{"/login", "//login", "/x/..//login"} {
+		if got := post(target); got != http.StatusTooManyRequests {
+			t.Errorf("POST %s after three logins: %d, want 429", target, got)
+		}
+	}
+}

@@ -138,6 +138,10 @@ type Server struct {
 	proxy    bool         // the proxy listener is on
 	trans    http.RoundTripper
 
+	// watch polls the configuration files; nil when they are not watched.
+	// It is made before the files are first loaded, so that a change
+	// written from then on is seen even before Run.
+	watch    *fileWatch
 	gen      atomic.Pointer[generation]
 	reloadMu sync.Mutex
 	draining atomic.Bool
@@ -212,6 +216,12 @@ func New(o Options) (_ *Server, err error) {
 	s.top = NewTopK(s.o.TopKeys)
 	s.local = memory.New(memory.Options{Clock: s.clock})
 
+	if s.o.WatchInterval > 0 {
+		if paths := s.watched(); len(paths) > 0 {
+			s.watch = &fileWatch{paths: paths}
+			s.watch.changed() // the content about to be loaded, or older
+		}
+	}
 	gen, err := s.load()
 	if err != nil {
 		return nil, err
@@ -352,14 +362,11 @@ func (s *Server) run(ctx context.Context) error {
 		}()
 	}
 	s.hello()
-	if s.o.WatchInterval > 0 {
-		if paths := s.watched(); len(paths) > 0 {
-			w := &fileWatch{paths: paths}
-			go w.run(ctx, s.o.WatchInterval, func() {
-				s.log.Info("configuration changed on disk; reloading")
-				_ = s.Reload(ctx)
-			})
-		}
+	if s.watch != nil {
+		go s.watch.run(ctx, s.o.WatchInterval, func() {
+			s.log.Info("configuration changed on disk; reloading")
+			_ = s.Reload(ctx)
+		})
 	}
 
 	var runErr error

@@ -109,8 +109,10 @@ func yamlFiles(dir string) ([]string, bool) {
 
 // run polls every interval until ctx ends, calling onChange after each
 // change: a change is acted on one to two intervals after it is written.
+// The content in force is the one of the first call to changed, which
+// the caller makes before it loads the files: a change written after
+// that is a change, however late run starts.
 func (w *fileWatch) run(ctx context.Context, interval time.Duration, onChange func()) {
-	w.changed() // remember the content we start with
 	t := time.NewTicker(interval)
 	defer t.Stop()
 	for {

@@ -3,7 +3,9 @@ package server
 import (
 	"os"
 	"path/filepath"
+	"strings"
 	"testing"
+	"time"
 )
 
 func TestFileWatch(t *testing.T) {
@@ -130,5 +132,21 @@ func TestFileWatchWaitsForTheWriteToEnd(t *testing.T) {
 		if w.changed() {
 			t.Fatal("content back to what is in force reported as a change")
 		}
+	}
+}
+
+// A change written after New loaded the file and before Run started
+// watching it is still seen: the watch starts from the content New
+// loaded.
+func TestWatchSeesAChangeBeforeRun(t *testing.T) {
+	up := newUpstream(t)
+	ts := newServer(t, limit3, Options{Upstream: up.URL, WatchInterval: 5 * time.Millisecond})
+	writeFile(t, ts.dir, "sluice.yaml", strings.Replace(limit3, "3/m", "1/m", 1))
+	ts.run()
+	eventually(t, "the change made before Run to be reloaded", func() bool {
+		return strings.HasSuffix(ts.metric(`sluice_config_reloads_total{result="success"}`), " 1")
+	})
+	if got := []int{ts.status("/"), ts.status("/")}; got[1] != 429 {
+		t.Fatalf("after the reload: %v, want the new 1/m", got)
 	}
 }
