@@ -12,6 +12,8 @@ import (
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus/promhttp"
+
+	"github.com/sluicehq/sluice"
 )
 
 // adminMux routes the admin listener.
@@ -19,7 +21,8 @@ import (
 //	/metrics        Prometheus metrics
 //	/healthz        200 while the process is up
 //	/readyz         200 when the configuration is loaded, the server is
-//	                not shutting down and the store answers; else 503
+//	                not shutting down and the store answers or is not
+//	                needed (see needsStore); else 503
 //	/debug/top      the most refused keys, JSON; ?n=20
 //	/debug/pprof/   with Options.Pprof
 //	/               the dashboard
@@ -53,7 +56,31 @@ func (s *Server) serveReadyz(w http.ResponseWriter, r *http.Request) {
 		fmt.Fprintf(w, "not ready: %v\n", err)
 		return
 	}
+	if err := s.ready.storeErr(); err != nil {
+		fmt.Fprintf(w, "ok: %v, and no policy needs it (every on_store_error is open or local)\n", err)
+		return
+	}
 	_, _ = w.Write([]byte("ok\n"))
+}
+
+// needsStore reports whether g cannot serve as configured while a shared
+// store is down: Envoy's service then answers every call Unavailable, and
+// a policy with on_store_error: closed refuses with 503. Policies that let
+// requests through (open) or decide them in this process (local) serve on
+// without it, and an instance taken out of rotation for an outage every
+// instance shares would only turn it into one of the whole service.
+func needsStore(g *generation) bool {
+	if g.rls != nil {
+		return true
+	}
+	if g.set != nil {
+		for _, p := range g.set.Policies() {
+			if p.OnStoreError == sluice.FailClosed {
+				return true
+			}
+		}
+	}
+	return false
 }
 
 // readiness caches the store's answer to a PING for a second, so that
@@ -73,7 +100,8 @@ func (rd *readiness) check(ctx context.Context, s *Server) error {
 	if s.draining.Load() {
 		return errors.New("shutting down")
 	}
-	if s.gen.Load() == nil {
+	g := s.gen.Load()
+	if g == nil {
 		return errors.New("no configuration loaded")
 	}
 	if s.st.client == nil {
@@ -81,16 +109,26 @@ func (rd *readiness) check(ctx context.Context, s *Server) error {
 	}
 	rd.mu.Lock()
 	defer rd.mu.Unlock()
-	if !rd.at.IsZero() && time.Since(rd.at) < readyCache {
-		return rd.err
+	if rd.at.IsZero() || time.Since(rd.at) >= readyCache {
+		ctx, cancel := context.WithTimeout(ctx, readyTimeout)
+		defer cancel()
+		rd.err = s.st.ping(ctx)
+		if rd.err != nil {
+			rd.err = fmt.Errorf("the Redis store does not answer: %w", rd.err)
+		}
+		rd.at = time.Now()
 	}
-	ctx, cancel := context.WithTimeout(ctx, readyTimeout)
-	defer cancel()
-	rd.err = s.st.ping(ctx)
-	if rd.err != nil {
-		rd.err = fmt.Errorf("the Redis store does not answer: %w", rd.err)
+	if !needsStore(g) {
+		return nil
 	}
-	rd.at = time.Now()
+	return rd.err
+}
+
+// storeErr returns the store's last answer to a PING: nil if it answered
+// or was not asked.
+func (rd *readiness) storeErr() error {
+	rd.mu.Lock()
+	defer rd.mu.Unlock()
 	return rd.err
 }
 

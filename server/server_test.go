@@ -255,6 +255,39 @@ policies:
 	}
 }
 
+// With Redis down, an instance whose policies all let requests through
+// (on_store_error open or local) serves as configured: it stays ready, and
+// says why.
+func TestReadyWithoutRedisWhenNoPolicyNeedsIt(t *testing.T) {
+	rs := redistest.Start(t)
+	up := newUpstream(t)
+	ts := startServer(t, `
+store: {redis: "redis://`+rs.Addr()+`/0", timeout: 200ms}
+policies:
+  - name: api
+    key: "header:X-Id"
+    limits: ["2/m"]
+  - name: login
+    match: "POST /login"
+    key: "header:X-Id"
+    limits: ["5/m"]
+    on_store_error: local
+`, Options{Upstream: up.URL, Clock: realClock{}})
+	if resp, body := get(t, ts.Addrs().Admin, "/readyz"); resp.StatusCode != 200 || body != "ok\n" {
+		t.Fatalf("/readyz with Redis up: %d %q", resp.StatusCode, body)
+	}
+	rs.Kill()
+	ts.ready.mu.Lock()
+	ts.ready.at = time.Time{} // forget the cached answer
+	ts.ready.mu.Unlock()
+	if resp, body := get(t, ts.Addrs().Admin, "/readyz"); resp.StatusCode != 200 || !strings.Contains(body, "Redis store does not answer") {
+		t.Errorf("/readyz with Redis down and every policy open or local: %d %q, want 200 saying Redis does not answer", resp.StatusCode, body)
+	}
+	if resp, _ := get(t, ts.Addrs().Proxy, "/", "X-Id", "a"); resp.StatusCode != 200 {
+		t.Errorf("fail-open policy with Redis down: %d, want 200", resp.StatusCode)
+	}
+}
+
 // realClock is the system clock: Redis decides on its own time.
 type realClock struct{}
 
