@@ -177,6 +177,17 @@ func (l *listeners) all() []net.Listener {
 // listeners; requests are served once Run is called. An error wrapping
 // ErrConfig means a configuration file does not load.
 func New(o Options) (_ *Server, err error) {
+	defer func() {
+		if err != nil {
+			// The Server owns the listeners it is given, even when it
+			// fails to start.
+			for _, l := range []net.Listener{o.ProxyListener, o.CheckListener, o.GRPCListener, o.AdminListener} {
+				if l != nil {
+					l.Close()
+				}
+			}
+		}
+	}()
 	s := &Server{o: o, log: o.Logger, clock: o.Clock, reg: prometheus.NewRegistry()}
 	if s.log == nil {
 		s.log = slog.New(slog.DiscardHandler)

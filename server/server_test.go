@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"net"
 	"net/http"
 	"net/http/httptest"
 	"os"
@@ -314,6 +315,26 @@ func TestNewBadConfig(t *testing.T) {
 	}
 	if _, err := os.Stat(p); err != nil {
 		t.Fatal(err)
+	}
+}
+
+// The Server owns the listeners it is given: New closes them when it
+// fails.
+func TestNewFailsClosesGivenListeners(t *testing.T) {
+	dir := t.TempDir()
+	p := writeFile(t, dir, "bad.yaml", "policies:\n  - name: a\n    limts: [\"1/s\"]\n")
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer l.Close()
+	if _, err := New(Options{ConfigFile: p, CheckListener: l, AdminListen: Off}); !errors.Is(err, ErrConfig) {
+		t.Fatalf("New: %v, want ErrConfig", err)
+	}
+	// Open, the listener would wait for a connection: let it give up.
+	l.(*net.TCPListener).SetDeadline(time.Now().Add(time.Second))
+	if _, err := l.Accept(); !errors.Is(err, net.ErrClosed) {
+		t.Errorf("Accept on the given listener after New failed: %v, want net.ErrClosed", err)
 	}
 }
 
