@@ -70,6 +70,11 @@ func (e *ConfigError) Error() string {
 // maxErrors bounds how many problems one load reports.
 const maxErrors = 20
 
+// maxAliased bounds how many descriptors of one file may come from YAML
+// aliases and merge keys: each alias repeats what its anchor holds, so a
+// few lines of aliases to aliases can describe a tree of any size.
+const maxAliased = 1 << 16
+
 // LoadFiles reads and parses the given files, one domain each (see
 // [Parse]).
 func LoadFiles(paths ...string) (*Config, error) {
@@ -129,9 +134,11 @@ func LoadDir(dir string) (*Config, error) {
 // Decoding is strict: an unknown key, a duplicate descriptor, a bad unit,
 // a missing requests_per_unit, unlimited together with a unit or a
 // requests_per_unit, a replaces naming its own limit, share_threshold on a
-// value that is not a wildcard and two files with the same domain are all
-// errors. The error lists every problem found (up to 20), each as
-// "file:line: message" ([ConfigError]), joined with [errors.Join].
+// value that is not a wildcard, aliases that expand to more than 65,536
+// descriptors and two files with the same domain are all errors. The
+// error lists every problem found (up to 20), each as "file:line:
+// message" ([ConfigError]), joined with [errors.Join]. Booleans may also
+// be written as the reference's YAML 1.1 reads them: yes, no, on, off.
 func Parse(files ...File) (*Config, error) {
 	p := &parser{}
 	cfg := &Config{domains: make(map[string]*domain)}
@@ -287,6 +294,9 @@ type parser struct {
 	file string
 	errs []error
 	more int // problems found beyond maxErrors
+	// aliased counts the descriptors of the file that came from an alias
+	// or a merge key.
+	aliased int
 }
 
 func (p *parser) errorf(line int, format string, args ...any) {
@@ -302,6 +312,9 @@ type pair struct {
 	key string
 	k   *yaml.Node
 	v   *yaml.Node
+	// aliased is set when v is an alias, or the pair comes from a merge
+	// key: v is repeated from elsewhere in the file.
+	aliased bool
 }
 
 // mapping returns the pairs of a mapping node, with aliases resolved and
@@ -354,7 +367,7 @@ func (p *parser) mapping(n *yaml.Node, what string, want ...string) []pair {
 				continue
 			}
 			seen[k.Value] = k.Line
-			out = append(out, pair{key: k.Value, k: k, v: deref(v)})
+			out = append(out, pair{key: k.Value, k: k, v: deref(v), aliased: merged || v.Kind == yaml.AliasNode})
 		}
 	}
 	add(n, false)
@@ -415,7 +428,20 @@ func (p *parser) str(pr pair) string {
 	return pr.v.Value
 }
 
+// yaml11Bools are the booleans of YAML 1.1 that YAML 1.2 reads as strings.
+// The reference reads its files as YAML 1.1, so a plain (unquoted) yes or
+// off means there what it means here.
+var yaml11Bools = map[string]bool{
+	"y": true, "Y": true, "yes": true, "Yes": true, "YES": true, "on": true, "On": true, "ON": true,
+	"n": false, "N": false, "no": false, "No": false, "NO": false, "off": false, "Off": false, "OFF": false,
+}
+
 func (p *parser) boolean(pr pair) bool {
+	if pr.v.Kind == yaml.ScalarNode && pr.v.Tag == "!!str" && pr.v.Style == 0 {
+		if b, ok := yaml11Bools[pr.v.Value]; ok {
+			return b
+		}
+	}
 	if pr.v.Kind != yaml.ScalarNode || pr.v.Tag != "!!bool" {
 		p.errorf(pr.v.Line, "%s must be true or false, not %s", pr.key, kindName(pr.v))
 		return false
@@ -454,20 +480,22 @@ func (p *parser) parseFile(data []byte) *domain {
 		return nil
 	}
 	d := &domain{file: p.file, line: root.Line}
+	p.aliased = 0
 	var descs *yaml.Node
+	aliased := false
 	for _, pr := range p.mapping(root, "the file", "domain", "descriptors") {
 		switch pr.key {
 		case "domain":
 			d.name = p.str(pr)
 			d.line = pr.k.Line
 		case "descriptors":
-			descs = pr.v
+			descs, aliased = pr.v, pr.aliased
 		}
 	}
 	if d.name == "" {
 		p.errorf(d.line, "config file cannot have an empty domain")
 	}
-	p.parseLevel(&d.root, descs, d.name)
+	p.parseLevel(&d.root, descs, d.name, aliased)
 	if d.name == "" {
 		return nil
 	}
@@ -495,8 +523,10 @@ var (
 )
 
 // parseLevel parses a list of descriptors into l. stat is the stats path of
-// the parent.
-func (p *parser) parseLevel(l *level, list *yaml.Node, stat string) {
+// the parent; aliased says that the list is repeated from elsewhere in the
+// file (see maxAliased).
+func (p *parser) parseLevel(l *level, list *yaml.Node, stat string, aliased bool) {
+	aliased = aliased || list != nil && list.Kind == yaml.AliasNode
 	list = deref(list)
 	if isNull(list) {
 		return
@@ -506,7 +536,7 @@ func (p *parser) parseLevel(l *level, list *yaml.Node, stat string) {
 		return
 	}
 	for _, item := range list.Content {
-		n := p.parseNode(item, stat)
+		n := p.parseNode(item, stat, aliased || item.Kind == yaml.AliasNode)
 		if n == nil {
 			continue
 		}
@@ -554,10 +584,19 @@ func (l *level) add(n *node) {
 	}
 }
 
-func (p *parser) parseNode(item *yaml.Node, parentStat string) *node {
+func (p *parser) parseNode(item *yaml.Node, parentStat string, aliased bool) *node {
 	n := &node{line: deref(item).Line}
+	if aliased {
+		if p.aliased++; p.aliased > maxAliased {
+			if p.aliased == maxAliased+1 {
+				p.errorf(n.line, "aliases expand to more than %d descriptors", maxAliased)
+			}
+			return nil
+		}
+	}
 	var rl, children *yaml.Node
 	keySeen := false
+	childrenAliased := false
 	for _, pr := range p.mapping(item, "a descriptor", descriptorKeys...) {
 		switch pr.key {
 		case "key":
@@ -567,7 +606,7 @@ func (p *parser) parseNode(item *yaml.Node, parentStat string) *node {
 		case "rate_limit":
 			rl = pr.v
 		case "descriptors":
-			children = pr.v
+			children, childrenAliased = pr.v, pr.aliased
 		case "shadow_mode":
 			n.shadow = p.boolean(pr)
 		case "share_threshold":
@@ -600,7 +639,7 @@ func (p *parser) parseNode(item *yaml.Node, parentStat string) *node {
 	if rl != nil {
 		n.limit = p.parseRateLimit(rl)
 	}
-	p.parseLevel(&n.children, children, n.stat)
+	p.parseLevel(&n.children, children, n.stat, aliased || childrenAliased)
 	return n
 }
 

@@ -2,6 +2,7 @@ package rls
 
 import (
 	"errors"
+	"fmt"
 	"os"
 	"path/filepath"
 	"slices"
@@ -447,5 +448,72 @@ func TestParseBoundsTheErrorList(t *testing.T) {
 	lines := strings.Split(err.Error(), "\n")
 	if len(lines) != maxErrors+1 || lines[maxErrors] != "and 29 more problems" {
 		t.Fatalf("%d lines, last %q", len(lines), lines[len(lines)-1])
+	}
+}
+
+// The reference reads its files as YAML 1.1, where yes, no, on and off
+// (and y, n) are booleans; YAML 1.2 reads them as strings. A file written
+// for the reference loads here with the same meaning.
+func TestParseYAML11Booleans(t *testing.T) {
+	cfg := parse(t, `domain: d
+descriptors:
+  - key: a
+    shadow_mode: yes
+    rate_limit: {unit: second, requests_per_unit: 1}
+  - key: b
+    rate_limit: {unlimited: On}
+  - key: c
+    shadow_mode: off
+    detailed_metric: Y
+    rate_limit: {unit: second, requests_per_unit: 1}
+`)
+	nodes := cfg.domains["d"].root.anyValue
+	if a, b, c := nodes["a"], nodes["b"], nodes["c"]; !a.shadow || !b.limit.unlimited || c.shadow || !c.detailed {
+		t.Errorf("a shadow %v, b unlimited %v, c shadow %v, c detailed %v; want true, true, false, true",
+			a.shadow, b.limit.unlimited, c.shadow, c.detailed)
+	}
+	// Quoted, they are strings, for the reference too.
+	_, err := Parse(File{Name: "test.yaml", Data: []byte("domain: d\ndescriptors:\n  - key: a\n    shadow_mode: \"yes\"\n")})
+	if want := `test.yaml:4: shadow_mode must be true or false, not "yes"`; err == nil || err.Error() != want {
+		t.Errorf("quoted yes: %v, want %s", err, want)
+	}
+}
+
+// Aliases let a small file describe a tree of any size: each level below
+// refers twice to the level above it. Such a file is refused, quickly,
+// instead of taking all the time and memory there is, as the reference's
+// YAML decoder refuses excessive aliasing.
+func TestParseBoundsAliasExpansion(t *testing.T) {
+	var b strings.Builder
+	b.WriteString("domain: d\ndescriptors:\n  - &l0 {key: k, rate_limit: {unit: second, requests_per_unit: 1}}\n")
+	const levels = 20 // about 3 million descriptors, expanded
+	for i := 1; i < levels; i++ {
+		fmt.Fprintf(&b, "  - &l%d {key: k%d, descriptors: [*l%d, {key: z, descriptors: [*l%d]}]}\n", i, i, i-1, i-1)
+	}
+	_, err := Parse(File{Name: "test.yaml", Data: []byte(b.String())})
+	if want := "aliases expand to more than 65536 descriptors"; err == nil || !strings.Contains(err.Error(), want) {
+		t.Fatalf("error %v, want one that says %q", err, want)
+	}
+
+	// Anchors that share a rate_limit, or a few descriptors, are fine.
+	cfg := parse(t, `domain: d
+descriptors:
+  - &common
+    key: path
+    rate_limit: &limit {unit: second, requests_per_unit: 5}
+  - key: tenant
+    value: a
+    descriptors: [*common, {key: user, rate_limit: *limit}]
+  - key: tenant
+    value: b
+    <<: &nested
+      descriptors: [*common]
+  - {key: tenant, value: c, <<: *nested}
+`)
+	for _, tenant := range []string{"a", "b", "c"} {
+		m, ok, err := cfg.lookup("d", desc("tenant", tenant, "path", "/x"), false)
+		if err != nil || !ok || m.limit.perUnit != 5 {
+			t.Errorf("tenant %s: %+v, %v, %v; want 5 per second", tenant, m.limit, ok, err)
+		}
 	}
 }

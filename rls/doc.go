@@ -74,7 +74,9 @@
 //     a refusal, so a hit is kept as two units of a window of 2×limit+1,
 //     and a refusal fills the rest of the window, the odd unit included
 //     (see decideCounting in service.go): the same decisions, at the price
-//     of one more store call for the first refusal of each window.
+//     of one more store call for the first refusal of each window. That
+//     call is not made when the window could end before it arrives, as it
+//     would spend from the next window, which the reference leaves alone.
 //
 // With [Options].RefusedConsumeNothing, a request's enforced descriptors
 // are decided together with one [sluice.Store].DecideAll, all or nothing,

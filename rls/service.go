@@ -24,8 +24,9 @@ import (
 type Options struct {
 	// Clock tells the time when the store's decision does not say how
 	// long a window has left (a zero limit, or a look at a window nothing
-	// has touched yet). If nil, rate.SystemClock{}. Give it the clock the
-	// store uses.
+	// has touched yet), and how long the store takes to answer, so that
+	// a refusal is counted in its own window only. If nil,
+	// rate.SystemClock{}. Give it the clock the store uses.
 	Clock rate.Clock
 	// RefusedConsumeNothing selects sluice's semantics instead of the
 	// reference's. By default, as in the reference, every descriptor is
@@ -246,21 +247,25 @@ func hitsOf(req *rlsv3.RateLimitRequest, i int) int64 {
 //     filled the window. A window filled by admitted hits alone keeps its
 //     odd unit, and a check passes, as the reference admits it when its
 //     count equals the limit.
+//   - More hits than the limit can ever hold ask for the whole window: a
+//     window nothing has touched is filled at once, in the same call.
 //
 // So a request costs one store call, and the first refusal of a window
-// one more. Algorithms other than fixed_window (a sluice extension) keep
-// sluice's meaning even here: a refused request consumes nothing.
+// one more (see fill). Algorithms other than fixed_window (a sluice
+// extension) keep sluice's meaning even here: a refused request consumes
+// nothing.
 func (s *Service) decideCounting(ctx context.Context, it *item) error {
 	ls := it.m.limit
 	if ls.limit.Algorithm != rate.FixedWindow {
 		return s.decideAlone(ctx, it, true)
 	}
 	it.decided = true
-	r := rate.Request{Key: it.m.key, Limit: ls.counted, Cost: 2 * it.hits}
+	r := rate.Request{Key: it.m.key, Limit: ls.counted, Cost: ls.counted.Count}
 	fits := it.hits <= ls.limit.Capacity()
-	if !fits {
-		r.Cost = 0 // more than the window holds: it can never pass, look
+	if fits {
+		r.Cost = 2 * it.hits
 	}
+	sent := s.clock.Now()
 	d, err := s.store.Decide(ctx, r)
 	if err != nil {
 		return err
@@ -272,16 +277,32 @@ func (s *Service) decideCounting(ctx context.Context, it *item) error {
 		return nil
 	}
 	it.over, it.remain = true, 0
-	left := d.Remaining
-	for try := 0; left > 0 && try < 3; try++ {
-		f, err := s.store.Decide(ctx, rate.Request{Key: it.m.key, Limit: ls.counted, Cost: left})
-		if err != nil {
+	if d.Allowed {
+		return nil // the whole window, at once
+	}
+	return s.fill(ctx, r, d, sent)
+}
+
+// fill spends what is left of the window in which r was refused (d, for
+// a call sent at sent), so that the refusal counts as the reference
+// counts it. The window ends d.RetryAfter after the store decided; the
+// fill is one more round trip, which takes about as long as the last one
+// did: when the window could be over by the time the fill arrives, it
+// is not sent, since it would spend from the next window instead, which
+// the reference leaves alone. Someone else may spend meanwhile, so it is
+// tried again on what is left, a few times.
+func (s *Service) fill(ctx context.Context, r rate.Request, d rate.Decision, sent time.Time) error {
+	for try := 0; d.Remaining > 0 && try < 3; try++ {
+		now := s.clock.Now()
+		if d.RetryAfter <= 2*now.Sub(sent) {
+			return nil
+		}
+		r.Cost = d.Remaining
+		f, err := s.store.Decide(ctx, r)
+		if err != nil || f.Allowed {
 			return err
 		}
-		if f.Allowed {
-			break
-		}
-		left = f.Remaining // someone else spent some meanwhile
+		d, sent = f, now
 	}
 	return nil
 }
@@ -335,7 +356,9 @@ func (s *Service) decideTogether(ctx context.Context, items []item) error {
 		// hits: stores need not accept a key twice in one DecideAll.
 		if j, ok := byKey[it.m.key]; ok {
 			owner[i] = j
-			reqs[j].Cost += it.hits
+			// Saturating: a sum past the capacity is refused all the
+			// same, and one that wrapped around would fail the call.
+			reqs[j].Cost += min(it.hits, math.MaxInt64-reqs[j].Cost)
 		} else {
 			if byKey == nil {
 				byKey = map[string]int{}

@@ -579,3 +579,82 @@ func TestCountingStoreCalls(t *testing.T) {
 		}
 	}
 }
+
+// Descriptors with the same key are asked for together, for the sum of
+// their hits, when RefusedConsumeNothing is set. Hits too many to add up
+// are over the limit like any other: a call that fails instead is let
+// through by Envoy unless failure_mode_deny is set.
+func TestHugeHitsAreOverTheLimit(t *testing.T) {
+	for _, consumeNothing := range []bool{false, true} {
+		h := newHarness(t, parse(t, perMinute), Options{RefusedConsumeNothing: consumeNothing})
+		resp, err := h.call(&rlsv3.RateLimitRequest{Domain: "api", Descriptors: []*ratelimitv3.RateLimitDescriptor{
+			withHits(desc("user", "a"), 1<<62), withHits(desc("user", "a"), 1<<62), withHits(desc("user", "a"), math.MaxUint64),
+		}})
+		if err != nil {
+			t.Fatalf("RefusedConsumeNothing=%v: %v, want OVER_LIMIT", consumeNothing, err)
+		}
+		// Counted, the window is spent; otherwise nothing is.
+		left := uint32(0)
+		if consumeNothing {
+			left = 20
+		}
+		want := st{over, 20, minute, left, 30}
+		h.expect(resp, over, want, want, want)
+	}
+}
+
+// slowStore answers after a round trip: the clock moves on by delay while
+// each decision comes back, as it does for a store across the network.
+type slowStore struct {
+	sluice.Store
+	clock *ratetest.Clock
+	delay time.Duration
+}
+
+func (s *slowStore) Decide(ctx context.Context, r rate.Request) (rate.Decision, error) {
+	d, err := s.Store.Decide(ctx, r)
+	s.clock.Advance(s.delay)
+	return d, err
+}
+
+// A refusal decided just before its window ends still counts in that
+// window only, as the reference counts it under the key of the window the
+// request came in. The next window starts afresh, even when the store's
+// answer comes back after it has begun.
+func TestRefusalAtTheEndOfAWindowSparesTheNext(t *testing.T) {
+	clock := ratetest.NewClock(start)
+	store := &slowStore{Store: memory.New(memory.Options{Clock: clock}), clock: clock, delay: 2 * time.Millisecond}
+	svc := NewService(parse(t, perMinute), store, Options{Clock: clock})
+	ask := func(user string, hits uint64) st {
+		t.Helper()
+		resp, err := svc.ShouldRateLimit(context.Background(), &rlsv3.RateLimitRequest{
+			Domain: "api", Descriptors: []*ratelimitv3.RateLimitDescriptor{withHits(desc("user", user), hits)},
+		})
+		if err != nil {
+			t.Fatal(err)
+		}
+		return statusOf(resp.GetStatuses()[0])
+	}
+	check := func(what string, got, want st) {
+		t.Helper()
+		if got != want {
+			t.Errorf("%s: %+v, want %+v", what, got, want)
+		}
+	}
+	check("15 hits", ask("a", 15), st{ok, 20, minute, 5, 30})
+	// With time to spare, a refusal counts: even a check is over after it.
+	check("15 hits", ask("c", 15), st{ok, 20, minute, 5, 30})
+	check("10 more", ask("c", 10), st{over, 20, minute, 0, 30})
+	check("a check", ask("c", 0), st{over, 20, minute, 0, 30})
+	// 1ms before the minute ends, 10 more do not fit; the answer comes
+	// back in the next minute.
+	clock.Set(start.Add(29*time.Second + 999*time.Millisecond))
+	check("10 more at the end", ask("a", 10), st{over, 20, minute, 0, 1})
+	check("20 in the next minute", ask("a", 20), st{ok, 20, minute, 0, 60})
+
+	// More hits than the window holds, at the end of a window nothing has
+	// touched.
+	clock.Set(start.Add(89*time.Second + 999*time.Millisecond))
+	check("25 at the end", ask("b", 25), st{over, 20, minute, 0, 1})
+	check("20 in the next minute", ask("b", 20), st{ok, 20, minute, 0, 60})
+}
