@@ -18,9 +18,12 @@
 // google.rpc.RetryInfo (the exact retry delay) and a google.rpc.QuotaFailure
 // (one violation per refusing policy, subject "policy:NAME"). A shed call,
 // or one refused because the store failed under on_store_error: closed,
-// fails with UNAVAILABLE and a RetryInfo. Both send retry-after response
-// metadata in whole seconds; every decided call also gets ratelimit and
-// ratelimit-policy metadata unless Options.NoHeaders.
+// fails with UNAVAILABLE and a RetryInfo, whatever the store's error (a
+// Redis call that timed out is no DEADLINE_EXCEEDED of the call's). Both
+// send retry-after response metadata in whole seconds; every decided call
+// also gets ratelimit and ratelimit-policy metadata unless
+// Options.NoHeaders. A call whose own context ends before its verdict
+// (while it waits under max_delay) fails with its context's status.
 //
 // # Files
 //

@@ -2,7 +2,6 @@ package grpclimit
 
 import (
 	"context"
-	"errors"
 	"net"
 	"net/http"
 	"net/netip"
@@ -88,7 +87,7 @@ func (l *Limiter) Unary(ctx context.Context, req any, info *grpc.UnaryServerInfo
 	if md := l.responseMD(&out); md != nil {
 		_ = grpc.SetHeader(ctx, md) // fails only if headers were sent, which they cannot have been
 	}
-	if err := refusal(&out); err != nil {
+	if err := refusal(ctx, &out); err != nil {
 		return nil, err
 	}
 	return handler(ctx, req)
@@ -103,7 +102,7 @@ func (l *Limiter) Stream(srv any, ss grpc.ServerStream, info *grpc.StreamServerI
 	if md := l.responseMD(&out); md != nil {
 		_ = ss.SetHeader(md)
 	}
-	if err := refusal(&out); err != nil {
+	if err := refusal(ss.Context(), &out); err != nil {
 		return err
 	}
 	return handler(srv, ss)
@@ -181,8 +180,11 @@ func (l *Limiter) responseMD(out *policy.Outcome) metadata.MD {
 // refusal returns the status error for an outcome that does not serve
 // the call, or nil. A refusal is RESOURCE_EXHAUSTED; a shed call or a
 // failed store is UNAVAILABLE. Both carry a RetryInfo; a refusal also
-// carries a QuotaFailure naming each violated policy.
-func refusal(out *policy.Outcome) error {
+// carries a QuotaFailure naming each violated policy. A call whose own
+// context ended (ctx) before its verdict gets the context's status; a
+// store that failed with a deadline of its own (a Redis call timeout) is
+// a failed store like any other, not the end of the call.
+func refusal(ctx context.Context, out *policy.Outcome) error {
 	if out.Verdict == policy.Allow {
 		return nil
 	}
@@ -197,8 +199,8 @@ func refusal(out *policy.Outcome) error {
 		}
 	case out.Verdict == policy.Shed:
 		msg = "the server is at capacity for calls of this priority" + wait
-	case errors.Is(out.Err, context.Canceled), errors.Is(out.Err, context.DeadlineExceeded):
-		return status.FromContextError(out.Err).Err()
+	case ctx.Err() != nil:
+		return status.FromContextError(ctx.Err()).Err()
 	}
 	st := status.New(code, msg)
 	details := []protoadapt.MessageV1{&errdetails.RetryInfo{RetryDelay: durationpb.New(out.RetryAfter)}}

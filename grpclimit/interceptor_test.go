@@ -2,6 +2,7 @@ package grpclimit
 
 import (
 	"context"
+	"fmt"
 	"net"
 	"testing"
 	"time"
@@ -15,7 +16,9 @@ import (
 	"google.golang.org/grpc/metadata"
 	"google.golang.org/grpc/status"
 
+	"github.com/sluicehq/sluice"
 	"github.com/sluicehq/sluice/policy"
+	"github.com/sluicehq/sluice/rate"
 	"github.com/sluicehq/sluice/rate/ratetest"
 	"github.com/sluicehq/sluice/store/memory"
 )
@@ -36,12 +39,22 @@ policies:
 // port, behind the limiter's interceptors, and returns a client.
 func serve(t *testing.T, config string) healthpb.HealthClient {
 	t.Helper()
+	return serveStore(t, config, nil)
+}
+
+// serveStore is serve deciding against store, or an in-memory store if
+// nil.
+func serveStore(t *testing.T, config string, store sluice.Store) healthpb.HealthClient {
+	t.Helper()
 	set, err := policy.Load("test.yaml", []byte(config))
 	if err != nil {
 		t.Fatal(err)
 	}
 	clock := ratetest.NewClock(time.Date(2026, 3, 1, 12, 0, 0, 0, time.UTC))
-	l := New(set, memory.New(memory.Options{Clock: clock}), Options{Options: policy.Options{Clock: clock}})
+	if store == nil {
+		store = memory.New(memory.Options{Clock: clock})
+	}
+	l := New(set, store, Options{Options: policy.Options{Clock: clock}})
 	srv := grpc.NewServer(grpc.ChainUnaryInterceptor(l.Unary), grpc.ChainStreamInterceptor(l.Stream))
 	healthpb.RegisterHealthServer(srv, health.NewServer())
 	lis, err := net.Listen("tcp", "127.0.0.1:0")
@@ -149,5 +162,52 @@ policies:
 	_, err = c.Check(context.Background(), &healthpb.HealthCheckRequest{})
 	if status.Code(err) != codes.Unavailable {
 		t.Fatalf("while the stream holds the slot: %v, want Unavailable", err)
+	}
+}
+
+// timingOut is a store whose every call fails as a Redis store's does when
+// its own call timeout (CallTimeout) expires: with a wrapped
+// context.DeadlineExceeded, while the caller's context is alive.
+type timingOut struct{}
+
+var errStoreTimeout = fmt.Errorf("redis store: %w", context.DeadlineExceeded)
+
+func (timingOut) Decide(context.Context, rate.Request) (rate.Decision, error) {
+	return rate.Decision{}, errStoreTimeout
+}
+
+func (timingOut) DecideAll(context.Context, []rate.Request, []rate.Decision) (rate.Decision, error) {
+	return rate.Decision{}, errStoreTimeout
+}
+
+// A store that times out under on_store_error: closed makes the call
+// UNAVAILABLE with a RetryInfo, as any other store failure: the store's
+// own deadline is not the call's, and DEADLINE_EXCEEDED would tell the
+// client that its deadline passed, which clients do not retry.
+func TestStoreTimeoutIsUnavailable(t *testing.T) {
+	c := serveStore(t, `
+policies:
+  - name: check
+    match: /grpc.health.v1.Health/Check
+    limits: ["2/m"]
+    on_store_error: closed
+`, timingOut{})
+	var md metadata.MD
+	_, err := c.Check(context.Background(), &healthpb.HealthCheckRequest{}, grpc.Header(&md))
+	st := status.Convert(err)
+	if st.Code() != codes.Unavailable {
+		t.Fatalf("store timed out: %v, want Unavailable", err)
+	}
+	var retry *errdetails.RetryInfo
+	for _, d := range st.Details() {
+		if d, ok := d.(*errdetails.RetryInfo); ok {
+			retry = d
+		}
+	}
+	if retry == nil || retry.GetRetryDelay().AsDuration() != time.Second {
+		t.Errorf("RetryInfo %v, want a 1s delay", retry)
+	}
+	if got := md.Get("retry-after"); len(got) != 1 || got[0] != "1" {
+		t.Errorf("retry-after metadata %q, want 1", got)
 	}
 }

@@ -177,15 +177,19 @@ func appendPart(dst []byte, p *part, r *Request, pathVals []string) ([]byte, boo
 }
 
 // formValue returns a field of a url-encoded request body, parsing it the
-// way net/http does (so the handler still finds it in r.PostForm).
+// way net/http does (so the handler still finds it in r.PostForm). A
+// malformed field in the body or the query string (a bad escape, a
+// semicolon) makes ParseForm fail, but r.PostForm still holds every
+// well-formed field of the body, and r.FormValue and r.PostFormValue
+// still return them to the handler: the key reads them too, or a client
+// could slip past a per-account limit by adding a malformed field to its
+// login.
 func formValue(r *http.Request, name string) string {
 	if r == nil || r.Body == nil || r.Method != http.MethodPost && r.Method != http.MethodPut && r.Method != http.MethodPatch {
 		return ""
 	}
 	if r.PostForm == nil {
-		if err := r.ParseForm(); err != nil {
-			return ""
-		}
+		_ = r.ParseForm() // sets r.PostForm whatever it returns
 	}
 	return r.PostForm.Get(name)
 }

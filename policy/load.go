@@ -61,7 +61,9 @@ func LoadFile(path string) (*Set, error) {
 }
 
 // Load validates and compiles a policy file's contents. name is used in
-// error messages only, as the file's name.
+// error messages only, as the file's name. YAML aliases may stand for at
+// most 65,536 nodes in all: aliases to anchors that hold aliases describe
+// trees far larger than the file, which Load refuses to compile.
 func Load(name string, data []byte) (*Set, error) {
 	ld := &loader{file: name}
 	var doc yaml.Node
@@ -72,6 +74,9 @@ func Load(name string, data []byte) (*Set, error) {
 	if len(doc.Content) == 0 {
 		ld.probs = append(ld.probs, Problem{File: name, Line: 1, Column: 1,
 			Message: "the file is empty; it needs at least a policies list"})
+		return nil, ld.err()
+	}
+	if !ld.aliases(&doc) {
 		return nil, ld.err()
 	}
 	set := ld.file_(doc.Content[0])
@@ -122,6 +127,75 @@ func (ld *loader) yamlError(err error) {
 		}
 		ld.probs = append(ld.probs, p)
 	}
+}
+
+// maxAliased bounds how many nodes of a file may come from YAML aliases.
+// Each alias repeats what its anchor holds, and an anchor may hold
+// aliases itself: a few kilobytes of policies, overrides and limits, each
+// a list of aliases to the one before, stand for billions of limits,
+// which the loader would compile one by one. A file that shares a few
+// limits or matches between policies is far below the bound.
+const maxAliased = 1 << 16
+
+// aliases reports, and returns false for, a document whose aliases
+// expand to more than maxAliased nodes, or one with an alias inside the
+// node it names (a tree without end). The loader follows aliases, so it
+// must not walk such a document.
+func (ld *loader) aliases(doc *yaml.Node) bool {
+	const cycle = -1
+	// size returns how many nodes n stands for once its aliases are
+	// expanded, at most maxAliased+1, or cycle. The sizes of anchored
+	// nodes, which aliases name, are kept: cycle while being counted.
+	sizes := map[*yaml.Node]int{}
+	var size func(n *yaml.Node) int
+	size = func(n *yaml.Node) int {
+		n = resolve(n)
+		if n == nil {
+			return 0
+		}
+		if n.Anchor != "" {
+			if s, ok := sizes[n]; ok {
+				return s
+			}
+			sizes[n] = cycle
+		}
+		s := 1
+		for _, c := range n.Content {
+			cs := size(c)
+			if cs == cycle {
+				s = cycle
+				break
+			}
+			s = min(s+cs, maxAliased+1)
+		}
+		if n.Anchor != "" {
+			sizes[n] = s
+		}
+		return s
+	}
+	total := 0
+	var walk func(n *yaml.Node) bool
+	walk = func(n *yaml.Node) bool {
+		if n.Kind != yaml.AliasNode {
+			for _, c := range n.Content {
+				if !walk(c) {
+					return false
+				}
+			}
+			return true
+		}
+		s := size(n)
+		if s == cycle {
+			ld.errf(n, "alias *%s is inside the node it names, which would have no end", n.Value)
+			return false
+		}
+		if total += s; total > maxAliased {
+			ld.errf(n, "aliases expand to more than %d nodes; write the file out, or share less through aliases", maxAliased)
+			return false
+		}
+		return true
+	}
+	return walk(doc)
 }
 
 // resolve follows an alias to the node it names.
@@ -533,10 +607,25 @@ func (ld *loader) policy(n *yaml.Node, set *Set) *Policy {
 	case hasKey && hasKeys:
 		ld.errf(ksv.key, "%s has both key and keys; use key for one key, keys for several", what)
 	case hasKeys:
+		// A key listed twice would be decided twice on one counter, every
+		// request taking its cost twice.
+		seen := map[string]*yaml.Node{}
 		for _, kn := range ld.list(ksv.val, "keys") {
-			if k := ld.key(kn, p); k != nil {
-				p.keys = append(p.keys, k)
+			k := ld.key(kn, p)
+			if k == nil {
+				continue
 			}
+			labels := make([]string, len(k))
+			for i := range k {
+				labels[i] = k[i].label
+			}
+			sig := strings.Join(labels, "|")
+			if prev, dup := seen[sig]; dup {
+				ld.errf(kn, "key [%s] repeated (first at line %d): it would count each request twice on one counter", strings.Join(labels, ", "), prev.Line)
+				continue
+			}
+			seen[sig] = kn
+			p.keys = append(p.keys, k)
 		}
 	case hasKey:
 		if k := ld.key(kv.val, p); k != nil {
@@ -583,7 +672,11 @@ func (ld *loader) policy(n *yaml.Node, set *Set) *Policy {
 	_, hasPlans := f["plans"]
 	_, hasOverrides := f["overrides"]
 	if len(p.limits) == 0 && len(p.plans) == 0 && len(p.overrides) == 0 {
-		if !p.HasPriority && !misspelt && !hasLimits && !hasPlans && !hasOverrides {
+		// Fields that are there but hold nothing (limits: [], or a
+		// template that left limits: empty) leave the policy limiting
+		// nothing as surely as absent ones, with no other problem to say so.
+		empty := len(ld.probs) == before
+		if !p.HasPriority && !misspelt && (!hasLimits && !hasPlans && !hasOverrides || empty) {
 			ld.errf(n, "%s has no limits (write e.g. limits: [\"10/s burst 20\"]) and no priority", what)
 		}
 		p.keys = nil
@@ -602,8 +695,13 @@ func (ld *loader) match(n *yaml.Node, what string) matcher {
 	if n.Kind == yaml.ScalarNode {
 		s := strings.TrimSpace(n.Value)
 		if method, rest, ok := strings.Cut(s, " "); ok {
-			if !validToken(method) {
+			switch {
+			case !validToken(method):
 				ld.errf(n, "invalid method %q in pattern %q", method, s)
+			case strings.ToUpper(method) != method:
+				// Methods are case-sensitive: "post /login" would match
+				// no POST, and limit nothing.
+				ld.errf(n, "method %q in pattern %q must be upper case, as in %q", method, s, strings.ToUpper(method)+" "+strings.TrimSpace(rest))
 			}
 			m.methods = []string{method}
 			s = strings.TrimSpace(rest)
@@ -792,6 +890,12 @@ func (ld *loader) limits(n *yaml.Node, p *Policy, set *Set) []*Limit {
 			name += "." + strconv.Itoa(i+1)
 		}
 		cl := compileLimit(p, name, l, set.instances)
+		// Equal limits share a key, so a request would be decided twice
+		// on one counter and take its cost twice.
+		if j := slices.IndexFunc(raw[:i], func(m rate.Limit) bool { return m.String() == l.String() }); j >= 0 {
+			ld.errf(at[i], "limit %q is the same as %q at line %d (both are %q): they would count each request twice on one counter", at[i].Value, at[j].Value, at[j].Line, l.String())
+			continue
+		}
 		if p.Cost > l.Capacity() {
 			ld.errf(at[i], "limit %q can never pass a request of cost %d: its capacity is %d (raise the burst or lower the cost)", l, p.Cost, l.Capacity())
 		} else if p.OnStoreError == sluice.FailLocal && p.Cost > cl.Local.Capacity() {

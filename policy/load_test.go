@@ -94,6 +94,12 @@ policies:
     match: "/items/{id"
     limits: ["1/s"]
 `, 4, 12, []string{"invalid pattern"}},
+		{"lower-case method in pattern", `
+policies:
+  - name: a
+    match: "post /login"
+    limits: ["1/s"]
+`, 4, 12, []string{`method "post" in pattern "post /login" must be upper case, as in "POST /login"`}},
 		{"method in path", `
 policies:
   - name: a
@@ -109,6 +115,12 @@ policies:
 		{"no limits", `
 policies:
   - name: a
+`, 3, 5, []string{"has no limits"}},
+		{"empty limits", `
+policies:
+  - name: a
+    match: "POST /login"
+    limits:
 `, 3, 5, []string{"has no limits"}},
 		{"duplicate name", `
 policies:
@@ -155,6 +167,17 @@ policies:
       - when: {user: acme}
         limits: ["10/s"]
 `, 7, 16, []string{`override on "user"`}},
+		{"repeated key", `
+policies:
+  - name: a
+    keys: [[ip, user], user, [user, ip]]
+    limits: ["1/s"]
+`, 4, 30, []string{"key [ip, user] repeated (first at line 4)"}},
+		{"repeated limit", `
+policies:
+  - name: a
+    limits: ["1000/d", "10/s", "1000 per 24h"]
+`, 4, 32, []string{`limit "1000 per 24h" is the same as "1000/d" at line 4`, `fixed_window 1000/d`}},
 		{"key and keys", `
 policies:
   - name: a
@@ -296,5 +319,52 @@ func TestKeyValuesBounded(t *testing.T) {
 	}
 	if got := escapeValue("user-42@example.com"); got != "user-42@example.com" {
 		t.Errorf("plain value changed to %q", got)
+	}
+}
+
+// Aliases to anchors that hold aliases describe a tree far larger than
+// the file. Load refuses one that expands past maxAliased nodes, at the
+// alias that crosses the bound, instead of compiling every node of it.
+func TestLoadBoundsAliases(t *testing.T) {
+	list := func(k int, item string) string {
+		return "[" + strings.TrimSuffix(strings.Repeat(item+", ", k), ", ") + "]"
+	}
+	// One policy, 300 overrides of 300 limits: 90,000 limits from a file
+	// of a few kilobytes.
+	src := `
+policies:
+  - name: a
+    limits: [&l "1/s"]
+    overrides:
+      - &o {when: {ip: 192.0.2.1}, limits: ` + list(300, "*l") + `}
+      - ` + strings.Repeat("*o\n      - ", 298) + `*o
+`
+	_, err := Load("sluice.yaml", []byte(src))
+	var perr *Error
+	if !errors.As(err, &perr) {
+		t.Fatalf("Load = %v, want an *Error", err)
+	}
+	if len(perr.Problems) != 1 || perr.Problems[0].Line < 6 || !strings.Contains(perr.Problems[0].Message, "aliases expand to more than 65536 nodes") {
+		t.Errorf("problems %v, want one, past line 5, saying the aliases expand too far", perr.Problems)
+	}
+
+	// An alias inside the node it names has no end.
+	_, err = Load("sluice.yaml", []byte("policies:\n  - &p {name: a, limits: [\"1/s\"], overrides: [*p]}\n"))
+	if !errors.As(err, &perr) || len(perr.Problems) != 1 || perr.Problems[0].Line != 2 || perr.Problems[0].Column != 47 ||
+		!strings.Contains(perr.Problems[0].Message, "alias *p is inside the node it names") {
+		t.Errorf("a cyclic alias: %v, want one problem at 2:47", err)
+	}
+
+	// Sharing through aliases within the bound is fine.
+	set, err := Load("sluice.yaml", []byte(`
+policies:
+  - {name: a, match: &m "GET /search", limits: &l ["10/s", "1000/d"]}
+  - {name: b, match: *m, key: user, limits: *l}
+`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := len(set.Policy("b").Limits()); got != 2 {
+		t.Errorf("b has %d limits through the alias, want 2", got)
 	}
 }
