@@ -121,20 +121,29 @@ func expect(t *testing.T, step string, w *httptest.ResponseRecorder, status int,
 type switchStore struct {
 	sluice.Store
 	down atomic.Bool
+	// err is what the store fails with while down: errDown if nil.
+	err error
 }
 
 var errDown = errors.New("store unreachable")
 
+func (s *switchStore) failure() error {
+	if s.err != nil {
+		return s.err
+	}
+	return errDown
+}
+
 func (s *switchStore) Decide(ctx context.Context, r rate.Request) (rate.Decision, error) {
 	if s.down.Load() {
-		return rate.Decision{}, errDown
+		return rate.Decision{}, s.failure()
 	}
 	return s.Store.Decide(ctx, r)
 }
 
 func (s *switchStore) DecideAll(ctx context.Context, rs []rate.Request, out []rate.Decision) (rate.Decision, error) {
 	if s.down.Load() {
-		return rate.Decision{}, errDown
+		return rate.Decision{}, s.failure()
 	}
 	return s.Store.DecideAll(ctx, rs, out)
 }

@@ -2,7 +2,6 @@ package httplimit
 
 import (
 	"context"
-	"errors"
 	"net/http"
 	"strconv"
 	"unsafe"
@@ -217,7 +216,7 @@ func (l *limiter) problem(w http.ResponseWriter, r *http.Request, status int, ou
 	b = append(b, `,"status":`...)
 	b = strconv.AppendInt(b, int64(status), 10)
 	b = append(b, `,"detail":`...)
-	b = appendJSONString(b, detail(out, retry))
+	b = appendJSONString(b, detail(r.Context(), out, retry))
 	b = append(b, `,"retry_after":`...)
 	b = strconv.AppendInt(b, retry, 10)
 	if out.Verdict == policy.Refuse {
@@ -239,7 +238,7 @@ func (l *limiter) problem(w http.ResponseWriter, r *http.Request, status int, ou
 }
 
 // detail says in a sentence why the request was not served.
-func detail(out *policy.Outcome, retry int64) string {
+func detail(ctx context.Context, out *policy.Outcome, retry int64) string {
 	wait := "; retry in " + strconv.FormatInt(retry, 10) + "s"
 	switch out.Verdict {
 	case policy.Refuse:
@@ -251,7 +250,9 @@ func detail(out *policy.Outcome, retry int64) string {
 	case policy.Shed:
 		return "the server is at capacity for requests of this priority" + wait
 	}
-	if errors.Is(out.Err, context.Canceled) || errors.Is(out.Err, context.DeadlineExceeded) {
+	// The request's own context, not the store's error: a store that
+	// times out on its own also fails with DeadlineExceeded.
+	if ctx.Err() != nil {
 		return "the request ended while waiting for its turn"
 	}
 	return "the rate limiter is unavailable" + wait

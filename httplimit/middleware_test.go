@@ -369,6 +369,23 @@ policies:
 	}
 }
 
+// A store that times out on its own (a Redis call timeout: a wrapped
+// DeadlineExceeded while the request is alive) is a failed store: the
+// problem says the limiter is unavailable, not that the request ended.
+func TestStoreTimeoutIsUnavailable(t *testing.T) {
+	e := newEnv(t, `
+policies:
+  - {name: api, limits: ["4/s burst 4"], on_store_error: closed}
+`, Options{}, nil)
+	e.store.err = fmt.Errorf("redis: script call: %w", context.DeadlineExceeded)
+	e.store.down.Store(true)
+	w := e.do(req{})
+	expect(t, "store timeout", w, 503, map[string]string{"Retry-After": "1"}, nil)
+	if body := w.Body.String(); !strings.Contains(body, "the rate limiter is unavailable") {
+		t.Errorf("problem body %s, want it to say the rate limiter is unavailable", body)
+	}
+}
+
 // ctxStore is a real store that gives up when the call's context ends,
 // as a store across the network does.
 type ctxStore struct{ sluice.Store }
