@@ -30,8 +30,9 @@
 // net/http. No match means every request.
 //
 // Keys: a key is built from parts (ip, user, method, header:NAME,
-// path:NAME for a wildcard of the pattern, form:NAME for a url-encoded
-// login form); key: [ip, user] combines parts into one key, keys: [user,
+// path:NAME for a wildcard of the pattern, form:NAME for a form field as
+// the handler's r.FormValue reads it: a url-encoded body's, else the query
+// string's); key: [ip, user] combines parts into one key, keys: [user,
 // ip] limits each separately (a login must pass both). A key with a part
 // the request lacks does not apply to it. The default key is ip. Stored
 // keys read prefix:policy:tag:part=value|part=value, where tag is a hash

@@ -59,3 +59,40 @@ policies:
 		}
 	}
 }
+
+// A handler that reads r.FormValue takes a field from the query string
+// when the body has none: the key must read it there too, or a client
+// could name its account in the URL past the per-account limit. A field
+// in the body comes first, as it does for FormValue.
+func TestFormKeyFromQueryString(t *testing.T) {
+	e := newTestEnforcer(t, `
+policies:
+  - name: login
+    match: "POST /login"
+    key: form:username
+    limits: ["1/m burst 1"]
+`)
+	login := func(target, body string) (Verdict, string) {
+		r := httptest.NewRequest("POST", target, strings.NewReader(body))
+		r.Header.Set("Content-Type", "application/x-www-form-urlencoded")
+		out := e.Enforce(context.Background(), &Request{HTTP: r, Header: r.Header})
+		out.Done()
+		return out.Verdict, r.FormValue("username")
+	}
+	if v, _ := login("/login", "username=victim&password=a"); v != Allow {
+		t.Fatalf("first login: %v, want allow", v)
+	}
+	for _, tt := range []struct{ target, body string }{
+		{"/login?username=victim", "password=b"},
+		{"/login?username=victim", ""},
+		{"/login?username=someone-else", "username=victim&password=c"},
+	} {
+		v, user := login(tt.target, tt.body)
+		if user != "victim" {
+			t.Fatalf("POST %s %q: the handler sees username %q, want victim", tt.target, tt.body, user)
+		}
+		if v != Refuse {
+			t.Errorf("POST %s %q: %v, want refuse: the handler tries account victim a second time in the minute", tt.target, tt.body, v)
+		}
+	}
+}

@@ -176,20 +176,20 @@ func appendPart(dst []byte, p *part, r *Request, pathVals []string) ([]byte, boo
 	return dst, false
 }
 
-// formValue returns a field of a url-encoded request body, parsing it the
-// way net/http does (so the handler still finds it in r.PostForm). A
-// malformed field in the body or the query string (a bad escape, a
-// semicolon) makes ParseForm fail, but r.PostForm still holds every
-// well-formed field of the body, and r.FormValue and r.PostFormValue
-// still return them to the handler: the key reads them too, or a client
-// could slip past a per-account limit by adding a malformed field to its
-// login.
+// formValue returns a form field as r.FormValue returns it to the
+// handler: from a url-encoded body (POST, PUT, PATCH) first, else from
+// the query string. A key that read the body alone would let a client
+// name its account in the query string (POST /login?username=victim)
+// past a per-account limit, to a handler that reads FormValue. A
+// malformed field (a bad escape, a semicolon) makes ParseForm fail, but
+// r.Form still holds every well-formed field, and the handler still gets
+// them: the key reads them too. Multipart bodies are not read.
 func formValue(r *http.Request, name string) string {
-	if r == nil || r.Body == nil || r.Method != http.MethodPost && r.Method != http.MethodPut && r.Method != http.MethodPatch {
+	if r == nil {
 		return ""
 	}
-	if r.PostForm == nil {
-		_ = r.ParseForm() // sets r.PostForm whatever it returns
+	if r.Form == nil {
+		_ = r.ParseForm() // sets r.Form and r.PostForm whatever it returns
 	}
-	return r.PostForm.Get(name)
+	return r.Form.Get(name)
 }
