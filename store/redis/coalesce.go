@@ -34,6 +34,9 @@ type pendingCall struct {
 	res  []int64  // the script's integers for this group, when done
 	err  error
 	done chan struct{}
+	// queued is when the call queued, if Options.CallTimeout bounds
+	// calls: see next.
+	queued time.Time
 }
 
 // coalescer batches the calls of one slot. Calls queue only while
@@ -80,14 +83,19 @@ func (c *coalescer) exec(ctx context.Context, keys, args []string) ([]int64, err
 		return res, err
 	}
 	p := &pendingCall{ctx: ctx, keys: keys, args: args, done: make(chan struct{})}
+	if c.s.timeout > 0 {
+		p.queued = time.Now()
+	}
 	c.queue = append(c.queue, p)
 	c.mu.Unlock()
 	select {
 	case <-p.done:
 		return p.res, p.err
 	case <-ctx.Done():
-		// The call may still run; its decision is lost, as it would be
-		// for a call abandoned on the wire.
+		// If its batch has not gone yet, the group is left out of it
+		// (see next): nothing is decided for a caller who is gone. If it
+		// has, the call runs and its decision is lost, as it would be for
+		// a call abandoned on the wire.
 		return nil, ctx.Err()
 	}
 }
@@ -95,21 +103,52 @@ func (c *coalescer) exec(ctx context.Context, keys, args []string) ([]int64, err
 // next is called when a call comes back: it returns the next batch if
 // calls queued meanwhile, which keeps the place on the wire, or else nil,
 // and frees the place.
+//
+// Groups whose callers gave up while queued are dropped, not sent: their
+// callers have returned an error and may have decided otherwise since (a
+// sluice.Fallback decides by its failure mode), so deciding them in Redis
+// would count them twice, and it would spend Redis's time, when it is
+// slowest, on callers who are gone.
+//
+// With Options.CallTimeout, so are the groups that have queued for longer
+// than it: they fail with context.DeadlineExceeded. Each call on the wire
+// ends within CallTimeout, and a batch takes at most maxBatch keys, so
+// without this a caller behind many batches of a hung Redis would wait a
+// CallTimeout for each of them; with it, no decision waits much more than
+// twice CallTimeout (once queued, once on the wire), however many queue.
 func (c *coalescer) next() []*pendingCall {
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	if len(c.queue) == 0 {
+	var now time.Time
+	if c.s.timeout > 0 {
+		now = time.Now()
+	}
+	var batch []*pendingCall
+	i, keys := 0, 0
+	for ; i < len(c.queue); i++ {
+		p := c.queue[i]
+		err := p.ctx.Err()
+		if err == nil && c.s.timeout > 0 && now.Sub(p.queued) > c.s.timeout {
+			err = context.DeadlineExceeded
+		}
+		if err != nil {
+			p.err = err
+			close(p.done)
+			continue
+		}
+		if len(batch) > 0 && keys+len(p.keys) > maxBatch {
+			break
+		}
+		keys += len(p.keys)
+		batch = append(batch, p)
+	}
+	n := copy(c.queue, c.queue[i:])
+	clear(c.queue[n:])
+	c.queue = c.queue[:n]
+	if len(batch) == 0 {
 		c.inFlight--
 		return nil
 	}
-	n, keys := 0, 0
-	for n < len(c.queue) && (n == 0 || keys+len(c.queue[n].keys) <= maxBatch) {
-		keys += len(c.queue[n].keys)
-		n++
-	}
-	batch := make([]*pendingCall, n)
-	copy(batch, c.queue)
-	c.queue = append(c.queue[:0], c.queue[n:]...)
 	return batch
 }
 

@@ -156,3 +156,126 @@ func TestCoalescerCancel(t *testing.T) {
 		}
 	}
 }
+
+// stalled returns a store over one connection to srv with Redis paused and
+// two calls on the wire, so that the decisions made next queue in the
+// coalescer; resume lets Redis go on and waits for the two calls. prepare,
+// if not nil, runs before the pause.
+func stalled(t *testing.T, srv *redistest.Server, o redis.Options, prepare func(*redis.Store)) (s *redis.Store, resume func()) {
+	t.Helper()
+	// One connection, dialed before the pause (see TestCoalescerCancel).
+	client, err := rueidis.NewClient(rueidis.ClientOption{InitAddress: []string{srv.Addr()}, DisableCache: true, PipelineMultiplex: -1})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(client.Close)
+	s = redis.New(client, o)
+	l := rate.Limit{Algorithm: rate.GCRA, Count: 10, Period: time.Hour}
+	if _, err := s.Decide(context.Background(), rate.Request{Key: "warm", Limit: l}); err != nil { // loads the script
+		t.Fatal(err)
+	}
+	if prepare != nil {
+		prepare(s)
+	}
+	calls := s.Stats().ScriptCalls
+	srv.Pause()
+	t.Cleanup(srv.Resume)
+	var wg sync.WaitGroup
+	for i := range 2 {
+		wg.Go(func() {
+			if _, err := s.Decide(context.Background(), rate.Request{Key: fmt.Sprintf("wire%d", i), Limit: l, Cost: 1}); err != nil {
+				t.Errorf("a call on the wire: %v", err)
+			}
+		})
+	}
+	for deadline := time.Now().Add(5 * time.Second); s.Stats().ScriptCalls < calls+2; {
+		if time.Now().After(deadline) {
+			t.Fatalf("calls did not start: %+v", s.Stats())
+		}
+		time.Sleep(time.Millisecond)
+	}
+	return s, func() { srv.Resume(); wg.Wait() }
+}
+
+// waitQueued waits until n callers queue in the coalescer of key.
+func waitQueued(t *testing.T, s *redis.Store, key string, n int) {
+	t.Helper()
+	for deadline := time.Now().Add(5 * time.Second); redis.Queued(s, key) < n; {
+		if time.Now().After(deadline) {
+			t.Fatalf("%d callers queued, want %d", redis.Queued(s, key), n)
+		}
+		time.Sleep(time.Millisecond)
+	}
+}
+
+// A caller that gives up while its decision is queued takes nothing: the
+// batch that goes next leaves its group out. It has returned an error and
+// may have been decided otherwise meanwhile (a sluice.Fallback decides by
+// its failure mode when its timeout ends the wait): deciding it in Redis
+// too would count it twice.
+func TestCoalescerDropsAbandoned(t *testing.T) {
+	srv := redistest.Start(t)
+	s, resume := stalled(t, srv, redis.Options{DisableDenyCache: true}, nil)
+	l := rate.Limit{Algorithm: rate.GCRA, Count: 10, Period: time.Hour}
+	ctx, cancel := context.WithCancel(context.Background())
+	gone := make(chan error, 1)
+	go func() {
+		_, err := s.Decide(ctx, rate.Request{Key: "gone", Limit: l, Cost: 1})
+		gone <- err
+	}()
+	waitQueued(t, s, "gone", 1)
+	var wg sync.WaitGroup
+	wg.Go(func() { // queued behind it, and waits
+		if d, err := s.Decide(context.Background(), rate.Request{Key: "stays", Limit: l, Cost: 1}); err != nil || !d.Allowed {
+			t.Errorf("the caller that waited: %v, %v; want admitted", d, err)
+		}
+	})
+	waitQueued(t, s, "gone", 2)
+	cancel()
+	select {
+	case err := <-gone:
+		if !errors.Is(err, context.Canceled) {
+			t.Fatalf("the caller that gave up: %v, want context.Canceled", err)
+		}
+	case <-time.After(5 * time.Second):
+		t.Fatal("a queued caller still waits 5s after its context was cancelled")
+	}
+	resume()
+	wg.Wait()
+	for key, want := range map[string]int64{"gone": 10, "stays": 9} {
+		d, err := s.Decide(context.Background(), rate.Request{Key: key, Limit: l})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if d.Remaining != want {
+			t.Errorf("%s: %d of 10 remaining, want %d", key, d.Remaining, want)
+		}
+	}
+}
+
+// A key that holds a value of another type (a list) in one caller's group
+// fails neither that caller nor the others that share its script call:
+// before it read as fresh, one such key failed the whole call, whose
+// earlier groups had already been written, so their callers got an error
+// for decisions Redis had made.
+func TestCoalescerForeignKeyFailsNoOne(t *testing.T) {
+	srv := redistest.Start(t)
+	s, resume := stalled(t, srv, redis.Options{DisableDenyCache: true}, func(s *redis.Store) {
+		srv.MustDo("RPUSH", s.Key("foreign"), "x")
+	})
+	l := rate.Limit{Algorithm: rate.GCRA, Count: 10, Period: time.Hour}
+	var wg sync.WaitGroup
+	for i, key := range []string{"good", "foreign"} {
+		wg.Go(func() {
+			if d, err := s.Decide(context.Background(), rate.Request{Key: key, Limit: l, Cost: 1}); err != nil || !d.Allowed || d.Remaining != 9 {
+				t.Errorf("%s, in one batch with the other: %v, %v; want admitted, 9 remaining", key, d, err)
+			}
+		})
+		waitQueued(t, s, key, i+1)
+	}
+	resume()
+	wg.Wait()
+	if st := s.Stats(); st.CoalescedBatches != 1 || st.Errors != 0 {
+		t.Errorf("stats %+v, want one coalesced batch and no error", st)
+	}
+}

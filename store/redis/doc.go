@@ -70,7 +70,9 @@
 // the commit (in turn).
 //
 // A key holds its algorithm in one byte and the state's fields as
-// big-endian float64s (a sliding log keeps runs of equal timestamps). It
+// big-endian float64s (a sliding log keeps runs of equal timestamps).
+// Anything else under a key (another algorithm's state, a value of another
+// type) reads as fresh, and the next decision that writes replaces it. It
 // expires by itself when its state would be fresh again (after the
 // decision's ResetAfter), and is deleted when a decision leaves it fresh,
 // so idle keys cost Redis nothing.
@@ -84,7 +86,10 @@
 // carries all of them (up to 256 keys, per cluster slot). Each caller's
 // requests remain their own group, decided all or nothing, independently of
 // the other groups in the call. A caller alone never waits for company: its
-// decision goes out at once. Options.DisableCoalescing turns it off.
+// decision goes out at once. A caller that gives up while queued (its
+// context ends, or it has queued for longer than Options.CallTimeout) is
+// left out of the next call: nothing is decided for it.
+// Options.DisableCoalescing turns it off.
 //
 // # The deny cache
 //

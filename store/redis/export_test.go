@@ -1,6 +1,10 @@
 package redis
 
-import "github.com/sluicehq/sluice/rate"
+import (
+	"context"
+
+	"github.com/sluicehq/sluice/rate"
+)
 
 // PinNow makes the store's script take "now" from c instead of Redis's
 // TIME, and turns off expiry, for tests that drive time.
@@ -20,3 +24,20 @@ func Slot(key string) uint16 { return slot(key) }
 // AfterCheck makes s call f between the check and the commit of every
 // request whose keys span several cluster slots.
 func AfterCheck(s *Store, f func()) { s.afterCheck = f }
+
+// Queued returns how many callers wait in the coalescer that request key
+// k goes through.
+func Queued(s *Store, k string) int {
+	var sl uint16
+	if s.cluster {
+		sl = slot(s.Key(k))
+	}
+	c := s.co.get(sl)
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return len(c.queue)
+}
+
+// Retryable reports whether a script call that failed with err under ctx
+// is sent again.
+func Retryable(ctx context.Context, err error) bool { return retryable(ctx, err) }

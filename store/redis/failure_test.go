@@ -4,10 +4,16 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io"
 	"math/rand/v2"
+	"net"
+	"os"
 	"sync"
+	"syscall"
 	"testing"
 	"time"
+
+	"github.com/redis/rueidis"
 
 	"github.com/sluicehq/sluice"
 	"github.com/sluicehq/sluice/internal/redistest"
@@ -192,6 +198,128 @@ func TestCallTimeout(t *testing.T) {
 		}
 		if took[i] > 2*timeout+500*time.Millisecond {
 			t.Errorf("caller %d waited %v for a hung Redis, want about 2×%v at most", i, took[i], timeout)
+		}
+	}
+}
+
+// However many decisions queue behind a hung Redis, none waits much more
+// than twice CallTimeout: a caller that has queued for longer than
+// CallTimeout when its turn comes fails at once, rather than waiting a
+// CallTimeout for each of the batches ahead of it (a batch carries at most
+// 256 keys, two go at a time).
+func TestCallTimeoutManyQueued(t *testing.T) {
+	srv := redistest.Start(t)
+	const timeout = 50 * time.Millisecond
+	s, err := redis.Dial("redis://"+srv.Addr(), redis.Options{CallTimeout: timeout})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(s.Close)
+	limit := rate.Limit{Algorithm: rate.GCRA, Count: 10, Period: time.Second}
+	if _, err := s.Decide(context.Background(), rate.Request{Key: "warm", Limit: limit, Cost: 1}); err != nil {
+		t.Fatal(err)
+	}
+	srv.Pause()
+	t.Cleanup(srv.Resume)
+	const callers, perCaller = 128, 64 // 8192 keys: 32 full batches
+	errs := make([]error, callers)
+	took := make([]time.Duration, callers)
+	var wg sync.WaitGroup
+	for i := range callers {
+		wg.Go(func() {
+			reqs := make([]rate.Request, perCaller)
+			for j := range reqs {
+				reqs[j] = rate.Request{Key: fmt.Sprintf("c%d:k%d", i, j), Limit: limit, Cost: 1}
+			}
+			start := time.Now()
+			_, errs[i] = s.DecideAll(context.Background(), reqs, make([]rate.Decision, perCaller))
+			took[i] = time.Since(start)
+		})
+	}
+	wg.Wait()
+	var slowest time.Duration
+	for i := range callers {
+		if !errors.Is(errs[i], context.DeadlineExceeded) {
+			t.Errorf("caller %d: err = %v, want context.DeadlineExceeded", i, errs[i])
+		}
+		slowest = max(slowest, took[i])
+	}
+	t.Logf("slowest %v, stats %+v", slowest, s.Stats())
+	// Twice the timeout, with room for a loaded machine.
+	if slowest > 2*timeout+500*time.Millisecond {
+		t.Errorf("a caller waited %v for a hung Redis, want about 2×%v at most", slowest, timeout)
+	}
+}
+
+// A call that times out on a hung Redis is not sent again: its deadline
+// has passed, which no retry mends, and a retry would only dial a server
+// that does not answer and, once it does, leave it the same script twice.
+// (The client reports the deadline as it passes, a moment before the
+// context itself says so.)
+func TestNoRetryOnTimeout(t *testing.T) {
+	srv := redistest.Start(t)
+	const timeout = 20 * time.Millisecond
+	s, err := redis.Dial("redis://"+srv.Addr(), redis.Options{CallTimeout: timeout, DisableCoalescing: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(s.Close)
+	limit := rate.Limit{Algorithm: rate.GCRA, Count: 10, Period: time.Second}
+	if _, err := s.Decide(context.Background(), rate.Request{Key: "warm", Limit: limit, Cost: 1}); err != nil {
+		t.Fatal(err)
+	}
+	srv.Pause()
+	t.Cleanup(srv.Resume)
+	for i := range 10 {
+		if _, err := s.Decide(context.Background(), rate.Request{Key: "k", Limit: limit, Cost: 1}); !errors.Is(err, context.DeadlineExceeded) {
+			t.Fatalf("call %d to a hung Redis: %v, want context.DeadlineExceeded", i, err)
+		}
+	}
+	if st := s.Stats(); st.Retries != 0 || st.ScriptCalls != 11 {
+		t.Errorf("10 calls to a hung Redis: stats %+v, want 10 script calls after the first and no retry", st)
+	}
+}
+
+// lateContext is a context between its deadline and the moment its timer
+// fires: the deadline has passed, and Err does not say so yet.
+type lateContext struct{ context.Context }
+
+func (lateContext) Deadline() (time.Time, bool) { return time.Now().Add(-time.Millisecond), true }
+
+// Only a call that failed on its connection is sent again: not one whose
+// deadline has passed, however the client words it (a context error, a
+// dial or a read that timed out at the deadline) and even before the
+// context says so, nor one the caller or the client gave up. A read that
+// timed out with no deadline of the call's is a dead connection, and is
+// retried.
+func TestRetryable(t *testing.T) {
+	live := context.Background()
+	cancelled, cancel := context.WithCancel(live)
+	cancel()
+	expired, cancel := context.WithDeadline(live, time.Now().Add(-time.Second))
+	defer cancel()
+	_, dialTimeout := (&net.Dialer{}).DialContext(expired, "tcp", "127.0.0.1:1")
+	if dialTimeout == nil {
+		t.Fatal("a dial past its deadline did not fail")
+	}
+	for _, c := range []struct {
+		name string
+		ctx  context.Context
+		err  error
+		want bool
+	}{
+		{"connection reset", live, syscall.ECONNRESET, true},
+		{"connection closed", live, io.EOF, true},
+		{"read timed out, no deadline", live, os.ErrDeadlineExceeded, true},
+		{"deadline reported before the context's", live, context.DeadlineExceeded, false},
+		{"deadline wrapped", live, fmt.Errorf("redis: %w", context.DeadlineExceeded), false},
+		{"dial timed out at the deadline", live, dialTimeout, false},
+		{"read timed out at the deadline", lateContext{live}, os.ErrDeadlineExceeded, false},
+		{"caller gave up", cancelled, context.Canceled, false},
+		{"client closed", live, rueidis.ErrClosing, false},
+	} {
+		if got := redis.Retryable(c.ctx, c.err); got != c.want {
+			t.Errorf("%s (%v): retryable = %t, want %t", c.name, c.err, got, c.want)
 		}
 	}
 }

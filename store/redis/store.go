@@ -53,10 +53,12 @@ type Options struct {
 	// CallTimeout bounds each script call: one that takes longer fails
 	// with context.DeadlineExceeded. With coalescing, one call carries the
 	// decisions of many callers, and a caller queued behind the calls on
-	// the wire waits for them first, so a decision waits at most about
-	// twice CallTimeout. One timer per call rather than per decision is
-	// what it saves under load; a caller's own context deadline bounds its
-	// wait as well. Zero means no bound but the caller's context.
+	// the wire waits for them first; a decision still queued after
+	// CallTimeout fails with context.DeadlineExceeded without being sent,
+	// so a decision waits at most about twice CallTimeout, however many
+	// queue. One timer per call rather than per decision is what it saves
+	// under load; a caller's own context deadline bounds its wait as well.
+	// Zero means no bound but the caller's context.
 	CallTimeout time.Duration
 
 	// pinned, if set, replaces Redis's TIME in the script (tests only).
@@ -316,9 +318,17 @@ const maxRetries = 4
 
 // retryable reports whether a failed script call is worth one more try:
 // the connection failed, not Redis (an error reply) nor the caller (its
-// context), nor the client (closed).
+// context), nor the client (closed), nor the call's time (its deadline,
+// ours or the caller's, has passed). The client sets its connections'
+// deadlines from the context's and reports a deadline as it passes, a
+// moment before the context's own timer says so: a hung server, whose
+// connections are alive, would otherwise be sent the script again (and
+// run it twice once it wakes).
 func retryable(ctx context.Context, err error) bool {
-	if ctx.Err() != nil || errors.Is(err, rueidis.ErrClosing) {
+	if ctx.Err() != nil || errors.Is(err, context.DeadlineExceeded) || errors.Is(err, rueidis.ErrClosing) {
+		return false
+	}
+	if dl, ok := ctx.Deadline(); ok && !time.Now().Before(dl) {
 		return false
 	}
 	_, isReply := rueidis.IsRedisErr(err)

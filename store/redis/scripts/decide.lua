@@ -53,9 +53,11 @@
 -- big-endian float64s: three for the bucket and window states (unused ones
 -- 0), and for a sliding log a pair (time, units) per run of units admitted
 -- at the same time, oldest first. Anything else (another algorithm's
--- state, or a text state of an earlier version) reads as fresh. A fresh
--- state is never stored: the key is deleted, and otherwise it expires when
--- the state would be fresh again (the decision's reset after).
+-- state, a text state of an earlier version, a value of the wrong length,
+-- or a key of another type, such as a list) reads as fresh, and the next
+-- decision that writes replaces it. A fresh state is never stored: the key
+-- is deleted, and otherwise it expires when the state would be fresh again
+-- (the decision's reset after).
 
 local KEYS, ARGV = KEYS, ARGV
 local now = tonumber(ARGV[1])
@@ -66,7 +68,7 @@ if expire then
 end
 
 local floor, max = math.floor, math.max
-local pack, sunpack, byte, concat = struct.pack, struct.unpack, string.byte, table.concat
+local pack, sunpack, byte, concat, type = struct.pack, struct.unpack, string.byte, table.concat, type
 
 local nkeys = #KEYS
 local out
@@ -121,8 +123,11 @@ while first <= nkeys do
 					sa, sb, sc, slog = s1a, s1b, s1c, s1log
 				else
 					sa, sb, sc = 0, 0, 0
-					local raw = redis.call('GET', key)
-					if raw and byte(raw) == alg then
+					-- pcall: GET fails on a key of another type, which
+					-- reads as fresh (see State) rather than failing the
+					-- call, and with it every group that shares it.
+					local raw = redis.pcall('GET', key)
+					if type(raw) == 'string' and byte(raw) == alg then
 						if alg == 5 then
 							if #raw % 16 == 1 then
 								slog = {}
