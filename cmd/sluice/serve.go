@@ -7,11 +7,14 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"net/url"
 	"os"
 	"os/signal"
 	"strings"
 	"syscall"
 	"time"
+
+	"github.com/redis/rueidis"
 
 	"github.com/sluicehq/sluice/server"
 )
@@ -180,6 +183,9 @@ func parseServeFlags(args []string, getenv func(string) string, stderr io.Writer
 		return nil, fmt.Errorf("--log-level %q: want debug, info, warn or error", f.logLevel)
 	}
 	f.o.EnvoyConfigs = f.envoy.vals
+	if err := checkServeOptions(&f.o); err != nil {
+		return nil, err
+	}
 	f.o.WatchInterval = f.watch
 	if f.watch <= 0 {
 		f.o.WatchInterval = -1
@@ -195,6 +201,37 @@ func parseServeFlags(args []string, getenv func(string) string, stderr io.Writer
 		f.o.Logger = slog.New(slog.NewTextHandler(stderr, opts))
 	}
 	return f, nil
+}
+
+// checkServeOptions refuses the values and combinations of flags that
+// server.New would refuse, so that they are usage errors (exit 2) rather
+// than failures at run time (1) or a configuration file that does not
+// load (3).
+func checkServeOptions(o *server.Options) error {
+	if o.Upstream != "" && o.Upstream != server.UpstreamDemo {
+		u, err := url.Parse(o.Upstream)
+		if err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
+			return fmt.Errorf("--upstream %q: want an http:// or https:// URL, or %q", o.Upstream, server.UpstreamDemo)
+		}
+	}
+	if o.Upstream != "" && o.ConfigFile == "" && len(o.EnvoyConfigs) > 0 {
+		return errors.New("--upstream needs a policy file (--config) for the proxy to enforce; --envoy-config is for Envoy's service only")
+	}
+	if len(o.EnvoyConfigs) > 0 && o.GRPCListen == server.Off {
+		return errors.New("--envoy-config needs the gRPC listener, but --grpc-listen is off")
+	}
+	if o.RedisURL != "" {
+		if _, err := rueidis.ParseURL(o.RedisURL); err != nil {
+			// The URL may hold a password: name the problem, not the URL.
+			var uerr *url.Error
+			if errors.As(err, &uerr) {
+				err = uerr.Err
+			}
+			msg := strings.TrimSuffix(strings.TrimSpace(err.Error()), ":") // "invalid URL scheme: " when there is none
+			return fmt.Errorf("--redis: %s (want redis://[user:pass@]host:6379/0, or rediss:// for TLS)", msg)
+		}
+	}
+	return nil
 }
 
 // runServe is "sluice serve".
@@ -214,6 +251,12 @@ func runServe(ctx context.Context, args []string, stdout, stderr io.Writer) int 
 		stdout.Write(server.DemoConfig)
 		return exitOK
 	}
+	// SIGHUP is caught from here on: one that comes while the server
+	// starts (connecting to Redis, say) is a reload once it runs, not the
+	// end of the process.
+	hup := make(chan os.Signal, 1)
+	signal.Notify(hup, syscall.SIGHUP)
+	defer signal.Stop(hup)
 	log := f.o.Logger
 	srv, err := server.New(f.o)
 	if err != nil {
@@ -225,9 +268,6 @@ func runServe(ctx context.Context, args []string, stdout, stderr io.Writer) int 
 		return exitFailure
 	}
 
-	hup := make(chan os.Signal, 1)
-	signal.Notify(hup, syscall.SIGHUP)
-	defer signal.Stop(hup)
 	go func() {
 		for {
 			select {

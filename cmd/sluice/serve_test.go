@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"net"
 	"net/http"
 	"net/http/httptest"
 	"os"
@@ -287,6 +288,85 @@ func TestServeExitCodes(t *testing.T) {
 	code, stdout, _ := runCLI(t, "serve", "--help")
 	if code != 0 || !strings.Contains(stdout, "SLUICE_LISTEN") || !strings.Contains(stdout, "Exit codes") {
 		t.Errorf("help: exit %d", code)
+	}
+	// Bad values and combinations of flags are usage errors too, told
+	// apart from a failure at run time (1) and a bad file (3). None of
+	// these opens a listener.
+	envoy := "../../examples/envoy/config"
+	for _, tt := range []struct {
+		args []string
+		want string
+	}{
+		{[]string{"--upstream", "localhost:3000"}, "--upstream"},
+		{[]string{"--upstream", "ftp://example.com"}, "--upstream"},
+		{[]string{"--redis", "127.0.0.1:6379"}, "--redis"},
+		{[]string{"--redis", "redis://u:secret@127.0.0.1:63x9/0"}, "--redis"},
+		{[]string{"--envoy-config", envoy, "--upstream", "http://127.0.0.1:3000"}, "--config"},
+		{[]string{"--envoy-config", envoy, "--grpc-listen", "off"}, "--grpc-listen"},
+	} {
+		args := append([]string{"serve", "--listen", "off", "--check-listen", "off", "--grpc-listen", "127.0.0.1:0", "--admin-listen", "off"}, tt.args...)
+		code, _, stderr := runCLI(t, args...)
+		if code != 2 || !strings.Contains(stderr, tt.want) || strings.Contains(stderr, "secret") {
+			t.Errorf("%q: exit %d, stderr %q; want 2 and a message naming %s (and no password)", tt.args, code, stderr, tt.want)
+		}
+	}
+}
+
+// A SIGHUP while sluice is still starting (here: waiting for Redis) is a
+// reload to come, not the end of the process.
+func TestServeSIGHUPAtStart(t *testing.T) {
+	redis, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer redis.Close()
+	conns := make(chan net.Conn, 10)
+	go func() {
+		for {
+			c, err := redis.Accept()
+			if err != nil {
+				return
+			}
+			conns <- c // accepted, never answered
+		}
+	}()
+	cmd := exec.Command(sluiceBinary(t), "serve", "--redis", "redis://"+redis.Addr().String()+"/0",
+		"--listen", "off", "--check-listen", "off", "--admin-listen", "off")
+	var stderr strings.Builder
+	cmd.Stderr = &stderr
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	defer cmd.Process.Kill()
+	var held []net.Conn
+	select {
+	case c := <-conns:
+		held = append(held, c)
+	case <-time.After(10 * time.Second):
+		t.Fatal("sluice did not connect to the Redis")
+	}
+	cmd.Process.Signal(syscall.SIGHUP)
+	time.Sleep(200 * time.Millisecond)
+	// Now let the start fail: the Redis goes away.
+	redis.Close()
+	for _, c := range held {
+		c.Close()
+	}
+	go func() {
+		for c := range conns {
+			c.Close()
+		}
+	}()
+	done := make(chan error, 1)
+	go func() { done <- cmd.Wait() }()
+	select {
+	case err = <-done:
+	case <-time.After(20 * time.Second):
+		t.Fatal("sluice did not exit within 20s")
+	}
+	var ee *exec.ExitError
+	if !errors.As(err, &ee) || ee.ExitCode() != 1 || !strings.Contains(stderr.String(), "cannot start") {
+		t.Errorf("exit %v, want 1 from the failed start, not the SIGHUP; stderr:\n%s", err, stderr.String())
 	}
 }
 

@@ -64,6 +64,9 @@ Flags:
                        [{"t": 0, "passed": N, "refused": N}, ...]}, ...]}
   --svg FILE           also draw the result as an SVG picture in FILE
   --help               show this help
+
+Exit codes: 0 success, 1 the CSV file could not be read or holds a bad
+line, or the SVG picture could not be written, 2 usage error.
 `
 
 // simFlags are the flags of "sluice sim".

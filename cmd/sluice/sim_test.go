@@ -147,6 +147,9 @@ func TestSimHelp(t *testing.T) {
 				t.Errorf("%q: help does not explain %s", args, fl)
 			}
 		}
+		if !strings.Contains(stdout, "Exit codes: 0 ") {
+			t.Errorf("%q: help does not say what the exit codes mean", args)
+		}
 	}
 }
 
