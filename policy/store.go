@@ -1,6 +1,7 @@
 package policy
 
 import (
+	"errors"
 	"net"
 	"net/url"
 	"slices"
@@ -68,12 +69,15 @@ func (ld *loader) storeSection(f field) StoreConfig {
 	if v, ok := m["redis"]; ok {
 		kinds++
 		if s, ok := ld.str(v.val, "store.redis"); ok {
+			// The URL may hold a password: errors show it redacted, or
+			// not at all (the line says where it is).
 			u, err := url.Parse(s)
 			switch {
 			case err != nil:
-				ld.errf(v.val, "store.redis %q is not a URL: %v", s, err)
+				// A *url.Error, which quotes the URL: say what it wraps.
+				ld.errf(v.val, "store.redis is not a URL: %v", errors.Unwrap(err))
 			case u.Scheme != "redis" && u.Scheme != "rediss" && u.Scheme != "unix":
-				ld.errf(v.val, "store.redis %q: want a redis://, rediss:// or unix:// URL", s)
+				ld.errf(v.val, "store.redis %q: want a redis://, rediss:// or unix:// URL", u.Redacted())
 			default:
 				c.Redis = s
 			}

@@ -338,6 +338,21 @@ func TestNewFailsClosesGivenListeners(t *testing.T) {
 	}
 }
 
+// A Redis URL in the policy file that does not parse is a bad file, and
+// the error names the problem without the URL, which may hold a password.
+func TestBadRedisURLHidesPassword(t *testing.T) {
+	dir := t.TempDir()
+	p := writeFile(t, dir, "sluice.yaml", `
+store: {redis: "redis://u:secret@127.0.0.1:63x9/0"}
+policies:
+  - {name: api, limits: ["10/s"]}
+`)
+	_, err := New(Options{ConfigFile: p, AdminListen: Off, CheckListen: Off})
+	if !errors.Is(err, ErrConfig) || !strings.Contains(err.Error(), "store.redis") || strings.Contains(err.Error(), "secret") {
+		t.Fatalf("New: %v; want ErrConfig naming store.redis, without the password", err)
+	}
+}
+
 func TestPprof(t *testing.T) {
 	ts := startServer(t, "", Options{Pprof: true})
 	if resp, body := get(t, ts.Addrs().Admin, "/debug/pprof/"); resp.StatusCode != 200 || !strings.Contains(body, "goroutine") {
