@@ -32,9 +32,10 @@ type Options struct {
 	// DefaultMaxKeys; a negative value means no bound.
 	MaxKeys int
 	// Shards is how many independently locked parts the keys are spread
-	// over; it is rounded up to a power of two. Zero means the larger of 64
-	// and four times GOMAXPROCS, fewer if MaxKeys is small (each shard
-	// holds at least 64 keys when MaxKeys allows it).
+	// over; it is rounded up to a power of two, and halved while it is
+	// more than MaxKeys. Zero means the larger of 64 and four times
+	// GOMAXPROCS, fewer if MaxKeys is small (each shard holds at least 64
+	// keys when MaxKeys allows it).
 	Shards int
 }
 
@@ -121,6 +122,9 @@ func New(opts Options) *Store {
 		}
 	}
 	n = 1 << bits.Len(uint(n-1)) // a power of two
+	for maxKeys > 0 && n > maxKeys {
+		n /= 2 // every shard holds a key, and all of them MaxKeys at most
+	}
 	s.shards = make([]shard, n)
 	s.mask = uint64(n - 1)
 	perShard := -1

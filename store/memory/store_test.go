@@ -375,6 +375,51 @@ func TestUnbounded(t *testing.T) {
 	}
 }
 
+// TestMaxKeysUnderShards: MaxKeys bounds the store even when it is smaller
+// than the number of shards asked for.
+func TestMaxKeysUnderShards(t *testing.T) {
+	ctx := context.Background()
+	l := mustLimit(t, "fixed_window 5/d")
+	for _, maxKeys := range []int{1, 10, 63} {
+		s := memory.New(memory.Options{Clock: ratetest.NewClock(start), Shards: 64, MaxKeys: maxKeys})
+		for i := range 1000 {
+			if _, err := s.Decide(ctx, rate.Request{Key: fmt.Sprint(i), Limit: l, Cost: 1}); err != nil {
+				t.Fatal(err)
+			}
+		}
+		if n := s.Len(); n > maxKeys || n == 0 {
+			t.Errorf("MaxKeys %d over 64 shards: Len() = %d after 1000 keys, want at most %d", maxKeys, n, maxKeys)
+		}
+	}
+}
+
+// TestExpiryPastTicks: a state that is fresh again only after the last
+// tick 32 bits hold (in September 2112) is never reclaimed before then.
+func TestExpiryPastTicks(t *testing.T) {
+	ctx := context.Background()
+	// Noon, on the day of the last tick: the day's window ends past it.
+	clock := ratetest.NewClock(time.Date(2112, 9, 17, 12, 0, 0, 0, time.UTC))
+	s := memory.New(memory.Options{Clock: clock, Shards: 1})
+	l := mustLimit(t, "fixed_window 5/d")
+	if d, err := s.Decide(ctx, rate.Request{Key: "k", Limit: l, Cost: 5}); err != nil || !d.Allowed {
+		t.Fatalf("first request: %v, %v; want allowed", d, err)
+	}
+	// Past the last tick, before midnight: decisions on other keys
+	// (cost 0, they store nothing) move the sweeper over k many times.
+	clock.Advance(11*time.Hour + 55*time.Minute)
+	for i := range 200 {
+		if _, err := s.Decide(ctx, rate.Request{Key: fmt.Sprint("other-", i), Limit: l}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if d, _ := s.Decide(ctx, rate.Request{Key: "k", Limit: l, Cost: 1}); d.Allowed {
+		t.Errorf("at 23:55 a sixth request of a daily 5 was allowed (%v): the day's count was reclaimed before midnight", d)
+	}
+	if st := s.Stats(); st.Keys != 1 || st.Expired != 0 {
+		t.Errorf("Stats() = %+v, want k held and nothing expired", st)
+	}
+}
+
 func TestNoAllocsForExistingKey(t *testing.T) {
 	if testing.CoverMode() != "" {
 		t.Skip("coverage counters allocate")

@@ -50,15 +50,26 @@ const (
 )
 
 // Expiry times are kept in ticks of 2^tickShift µs (about a second) since
-// the Unix epoch, so that they fit in 32 bits (until 2113) and convert with
-// a shift. Rounding them up only delays reclaiming a key that is already
-// fresh; it never forgets a state that is not.
+// the Unix epoch, so that they fit in 32 bits (until September 2112) and
+// convert with a shift. Rounding them up only delays reclaiming a key that
+// is already fresh; it never forgets a state that is not. An expiry past
+// the last tick is kept as the last tick, which never comes (see
+// tickOf): such a key is deleted when a decision leaves it fresh, or
+// evicted, never reclaimed.
 const tickShift = 20
 
 // ticksUp returns the first tick at or after us, within what 32 bits hold.
 func ticksUp(us int64) uint32 {
 	t := (us + 1<<tickShift - 1) >> tickShift
 	return uint32(min(max(t, 0), math.MaxUint32))
+}
+
+// tickOf returns the tick that now (µs) is in, as expiries are compared
+// with it: an entry whose expires is at most tickOf(now) is fresh at now.
+// It stays below the last tick, where ticksUp puts every expiry it cannot
+// hold.
+func tickOf(now int64) int64 {
+	return min(now>>tickShift, math.MaxUint32-1)
 }
 
 // shard holds a part of the keys under one mutex.
@@ -296,15 +307,36 @@ func (s *shard) set(e *entry, st *rate.State, expires int64) {
 	}
 }
 
-// freeLog releases e's timestamps.
+// freeLog releases e's timestamps. Their slot in logs is reused by the
+// next key that needs one; once there are at least as many free slots as
+// the table has slots, which compacting walks, the side tables shrink to
+// the keys that still use them, so that a burst of sliding_log keys does
+// not pin its peak.
 func (s *shard) freeLog(e *entry) {
 	s.logs[e.log-1] = nil
 	s.freeLogs = append(s.freeLogs, e.log)
 	e.log = 0
-	if len(s.freeLogs) == len(s.logs) {
+	switch free := len(s.freeLogs); {
+	case free == len(s.logs):
 		// No sliding_log key is left in this shard: give the side table back.
 		s.logs, s.freeLogs = nil, nil
+	case free >= len(s.table):
+		s.compactLogs()
 	}
+}
+
+// compactLogs renumbers the timestamps of the entries that have some into
+// a side table of their size, with no free slot.
+func (s *shard) compactLogs() {
+	live := len(s.logs) - len(s.freeLogs)
+	logs := make([][]int64, 0, live+live/4)
+	for i := range s.table {
+		if e := &s.table[i]; e.log != 0 {
+			logs = append(logs, s.logs[e.log-1])
+			e.log = uint32(len(logs))
+		}
+	}
+	s.logs, s.freeLogs = logs, nil
 }
 
 // fresh reports whether st is the zero State, which a step returns when the
@@ -432,7 +464,7 @@ func (s *shard) sweepDue() int {
 // small n, so the work is spread out: there is never a pass over the whole
 // shard. It returns at once while no entry can have expired.
 func (s *shard) sweep(now int64, n int) {
-	tick := now >> tickShift
+	tick := tickOf(now)
 	for ; n > 0 && s.n > 0 && int64(s.soonest) <= tick; n-- {
 		if s.cursor >= len(s.table) {
 			s.cursor = 0
@@ -486,7 +518,7 @@ func (s *shard) evict(now int64, protect []rate.Request) {
 			return
 		}
 	}
-	if int64(s.table[best].expires) <= now>>tickShift {
+	if int64(s.table[best].expires) <= tickOf(now) {
 		s.expired++
 	} else {
 		s.evictions++

@@ -202,6 +202,31 @@ func TestSweepWraps(t *testing.T) {
 	}
 }
 
+// TestLogsFollowKeys: the side table of sliding_log timestamps is sized by
+// the keys that hold some, not by their peak. Once a burst of sliding_log
+// keys has been reclaimed but for one, the shard keeps a few slots of it.
+func TestLogsFollowKeys(t *testing.T) {
+	s := &shard{}
+	s.max = -1
+	st := rate.State{Log: []int64{1}}
+	s.commit("stays", fnv("stays"), st, 1e15, 0, nil) // never expires here
+	const burst = 5000
+	for i := range burst {
+		key := fmt.Sprint("burst-", i)
+		s.commit(key, fnv(key), st, 10<<tickShift, 0, nil)
+	}
+	for i := 0; s.n > 1; i++ {
+		if i > 3*burst {
+			t.Fatalf("%d entries left after %d sweeps past their expiry", s.n, i)
+		}
+		s.sweep(20<<tickShift, 1)
+	}
+	s.check(t)
+	if n := cap(s.logs) + cap(s.freeLogs); n > 2*len(s.table) {
+		t.Errorf("one sliding_log key left of %d, in %d slots: the side tables keep room for %d (%d free)", burst+1, len(s.table), n, len(s.freeLogs))
+	}
+}
+
 // TestTicksUp: an expiry kept in ticks is never earlier than the exact
 // one, and at most a tick later, so a key is never reclaimed before its
 // state is fresh.
