@@ -1,7 +1,10 @@
 package dashboard_test
 
 import (
+	"bytes"
+	"encoding/xml"
 	"fmt"
+	"io"
 	"net/http"
 	"strings"
 	"sync"
@@ -270,6 +273,78 @@ func TestLiveSVG(t *testing.T) {
 	}
 	if strings.Contains(rec.Body.String(), "<script>") {
 		t.Error("a policy name was drawn unescaped")
+	}
+}
+
+// TestLiveSVGNewestColumn: over an hour, columns of 19 seconds, the
+// newest column holds only the last 9 seconds, and its tooltip names those
+// and no second still to come.
+func TestLiveSVGNewestColumn(t *testing.T) {
+	clock := ratetest.NewClock(t0)
+	d := dashboard.New(dashboard.Options{Clock: clock, Window: time.Hour})
+	d.Record("api", true)
+	clock.Set(t0.Add(-40 * time.Second))
+	d.Record("api", true)
+	clock.Set(t0)
+
+	rec := do(t, d, "GET", "/api/live.svg?seconds=3600", "", nil)
+	root, _ := parseSVG(t, rec.Body.Bytes())
+	if root["data-bin"] != "19" {
+		t.Fatalf("bin %s, want 19 seconds per column", root["data-bin"])
+	}
+	got := colTitles(t, rec.Body.Bytes())
+	want := map[int64]string{
+		sec(-8):  "11:59:52–12:00:00 UTC, 8 s ago: 1 passed, 0 refused",  // the newest: 9 s
+		sec(-46): "11:59:14–11:59:32 UTC, 46 s ago: 1 passed, 0 refused", // a whole column
+	}
+	if len(got) != len(want) {
+		t.Errorf("columns %v, want %v", got, want)
+	}
+	for at, w := range want {
+		if got[at] != w {
+			t.Errorf("column at %d: tooltip %q, want %q", at, got[at], w)
+		}
+	}
+}
+
+// colTitles returns the tooltip of each column of a picture, by its
+// data-t.
+func colTitles(t *testing.T, doc []byte) map[int64]string {
+	t.Helper()
+	out := map[int64]string{}
+	dec := xml.NewDecoder(bytes.NewReader(doc))
+	var col *xml.StartElement
+	for {
+		tok, err := dec.Token()
+		if err == io.EOF {
+			return out
+		}
+		if err != nil {
+			t.Fatalf("the SVG is not well-formed XML: %v", err)
+		}
+		se, ok := tok.(xml.StartElement)
+		switch {
+		case ok && se.Name.Local == "g":
+			col = nil
+			for _, a := range se.Attr {
+				if a.Name.Local == "class" && a.Value == "col" {
+					col = &se
+				}
+			}
+		case ok && se.Name.Local == "title" && col != nil:
+			var title string
+			if err := dec.DecodeElement(&title, &se); err != nil {
+				t.Fatal(err)
+			}
+			for _, a := range col.Attr {
+				if a.Name.Local == "data-t" {
+					var at int64
+					fmt.Sscan(a.Value, &at)
+					out[at] = title
+				}
+			}
+			col = nil
+		}
 	}
 }
 

@@ -85,10 +85,12 @@ func writeLiveSVG(w io.Writer, lv Live) error {
 			if passed+refused == 0 {
 				continue
 			}
+			// The newest column may hold fewer than bin seconds.
 			first := pol.PerSecond[c*bin].T
+			last := pol.PerSecond[min((c+1)*bin, len(pol.PerSecond))-1].T
 			cx, top := p.Column(chart.Column{Index: c, Width: colW, Base: base, Unit: unit,
 				T: first, Passed: passed, Refused: refused,
-				Title:   fmt.Sprintf("%s: %s passed, %s refused", clockText(first, bin, lv.Now), group(passed), group(refused)),
+				Title:   fmt.Sprintf("%s: %s passed, %s refused", clockText(first, last, lv.Now), group(passed), group(refused)),
 				Pattern: "live-refused"})
 			if refused > 0 && colW >= 7 {
 				p.Printf(`<text x="%.2f" y="%.2f" font-size="9" text-anchor="middle" fill="%s">✕</text>`, cx, top-2, chart.Red)
@@ -135,12 +137,12 @@ func binnedLive(ps []LiveSecond, c, bin int) (passed, refused int64) {
 	return passed, refused
 }
 
-// clockText names the column starting at second t: "12:00:05 UTC, 3 s
-// ago", or a span of bin seconds.
-func clockText(t int64, bin int, now int64) string {
+// clockText names the column of the seconds from t to last: "12:00:05
+// UTC, 3 s ago", or "12:00:05–12:00:09 UTC, 7 s ago" for several.
+func clockText(t, last, now int64) string {
 	at := time.Unix(t, 0).UTC().Format("15:04:05")
-	if bin > 1 {
-		at += "–" + time.Unix(t+int64(bin)-1, 0).UTC().Format("15:04:05")
+	if last > t {
+		at += "–" + time.Unix(last, 0).UTC().Format("15:04:05")
 	}
 	switch ago := now - t; {
 	case ago <= 0:

@@ -1,6 +1,7 @@
 package sim
 
 import (
+	"bufio"
 	"encoding/csv"
 	"errors"
 	"fmt"
@@ -14,6 +15,9 @@ import (
 
 // MaxCSVBytes is the most ReadCSV reads.
 const MaxCSVBytes = 64 << 20
+
+// bom is the UTF-8 byte order mark.
+const bom = "\ufeff"
 
 // LineError is an error in one line of a CSV file.
 type LineError struct {
@@ -39,7 +43,9 @@ func (e *LineError) Unwrap() error { return e.Err }
 // against; the cost, a whole number from 1, defaults to 1. Lines may come
 // in any order. A first line whose first field starts with a letter
 // (such as "time,key,cost") is a header and skipped; so are blank lines
-// and lines starting with #. Spaces around fields are ignored.
+// (empty or holding only spaces) and lines starting with #. Spaces around
+// fields are ignored, and so is a byte order mark at the start, as
+// spreadsheets write before "CSV UTF-8".
 //
 // ReadCSV returns the requests, with At measured from start, and start:
 // the Unix epoch for times in seconds (so fixed windows start at second
@@ -55,7 +61,11 @@ func ReadCSV(r io.Reader) (events []Event, start time.Time, err error) {
 // reach them cheaply.
 func readCSV(r io.Reader, maxEvents int, maxBytes int64) (events []Event, start time.Time, err error) {
 	cr := &countingReader{r: io.LimitReader(r, maxBytes+1)}
-	rd := csv.NewReader(cr)
+	br := bufio.NewReader(cr)
+	if b, _ := br.Peek(len(bom)); string(b) == bom {
+		_, _ = br.Discard(len(bom))
+	}
+	rd := csv.NewReader(br)
 	rd.FieldsPerRecord = -1
 	rd.TrimLeadingSpace = true
 	rd.Comment = '#'
@@ -83,6 +93,9 @@ func readCSV(r io.Reader, maxEvents int, maxBytes int64) (events []Event, start 
 				return nil, time.Time{}, &LineError{Line: pe.Line, Err: pe.Err}
 			}
 			return nil, time.Time{}, fmt.Errorf("reading csv: %w", err)
+		}
+		if len(rec) == 1 && strings.TrimSpace(rec[0]) == "" {
+			continue // a blank line that holds spaces
 		}
 		line, _ := rd.FieldPos(0)
 		fail := func(format string, args ...any) ([]Event, time.Time, error) {

@@ -31,6 +31,27 @@ func TestReadCSV(t *testing.T) {
 			want: []Event{{At: time.Second, Key: "k"}, {At: 500 * time.Millisecond, Key: "k"}},
 		},
 		{
+			// As spreadsheets save "CSV UTF-8".
+			name: "byte order mark before a header",
+			in:   "\ufefftime,key\r\n0,a\r\n",
+			want: []Event{{At: 0, Key: "a"}},
+		},
+		{
+			name: "byte order mark before a quoted header",
+			in:   "\ufeff\"time\",\"key\"\n0,a\n",
+			want: []Event{{At: 0, Key: "a"}},
+		},
+		{
+			name: "byte order mark before a request",
+			in:   "\ufeff2.5,a\n",
+			want: []Event{{At: 2500 * time.Millisecond, Key: "a"}},
+		},
+		{
+			name: "blank lines holding spaces or tabs",
+			in:   "  \ntime,key\n0,a\n\t\n1,b\n   ",
+			want: []Event{{At: 0, Key: "a"}, {At: time.Second, Key: "b"}},
+		},
+		{
 			name: "quoted key with a comma",
 			in:   `3,"user,42"` + "\n",
 			want: []Event{{At: 3 * time.Second, Key: "user,42"}},
@@ -164,6 +185,7 @@ func FuzzReadCSV(f *testing.F) {
 		"# c\n\n.5,\"x,y\"\n",
 		"0,a\n1,\"a\n",
 		"3599.999999,k,9223372036854775807\n",
+		"\ufefftime,key\r\n \r\n0,a\r\n",
 	} {
 		f.Add([]byte(s))
 	}
