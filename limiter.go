@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"strings"
 	"time"
 
 	"github.com/sluicehq/sluice/rate"
@@ -23,7 +24,12 @@ type LimiterOptions struct {
 	Limits []rate.Limit
 	// Name, if set, prefixes every key as "name:key", so that limiters
 	// sharing a Store keep separate states for the same key. Limiters that
-	// share a Store need distinct names.
+	// share a Store need distinct names, and every one of them a name: a
+	// key of a limiter without one is stored as it is, and may read as a
+	// named limiter's ("api:alice" is limiter api's alice). A ':' or '%' in
+	// the name is written "%3A" or "%25", so that no name and key can make
+	// up another name's key (name "a" with key "b:c" and name "a:b" with
+	// key "c").
 	Name string
 	// Store keeps the keys' states. If nil, the limiter creates a memory
 	// store (package store/memory) with its default options and Clock.
@@ -52,10 +58,20 @@ type LimiterOptions struct {
 // states rather than misreading the ones the old limit left. A single
 // limit's key carries no suffix: when changing its algorithm on a shared
 // store, change the Name too.
+//
+// On any store but the memory store, braces in a key are written "{(" for
+// '{' and "{)" for '}', so that no key can pick its Redis Cluster slot or
+// end the limiter's hash tag early. In Redis, key "{a}" of a limiter with
+// one limit and no Name would otherwise share the state of key "a" (see
+// package store/redis), and with several limits key "a}|x" would share
+// the slot of key "a". Keys without braces are stored as described above,
+// and the memory store, which reads no hash tags, takes every key as it
+// is.
 type Limiter struct {
 	limits []rate.Limit
-	// The store key of limits[i] is prefix + key + suffixes[i] (with a
-	// hash tag around key when there are several limits).
+	// The store key of limits[i] is prefix + storeKey(key) + suffixes[i]
+	// (with a hash tag around storeKey(key) when there are several
+	// limits).
 	prefix   string
 	suffixes []string
 	store    Store
@@ -67,6 +83,9 @@ type Limiter struct {
 	decider decider
 	first   rate.Limit
 	clock   rate.Clock
+	// escape is whether keys are stored with their braces written out:
+	// on every store but the memory store, which reads no hash tags.
+	escape bool
 }
 
 // decider is how AllowN decides (see memory.Store.DecideKey).
@@ -81,11 +100,28 @@ type keyed struct{ l *Limiter }
 func (k keyed) DecideKey(ctx context.Context, key string, _ *rate.Limit, cost int64) (rate.Decision, error) {
 	l := k.l
 	if len(l.limits) == 1 {
-		return l.store.Decide(ctx, rate.Request{Key: l.prefix + key, Limit: l.limits[0], Cost: cost})
+		return l.store.Decide(ctx, rate.Request{Key: l.prefix + l.storeKey(key), Limit: l.limits[0], Cost: cost})
 	}
 	reqs := l.requests(key, cost)
 	return l.store.DecideAll(ctx, reqs, make([]rate.Decision, len(reqs)))
 }
+
+// keyBraces writes the braces of a key (see Limiter).
+var keyBraces = strings.NewReplacer("{", "{(", "}", "{)")
+
+// escapeKey returns key with its braces written out, so that it holds no
+// '}' and no Redis Cluster hash tag. A key without braces is returned as
+// it is, without allocating.
+func escapeKey(key string) string {
+	if strings.IndexByte(key, '{') < 0 && strings.IndexByte(key, '}') < 0 {
+		return key
+	}
+	return keyBraces.Replace(key)
+}
+
+// nameColons writes the colons of a Name, and the '%' that writes them
+// (see LimiterOptions.Name).
+var nameColons = strings.NewReplacer("%", "%25", ":", "%3A")
 
 // NewLimiter returns a limiter configured by opts. It fails if there is no
 // limit, a limit is invalid, or two limits are the same.
@@ -100,7 +136,8 @@ func NewLimiter(opts LimiterOptions) (*Limiter, error) {
 		clock:    opts.Clock,
 	}
 	if opts.Name != "" {
-		l.prefix = opts.Name + ":"
+		// The prefix ends at its only ':', so two names never share keys.
+		l.prefix = nameColons.Replace(opts.Name) + ":"
 	}
 	for i, lim := range l.limits {
 		if err := lim.Validate(); err != nil {
@@ -122,6 +159,8 @@ func NewLimiter(opts LimiterOptions) (*Limiter, error) {
 	if l.store == nil {
 		l.store = memory.New(memory.Options{Clock: l.clock})
 	}
+	_, mem := l.store.(*memory.Store)
+	l.escape = !mem
 	l.decider, l.first = keyed{l}, l.limits[0]
 	// The concrete type, not any store with a DecideKey method: a store
 	// that wraps a *memory.Store by embedding it would have its own Decide
@@ -159,6 +198,15 @@ func (l *Limiter) AllowN(ctx context.Context, key string, n int64) (rate.Decisio
 	return l.decider.DecideKey(ctx, key, &l.first, n)
 }
 
+// storeKey returns key as the limiter's store keeps it (see Limiter),
+// before its prefix and suffix.
+func (l *Limiter) storeKey(key string) string {
+	if l.escape {
+		return escapeKey(key)
+	}
+	return key
+}
+
 // Requests returns the requests AllowN(key, n) decides, one per limit, with
 // the keys the limiter stores them under. Pass the requests of several
 // limiters to [AllowAll] to decide them as one.
@@ -167,6 +215,7 @@ func (l *Limiter) Requests(key string, n int64) []rate.Request {
 }
 
 func (l *Limiter) requests(key string, n int64) []rate.Request {
+	key = l.storeKey(key)
 	reqs := make([]rate.Request, len(l.limits))
 	for i, lim := range l.limits {
 		k := l.prefix + key
@@ -183,7 +232,12 @@ func (l *Limiter) requests(key string, n int64) []rate.Request {
 // to one request, such as a login limited per account and per IP; build the
 // requests with [Limiter.Requests] (the limiters must share store and have
 // distinct names). It returns the combined decision (see [rate.Combine]).
+// With no request there is nothing to refuse: it allows at once, without
+// asking the store.
 func AllowAll(ctx context.Context, store Store, reqs ...rate.Request) (rate.Decision, error) {
+	if len(reqs) == 0 {
+		return rate.Combine(nil), nil
+	}
 	return store.DecideAll(ctx, reqs, make([]rate.Decision, len(reqs)))
 }
 
@@ -203,6 +257,11 @@ func (l *Limiter) Wait(ctx context.Context, key string) error {
 // wrapping [ErrWouldExceedDeadline] that says how long it would have had to
 // wait. If ctx ends while it sleeps, it returns ctx's error. A cost that
 // can never pass returns its error at once, as in AllowN.
+//
+// WaitN holds nothing while it sleeps: when the wait is over it asks again,
+// and if other callers have spent what it waited for, it waits again. So
+// under steady contention for the same key it may wait indefinitely,
+// unless ctx has a deadline.
 //
 // With a leaky_bucket limit, WaitN takes a place in the queue only if its
 // turn comes before the deadline, then sleeps until its turn. Should ctx end
@@ -232,7 +291,9 @@ func (l *Limiter) WaitN(ctx context.Context, key string, n int64) error {
 			return err
 		}
 		if d.Allowed {
-			if d.Delay > 0 {
+			// A look (n = 0) is told how long the queue is, but took no
+			// place in it: it has no turn to wait for.
+			if d.Delay > 0 && n > 0 {
 				return l.clock.Sleep(ctx, d.Delay)
 			}
 			return nil

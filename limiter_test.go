@@ -415,3 +415,222 @@ func TestConcurrentUse(t *testing.T) {
 		t.Errorf("40 requests at 1/s passed within %v", got)
 	}
 }
+
+// TestNamesKeepLimitersApart: a name and a key can never make up another
+// limiter's key, whatever ':' or '%' the names hold.
+func TestNamesKeepLimitersApart(t *testing.T) {
+	ctx := context.Background()
+	for _, ls := range [][]string{{"1/h"}, {"1/h", "fixed_window 5/d"}} {
+		clock := ratetest.NewClock(start)
+		store := memory.New(memory.Options{Clock: clock})
+		// Each name with a key that, written after it, reads the same.
+		pairs := []struct{ name, key string }{{"a", "b:c"}, {"a:b", "c"}, {"a%3Ab", "c"}, {"a%253Ab", "c"}}
+		seen := map[string]int{}
+		for i, p := range pairs {
+			lim, err := sluice.NewLimiter(sluice.LimiterOptions{Name: p.name, Limits: limits(t, ls...), Store: store, Clock: clock})
+			if err != nil {
+				t.Fatal(err)
+			}
+			for _, r := range lim.Requests(p.key, 1) {
+				if j, ok := seen[r.Key]; ok {
+					t.Errorf("%v: limiter %q with key %q and limiter %q with key %q are both stored under %q",
+						ls, p.name, p.key, pairs[j].name, pairs[j].key, r.Key)
+				}
+				seen[r.Key] = i
+			}
+			if d, err := lim.Allow(ctx, p.key); err != nil || !d.Allowed {
+				t.Errorf("%v: limiter %q, key %q: %v, %v; want allowed, the first request of its own 1/h", ls, p.name, p.key, d, err)
+			}
+		}
+	}
+}
+
+// clusterTag returns the part of key that Redis Cluster hashes to pick its
+// slot: the content of the first {…} if not empty, else the whole key.
+func clusterTag(key string) string {
+	i := strings.IndexByte(key, '{')
+	if i < 0 {
+		return key
+	}
+	j := strings.IndexByte(key[i+1:], '}')
+	if j <= 0 {
+		return key
+	}
+	return key[i+1 : i+1+j]
+}
+
+// redisName returns the Redis key (less its prefix) under which the Redis
+// store keeps request key k: k if it has a hash tag, else k in braces, so
+// that its slot depends on k alone.
+func redisName(k string) string {
+	if clusterTag(k) != k {
+		return k
+	}
+	return "{" + k + "}"
+}
+
+// shared is a store the limiter cannot tell from a Redis store: a memory
+// store behind another type.
+type shared struct{ sluice.Store }
+
+// TestLimiterKeysWithBraces: keys holding braces or '|' are users' keys
+// like any other. Each is kept apart from every other user's, in Redis
+// too, where with several limits a user's limits share a Cluster slot of
+// its own; the memory store takes them as they are.
+func TestLimiterKeysWithBraces(t *testing.T) {
+	ctx := context.Background()
+	users := []string{"", "a", "{a}", "a}|gcra 10/s", "a}", "}a", "{a", "}", "{", "{}", "a{b}c", "a|b", "{(", "{)", "a{(b{)c"}
+	for _, tt := range []struct {
+		name   string
+		limits []string
+	}{
+		{"", []string{"10/s"}},
+		{"api", []string{"10/s"}},
+		{"", []string{"10/s", "1000/d"}},
+		{"api", []string{"10/s", "fixed_window 1000/d"}},
+	} {
+		for _, redis := range []bool{false, true} {
+			clock := ratetest.NewClock(start)
+			var store sluice.Store = memory.New(memory.Options{Clock: clock})
+			if redis {
+				store = shared{store}
+			}
+			lim, err := sluice.NewLimiter(sluice.LimiterOptions{Name: tt.name, Limits: limits(t, tt.limits...), Store: store, Clock: clock})
+			if err != nil {
+				t.Fatal(err)
+			}
+			where := fmt.Sprintf("%q %v on %T", tt.name, tt.limits, store)
+			owner := map[string]string{}    // store key → user
+			tagOwner := map[string]string{} // Redis hash tag → user
+			for _, u := range users {
+				reqs := lim.Requests(u, 1)
+				for _, r := range reqs {
+					k := r.Key
+					if redis {
+						k = redisName(k)
+					}
+					if v, ok := owner[k]; ok {
+						t.Errorf("%s: users %q and %q are both stored under %q", where, v, u, k)
+					}
+					owner[k] = u
+				}
+				if !redis && tt.name == "" && len(tt.limits) == 1 && reqs[0].Key != u {
+					t.Errorf("%s: key %q is stored as %q, want it as it is", where, u, reqs[0].Key)
+				}
+				if redis {
+					tag := clusterTag(redisName(reqs[0].Key))
+					for _, r := range reqs[1:] {
+						if other := clusterTag(redisName(r.Key)); other != tag {
+							t.Errorf("%s: user %q's limits are in different slots: hash tags %q and %q", where, u, tag, other)
+						}
+					}
+					if v, ok := tagOwner[tag]; ok {
+						t.Errorf("%s: users %q and %q share the hash tag %q", where, v, u, tag)
+					}
+					tagOwner[tag] = u
+				}
+
+				// Allow and the requests name the same states.
+				if d, err := lim.Allow(ctx, u); err != nil || !d.Allowed {
+					t.Fatalf("%s: user %q: %v, %v", where, u, d, err)
+				}
+				if d, err := sluice.AllowAll(ctx, store, lim.Requests(u, 0)...); err != nil || d.Remaining != 9 {
+					t.Errorf("%s: user %q after one request: %v, %v; want 9 left", where, u, d, err)
+				}
+			}
+		}
+	}
+}
+
+// TestWaitLookAtAQueue: a request of cost 0 takes no place in a
+// leaky_bucket's queue, so WaitN has no turn to wait for.
+func TestWaitLookAtAQueue(t *testing.T) {
+	clock := ratetest.NewClock(start)
+	lim := newLimiter(t, clock, "leaky_bucket 1/s burst 3")
+	for range 2 {
+		if d, _ := lim.Allow(context.Background(), "q"); !d.Allowed {
+			t.Fatal(d)
+		}
+	}
+	if err := lim.WaitN(context.Background(), "q", 0); err != nil {
+		t.Fatal(err)
+	}
+	if slept, n := clock.Slept(); n != 0 {
+		t.Errorf("WaitN(0) slept %v in %d calls, want it to return at once", slept, n)
+	}
+	if d, _ := lim.AllowN(context.Background(), "q", 0); d.Remaining != 1 {
+		t.Errorf("queue has %d places left, want 1 as before WaitN(0)", d.Remaining)
+	}
+}
+
+// unreachable is a store whose server is gone: it fails every call that
+// has something to send, and answers one with no request at once, as the
+// Redis store does.
+type unreachable struct{}
+
+func (unreachable) Decide(context.Context, rate.Request) (rate.Decision, error) {
+	return rate.Decision{}, errDown
+}
+
+func (unreachable) DecideAll(_ context.Context, reqs []rate.Request, _ []rate.Decision) (rate.Decision, error) {
+	if len(reqs) == 0 {
+		return rate.Combine(nil), nil
+	}
+	return rate.Decision{}, errDown
+}
+
+// TestAllowAllNoRequests: with nothing to decide, AllowAll allows at once
+// without asking the store, here a Fallback whose primary is down: it
+// neither fails nor passes for a probe that brings the primary back.
+func TestAllowAllNoRequests(t *testing.T) {
+	ctx := context.Background()
+	clock := ratetest.NewClock(start)
+	f := sluice.NewFallback(unreachable{}, sluice.FallbackOptions{Mode: sluice.FailError, Clock: clock})
+	if _, err := sluice.AllowAll(ctx, f, rate.Request{Key: "k", Limit: tenPerMinute, Cost: 1}); err == nil {
+		t.Fatal("the primary is down, yet AllowAll decided")
+	}
+	for range 2 {
+		if d, err := sluice.AllowAll(ctx, f); err != nil || !d.Allowed {
+			t.Errorf("AllowAll with no request: %v, %v; want allowed", d, err)
+		}
+		clock.Advance(time.Second) // past the first probe's backoff
+	}
+	if st := f.Stats(); !st.Down || st.Primary+st.Fallback != 1 {
+		t.Errorf("stats %+v; want the primary still down, and one decision counted", st)
+	}
+}
+
+// rivalClock is a fake clock on which a rival spends, each time a sleep
+// ends, what the sleeper waited for.
+type rivalClock struct {
+	*ratetest.Clock
+	rival func()
+}
+
+func (c *rivalClock) Sleep(ctx context.Context, d time.Duration) error {
+	if err := c.Clock.Sleep(ctx, d); err != nil {
+		return err
+	}
+	c.rival()
+	return nil
+}
+
+// TestWaitUnderContention: a Wait that keeps losing its token to a rival
+// waits again each time, and gives up once the deadline is too close.
+func TestWaitUnderContention(t *testing.T) {
+	clock := &rivalClock{Clock: ratetest.NewClock(start)}
+	lim := newLimiter(t, clock, "1/s")
+	clock.rival = func() {
+		if d, _ := lim.Allow(context.Background(), "k"); !d.Allowed {
+			t.Errorf("the rival was refused: %v", d)
+		}
+	}
+	clock.rival()
+	err := lim.Wait(withDeadline(t, clock.Clock, 3500*time.Millisecond), "k")
+	if !errors.Is(err, sluice.ErrWouldExceedDeadline) {
+		t.Errorf("Wait = %v, want ErrWouldExceedDeadline", err)
+	}
+	if slept, n := clock.Slept(); slept != 3*time.Second || n != 3 {
+		t.Errorf("slept %v in %d calls, want 3s in 3: one wait per token lost", slept, n)
+	}
+}
