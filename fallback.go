@@ -261,6 +261,12 @@ func (f *Fallback) DecideAllSource(ctx context.Context, reqs []rate.Request, out
 	if err := ctx.Err(); err != nil {
 		return rate.Decision{}, SourcePrimary, err
 	}
+	if len(reqs) == 0 {
+		// Nothing to decide, and nothing to learn of the primary: a store
+		// may answer an empty call without I/O, which as a probe would
+		// bring a dead primary back.
+		return rate.Combine(nil), SourcePrimary, nil
+	}
 	probe := false
 	if f.down.Load() {
 		if c, ok := f.primary.(cachedDecider); ok {

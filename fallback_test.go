@@ -295,6 +295,38 @@ func TestFallbackProbesAndRecovers(t *testing.T) {
 	}
 }
 
+// emptyAnswers is a primary that answers an empty call without I/O, as
+// the Redis store does, and fails the others while down.
+type emptyAnswers struct{ *breakable }
+
+func (e emptyAnswers) DecideAll(ctx context.Context, reqs []rate.Request, out []rate.Decision) (rate.Decision, error) {
+	if len(reqs) == 0 {
+		return rate.Combine(nil), nil
+	}
+	return e.breakable.DecideAll(ctx, reqs, out)
+}
+
+// A call with nothing to decide allows at once, and is no probe: a
+// primary that answers it without I/O has not recovered.
+func TestFallbackNothingToDecide(t *testing.T) {
+	clk := ratetest.NewClock(time.Date(2024, 6, 1, 12, 0, 0, 0, time.UTC))
+	b := &breakable{Store: memory.New(memory.Options{Clock: clk})}
+	f := sluice.NewFallback(emptyAnswers{b}, sluice.FallbackOptions{Mode: sluice.FailError, Clock: clk, MinBackoff: 100 * time.Millisecond})
+	r := rate.Request{Key: "k", Limit: tenPerMinute, Cost: 1}
+	b.state.Store(1)
+	if _, err := f.DecideAll(context.Background(), []rate.Request{r}, make([]rate.Decision, 1)); err == nil {
+		t.Fatal("a failing primary: no error")
+	}
+	clk.Advance(time.Second) // a probe is due
+	d, src, err := f.DecideAllSource(context.Background(), nil, nil)
+	if err != nil || !d.Allowed || src != sluice.SourcePrimary {
+		t.Fatalf("nothing to decide while down: %v, %v, %v; want allowed at once", d, src, err)
+	}
+	if st := f.Stats(); !st.Down || st.Recoveries != 0 || st.Probes != 0 {
+		t.Errorf("stats %+v: want still down, no probe, no recovery", st)
+	}
+}
+
 // A primary that hangs costs at most the timeout per call.
 func TestFallbackTimeout(t *testing.T) {
 	f, b, _, _ := setup(t, sluice.FallbackOptions{Timeout: 20 * time.Millisecond, Mode: sluice.FailClosed})
