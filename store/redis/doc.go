@@ -48,7 +48,10 @@
 // masters. Keys with a common tag ("{account=7}:per-second" and
 // "{account=7}:per-day") live in one slot, and a request over them is
 // decided in one script call, exactly all or nothing. A single server or a
-// Sentinel setup has no slots and takes any keys together.
+// Sentinel setup has no slots and takes any keys together. It follows
+// that k and {k} name one state: a caller that takes keys from clients
+// writes their braces out (sluice.Limiter does), so that no client can
+// name another's key or pick its slot.
 //
 // Some keys must not share a tag: a login is limited per account and per
 // IP, and the per-IP counter must be one counter whichever account it is
