@@ -162,92 +162,68 @@ func TestRedisOutage(t *testing.T) {
 	}
 }
 
+// hungStore returns a store on a redis-server that has answered once and
+// now hangs, and the limit it was asked with.
+func hungStore(t *testing.T, opts redis.Options) (*redis.Store, rate.Limit) {
+	t.Helper()
+	srv := redistest.Start(t)
+	s, err := redis.Dial("redis://"+srv.Addr(), opts)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(s.Close)
+	limit := rate.Limit{Algorithm: rate.GCRA, Count: 10, Period: time.Second}
+	if _, err := s.Decide(context.Background(), rate.Request{Key: "warm", Limit: limit, Cost: 1}); err != nil {
+		t.Fatal(err)
+	}
+	srv.Pause()
+	t.Cleanup(srv.Resume)
+	return s, limit
+}
+
 // With Redis hung, CallTimeout ends every decision, the queued ones too:
 // each of many concurrent callers, none with a deadline of its own, gets
 // context.DeadlineExceeded within about twice the timeout (a caller may
 // queue behind a call on the wire), with room for a loaded machine.
+// However many decisions queue, none waits much more: a caller that has
+// queued for longer than CallTimeout when its turn comes fails at once,
+// rather than waiting a CallTimeout for each of the batches ahead of it
+// (a batch carries at most 256 keys, two go at a time).
 func TestCallTimeout(t *testing.T) {
-	srv := redistest.Start(t)
-	const timeout = 50 * time.Millisecond
-	s, err := redis.Dial("redis://"+srv.Addr(), redis.Options{CallTimeout: timeout})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(s.Close)
-	limit := rate.Limit{Algorithm: rate.GCRA, Count: 10, Period: time.Second}
-	if _, err := s.Decide(context.Background(), rate.Request{Key: "warm", Limit: limit, Cost: 1}); err != nil {
-		t.Fatal(err)
-	}
-	srv.Pause()
-	t.Cleanup(srv.Resume)
-	const callers = 32
-	errs := make([]error, callers)
-	took := make([]time.Duration, callers)
-	var wg sync.WaitGroup
-	for i := range callers {
-		wg.Go(func() {
-			start := time.Now()
-			_, errs[i] = s.Decide(context.Background(), rate.Request{Key: fmt.Sprintf("k%d", i), Limit: limit, Cost: 1})
-			took[i] = time.Since(start)
-		})
-	}
-	wg.Wait()
-	for i := range callers {
-		if !errors.Is(errs[i], context.DeadlineExceeded) {
-			t.Errorf("caller %d: err = %v, want context.DeadlineExceeded", i, errs[i])
-		}
-		if took[i] > 2*timeout+500*time.Millisecond {
-			t.Errorf("caller %d waited %v for a hung Redis, want about 2×%v at most", i, took[i], timeout)
-		}
-	}
-}
-
-// However many decisions queue behind a hung Redis, none waits much more
-// than twice CallTimeout: a caller that has queued for longer than
-// CallTimeout when its turn comes fails at once, rather than waiting a
-// CallTimeout for each of the batches ahead of it (a batch carries at most
-// 256 keys, two go at a time).
-func TestCallTimeoutManyQueued(t *testing.T) {
-	srv := redistest.Start(t)
-	const timeout = 50 * time.Millisecond
-	s, err := redis.Dial("redis://"+srv.Addr(), redis.Options{CallTimeout: timeout})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(s.Close)
-	limit := rate.Limit{Algorithm: rate.GCRA, Count: 10, Period: time.Second}
-	if _, err := s.Decide(context.Background(), rate.Request{Key: "warm", Limit: limit, Cost: 1}); err != nil {
-		t.Fatal(err)
-	}
-	srv.Pause()
-	t.Cleanup(srv.Resume)
-	const callers, perCaller = 128, 64 // 8192 keys: 32 full batches
-	errs := make([]error, callers)
-	took := make([]time.Duration, callers)
-	var wg sync.WaitGroup
-	for i := range callers {
-		wg.Go(func() {
-			reqs := make([]rate.Request, perCaller)
-			for j := range reqs {
-				reqs[j] = rate.Request{Key: fmt.Sprintf("c%d:k%d", i, j), Limit: limit, Cost: 1}
+	for _, tt := range []struct {
+		name               string
+		callers, perCaller int
+	}{
+		{"a few callers", 32, 1},
+		{"many batches queued", 128, 64}, // 8192 keys: 32 full batches
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			const timeout = 50 * time.Millisecond
+			s, limit := hungStore(t, redis.Options{CallTimeout: timeout})
+			errs := make([]error, tt.callers)
+			took := make([]time.Duration, tt.callers)
+			var wg sync.WaitGroup
+			for i := range tt.callers {
+				wg.Go(func() {
+					reqs := make([]rate.Request, tt.perCaller)
+					for j := range reqs {
+						reqs[j] = rate.Request{Key: fmt.Sprintf("c%d:k%d", i, j), Limit: limit, Cost: 1}
+					}
+					start := time.Now()
+					_, errs[i] = s.DecideAll(context.Background(), reqs, make([]rate.Decision, tt.perCaller))
+					took[i] = time.Since(start)
+				})
 			}
-			start := time.Now()
-			_, errs[i] = s.DecideAll(context.Background(), reqs, make([]rate.Decision, perCaller))
-			took[i] = time.Since(start)
+			wg.Wait()
+			for i := range tt.callers {
+				if !errors.Is(errs[i], context.DeadlineExceeded) {
+					t.Errorf("caller %d: err = %v, want context.DeadlineExceeded", i, errs[i])
+				}
+				if took[i] > 2*timeout+500*time.Millisecond {
+					t.Errorf("caller %d waited %v for a hung Redis, want about 2×%v at most", i, took[i], timeout)
+				}
+			}
 		})
-	}
-	wg.Wait()
-	var slowest time.Duration
-	for i := range callers {
-		if !errors.Is(errs[i], context.DeadlineExceeded) {
-			t.Errorf("caller %d: err = %v, want context.DeadlineExceeded", i, errs[i])
-		}
-		slowest = max(slowest, took[i])
-	}
-	t.Logf("slowest %v, stats %+v", slowest, s.Stats())
-	// Twice the timeout, with room for a loaded machine.
-	if slowest > 2*timeout+500*time.Millisecond {
-		t.Errorf("a caller waited %v for a hung Redis, want about 2×%v at most", slowest, timeout)
 	}
 }
 
@@ -257,19 +233,7 @@ func TestCallTimeoutManyQueued(t *testing.T) {
 // (The client reports the deadline as it passes, a moment before the
 // context itself says so.)
 func TestNoRetryOnTimeout(t *testing.T) {
-	srv := redistest.Start(t)
-	const timeout = 20 * time.Millisecond
-	s, err := redis.Dial("redis://"+srv.Addr(), redis.Options{CallTimeout: timeout, DisableCoalescing: true})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(s.Close)
-	limit := rate.Limit{Algorithm: rate.GCRA, Count: 10, Period: time.Second}
-	if _, err := s.Decide(context.Background(), rate.Request{Key: "warm", Limit: limit, Cost: 1}); err != nil {
-		t.Fatal(err)
-	}
-	srv.Pause()
-	t.Cleanup(srv.Resume)
+	s, limit := hungStore(t, redis.Options{CallTimeout: 20 * time.Millisecond, DisableCoalescing: true})
 	for i := range 10 {
 		if _, err := s.Decide(context.Background(), rate.Request{Key: "k", Limit: limit, Cost: 1}); !errors.Is(err, context.DeadlineExceeded) {
 			t.Fatalf("call %d to a hung Redis: %v, want context.DeadlineExceeded", i, err)
