@@ -239,9 +239,7 @@ policies:
 		t.Error("no deny cache metric")
 	}
 	rs.Kill()
-	ts.ready.mu.Lock()
-	ts.ready.at = time.Time{} // forget the cached answer
-	ts.ready.mu.Unlock()
+	ts.ready.forget()
 	if resp, body := get(t, ts.Addrs().Admin, "/readyz"); resp.StatusCode != 503 || !strings.Contains(body, "Redis") {
 		t.Errorf("/readyz with Redis down: %d %q", resp.StatusCode, body)
 	}
@@ -278,15 +276,21 @@ policies:
 		t.Fatalf("/readyz with Redis up: %d %q", resp.StatusCode, body)
 	}
 	rs.Kill()
-	ts.ready.mu.Lock()
-	ts.ready.at = time.Time{} // forget the cached answer
-	ts.ready.mu.Unlock()
+	ts.ready.forget()
 	if resp, body := get(t, ts.Addrs().Admin, "/readyz"); resp.StatusCode != 200 || !strings.Contains(body, "Redis store does not answer") {
 		t.Errorf("/readyz with Redis down and every policy open or local: %d %q, want 200 saying Redis does not answer", resp.StatusCode, body)
 	}
 	if resp, _ := get(t, ts.Addrs().Proxy, "/", "X-Id", "a"); resp.StatusCode != 200 {
 		t.Errorf("fail-open policy with Redis down: %d, want 200", resp.StatusCode)
 	}
+}
+
+// forget drops the cached answer of the store, so that the next check
+// asks it again.
+func (rd *readiness) forget() {
+	rd.mu.Lock()
+	rd.at = time.Time{}
+	rd.mu.Unlock()
 }
 
 // realClock is the system clock: Redis decides on its own time.
