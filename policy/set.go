@@ -26,7 +26,7 @@ type Set struct {
 	conc      Concurrency
 	store     StoreConfig
 	// What some policy reads, so transports skip finding what none does.
-	usesUser, usesPlan, usesIP bool
+	usesUser, usesPlan, usesIP, usesForm bool
 }
 
 // UsesUser reports whether some policy keys by the user or matches on
@@ -38,6 +38,10 @@ func (s *Set) UsesPlan() bool { return s.usesPlan }
 
 // UsesClientIP reports whether some policy keys by the client address.
 func (s *Set) UsesClientIP() bool { return s.usesIP }
+
+// UsesForm reports whether a policy keys by a form field (form:NAME),
+// which reads a url-encoded request body.
+func (s *Set) UsesForm() bool { return s.usesForm }
 
 // Policies returns the policies in the order of the file. The slice is
 // shared: do not modify it.

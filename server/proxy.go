@@ -22,7 +22,8 @@ import (
 func (s *Server) serveProxy(w http.ResponseWriter, r *http.Request) {
 	s.m.inflight.Inc()
 	defer s.m.inflight.Dec()
-	s.gen.Load().proxy.ServeHTTP(w, toDecide(r))
+	g := s.gen.Load()
+	g.proxy.ServeHTTP(w, toDecide(r, g.set.UsesForm()))
 }
 
 // sentURLKey is the context key under which toDecide keeps the URL a
@@ -32,10 +33,11 @@ type sentURLKey struct{}
 // toDecide returns r as the policies in front of the upstream see it. A
 // path with . or .. segments or repeated slashes is decided clean (see
 // cleanURL), so that POST //login counts as the POST /login it means. A
-// url-encoded form body, which a policy keyed by a form field reads, is
-// kept for the upstream (see formBody). forwarded undoes both.
-func toDecide(r *http.Request) *http.Request {
-	if readsForm(r) {
+// url-encoded form body, which a policy keyed by a form field reads (when
+// forms is set: the policies have one), is kept for the upstream (see
+// formBody). forwarded undoes both.
+func toDecide(r *http.Request, forms bool) *http.Request {
+	if forms && readsForm(r) {
 		r.Body = &formBody{ReadCloser: r.Body}
 	}
 	if r.Method == http.MethodConnect {
