@@ -16,6 +16,7 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/collectors"
+	"github.com/redis/rueidis"
 	"google.golang.org/grpc"
 
 	"github.com/sluicehq/sluice/dashboard"
@@ -58,6 +59,12 @@ var DemoConfig []byte
 // load: New wraps the loader's error (every problem as file:line:col) in
 // it, so that a command can tell a bad file from a failure to start.
 var ErrConfig = errors.New("bad configuration")
+
+// ErrOptions marks errors caused by Options that cannot be used: a value
+// that does not parse, or options that do not go together. New finds them
+// before it reads a file or opens a listener, so that a command can tell a
+// usage error from a bad file or a failure to start.
+var ErrOptions = errors.New("bad options")
 
 // Options configures a Server. The zero value runs the built-in demo: the
 // demo policies in memory, the demo upstream on DefaultListen, the check
@@ -211,13 +218,21 @@ func New(o Options) (_ *Server, err error) {
 	case o.Upstream != "":
 		u, err := url.Parse(o.Upstream)
 		if err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
-			return nil, fmt.Errorf("upstream %q: want an http:// or https:// URL, or %q", o.Upstream, UpstreamDemo)
+			return nil, fmt.Errorf("%w: upstream %q: want an http:// or https:// URL, or %q", ErrOptions, o.Upstream, UpstreamDemo)
 		}
 		s.target, s.proxy = u, true
 		s.trans = newTransport()
 	}
 	if o.ConfigFile == "" && !s.demo && o.Upstream != "" {
-		return nil, errors.New("a reverse proxy needs a policy file (--config)")
+		return nil, fmt.Errorf("%w: a reverse proxy needs a policy file (--config)", ErrOptions)
+	}
+	if len(o.EnvoyConfigs) > 0 && o.GRPCListener == nil && o.GRPCListen == Off {
+		return nil, fmt.Errorf("%w: the gRPC listener is off, but Envoy configurations are given", ErrOptions)
+	}
+	if o.RedisURL != "" {
+		if _, err := rueidis.ParseURL(o.RedisURL); err != nil {
+			return nil, fmt.Errorf("%w: the Redis URL: %w (want redis://[user:pass@]host:6379/0, or rediss:// for TLS)", ErrOptions, urlProblem(err))
+		}
 	}
 
 	s.reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
@@ -294,9 +309,6 @@ func (s *Server) listen() error {
 	}
 	if s.lis.grpc, err = open(o.GRPCListener, o.GRPCListen, DefaultGRPCListen, s.rls != nil, "gRPC"); err != nil {
 		return err
-	}
-	if s.rls != nil && s.lis.grpc == nil {
-		return errors.New("the gRPC listener is off, but Envoy configurations are given")
 	}
 	if s.lis.admin, err = open(o.AdminListener, o.AdminListen, DefaultAdminListen, true, "admin"); err != nil {
 		return err

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"net/url"
 	"sync"
 	"time"
 
@@ -45,7 +46,7 @@ func (s *Server) openStore(c policy.StoreConfig) (*storeHandle, error) {
 	case c.Redis != "":
 		var err error
 		if co, err = rueidis.ParseURL(c.Redis); err != nil {
-			return nil, fmt.Errorf("%w: store.redis: %w", ErrConfig, err)
+			return nil, fmt.Errorf("%w: store.redis: %w", ErrConfig, urlProblem(err))
 		}
 		where = redactURL(c.Redis)
 	case len(c.Cluster) > 0:
@@ -86,6 +87,16 @@ func (h *storeHandle) ping(ctx context.Context) error {
 		return nil
 	}
 	return h.client.Do(ctx, h.client.B().Ping().Build()).Error()
+}
+
+// urlProblem returns what is wrong with a URL that did not parse, without
+// the URL, which may hold a password: a *url.Error quotes it whole.
+func urlProblem(err error) error {
+	var uerr *url.Error
+	if errors.As(err, &uerr) {
+		return uerr.Err
+	}
+	return err
 }
 
 // redactURL hides the password of a Redis URL, for logs.

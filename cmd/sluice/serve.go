@@ -7,14 +7,11 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
-	"net/url"
 	"os"
 	"os/signal"
 	"strings"
 	"syscall"
 	"time"
-
-	"github.com/redis/rueidis"
 
 	"github.com/sluicehq/sluice/server"
 )
@@ -183,9 +180,6 @@ func parseServeFlags(args []string, getenv func(string) string, stderr io.Writer
 		return nil, fmt.Errorf("--log-level %q: want debug, info, warn or error", f.logLevel)
 	}
 	f.o.EnvoyConfigs = f.envoy.vals
-	if err := checkServeOptions(&f.o); err != nil {
-		return nil, err
-	}
 	f.o.WatchInterval = f.watch
 	if f.watch <= 0 {
 		f.o.WatchInterval = -1
@@ -201,37 +195,6 @@ func parseServeFlags(args []string, getenv func(string) string, stderr io.Writer
 		f.o.Logger = slog.New(slog.NewTextHandler(stderr, opts))
 	}
 	return f, nil
-}
-
-// checkServeOptions refuses the values and combinations of flags that
-// server.New would refuse, so that they are usage errors (exit 2) rather
-// than failures at run time (1) or a configuration file that does not
-// load (3).
-func checkServeOptions(o *server.Options) error {
-	if o.Upstream != "" && o.Upstream != server.UpstreamDemo {
-		u, err := url.Parse(o.Upstream)
-		if err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
-			return fmt.Errorf("--upstream %q: want an http:// or https:// URL, or %q", o.Upstream, server.UpstreamDemo)
-		}
-	}
-	if o.Upstream != "" && o.ConfigFile == "" && len(o.EnvoyConfigs) > 0 {
-		return errors.New("--upstream needs a policy file (--config) for the proxy to enforce; --envoy-config is for Envoy's service only")
-	}
-	if len(o.EnvoyConfigs) > 0 && o.GRPCListen == server.Off {
-		return errors.New("--envoy-config needs the gRPC listener, but --grpc-listen is off")
-	}
-	if o.RedisURL != "" {
-		if _, err := rueidis.ParseURL(o.RedisURL); err != nil {
-			// The URL may hold a password: name the problem, not the URL.
-			var uerr *url.Error
-			if errors.As(err, &uerr) {
-				err = uerr.Err
-			}
-			msg := strings.TrimSuffix(strings.TrimSpace(err.Error()), ":") // "invalid URL scheme: " when there is none
-			return fmt.Errorf("--redis: %s (want redis://[user:pass@]host:6379/0, or rediss:// for TLS)", msg)
-		}
-	}
-	return nil
 }
 
 // runServe is "sluice serve".
@@ -260,6 +223,11 @@ func runServe(ctx context.Context, args []string, stdout, stderr io.Writer) int 
 	log := f.o.Logger
 	srv, err := server.New(f.o)
 	if err != nil {
+		if errors.Is(err, server.ErrOptions) {
+			// Flags that cannot be used: no file was read, nothing opened.
+			fmt.Fprintf(stderr, "sluice serve: %s\nRun 'sluice serve --help' for the flags.\n", strings.TrimPrefix(err.Error(), server.ErrOptions.Error()+": "))
+			return exitUsage
+		}
 		if errors.Is(err, server.ErrConfig) {
 			fmt.Fprintf(stderr, "sluice serve: the configuration does not load:\n%s\n", strings.TrimPrefix(err.Error(), server.ErrConfig.Error()+": "))
 			return exitBadConfig

@@ -297,12 +297,12 @@ func TestServeExitCodes(t *testing.T) {
 		args []string
 		want string
 	}{
-		{[]string{"--upstream", "localhost:3000"}, "--upstream"},
-		{[]string{"--upstream", "ftp://example.com"}, "--upstream"},
-		{[]string{"--redis", "127.0.0.1:6379"}, "--redis"},
-		{[]string{"--redis", "redis://u:secret@127.0.0.1:63x9/0"}, "--redis"},
+		{[]string{"--upstream", "localhost:3000"}, "upstream"},
+		{[]string{"--upstream", "ftp://example.com"}, "upstream"},
+		{[]string{"--redis", "127.0.0.1:6379"}, "Redis URL"},
+		{[]string{"--redis", "redis://u:secret@127.0.0.1:63x9/0"}, "Redis URL"},
 		{[]string{"--envoy-config", envoy, "--upstream", "http://127.0.0.1:3000"}, "--config"},
-		{[]string{"--envoy-config", envoy, "--grpc-listen", "off"}, "--grpc-listen"},
+		{[]string{"--envoy-config", envoy, "--grpc-listen", "off"}, "gRPC listener"},
 	} {
 		args := append([]string{"serve", "--listen", "off", "--check-listen", "off", "--grpc-listen", "127.0.0.1:0", "--admin-listen", "off"}, tt.args...)
 		code, _, stderr := runCLI(t, args...)
