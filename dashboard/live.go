@@ -188,13 +188,25 @@ func (l *live) snapshot(now int64, n int) Live {
 		n = l.window
 	}
 	out := Live{Now: now, Seconds: n, Policies: []LivePolicy{}}
-	l.mu.Lock()
-	defer l.mu.Unlock()
 	// Forget the policies idle for the whole window: a policy removed
-	// from the config does not keep its place forever.
+	// from the config does not keep its place forever. The map is held
+	// only for that and to list the series; each is then copied under its
+	// own lock, so that recording waits for one copy at most, not for the
+	// whole snapshot.
+	type named struct {
+		name string
+		s    *series
+	}
+	l.mu.Lock()
 	l.evictLocked(now)
+	all := make([]named, 0, len(l.series))
 	for name, s := range l.series {
-		p := LivePolicy{Policy: name, PerSecond: make([]LiveSecond, n)}
+		all = append(all, named{name, s})
+	}
+	l.mu.Unlock()
+	for _, ns := range all {
+		s := ns.s
+		p := LivePolicy{Policy: ns.name, PerSecond: make([]LiveSecond, n)}
 		s.mu.Lock()
 		for i := range p.PerSecond {
 			t := now - int64(n-1-i)

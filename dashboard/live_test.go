@@ -365,3 +365,33 @@ func BenchmarkRecord(b *testing.B) {
 		}
 	})
 }
+
+// BenchmarkRecordDuringLive measures Record while another goroutine takes
+// live snapshots back to back, of the largest window and many policies:
+// what a server's decisions pay while a dashboard is watched.
+func BenchmarkRecordDuringLive(b *testing.B) {
+	d := dashboard.New(dashboard.Options{Window: dashboard.MaxWindow, MaxPolicies: 256})
+	policies := make([]string, 255)
+	for i := range policies {
+		policies[i] = fmt.Sprintf("policy-%03d", i)
+		d.Record(policies[i], true)
+	}
+	stop := make(chan struct{})
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		for {
+			select {
+			case <-stop:
+				return
+			default:
+				d.Live(0)
+			}
+		}
+	}()
+	for i := 0; b.Loop(); i++ {
+		d.Record(policies[i%len(policies)], true)
+	}
+	close(stop)
+	<-done
+}
