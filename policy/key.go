@@ -5,7 +5,6 @@ import (
 	"encoding/base64"
 	"encoding/hex"
 	"fmt"
-	"net/http"
 	"net/textproto"
 	"strings"
 
@@ -19,7 +18,7 @@ import (
 //	method         the request method
 //	header:NAME    the first value of a header (gRPC: of a metadata key)
 //	path:NAME      a wildcard of the policy's path pattern, such as {id}
-//	form:NAME      a field of a url-encoded form body (login forms)
+//	form:NAME      a form field, as the handler's r.FormValue reads it (see form.go)
 //
 // The stored key is prefix:policy:tag:part=value|part=value, where tag
 // changes when the limit changes (see Limit), so a reload keeps the
@@ -167,29 +166,14 @@ func appendPart(dst []byte, p *part, r *Request, pathVals []string) ([]byte, boo
 		}
 		return appendValue(dst, pathVals[p.index]), true
 	case partForm:
-		v := formValue(r.HTTP, p.name)
-		if v == "" {
+		v, ok := formValue(r.HTTP, p.name)
+		switch {
+		case !ok:
+			return append(dst, unreadForm...), true
+		case v == "":
 			return dst, false
 		}
 		return appendValue(dst, v), true
 	}
 	return dst, false
-}
-
-// formValue returns a form field as r.FormValue returns it to the
-// handler: from a url-encoded body (POST, PUT, PATCH) first, else from
-// the query string. A key that read the body alone would let a client
-// name its account in the query string (POST /login?username=victim)
-// past a per-account limit, to a handler that reads FormValue. A
-// malformed field (a bad escape, a semicolon) makes ParseForm fail, but
-// r.Form still holds every well-formed field, and the handler still gets
-// them: the key reads them too. Multipart bodies are not read.
-func formValue(r *http.Request, name string) string {
-	if r == nil {
-		return ""
-	}
-	if r.Form == nil {
-		_ = r.ParseForm() // sets r.Form and r.PostForm whatever it returns
-	}
-	return r.Form.Get(name)
 }

@@ -4,7 +4,6 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
-	"io"
 	"log/slog"
 	"net/http"
 	"net/http/httputil"
@@ -23,7 +22,7 @@ func (s *Server) serveProxy(w http.ResponseWriter, r *http.Request) {
 	s.m.inflight.Inc()
 	defer s.m.inflight.Dec()
 	g := s.gen.Load()
-	g.proxy.ServeHTTP(w, toDecide(r, g.set.UsesForm()))
+	g.proxy.ServeHTTP(w, toDecide(r))
 }
 
 // sentURLKey is the context key under which toDecide keeps the URL a
@@ -32,14 +31,11 @@ type sentURLKey struct{}
 
 // toDecide returns r as the policies in front of the upstream see it. A
 // path with . or .. segments or repeated slashes is decided clean (see
-// cleanURL), so that POST //login counts as the POST /login it means. A
-// url-encoded form body, which a policy keyed by a form field reads (when
-// forms is set: the policies have one), is kept for the upstream (see
-// formBody). forwarded undoes both.
-func toDecide(r *http.Request, forms bool) *http.Request {
-	if forms && readsForm(r) {
-		r.Body = &formBody{ReadCloser: r.Body}
-	}
+// cleanURL), so that POST //login counts as the POST /login it means.
+// forwarded undoes it. (A policy keyed by a form field reads the body; the
+// policy package keeps what it reads and gives it again, so the upstream
+// gets the body whole.)
+func toDecide(r *http.Request) *http.Request {
 	if r.Method == http.MethodConnect {
 		return r // not canonicalized by ServeMux either
 	}
@@ -53,61 +49,14 @@ func toDecide(r *http.Request, forms bool) *http.Request {
 }
 
 // forwarded returns the request toDecide made, as it is to be forwarded:
-// with the URL it came with, and its body whole.
+// with the URL it came with.
 func forwarded(r *http.Request) *http.Request {
-	if b, ok := r.Body.(*formBody); ok {
-		b.rewind()
-	}
 	if u, ok := r.Context().Value(sentURLKey{}).(*url.URL); ok {
 		r = r.WithContext(r.Context())
 		r.URL = u
 	}
 	return r
 }
-
-// readsForm reports whether a policy keyed by a form field may read r's
-// body: a POST, PUT or PATCH of a url-encoded form, as net/http's
-// Request.ParseForm reads it.
-func readsForm(r *http.Request) bool {
-	switch r.Method {
-	case http.MethodPost, http.MethodPut, http.MethodPatch:
-	default:
-		return false
-	}
-	if r.Body == nil || r.Body == http.NoBody {
-		return false
-	}
-	mt, _, _ := strings.Cut(r.Header.Get("Content-Type"), ";")
-	return strings.EqualFold(strings.TrimSpace(mt), "application/x-www-form-urlencoded")
-}
-
-// formBody is the body of a url-encoded form on its way to the upstream.
-// Until rewind it keeps what is read from it (by Request.ParseForm, for
-// a form:NAME key part: at most net/http's 10 MB bound on forms); after,
-// it gives that again before the rest of the body, so that the upstream
-// gets the body whole.
-type formBody struct {
-	io.ReadCloser
-	kept    []byte
-	rewound bool
-}
-
-func (b *formBody) Read(p []byte) (int, error) {
-	if !b.rewound {
-		n, err := b.ReadCloser.Read(p)
-		b.kept = append(b.kept, p[:n]...)
-		return n, err
-	}
-	if len(b.kept) > 0 {
-		n := copy(p, b.kept)
-		b.kept = b.kept[n:]
-		return n, nil
-	}
-	return b.ReadCloser.Read(p)
-}
-
-// rewind makes the body read from its start again.
-func (b *formBody) rewind() { b.rewound = true }
 
 // newTransport is the transport to the upstream: http.DefaultTransport's
 // settings, more idle connections per host (every request goes to one),

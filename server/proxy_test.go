@@ -2,8 +2,10 @@ package server
 
 import (
 	"bufio"
+	"bytes"
 	"fmt"
 	"io"
+	"mime/multipart"
 	"net"
 	"net/http"
 	"net/http/httptest"
@@ -264,6 +266,56 @@ policies:
 	case got := <-bodies:
 		t.Fatalf("the refused login reached the upstream (body %.40q)", got)
 	default:
+	}
+}
+
+// A login sent as a multipart form (what a browser's fetch sends for a
+// FormData) is keyed by its account like a url-encoded one, and reaches
+// the upstream whole, a file part before the account included.
+func TestProxyFormKeyMultipart(t *testing.T) {
+	bodies := make(chan []byte, 10)
+	up := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		b, _ := io.ReadAll(r.Body)
+		bodies <- b
+	}))
+	defer up.Close()
+	ts := startServer(t, `
+policies:
+  - name: login
+    match: "POST /login"
+    key: form:username
+    limits: ["2/m"]
+`, Options{Upstream: up.URL})
+	login := func(user string) int {
+		t.Helper()
+		var buf bytes.Buffer
+		mw := multipart.NewWriter(&buf)
+		f, _ := mw.CreateFormFile("avatar", "a.png")
+		f.Write(bytes.Repeat([]byte{0xff}, 100<<10))
+		mw.WriteField("username", user)
+		mw.WriteField("password", "secret")
+		mw.Close()
+		sent := buf.Bytes()
+		req, err := http.NewRequest("POST", "http://"+ts.Addrs().Proxy+"/login", bytes.NewReader(sent))
+		if err != nil {
+			t.Fatal(err)
+		}
+		req.Header.Set("Content-Type", mw.FormDataContentType())
+		resp, _ := do(t, req)
+		if resp.StatusCode == 200 {
+			select {
+			case got := <-bodies:
+				if !bytes.Equal(got, sent) {
+					t.Fatalf("the upstream got %d bytes, want the %d sent", len(got), len(sent))
+				}
+			case <-time.After(5 * time.Second):
+				t.Fatal("a 200 without the upstream being asked")
+			}
+		}
+		return resp.StatusCode
+	}
+	if got := []int{login("alice"), login("alice"), login("alice"), login("bob")}; got[0] != 200 || got[1] != 200 || got[2] != 429 || got[3] != 200 {
+		t.Fatalf("logins alice ×3, bob: %v, want [200 200 429 200]", got)
 	}
 }
 
