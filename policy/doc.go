@@ -74,6 +74,10 @@
 //
 // LoadFile (the whole of `sluice check`) and Load return a compiled,
 // immutable Set, or an *Error listing every problem as file:line:col.
+// A Set's Warnings list, in the same form, what loads but is likely not
+// meant, above all requests a policy leaves unlimited: a plan it gives no
+// limits, a key part (user, header:NAME, form:NAME) that requests may
+// lack. `sluice check` prints them, `sluice serve` logs them.
 // NewEnforcer applies a Set to Requests against a sluice.Store.
 //
 // # Files

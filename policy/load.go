@@ -19,7 +19,9 @@ import (
 	"github.com/sluicehq/sluice/rate"
 )
 
-// Problem is one thing wrong in a policy file, with where it is.
+// Problem is one thing wrong in a policy file, with where it is: in an
+// *Error, something that keeps the file from loading; in [Set.Warnings],
+// something that loads but is likely not what the author meant.
 type Problem struct {
 	File         string
 	Line, Column int
@@ -49,9 +51,9 @@ func (e *Error) Error() string {
 
 // LoadFile reads, validates and compiles the policy file at path. It is
 // the whole of `sluice check`: a nil error means the file is ready to
-// serve. A non-nil error is an *Error listing every problem as
-// path:line:col: message, or the error that kept the file from being
-// read.
+// serve, and the Set's Warnings say what in it is likely not meant. A
+// non-nil error is an *Error listing every problem as path:line:col:
+// message, or the error that kept the file from being read.
 func LoadFile(path string) (*Set, error) {
 	data, err := os.ReadFile(path)
 	if err != nil {
@@ -83,31 +85,43 @@ func Load(name string, data []byte) (*Set, error) {
 	if err := ld.err(); err != nil {
 		return nil, err
 	}
+	set.warnings = byPosition(ld.warns)
 	return set, nil
 }
 
 // loader walks the YAML tree, compiling as it goes and collecting every
-// problem with its position.
+// problem and warning with its position.
 type loader struct {
 	file  string
 	probs []Problem
+	warns []Problem
 }
 
 func (ld *loader) errf(n *yaml.Node, format string, args ...any) {
 	ld.probs = append(ld.probs, Problem{File: ld.file, Line: n.Line, Column: n.Column, Message: fmt.Sprintf(format, args...)})
 }
 
+// warnf records what loads but is likely not meant; see Set.Warnings.
+func (ld *loader) warnf(n *yaml.Node, format string, args ...any) {
+	ld.warns = append(ld.warns, Problem{File: ld.file, Line: n.Line, Column: n.Column, Message: fmt.Sprintf(format, args...)})
+}
+
 func (ld *loader) err() error {
 	if len(ld.probs) == 0 {
 		return nil
 	}
-	slices.SortStableFunc(ld.probs, func(a, b Problem) int {
+	return &Error{Problems: byPosition(ld.probs)}
+}
+
+// byPosition sorts problems in the order of the file.
+func byPosition(ps []Problem) []Problem {
+	slices.SortStableFunc(ps, func(a, b Problem) int {
 		if a.Line != b.Line {
 			return a.Line - b.Line
 		}
 		return a.Column - b.Column
 	})
-	return &Error{Problems: ld.probs}
+	return ps
 }
 
 var yamlLine = regexp.MustCompile(`^yaml: line (\d+): (.*)$`)
@@ -373,11 +387,17 @@ func (ld *loader) file_(root *yaml.Node) *Set {
 			}
 		}
 	}
+	if pf, ok := f["plans"]; ok && set.plans.names != nil && !set.usesPlan {
+		// Plans only select limits in policies that list them: with none
+		// that does, an API key mapped to pro gets what everyone gets.
+		ld.warnf(pf.key, "no policy gives limits per plan (a plans mapping in the policy), so the plans section has no effect: every request gets the same limits whatever its plan")
+	}
 	return set
 }
 
 func (ld *loader) clientIP(f field) *clientip.Resolver {
 	var o clientip.Options
+	var trustedAt []*yaml.Node // where each of o.TrustedProxies is written
 	if f.val != nil {
 		m := ld.fields(f.val, "client_ip", "trusted_proxies", "trust_unix_sockets", "header", "ipv4_prefix", "ipv6_prefix")
 		if v, ok := m["trusted_proxies"]; ok {
@@ -396,6 +416,7 @@ func (ld *loader) clientIP(f field) *clientip.Resolver {
 					p = netip.PrefixFrom(a, a.BitLen())
 				}
 				o.TrustedProxies = append(o.TrustedProxies, p)
+				trustedAt = append(trustedAt, n)
 			}
 		}
 		if v, ok := m["trust_unix_sockets"]; ok {
@@ -418,7 +439,27 @@ func (ld *loader) clientIP(f field) *clientip.Resolver {
 		ld.errf(f.val, "client_ip: %v", err)
 		r, _ = clientip.New(clientip.Options{})
 	}
+	for i, p := range o.TrustedProxies {
+		if broad(p) {
+			ld.warnf(trustedAt[i], "trusted proxy %s spans much of the Internet: a client in it can send %s with any address and be counted as that one, a fresh ip key every request; list only your proxies' addresses", p, r.Header())
+		}
+	}
 	return r
+}
+
+// broad reports whether a trusted proxy prefix spans more public
+// addresses than any one operator's proxies hold: shorter than a /8 of
+// IPv4 or a /16 of IPv6, and not private or link-local.
+func broad(p netip.Prefix) bool {
+	p = p.Masked()
+	bits, a := p.Bits(), p.Addr()
+	if a.Is4In6() && bits >= 96 {
+		a, bits = a.Unmap(), bits-96
+	}
+	if a.IsPrivate() || a.IsLinkLocalUnicast() {
+		return false
+	}
+	return a.Is4() && bits < 8 || !a.Is4() && bits < 16
 }
 
 func (ld *loader) plans(f field) plans {
@@ -436,6 +477,9 @@ func (ld *loader) plans(f field) plans {
 			if s, ok := ld.str(n, "a plan name"); ok {
 				if !validName(s) {
 					ld.errf(n, "plan name %q must be lower-case letters, digits, - and _", s)
+				}
+				if !pl.names[s] {
+					pl.list = append(pl.list, s)
 				}
 				pl.names[s] = true
 			}
@@ -604,6 +648,7 @@ func (ld *loader) policy(n *yaml.Node, set *Set) *Policy {
 	// Keys.
 	kv, hasKey := f["key"]
 	ksv, hasKeys := f["keys"]
+	var keyAt []*yaml.Node // where each of p.keys is written
 	switch {
 	case hasKey && hasKeys:
 		ld.errf(ksv.key, "%s has both key and keys; use key for one key, keys for several", what)
@@ -627,10 +672,12 @@ func (ld *loader) policy(n *yaml.Node, set *Set) *Policy {
 			}
 			seen[sig] = kn
 			p.keys = append(p.keys, k)
+			keyAt = append(keyAt, kn)
 		}
 	case hasKey:
 		if k := ld.key(kv.val, p); k != nil {
 			p.keys = append(p.keys, k)
+			keyAt = append(keyAt, kv.val)
 		}
 	default:
 		p.keys = [][]part{{{kind: partIP, label: "ip"}}}
@@ -685,7 +732,171 @@ func (ld *loader) policy(n *yaml.Node, set *Set) *Policy {
 	if p.usesPath && p.match.mux == nil {
 		ld.errf(n, "%s keys by a path wildcard but has no path pattern to take it from", what)
 	}
+	if len(p.keys) > 0 {
+		at := kv.val
+		if hasKeys {
+			at = ksv.key
+		}
+		ld.keyWarnings(p, what, at, keyAt)
+	}
+	if pv, ok := f["plans"]; ok && len(p.plans) > 0 && len(p.limits) == 0 {
+		ld.planWarnings(p, set, what, pv.key)
+	}
 	return p
+}
+
+// planWarnings warns of the requests a policy with limits per plan and no
+// default limits leaves unlimited: those on a plan it does not list, and
+// those with no plan when nothing gives them one (no plans.default). A
+// plan listed with no limits (pro: []) is unlimited on purpose.
+func (ld *loader) planWarnings(p *Policy, set *Set, what string, at *yaml.Node) {
+	var gaps []string
+	for _, name := range set.plans.list {
+		if _, ok := p.plans[name]; ok {
+			continue
+		}
+		g := fmt.Sprintf("plan %q", name)
+		if name == set.plans.fallback {
+			g += " (plans.default)"
+		}
+		gaps = append(gaps, g)
+	}
+	fixes := []string{"give it default limits (limits: beside plans)"}
+	if len(gaps) > 0 {
+		fixes = append(fixes, "list every plan (an empty list, [], leaves a plan unlimited on purpose)")
+	}
+	if set.plans.fallback == "" {
+		gaps = append(gaps, "requests with no plan (plans has no default)")
+		fixes = append(fixes, "set plans.default")
+	}
+	if len(gaps) == 0 {
+		return
+	}
+	ld.warnf(at, "%s has no default limits and none for %s: those requests are not limited by it; %s", what, andList(gaps), strings.Join(fixes, ", or "))
+}
+
+// keyWarnings warns of the keys of a policy that may not apply to a
+// request it matches. A key applies only when the request has every part
+// of it (see appendPart): ip and method always, user when the match
+// requires authenticated: true, header:NAME when the match requires the
+// header present, path:NAME when the pattern's wildcard cannot be empty,
+// and form:NAME never for sure. A key the match rules out never applies;
+// a policy none of whose keys is sure to apply lets requests without
+// their parts through unlimited. at is where the keys are written, keyAt
+// where each is.
+func (ld *loader) keyWarnings(p *Policy, what string, at *yaml.Node, keyAt []*yaml.Node) {
+	var lacking []string // per key that may not apply, the parts it needs
+	var hints []string
+	dead, sure := 0, false
+	for i, k := range p.keys {
+		var may []string
+		never := ""
+		for _, pt := range k {
+			has, why := p.match.guarantees(pt)
+			switch {
+			case why != "":
+				never = why
+			case !has:
+				may = append(may, pt.label)
+				switch pt.kind {
+				case partUser:
+					hints = appendNew(hints, "match authenticated: true if only signed-in requests are meant")
+				case partHeader:
+					hints = appendNew(hints, fmt.Sprintf("match headers: [{name: %s, present: true}] if only requests that carry it are meant", pt.name))
+				case partPath:
+					hints = appendNew(hints, fmt.Sprintf("{%s...} is empty when the path ends where it begins", pt.name))
+				}
+			}
+			if never != "" {
+				break
+			}
+		}
+		switch {
+		case never != "":
+			dead++
+			msg := fmt.Sprintf("key %s of %s never applies: %s", keyLabel(k), what, never)
+			if dead == len(p.keys) {
+				msg += ", so the policy limits nothing"
+			}
+			ld.warnf(keyAt[i], "%s", msg)
+		case len(may) == 0:
+			sure = true // a key that always applies: every request is limited
+		default:
+			lacking = append(lacking, strings.Join(may, " or "))
+		}
+	}
+	if sure || len(lacking) == 0 {
+		return
+	}
+	labels := make([]string, len(p.keys))
+	for i, k := range p.keys {
+		labels[i] = keyLabel(k)
+	}
+	msg := fmt.Sprintf("%s does not limit requests without %s: a key with a part the request lacks does not apply, and its match does not guarantee the part; add an ip key beside it, as in keys: [%s, ip]",
+		what, andList(lacking), strings.Join(labels, ", "))
+	if len(hints) > 0 {
+		msg += "; or " + strings.Join(hints, "; or ")
+	}
+	ld.warnf(at, "%s", msg)
+}
+
+// guarantees reports whether every request m matches has part pt, or why
+// none does.
+func (m *matcher) guarantees(pt part) (sure bool, never string) {
+	switch pt.kind {
+	case partUser:
+		switch m.auth {
+		case 1:
+			return true, ""
+		case -1:
+			return false, "the policy matches only anonymous requests (authenticated: false), which have no user"
+		}
+	case partHeader:
+		for _, c := range m.headers {
+			if c.lower != pt.lower {
+				continue
+			}
+			if !c.present {
+				return false, fmt.Sprintf("the policy matches only requests without %s (present: false)", c.name)
+			}
+			return true, ""
+		}
+	case partPath:
+		// ServeMux gives {name} a segment of at least one byte, and
+		// {name...} the rest of the path, which may be empty.
+		return !strings.Contains(m.pattern, "{"+pt.name+"...}"), ""
+	case partForm:
+	default: // ip and method: every request has them
+		return true, ""
+	}
+	return false, ""
+}
+
+// keyLabel writes a key as in the file: a part, or [a, b] for several.
+func keyLabel(k []part) string {
+	if len(k) == 1 {
+		return k[0].label
+	}
+	labels := make([]string, len(k))
+	for i := range k {
+		labels[i] = k[i].label
+	}
+	return "[" + strings.Join(labels, ", ") + "]"
+}
+
+// andList joins items as "a", "a and b", "a, b and c".
+func andList(items []string) string {
+	if len(items) < 2 {
+		return strings.Join(items, "")
+	}
+	return strings.Join(items[:len(items)-1], ", ") + " and " + items[len(items)-1]
+}
+
+func appendNew(list []string, s string) []string {
+	if slices.Contains(list, s) {
+		return list
+	}
+	return append(list, s)
 }
 
 // match compiles a match: a ServeMux pattern string, or a mapping.

@@ -25,6 +25,7 @@ type Set struct {
 	plans     plans
 	conc      Concurrency
 	store     StoreConfig
+	warnings  []Problem
 	// What some policy reads, so transports skip finding what none does.
 	usesUser, usesPlan, usesIP, usesForm bool
 }
@@ -40,8 +41,19 @@ func (s *Set) UsesPlan() bool { return s.usesPlan }
 func (s *Set) UsesClientIP() bool { return s.usesIP }
 
 // UsesForm reports whether a policy keys by a form field (form:NAME),
-// which reads a url-encoded request body.
+// which reads the body of a url-encoded or multipart form.
 func (s *Set) UsesForm() bool { return s.usesForm }
+
+// Warnings returns what loads but is likely not what the author meant,
+// in the order of the file, each as file:line:col: message like the
+// problems of an *Error: a policy that leaves the requests of some plans
+// unlimited (it has no default limits and none for them), one whose every
+// key needs a part some requests lack (user, header:NAME, form:NAME), so
+// that those pass unlimited, a key that can never apply, a plans section
+// no policy uses, a trusted proxy prefix that spans much of the Internet.
+// A Set may serve with warnings; `sluice check` prints them and `sluice
+// serve` logs them. The slice is shared: do not modify it.
+func (s *Set) Warnings() []Problem { return s.warnings }
 
 // Policies returns the policies in the order of the file. The slice is
 // shared: do not modify it.
@@ -210,7 +222,8 @@ func (l *Limit) String() string { return l.Limit.String() }
 // plans says where a request's plan comes from.
 type plans struct {
 	names       map[string]bool
-	header      string // canonical; "" when plans do not come from a header
+	list        []string // the names, in the order of the file
+	header      string   // canonical; "" when plans do not come from a header
 	headerLower string
 	keys        map[string]string // API key to plan
 	keyHdr      string

@@ -23,8 +23,10 @@ type generation struct {
 	check http.Handler // the policies, in front of a handler that answers 200
 }
 
-// load reads every configuration file. Its error wraps ErrConfig when a
-// file does not load.
+// load reads every configuration file, and logs the policy file's
+// warnings at Warn: at start and on every reload, so that a file that
+// leaves requests unlimited is noticed where it is served. Its error wraps
+// ErrConfig when a file does not load.
 func (s *Server) load() (*generation, error) {
 	g := &generation{}
 	var errs []error
@@ -51,6 +53,11 @@ func (s *Server) load() (*generation, error) {
 	}
 	if len(errs) > 0 {
 		return nil, fmt.Errorf("%w: %w", ErrConfig, errors.Join(errs...))
+	}
+	if g.set != nil {
+		for _, w := range g.set.Warnings() {
+			s.log.Warn("policy file warning", "warning", w.String())
+		}
 	}
 	return g, nil
 }
@@ -133,9 +140,10 @@ func (s *Server) build(g *generation) {
 // configuration they started with. If a file does not load, the old
 // configuration keeps serving and the error (every problem as
 // file:line:col) is logged, counted in sluice_config_reloads_total and
-// returned. Limits that did not change keep their counters: store keys
-// carry a hash of the limit. The store is chosen at start: a changed
-// store section is logged and needs a restart.
+// returned. The new file's warnings (policy.Set.Warnings) are logged but
+// do not keep it from serving. Limits that did not change keep their
+// counters: store keys carry a hash of the limit. The store is chosen at
+// start: a changed store section is logged and needs a restart.
 func (s *Server) Reload(ctx context.Context) error {
 	s.reloadMu.Lock()
 	defer s.reloadMu.Unlock()

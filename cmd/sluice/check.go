@@ -12,13 +12,19 @@ import (
 	"github.com/sluicehq/sluice/server"
 )
 
-const checkUsage = `Usage: sluice check [--envoy PATH]... [FILE]
+const checkUsage = `Usage: sluice check [--strict] [--envoy PATH]... [FILE]
 
 Checks configuration files without serving them: a policy file (FILE), and
 files or directories in the format of Envoy's reference rate limit service
 (--envoy, repeatable). Every problem is printed as file:line:col: message
 (Envoy files: file:line: message) and the exit code is 1; when everything
 loads, one line per file sums it up and the exit code is 0.
+
+A policy file that loads may still hold what is likely not meant, such as
+a policy that leaves some requests unlimited (no limits for a plan, a key
+that needs a header or form field some requests lack). Each is printed as
+file:line:col: warning: message; warnings alone leave the exit code 0,
+unless --strict is given.
 
 Examples:
 
@@ -30,9 +36,11 @@ Flags:
 
   --envoy PATH   an Envoy rate limit configuration file, or a directory of
                  .yaml files; repeatable
+  --strict       exit 1 when the policy file has warnings too
   --help         show this help
 
-Exit codes: 0 every file loads, 1 some file has problems, 2 usage error.
+Exit codes: 0 every file loads, 1 some file has problems (or, with
+--strict, warnings), 2 usage error.
 `
 
 // runCheck is "sluice check".
@@ -41,6 +49,7 @@ func runCheck(_ context.Context, args []string, stdout, stderr io.Writer) int {
 	fs.SetOutput(io.Discard)
 	var envoy listFlag
 	fs.Var(&envoy, "envoy", "")
+	strict := fs.Bool("strict", false, "")
 	help := fs.Bool("help", false, "")
 	fs.BoolVar(help, "h", false, "")
 	// Flags may come after the file: parse, take a positional, repeat.
@@ -75,7 +84,13 @@ func runCheck(_ context.Context, args []string, stdout, stderr io.Writer) int {
 			printProblems(stderr, err)
 			code = exitFailure
 		} else {
+			for _, w := range set.Warnings() {
+				fmt.Fprintf(stderr, "%s:%d:%d: warning: %s\n", w.File, w.Line, w.Column, w.Message)
+			}
 			fmt.Fprintf(stdout, "%s: OK: %s\n", files[0], summarize(set))
+			if *strict && len(set.Warnings()) > 0 {
+				code = exitFailure
+			}
 		}
 	}
 	if len(envoy.vals) > 0 {
@@ -128,6 +143,9 @@ func summarize(set *policy.Set) string {
 		s += ", store: redis sentinel"
 	default:
 		s += ", store: memory"
+	}
+	if n := len(set.Warnings()); n > 0 {
+		s += fmt.Sprintf(", %d warning%s", n, plural(n))
 	}
 	return s
 }

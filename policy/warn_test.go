@@ -1,0 +1,314 @@
+package policy
+
+import (
+	"context"
+	"fmt"
+	"net/http/httptest"
+	"strings"
+	"testing"
+)
+
+// What the plan warning is about: a policy with limits per plan and no
+// default limits decides nothing for a plan it does not list, nor for a
+// request with no plan.
+func TestWarnPlanWithoutLimitsIsUnlimited(t *testing.T) {
+	e := newTestEnforcer(t, `
+plans:
+  names: [free, pro, team]
+policies:
+  - name: api
+    plans:
+      free: ["1/m burst 1"]
+      pro: ["2/m burst 2"]
+`)
+	for _, tt := range []struct {
+		plan    string
+		allowed int // of 5 requests
+	}{
+		{"free", 1},
+		{"pro", 2},
+		{"team", 5},
+		{"", 5},
+	} {
+		allowed := 0
+		for range 5 {
+			r := httptest.NewRequest("GET", "/", nil)
+			out := e.Enforce(context.Background(), &Request{HTTP: r, Header: r.Header, Plan: tt.plan})
+			out.Done()
+			if out.Verdict == Allow {
+				allowed++
+			}
+		}
+		if allowed != tt.allowed {
+			t.Errorf("plan %q: %d of 5 allowed, want %d", tt.plan, allowed, tt.allowed)
+		}
+	}
+}
+
+// What the key warning is about: a key with a part the request lacks does
+// not apply, so a login keyed only by the account lets every request
+// without one through.
+func TestWarnKeyWithoutPartIsUnlimited(t *testing.T) {
+	e := newTestEnforcer(t, `
+policies:
+  - name: login
+    match: "POST /login"
+    key: form:username
+    limits: ["1/m burst 1"]
+`)
+	for _, tt := range []struct {
+		body    string
+		allowed int // of 5 requests
+	}{
+		{"username=alice&password=x", 1},
+		{"password=x", 5},
+	} {
+		allowed := 0
+		for range 5 {
+			r := httptest.NewRequest("POST", "/login", strings.NewReader(tt.body))
+			r.Header.Set("Content-Type", "application/x-www-form-urlencoded")
+			out := e.Enforce(context.Background(), &Request{HTTP: r, Header: r.Header})
+			out.Done()
+			if out.Verdict == Allow {
+				allowed++
+			}
+		}
+		if allowed != tt.allowed {
+			t.Errorf("body %q: %d of 5 allowed, want %d", tt.body, allowed, tt.allowed)
+		}
+	}
+}
+
+// warning is what one warning must say, and where.
+type warning struct {
+	line, col int
+	want      []string
+}
+
+// Each case is a file that loads, and the warnings it must give, in the
+// order of the file; none for a file whose every request is limited.
+func TestWarnings(t *testing.T) {
+	tests := []struct {
+		name  string
+		yaml  string
+		warns []warning
+	}{
+		// Plans.
+		{"plan not listed", `
+plans:
+  names: [free, pro, team]
+  default: free
+policies:
+  - name: api
+    plans:
+      free: ["10/m"]
+      pro: ["100/m"]
+`, []warning{{7, 5, []string{`policy "api" has no default limits and none for plan "team": `, "not limited by it"}}}},
+		{"default plan not listed", `
+plans:
+  names: [free, pro]
+  default: free
+policies:
+  - name: api
+    plans: {pro: ["100/m"]}
+`, []warning{{7, 5, []string{`policy "api"`, `none for plan "free" (plans.default)`}}}},
+		{"no default plan", `
+plans:
+  names: [free, pro]
+  header: X-Plan
+policies:
+  - name: api
+    plans: {free: ["10/m"], pro: ["100/m"]}
+`, []warning{{7, 5, []string{`policy "api"`, "none for requests with no plan (plans has no default)"}}}},
+		{"several gaps", `
+plans:
+  names: [free, pro, team]
+policies:
+  - name: api
+    limits: []
+    plans: {pro: ["100/m"]}
+`, []warning{{7, 5, []string{`none for plan "free", plan "team" and requests with no plan`}}}},
+		{"default limits", `
+plans:
+  names: [free, pro, team]
+policies:
+  - name: api
+    limits: ["10/m"]
+    plans: {pro: ["100/m"]}
+`, nil},
+		{"every plan listed, one unlimited on purpose", `
+plans:
+  names: [free, pro, enterprise]
+  default: free
+policies:
+  - name: api
+    plans: {free: ["10/m"], pro: ["100/m"], enterprise: []}
+`, nil},
+		{"plans no policy uses", `
+plans:
+  names: [free, pro]
+  api_key_header: X-API-Key
+  api_keys: {k1: pro}
+policies:
+  - name: api
+    limits: ["10/m"]
+`, []warning{{2, 1, []string{"no policy gives limits per plan", "the plans section has no effect"}}}},
+
+		// Keys a request may lack.
+		{"form field alone", `
+policies:
+  - name: login
+    match: "POST /login"
+    key: form:username
+    limits: ["5/m"]
+`, []warning{{5, 10, []string{`policy "login" does not limit requests without form:username`, "as in keys: [form:username, ip]"}}}},
+		{"form field beside ip", `
+policies:
+  - name: login
+    match: "POST /login"
+    keys: [form:username, ip]
+    limits: ["5/m"]
+`, nil},
+		{"user without authenticated", `
+policies:
+  - name: api
+    key: user
+    limits: ["5/m"]
+`, []warning{{4, 10, []string{`policy "api" does not limit requests without user`, "authenticated: true"}}}},
+		{"user, authenticated", `
+policies:
+  - name: api
+    match: {authenticated: true}
+    key: user
+    limits: ["5/m"]
+`, nil},
+		{"every key optional", `
+policies:
+  - name: api
+    keys: [user, "header:X-API-Key"]
+    limits: ["5/m"]
+`, []warning{{4, 5, []string{`policy "api" does not limit requests without user and header:x-api-key`, "keys: [user, header:x-api-key, ip]", "name: X-Api-Key, present: true"}}}},
+		{"header guaranteed", `
+policies:
+  - name: partner
+    match:
+      headers: [{name: x-api-key, present: true}]
+    key: "header:X-API-Key"
+    limits: ["5/m"]
+`, nil},
+		{"header equal to a value", `
+policies:
+  - name: partner
+    match:
+      headers: [{name: X-Tenant, equals: acme}]
+    key: [ip, "header:x-tenant"]
+    limits: ["5/m"]
+`, nil},
+		{"combined key with an optional part", `
+policies:
+  - name: api
+    key: [ip, user]
+    limits: ["5/m"]
+`, []warning{{4, 10, []string{"without user", "keys: [[ip, user], ip]"}}}},
+		{"path wildcard", `
+policies:
+  - name: export
+    match: "GET /export/{id}"
+    key: "path:id"
+    limits: ["5/m"]
+`, nil},
+		{"path wildcard that may be empty", `
+policies:
+  - name: files
+    match: "GET /files/{name...}"
+    key: "path:name"
+    limits: ["5/m"]
+`, []warning{{5, 10, []string{`policy "files" does not limit requests without path:name`, "{name...} is empty"}}}},
+		{"priority only", `
+policies:
+  - name: analytics
+    match: /analytics/
+    priority: low
+`, nil},
+
+		// Keys that never apply.
+		{"user of anonymous requests", `
+policies:
+  - name: anon
+    match: {authenticated: false}
+    key: user
+    limits: ["5/m"]
+`, []warning{{5, 10, []string{`key user of policy "anon" never applies`, "authenticated: false", "the policy limits nothing"}}}},
+		{"header the match excludes, beside ip", `
+policies:
+  - name: keyless
+    match:
+      headers: [{name: X-API-Key, present: false}]
+    keys: [ip, "header:x-api-key"]
+    limits: ["5/m"]
+`, []warning{{6, 16, []string{`key header:x-api-key of policy "keyless" never applies`, "without X-Api-Key"}}}},
+
+		// Client addresses.
+		{"every address trusted", `
+client_ip:
+  trusted_proxies: [10.0.0.0/8, 0.0.0.0/0, "::/0"]
+policies:
+  - {name: api, limits: ["5/m"]}
+`, []warning{
+			{3, 33, []string{"trusted proxy 0.0.0.0/0 spans much of the Internet", "X-Forwarded-For"}},
+			{3, 44, []string{"trusted proxy ::/0"}},
+		}},
+		{"private and proxy ranges trusted", `
+client_ip:
+  trusted_proxies: [10.0.0.0/8, "fc00::/7", 173.245.48.0/20, "2400:cb00::/32", 127.0.0.1]
+  header: X-Real-IP
+policies:
+  - {name: api, limits: ["5/m"]}
+`, nil},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			set, err := Load("f.yaml", []byte(tt.yaml))
+			if err != nil {
+				t.Fatalf("Load: %v", err)
+			}
+			got := set.Warnings()
+			if len(got) != len(tt.warns) {
+				t.Fatalf("%d warnings, want %d:\n%s", len(got), len(tt.warns), lines(got))
+			}
+			for i, w := range tt.warns {
+				g := got[i]
+				if g.File != "f.yaml" || g.Line != w.line || g.Column != w.col {
+					t.Errorf("warning %d at %s:%d:%d, want f.yaml:%d:%d: %s", i, g.File, g.Line, g.Column, w.line, w.col, g.Message)
+				}
+				for _, s := range w.want {
+					if !strings.Contains(g.Message, s) {
+						t.Errorf("warning %d %q lacks %q", i, g.Message, s)
+					}
+				}
+			}
+		})
+	}
+}
+
+// The configuration files sluice ships load without a warning: each is a
+// file people copy.
+func TestWarnNoneInShippedFiles(t *testing.T) {
+	for _, f := range []string{"../examples/sluice.yaml", "../server/demo.yaml"} {
+		set, err := LoadFile(f)
+		if err != nil {
+			t.Fatalf("%s: %v", f, err)
+		}
+		if w := set.Warnings(); len(w) > 0 {
+			t.Errorf("%s has warnings:\n%s", f, lines(w))
+		}
+	}
+}
+
+func lines(ps []Problem) string {
+	var b strings.Builder
+	for _, p := range ps {
+		fmt.Fprintln(&b, p)
+	}
+	return b.String()
+}
