@@ -1,6 +1,7 @@
 package sim
 
 import (
+	"math"
 	"math/rand/v2"
 	"time"
 )
@@ -10,21 +11,24 @@ import (
 // Scenario.Events. Every request they make costs 1.
 
 // Steady returns one request for key every interval, from from (included)
-// to to (excluded): a client at a constant pace.
+// to to (excluded): a client at a constant pace. It stops at MaxEvents
+// requests.
 func Steady(key string, from, to, every time.Duration) []Event {
 	if every <= 0 || to <= from {
 		return nil
 	}
-	events := make([]Event, 0, (to-from+every-1)/every)
-	for at := from; at < to; at += every {
-		events = append(events, Event{At: at, Key: key})
+	n := uint64(to-from-1)/uint64(every) + 1 // to-from may overflow int64, not uint64
+	events := make([]Event, min(n, MaxEvents))
+	for i := range events {
+		events[i] = Event{At: from + time.Duration(i)*every, Key: key}
 	}
 	return events
 }
 
-// Burst returns n requests for key, all at the same instant at.
+// Burst returns n requests for key, all at the same instant at: none if n
+// is not positive, MaxEvents if it is more.
 func Burst(key string, at time.Duration, n int) []Event {
-	events := make([]Event, n)
+	events := make([]Event, min(max(n, 0), MaxEvents))
 	for i := range events {
 		events[i] = Event{At: at, Key: key}
 	}
@@ -36,19 +40,23 @@ func Burst(key string, at time.Duration, n int) []Event {
 // from from (included) to to (excluded). The same source gives the same
 // requests. It stops at MaxEvents requests.
 func Poisson(src *rand.Rand, key string, from, to time.Duration, perSecond float64) []Event {
-	if perSecond <= 0 {
+	if !(perSecond > 0) || to <= from {
 		return nil
 	}
 	var events []Event
-	at := from
-	for {
-		gap := time.Duration(src.ExpFloat64() / perSecond * float64(time.Second))
-		at += gap.Truncate(time.Microsecond)
-		if at >= to || len(events) >= MaxEvents {
-			return events
+	for at := from; len(events) < MaxEvents; {
+		gap := src.ExpFloat64() / perSecond * float64(time.Second)
+		// to-at, positive, may overflow int64 but not uint64; a gap of
+		// more than 292 years ends the requests too.
+		if gap >= float64(uint64(to-at)) || gap >= math.MaxInt64/2 {
+			break
+		}
+		if at += time.Duration(gap).Truncate(time.Microsecond); at >= to {
+			break
 		}
 		events = append(events, Event{At: at, Key: key})
 	}
+	return events
 }
 
 // asClient names client as the sender of every event in events.
