@@ -393,6 +393,34 @@ func TestMaxKeysUnderShards(t *testing.T) {
 	}
 }
 
+// TestMaxKeysAfterDecideAll: a DecideAll over more new keys than a shard
+// may hold takes the shard over its bound (it does not forget a state it
+// has just written); the next new keys bring it back under.
+func TestMaxKeysAfterDecideAll(t *testing.T) {
+	ctx := context.Background()
+	l := mustLimit(t, "fixed_window 5/d")
+	const maxKeys = 3
+	s := memory.New(memory.Options{Clock: ratetest.NewClock(start), Shards: 1, MaxKeys: maxKeys})
+	reqs := make([]rate.Request, 6)
+	for i := range reqs {
+		reqs[i] = rate.Request{Key: fmt.Sprint("all-", i), Limit: l, Cost: 1}
+	}
+	if _, err := s.DecideAll(ctx, reqs, make([]rate.Decision, len(reqs))); err != nil {
+		t.Fatal(err)
+	}
+	if n := s.Len(); n != len(reqs) {
+		t.Fatalf("after a DecideAll over %d new keys: Len() = %d, want all %d kept", len(reqs), n, len(reqs))
+	}
+	for i := range 3 {
+		if _, err := s.Decide(ctx, rate.Request{Key: fmt.Sprint("one-", i), Limit: l, Cost: 1}); err != nil {
+			t.Fatal(err)
+		}
+		if n := s.Len(); n > maxKeys {
+			t.Errorf("after %d more new keys: Len() = %d, want at most MaxKeys %d", i+1, n, maxKeys)
+		}
+	}
+}
+
 // TestExpiryPastTicks: a state that is fresh again only after the last
 // tick 32 bits hold (in September 2112) is never reclaimed before then.
 func TestExpiryPastTicks(t *testing.T) {

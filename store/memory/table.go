@@ -349,10 +349,13 @@ func fresh(st *rate.State) bool {
 // an entry first if the shard is full. protect lists keys that eviction
 // must not pick (those of the DecideAll call in progress); when it leaves
 // nothing to evict, the shard goes over its bound rather than forget a
-// state it has just committed.
+// state it has just committed, and the next inserts bring it back.
 func (s *shard) insert(key string, h uint32, st *rate.State, expires, now int64, protect []rate.Request) {
-	if s.max >= 0 && s.n >= s.max {
-		s.evict(now, protect)
+	for s.max >= 0 && s.n >= s.max {
+		n := s.n
+		if s.evict(now, protect); s.n == n {
+			break // every entry is protected
+		}
 	}
 	if 4*(s.n+1) > 3*len(s.table) {
 		// Grow by a quarter: idle keys are the bulk of the memory.
