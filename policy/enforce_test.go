@@ -46,13 +46,7 @@ func TestFormKeySeesTheHandlersAccount(t *testing.T) {
 		{"another account in the query", "/login?username=someone-else", "username=victim&password=c", viaFormValue},
 	} {
 		t.Run(tt.name, func(t *testing.T) {
-			e := newTestEnforcer(t, `
-policies:
-  - name: login
-    match: "POST /login"
-    key: form:username
-    limits: ["1/m burst 1"]
-`)
+			e := newTestEnforcer(t, loginByAccount)
 			login := func(target, body string) (Verdict, string) {
 				r := httptest.NewRequest("POST", target, strings.NewReader(body))
 				r.Header.Set("Content-Type", "application/x-www-form-urlencoded")

@@ -14,6 +14,16 @@ import (
 	"testing"
 )
 
+// loginByAccount is a policy file that allows one login a minute per
+// account, keyed by the form field username.
+const loginByAccount = `
+policies:
+  - name: login
+    match: "POST /login"
+    key: form:username
+    limits: ["1/m burst 1"]
+`
+
 // formPart is one part of a multipart body for the tests.
 type formPart struct {
 	name, file, value string
@@ -123,13 +133,7 @@ policies:
 // shares one key rather than pass unlimited. The body reaches the handler
 // whole.
 func TestFormKeyUnreadMultipart(t *testing.T) {
-	e := newTestEnforcer(t, `
-policies:
-  - name: login
-    match: "POST /login"
-    key: form:username
-    limits: ["1/m burst 1"]
-`)
+	e := newTestEnforcer(t, loginByAccount)
 	login := func(user string) Verdict {
 		t.Helper()
 		body, ct := multipartBody(t, formPart{name: "pad", file: "pad.bin", value: strings.Repeat("p", maxFormScan)}, formPart{name: "username", value: user})

@@ -49,13 +49,7 @@ policies:
 // not apply, so a login keyed only by the account lets every request
 // without one through.
 func TestWarnKeyWithoutPartIsUnlimited(t *testing.T) {
-	e := newTestEnforcer(t, `
-policies:
-  - name: login
-    match: "POST /login"
-    key: form:username
-    limits: ["1/m burst 1"]
-`)
+	e := newTestEnforcer(t, loginByAccount)
 	for _, tt := range []struct {
 		body    string
 		allowed int // of 5 requests
