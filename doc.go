@@ -66,7 +66,10 @@
 // sluice serve does, per policy). In every mode it stops sending calls to
 // a store it knows is down, probing it with backoff instead, and a refusal
 // the store can still give without I/O (the Redis store's deny cache)
-// stands.
+// stands. A store that hangs is down too, even when every caller's
+// deadline ends its calls first: once it has completed no call for longer
+// than MaxSilence. A store that still answers, however slowly under load,
+// is not.
 //
 // # Decisions
 //

@@ -97,6 +97,7 @@ const (
 	DefaultFallbackRetryAfter = time.Second
 	DefaultProbeMinBackoff    = 100 * time.Millisecond
 	DefaultProbeMaxBackoff    = 5 * time.Second
+	DefaultFallbackMaxSilence = time.Second
 )
 
 // FallbackOptions configures a Fallback. The zero value fails open after a
@@ -111,6 +112,19 @@ type FallbackOptions struct {
 	// caller's context, for a primary that bounds its own calls (the
 	// Redis store with CallTimeout), which spares a timer per decision.
 	Timeout time.Duration
+	// MaxSilence is how long the primary may complete no call before a
+	// call that ends by its caller's deadline counts as its failure. A
+	// caller whose deadline comes before Timeout (Envoy sends one of about
+	// 20ms with every call) ends the call itself, so a hung primary
+	// (connections open, nothing answered) would never fail one; a primary
+	// that still completes calls, however slowly some go under load, is
+	// not hung, and its callers' deadlines stay theirs. Set it to the
+	// primary's own bound when Timeout is negative. Zero means Timeout if
+	// positive, else DefaultFallbackMaxSilence (1s); negative means a call
+	// ended by its caller's deadline never counts. A call its caller
+	// cancelled never counts, unless within 2ms of its deadline: that is
+	// how a gRPC server sees its client's deadline pass.
+	MaxSilence time.Duration
 	// RetryAfter is the RetryAfter of FailClosed's refusals, and of
 	// FailLocal's refusals of a cost above an instance's share. Zero or
 	// negative means DefaultFallbackRetryAfter (1s).
@@ -143,7 +157,8 @@ type FallbackStats struct {
 	// failure mode made (with FailError, the calls it answered with an
 	// error).
 	Primary, Fallback uint64
-	// Failures counts calls to the primary that failed or timed out.
+	// Failures counts calls to the primary that failed or timed out,
+	// those ended by their caller's deadline after MaxSilence included.
 	Failures uint64
 	// Probes counts calls sent to the primary while it was down.
 	Probes uint64
@@ -167,13 +182,17 @@ type FallbackStats struct {
 //
 // Requests that could never be decided (an invalid limit, a cost above the
 // capacity, a negative cost) return their error without a fallback, and so
-// does a call whose own context ends first: those are the caller's, not
-// the primary's. [Fallback.DecideAllSource] also says who decided.
+// does a call whose own context ends first: those are the caller's. Such a
+// call is no failure of the primary, unless its caller's deadline passed
+// while the primary had completed no call for longer than MaxSilence: a
+// hung primary is declared down even when every caller's deadline comes
+// before Timeout. [Fallback.DecideAllSource] also says who decided.
 type Fallback struct {
 	primary    Store
 	local      Store
 	mode       FailureMode
 	timeout    time.Duration
+	silence    time.Duration // MaxSilence, resolved; negative: never
 	retryAfter time.Duration
 	instances  int64
 	minBackoff time.Duration
@@ -189,6 +208,13 @@ type Fallback struct {
 	since   time.Time // when the primary went down
 	lastErr error     // the primary's last failure while down
 
+	// The last silence of the primary (see silentFor) began at
+	// silentSince, when primaryN was silentAt-1, and runs while they still
+	// match. silentSince is guarded by mu; silentAt is written under mu
+	// and read without.
+	silentSince time.Time
+	silentAt    atomic.Uint64
+
 	primaryN, fallbackN, failures, probes, outages, recoveries atomic.Uint64
 }
 
@@ -201,6 +227,7 @@ func NewFallback(primary Store, opts FallbackOptions) *Fallback {
 		local:      opts.Local,
 		mode:       opts.Mode,
 		timeout:    opts.Timeout,
+		silence:    opts.MaxSilence,
 		retryAfter: opts.RetryAfter,
 		instances:  int64(max(1, opts.Instances)),
 		minBackoff: opts.MinBackoff,
@@ -210,6 +237,12 @@ func NewFallback(primary Store, opts FallbackOptions) *Fallback {
 	}
 	if f.timeout == 0 {
 		f.timeout = DefaultFallbackTimeout
+	}
+	if f.silence == 0 {
+		f.silence = DefaultFallbackMaxSilence
+		if f.timeout > 0 {
+			f.silence = f.timeout
+		}
 	}
 	if f.retryAfter <= 0 {
 		f.retryAfter = DefaultFallbackRetryAfter
@@ -268,14 +301,20 @@ func (f *Fallback) DecideAllSource(ctx context.Context, reqs []rate.Request, out
 		return rate.Combine(nil), SourcePrimary, nil
 	}
 	probe := false
-	if f.down.Load() {
+	down := f.down.Load()
+	if down || f.silentAt.Load() == f.primaryN.Load()+1 {
 		if c, ok := f.primary.(cachedDecider); ok {
 			if d, ok := c.DecideCached(reqs, out); ok {
-				// A refusal the primary gave before it went down, still in
-				// force: exact, whatever the mode would have guessed.
+				// A refusal the primary gave, still in force: exact,
+				// whatever the mode would have guessed. While it is silent,
+				// the primary would answer the same without I/O, and that
+				// success would end the silence (see silentFor): asked
+				// here, it does not.
 				return d, SourcePrimary, nil
 			}
 		}
+	}
+	if down {
 		if !f.startProbe() {
 			return f.fallback(ctx, reqs, out, nil)
 		}
@@ -285,8 +324,8 @@ func (f *Fallback) DecideAllSource(ctx context.Context, reqs []rate.Request, out
 	cctx, cancel := ctx, context.CancelFunc(func() {})
 	if f.timeout > 0 {
 		// A caller whose own deadline comes first (Envoy sends one with
-		// every call) needs no timer of its own: its deadline ends the
-		// call, and the failure is the caller's, as it would be anyway.
+		// every call) needs no timer of ours: its deadline ends the call,
+		// and hung tells whether that is the primary's failure.
 		if dl, ok := ctx.Deadline(); !ok || time.Until(dl) > f.timeout {
 			cctx, cancel = context.WithTimeout(ctx, f.timeout)
 		}
@@ -298,9 +337,18 @@ func (f *Fallback) DecideAllSource(ctx context.Context, reqs []rate.Request, out
 		f.up(probe)
 		return d, SourcePrimary, nil
 	}
-	if ctx.Err() != nil {
-		// The caller gave up: not the primary's failure.
-		if probe {
+	if ctx.Err() != nil || errors.Is(err, context.DeadlineExceeded) && deadlineNear(ctx) {
+		// The caller's context ended the call, or was about to: a store
+		// may see the deadline pass a moment before the context says so
+		// (the Redis client sets its connections' deadlines from the
+		// context's). The error is the caller's, with no decision after
+		// its deadline. The primary failed too if it is hung; a failed
+		// probe then doubles the backoff rather than leave the next call
+		// to probe again.
+		if f.hung(ctx) {
+			f.failures.Add(1)
+			f.fail(err, probe)
+		} else if probe {
 			f.probing.Store(false)
 		}
 		return rate.Decision{}, SourcePrimary, err
@@ -310,9 +358,74 @@ func (f *Fallback) DecideAllSource(ctx context.Context, reqs []rate.Request, out
 	return f.fallback(ctx, reqs, out, err)
 }
 
+// hung reports whether a call that its caller's context ended counts as a
+// failure of the primary: the caller's deadline passed (see deadlineNear),
+// and the primary has completed no call for longer than the silence bound.
+//
+// The caller's deadline alone proves nothing: under load, calls queue and
+// some callers' deadlines pass while the primary answers the others, and
+// taking it down then would switch limiting to the failure mode (no
+// limiting at all, with FailOpen) exactly when it is needed. Silence is
+// what a hung primary shows, and what the primary's own bound would have
+// caught had the callers given it time. A cancellation never counts: the
+// client went away, whatever the primary does.
+func (f *Fallback) hung(ctx context.Context) bool {
+	if f.silence < 0 || !deadlineNear(ctx) {
+		return false
+	}
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	return f.silentFor(f.clock.Now()) > f.silence
+}
+
+// deadlineSlack is how near its deadline a context that ended, or a call
+// that reports a deadline, counts as ended by the caller's deadline: well
+// above the jitter of a network's latency.
+const deadlineSlack = 2 * time.Millisecond
+
+// deadlineNear reports whether ctx's deadline has passed or is within
+// deadlineSlack: whether a call that ended with it ended by its deadline,
+// rather than because its caller went away. A gRPC client whose deadline
+// passes resets the call (Envoy does), and the reset cancels the server's
+// context about when the server's own copy of the deadline, which started
+// as the call arrived, would pass: most often just before. So a
+// cancellation that near the deadline is the deadline.
+func deadlineNear(ctx context.Context) bool {
+	if errors.Is(ctx.Err(), context.DeadlineExceeded) {
+		return true
+	}
+	dl, ok := ctx.Deadline()
+	return ok && time.Until(dl) <= deadlineSlack
+}
+
+// silentFor returns for how long the primary has completed no call, as the
+// calls that failed or went unanswered tell: the first of them after a
+// success starts a silence, and the next success ends it.
+//
+// A success is seen as primaryN moving on, a counter it increments anyway:
+// the successful path, the hot one (about 100µs per decision through
+// Redis), writes nothing more and reads no clock; only failing calls lock
+// and write. So the silence starts when the first call ends, not when it
+// was sent, which costs a hang about one caller's deadline before it is
+// declared. A success must be the primary's answer: a refusal from its
+// deny cache, without I/O, is asked for before the call while a silence
+// runs, so that it does not count.
+//
+// What the rule cannot tell is a primary that was idle: two calls ended by
+// their callers' deadlines further apart than the bound, and no success
+// between them, declare it down; the first probe that succeeds, after
+// MinBackoff, brings it back. Requires that mu is held.
+func (f *Fallback) silentFor(now time.Time) time.Duration {
+	if n := f.primaryN.Load() + 1; f.silentAt.Load() != n {
+		f.silentSince = now
+		f.silentAt.Store(n)
+	}
+	return now.Sub(f.silentSince)
+}
+
 // cachedDecider is a store that can sometimes decide without I/O, like the
-// Redis store from its deny cache. While the primary is down, Fallback asks
-// it first.
+// Redis store from its deny cache. While the primary is down or silent,
+// Fallback asks it first.
 type cachedDecider interface {
 	// DecideCached decides reqs as DecideAll would, if it can without I/O,
 	// and reports whether it did.
@@ -366,6 +479,9 @@ func (f *Fallback) fail(err error, probe bool) {
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	now := f.clock.Now()
+	// A failure is silence too: a probe that the caller's deadline ends
+	// while the primary stays down counts from the outage on.
+	f.silentFor(now)
 	switch {
 	case !f.down.Load():
 		f.down.Store(true)

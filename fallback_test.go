@@ -20,10 +20,12 @@ import (
 
 // breakable is a real memory store that can be made to fail, or to hang
 // until its caller's context ends, as a remote store does when its server
-// is gone or stuck.
+// is gone or stuck. Hung in state 3, it reports its caller's deadline a
+// millisecond before the context does, as the Redis client does: it sets
+// its connections' deadlines from the context's.
 type breakable struct {
 	sluice.Store
-	state atomic.Int32 // 0 works, 1 fails, 2 hangs
+	state atomic.Int32 // 0 works, 1 fails, 2 hangs, 3 hangs and sees the deadline first
 	calls atomic.Int64
 }
 
@@ -37,6 +39,20 @@ func (b *breakable) DecideAll(ctx context.Context, reqs []rate.Request, out []ra
 	case 2:
 		<-ctx.Done()
 		return rate.Decision{}, ctx.Err()
+	case 3:
+		dl, ok := ctx.Deadline()
+		if !ok {
+			<-ctx.Done()
+			return rate.Decision{}, ctx.Err()
+		}
+		early := time.NewTimer(time.Until(dl) - time.Millisecond)
+		defer early.Stop()
+		select {
+		case <-early.C:
+			return rate.Decision{}, fmt.Errorf("read: %w", context.DeadlineExceeded)
+		case <-ctx.Done():
+			return rate.Decision{}, ctx.Err()
+		}
 	}
 	return b.Store.DecideAll(ctx, reqs, out)
 }
@@ -447,3 +463,241 @@ func TestFallbackAsksTheCacheWhileDown(t *testing.T) {
 		t.Fatalf("other keys while down: %v, want fail open", d)
 	}
 }
+
+// shortDeadline is the deadline of a caller that a hung primary makes
+// wait it out: short, as Envoy's are.
+const shortDeadline = 5 * time.Millisecond
+
+// callBy calls f as Envoy does, with a deadline of the caller's own, d of
+// wall time: a hung primary costs the test d per call, while the
+// Fallback's clock, fake, stands still unless the test moves it.
+func callBy(f *sluice.Fallback, d time.Duration, r rate.Request) (rate.Decision, sluice.Source, error) {
+	ctx, cancel := context.WithTimeout(context.Background(), d)
+	defer cancel()
+	return f.DecideAllSource(ctx, []rate.Request{r}, make([]rate.Decision, 1))
+}
+
+// A primary that hangs while every caller's deadline comes before the
+// Timeout is down once it has completed no call for longer than the
+// silence bound (MaxSilence; Timeout when that is positive): the failure
+// mode applies, a probe ended by its caller's deadline is a failed probe,
+// and the first probe answered brings the primary back.
+func TestFallbackHungPrimary(t *testing.T) {
+	for _, c := range []struct {
+		name  string
+		opts  sluice.FallbackOptions
+		hang  int32         // the primary's state
+		bound time.Duration // 0: never down
+		src   sluice.Source // of the calls while down
+	}{
+		{"timeout", sluice.FallbackOptions{Mode: sluice.FailClosed}, 2, sluice.DefaultFallbackTimeout, sluice.SourceFailClosed},
+		{"max silence", sluice.FallbackOptions{Mode: sluice.FailLocal, Timeout: -1, MaxSilence: 200 * time.Millisecond}, 2, 200 * time.Millisecond, sluice.SourceLocal},
+		{"default", sluice.FallbackOptions{Mode: sluice.FailError, Timeout: -1}, 2, sluice.DefaultFallbackMaxSilence, sluice.SourceError},
+		{"deadline seen first", sluice.FallbackOptions{Mode: sluice.FailClosed, Timeout: -1, MaxSilence: 50 * time.Millisecond}, 3, 50 * time.Millisecond, sluice.SourceFailClosed},
+		{"never", sluice.FallbackOptions{Mode: sluice.FailClosed, MaxSilence: -1}, 2, 0, 0},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			c.opts.MinBackoff = 100 * time.Millisecond
+			f, b, clk, _ := setup(t, c.opts)
+			r := rate.Request{Key: "k", Limit: tenPerMinute, Cost: 1}
+			if _, src, err := callBy(f, time.Second, r); err != nil || src != sluice.SourcePrimary {
+				t.Fatalf("healthy: %v %v", src, err)
+			}
+			b.state.Store(c.hang)
+			silence := c.bound
+			if silence == 0 {
+				silence = time.Minute
+			}
+			// The first call ended unanswered starts the silence; each
+			// next one is one step later on the Fallback's clock.
+			for i, step := range []time.Duration{0, silence / 2, silence / 2, time.Millisecond} {
+				clk.Advance(step)
+				_, _, err := callBy(f, shortDeadline, r)
+				if !errors.Is(err, context.DeadlineExceeded) {
+					t.Fatalf("step %d: %v, want the caller's DeadlineExceeded", i, err)
+				}
+				if want := c.bound > 0 && i == 3; f.Stats().Down != want {
+					t.Fatalf("step %d, silent for %v of %v: stats %+v, want down %v", i, step, c.bound, f.Stats(), want)
+				}
+			}
+			if c.bound == 0 {
+				if st := f.Stats(); st.Failures != 0 {
+					t.Fatalf("stats %+v: a caller's deadline counted with MaxSilence negative", st)
+				}
+				return
+			}
+			calls := b.calls.Load()
+			for range 5 {
+				d, src, err := callBy(f, shortDeadline, r)
+				ok := src == c.src
+				switch c.src {
+				case sluice.SourceFailClosed:
+					ok = ok && err == nil && !d.Allowed
+				case sluice.SourceLocal:
+					ok = ok && err == nil && d.Allowed
+				case sluice.SourceError:
+					ok = ok && errors.Is(err, sluice.ErrStoreDown)
+				}
+				if !ok {
+					t.Fatalf("while down: %v %v %v, want decided by %v at once", d, src, err, c.src)
+				}
+			}
+			if got := b.calls.Load() - calls; got != 0 {
+				t.Fatalf("%d calls reached the hung primary while it was known down, want 0", got)
+			}
+			// The probe, still hung, fails and doubles the backoff: the
+			// next call is not a probe, nor one 100ms later.
+			for _, step := range []struct {
+				advance time.Duration
+				sent    int64
+			}{{100 * time.Millisecond, 1}, {0, 0}, {100 * time.Millisecond, 0}} {
+				clk.Advance(step.advance)
+				calls := b.calls.Load()
+				callBy(f, shortDeadline, r)
+				if got := b.calls.Load() - calls; got != step.sent {
+					t.Fatalf("after +%v: %d calls reached the hung primary, want %d (stats %+v)", step.advance, got, step.sent, f.Stats())
+				}
+			}
+			if st := f.Stats(); st.Probes != 1 || st.Failures != 2 || !st.Down {
+				t.Fatalf("after a probe ended by its caller's deadline: %+v, want 1 probe, 2 failures, down", st)
+			}
+			b.state.Store(0)
+			clk.Advance(100 * time.Millisecond)
+			if d, src, err := callBy(f, time.Second, r); err != nil || src != sluice.SourcePrimary || !d.Allowed {
+				t.Fatalf("answered probe: %v %v %v, want decided by the primary", d, src, err)
+			}
+			if st := f.Stats(); st.Down || st.Outages != 1 || st.Recoveries != 1 {
+				t.Errorf("stats %+v: want up, 1 outage, 1 recovery", st)
+			}
+		})
+	}
+}
+
+// A loaded primary is slow for some calls, whose callers' deadlines pass,
+// and completes others: it is not hung, however long that goes on, and
+// the calls it completes end each silence before it is long enough. Nor
+// is a slow call its failure when the primary reports the deadline before
+// the caller's context does.
+func TestFallbackLoadedPrimaryStaysUp(t *testing.T) {
+	f, b, clk, _ := setup(t, sluice.FallbackOptions{Mode: sluice.FailOpen, Timeout: -1, MaxSilence: 50 * time.Millisecond})
+	r := rate.Request{Key: "k", Limit: rate.Limit{Count: 1000, Period: time.Second}, Cost: 1}
+	for i := range 40 { // 1.2s, 24 times the bound
+		clk.Advance(30 * time.Millisecond)
+		for _, slow := range []int32{2, 3} { // queued past the caller's deadline
+			b.state.Store(slow)
+			if _, _, err := callBy(f, shortDeadline, r); !errors.Is(err, context.DeadlineExceeded) {
+				t.Fatalf("round %d, the slow call: %v, want DeadlineExceeded", i, err)
+			}
+		}
+		b.state.Store(0)
+		if _, src, err := callBy(f, time.Second, r); err != nil || src != sluice.SourcePrimary {
+			t.Fatalf("round %d, the call completed: %v %v, want decided by the primary", i, src, err)
+		}
+	}
+	if st := f.Stats(); st.Down || st.Failures != 0 || st.Primary != 40 {
+		t.Errorf("stats %+v: a primary that answered every 30ms was declared down", st)
+	}
+}
+
+// cachesFirst is a primary that, like the Redis store, answers a refusal
+// still in force from its deny cache, without I/O, before it hangs.
+type cachesFirst struct{ *withDenyCache }
+
+func (c cachesFirst) DecideAll(ctx context.Context, reqs []rate.Request, out []rate.Decision) (rate.Decision, error) {
+	if d, ok := c.DecideCached(reqs, out); ok {
+		return d, nil
+	}
+	return c.breakable.DecideAll(ctx, reqs, out)
+}
+
+// A hung primary's deny cache still answers, without I/O: that is no sign
+// of life, and refusals of a spammer's key in between do not keep the
+// primary from being declared down.
+func TestFallbackHungPrimaryDenyCacheIsNoAnswer(t *testing.T) {
+	clk := ratetest.NewClock(time.Date(2024, 6, 1, 12, 0, 0, 0, time.UTC))
+	w := &withDenyCache{breakable: &breakable{Store: memory.New(memory.Options{Clock: clk})}, denied: "spammer"}
+	f := sluice.NewFallback(cachesFirst{w}, sluice.FallbackOptions{Mode: sluice.FailClosed, Timeout: -1, MaxSilence: 50 * time.Millisecond, Clock: clk})
+	w.state.Store(2)
+	spam := rate.Request{Key: "spammer", Limit: tenPerMinute, Cost: 1}
+	r := rate.Request{Key: "k", Limit: tenPerMinute, Cost: 1}
+	for i := range 6 { // 60ms
+		if d, src, err := callBy(f, time.Second, spam); err != nil || d.Allowed || src != sluice.SourcePrimary {
+			t.Fatalf("step %d, the spammer: %v %v %v, want the cached refusal", i, d, src, err)
+		}
+		if _, _, err := callBy(f, shortDeadline, r); !errors.Is(err, context.DeadlineExceeded) {
+			t.Fatalf("step %d: %v, want DeadlineExceeded", i, err)
+		}
+		clk.Advance(10 * time.Millisecond)
+	}
+	if _, _, err := callBy(f, shortDeadline, r); !errors.Is(err, context.DeadlineExceeded) {
+		t.Fatalf("after 60ms: %v, want DeadlineExceeded", err)
+	}
+	if st := f.Stats(); !st.Down || st.Outages != 1 {
+		t.Errorf("stats %+v: a hung primary whose deny cache answered was not declared down", st)
+	}
+}
+
+// A caller that cancels (the client went away) ends the call: that never
+// counts against the primary, however long it has been silent, unless it
+// comes at the deadline, as a gRPC client's reset does.
+func TestFallbackCancelIsNoFailure(t *testing.T) {
+	f, b, clk, _ := setup(t, sluice.FallbackOptions{Mode: sluice.FailClosed, Timeout: -1, MaxSilence: 50 * time.Millisecond})
+	b.state.Store(2)
+	r := rate.Request{Key: "k", Limit: tenPerMinute, Cost: 1}
+	cancelled := func() error {
+		// A deadline as Envoy sends, far off; the client goes first.
+		ctx, cancel := context.WithTimeout(context.Background(), time.Hour)
+		defer cancel()
+		timer := time.AfterFunc(shortDeadline, cancel)
+		defer timer.Stop()
+		_, err := f.Decide(ctx, r)
+		return err
+	}
+	deadline := func() error {
+		_, _, err := callBy(f, shortDeadline, r)
+		return err
+	}
+	// A gRPC server's context when its client's deadline passes: the
+	// client resets the call, which cancels it a moment before the
+	// server's own copy of the deadline passes.
+	reset := func() error {
+		ctx, cancel := context.WithCancel(context.Background())
+		defer cancel()
+		timer := time.AfterFunc(shortDeadline, cancel)
+		defer timer.Stop()
+		_, err := f.Decide(resetCtx{ctx, time.Now().Add(shortDeadline + time.Millisecond)}, r)
+		return err
+	}
+	for _, step := range []struct {
+		advance time.Duration
+		call    func() error
+		err     error
+		down    bool
+	}{
+		{0, cancelled, context.Canceled, false},
+		{time.Second, cancelled, context.Canceled, false},
+		{time.Second, cancelled, context.Canceled, false},
+		{0, deadline, context.DeadlineExceeded, false}, // the silence starts
+		{time.Second, cancelled, context.Canceled, false},
+		{0, reset, context.Canceled, true}, // at the deadline: counts
+	} {
+		clk.Advance(step.advance)
+		if err := step.call(); !errors.Is(err, step.err) {
+			t.Fatalf("after +%v: %v, want %v", step.advance, err, step.err)
+		}
+		if st := f.Stats(); st.Down != step.down {
+			t.Fatalf("after +%v, a call ended by %v: stats %+v, want down %v", step.advance, step.err, st, step.down)
+		}
+	}
+	if st := f.Stats(); st.Failures != 1 {
+		t.Errorf("stats %+v: want 1 failure, the reset's after a second of silence", st)
+	}
+}
+
+// resetCtx is a context with a deadline that only its cancellation ends.
+type resetCtx struct {
+	context.Context
+	deadline time.Time
+}
+
+func (r resetCtx) Deadline() (time.Time, bool) { return r.deadline, true }

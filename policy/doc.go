@@ -60,8 +60,10 @@
 // (decide in this process, with each limit divided by instances).
 // Every failure is reported to the Observer; the first after a success,
 // and the recovery, are logged. A call cut short because the request
-// itself ended is no failure of the store: the request is Unavailable,
-// and nothing is logged or observed.
+// itself ended is not reported: the request is Unavailable, and nothing
+// is logged or observed. (A store's breaker, sluice.Fallback, may still
+// count it against a store that has answered nothing for a while: a hung
+// one.)
 //
 // Priorities: with a concurrency section, requests in flight are bounded
 // and each priority may fill only its share of the slots (low 50%, normal

@@ -71,8 +71,12 @@ func (s *Server) openStore(c policy.StoreConfig) (*storeHandle, error) {
 	RegisterRedis(s.reg, rs.Stats)
 	// The breaker counts the store's timeouts and errors as failures and
 	// probes Redis with backoff while it is down; the instrumentation
-	// outside it counts what requests see, ErrStoreDown included.
-	h.breaker = sluice.NewFallback(rs, sluice.FallbackOptions{Mode: sluice.FailError, Timeout: -1, Logger: s.log, Clock: s.clock})
+	// outside it counts what requests see, ErrStoreDown included. A
+	// request whose own deadline comes before the timeout (Envoy's do)
+	// ends its call itself: it counts too once Redis has completed no call
+	// for longer than the timeout, so that a hung Redis is declared down
+	// as a failing one is, while a loaded one that still answers is not.
+	h.breaker = sluice.NewFallback(rs, sluice.FallbackOptions{Mode: sluice.FailError, Timeout: -1, MaxSilence: timeout, Logger: s.log, Clock: s.clock})
 	h.store = newInstrumented(h.breaker, "redis", s.m)
 	h.client = client
 	h.close = sync.OnceFunc(client.Close)
