@@ -33,15 +33,16 @@
 // path:NAME for a wildcard of the pattern, form:NAME for a form field as
 // the handler's r.FormValue reads it, from a url-encoded or multipart body
 // or the query string; the handler still gets the body whole, and a field
-// that may lie past 10 MB of a multipart body is keyed as one value for
-// all such requests); key: [ip, user] combines parts into one key, keys:
-// [user, ip] limits each separately (a login must pass both). A key with a
-// part the request lacks does not apply to it. The default key is ip.
-// Stored keys read prefix:policy:tag:part=value|part=value, where tag is a
-// hash of the limit, so a reload keeps the counters of unchanged limits
-// and starts changed ones afresh; values longer than 64 bytes or holding |
-// { } # or non-printable bytes are replaced by a hash, so a client can
-// neither grow keys nor forge their structure.
+// that may lie past one of net/http's bounds on forms (10 MB, 1000 parts)
+// is keyed as one value for all such requests); key: [ip, user] combines
+// parts into one key, keys: [user, ip] limits each separately (a login
+// must pass both). A key with a part the request lacks does not apply to
+// it. The default key is ip. Stored keys read
+// prefix:policy:tag:part=value|part=value, where tag is a hash of the
+// limit, so a reload keeps the counters of unchanged limits and starts
+// changed ones afresh; values longer than 64 bytes or holding | { } # or
+// non-printable bytes are replaced by a hash, so a client can neither grow
+// keys nor forge their structure.
 //
 // Limits are written as rate.ParseLimit reads them. A daily limit with no
 // algorithm named (1000/d) is a fixed_window over UTC days, as a monthly

@@ -1,12 +1,15 @@
 package policy
 
 import (
+	"bytes"
 	"errors"
 	"io"
+	"math"
 	"mime"
 	"mime/multipart"
 	"net/http"
 	"net/url"
+	"reflect"
 )
 
 // Form fields, for form:NAME key parts.
@@ -26,36 +29,55 @@ import (
 // or reads the raw bytes (to check a signature, say), and a proxy must
 // forward it whole: what the key reads is kept and given again before the
 // rest (formBody). A url-encoded form is parsed by Request.ParseForm, so
-// the handler finds it parsed (net/http reads at most 10 MB of it). A
-// multipart body is read only as far as the field: a file part before it
-// is read past, and kept, up to maxFormScan; a field not found by then is
-// unknown, and the key part takes one value for all such requests
-// (unreadForm) rather than let them through unlimited.
+// the handler finds it parsed (net/http reads at most 10 MB of it, or all
+// of it under http.MaxBytesReader). A multipart body is read only as far
+// as the field: a file part before it is read past, and kept, up to
+// maxFormScan.
+//
+// Past one of net/http's default bounds (10 MB of url-encoded body,
+// maxFormFields fields in it, maxFormParts parts, a part's header lines)
+// the field is unknown, not missing: an upstream behind sluice serve may
+// lift the bound (http.MaxBytesReader, GODEBUG multipartmaxparts,
+// urlmaxqueryparams, multipartmaxheaders, or an older go line in its
+// go.mod) and read the field. Such a key part takes one value for all
+// these requests (unreadForm) rather than let them through unlimited.
 
 // maxFormScan bounds how much of a multipart body a key reads and keeps
 // to find a field: net/http's bound on a url-encoded form.
 const maxFormScan = 10 << 20
 
-// maxFormParts is net/http's bound on the parts of a multipart form: the
-// handler's ParseMultipartForm fails beyond it and sees none of the body's
-// fields.
+// maxFormParts is net/http's default bound on the parts of a multipart
+// form (GODEBUG multipartmaxparts).
 const maxFormParts = 1000
 
+// maxFormFields is net/url's default bound on the fields of a query
+// (GODEBUG urlmaxqueryparams): ParseQuery reads none of a longer one.
+const maxFormFields = 10000
+
+// maxBytesReader is the type of http.MaxBytesReader's bodies, of which
+// ParseForm reads a url-encoded form whole.
+var maxBytesReader = reflect.TypeOf(http.MaxBytesReader(nil, nil, 0))
+
 // unreadForm is the value of a form:NAME part when the field may be in a
-// multipart body beyond maxFormScan. A value written into a key never
-// starts with # but as a hash of 22 characters (appendValue), so no client
-// can send this one.
+// body past a bound. A value written into a key never starts with # but
+// as a hash of 22 characters (appendValue), so no client can send this
+// one.
 const unreadForm = "#unread"
 
 // formValue returns the form field name of r as r.FormValue would return
 // it to the handler, and reports whether it could tell: false when the
-// field may be in a multipart body past maxFormScan.
+// field may be in a body past a bound.
 func formValue(r *http.Request, name string) (string, bool) {
 	if r == nil {
 		return "", true
 	}
-	if b, ok := r.Body.(*formBody); ok && b.mr != nil {
-		return b.value(r, name)
+	if b, ok := r.Body.(*formBody); ok {
+		switch {
+		case b.mr != nil:
+			return b.value(r, name)
+		case b.cut:
+			return "", false // the body's fields come before the query's
+		}
 	}
 	if r.MultipartForm == nil {
 		// Left unparsed: r.Form must stay nil, or the handler's FormValue
@@ -68,35 +90,48 @@ func formValue(r *http.Request, name string) (string, bool) {
 		}
 	}
 	if r.Form == nil {
-		parseForm(r)
+		if !parseForm(r) {
+			return "", false
+		}
 	}
 	return r.Form.Get(name), true
 }
 
 // parseForm parses r's url-encoded body (if any) and query string into
 // r.Form, as Request.ParseForm does, keeping the bytes it reads for the
-// handler.
-func parseForm(r *http.Request) {
+// handler. It reports false when the body is past a bound (see the
+// comment at the top), and its fields unknown.
+func parseForm(r *http.Request) bool {
 	switch r.Method {
 	case http.MethodPost, http.MethodPut, http.MethodPatch:
 	default:
 		_ = r.ParseForm() // the query string only
-		return
+		return true
 	}
 	if r.Body == nil || r.Body == http.NoBody {
 		_ = r.ParseForm()
-		return
+		return true
 	}
 	b := &formBody{body: r.Body}
-	r.Body = &formScan{b}
+	uncut := reflect.TypeOf(r.Body) == maxBytesReader
+	if uncut {
+		// ParseForm reads such a body whole, not 10 MB of it; wrapped, it
+		// would not know it for one.
+		r.Body = http.MaxBytesReader(nil, &formScan{b}, math.MaxInt64)
+	} else {
+		r.Body = &formScan{b}
+	}
 	// r.Form holds every well-formed field whatever ParseForm returns (a
 	// bad escape, a semicolon): the handler gets them, so the key does.
 	_ = r.ParseForm()
-	if len(b.kept) > 0 {
-		r.Body = b
-	} else {
+	if len(b.kept) == 0 {
 		r.Body = b.body // not a form: nothing read
+		return true
 	}
+	r.Body = b
+	b.cut = !uncut && len(b.kept) > maxFormScan ||
+		bytes.Count(b.kept, []byte("&")) >= maxFormFields
+	return !b.cut
 }
 
 // multipartBoundary returns the boundary of r's body if it is a
@@ -128,7 +163,7 @@ type formBody struct {
 	parts  int               // parts read so far
 	end    bool              // no more fields: the end, an error, or a bound
 	eof    bool              // body has ended
-	cut    bool              // stopped by maxFormScan, the body not read to its end
+	cut    bool              // stopped by a bound: fields past it are unknown
 }
 
 // Read gives the kept bytes, then the rest of the body.
@@ -178,18 +213,23 @@ func (s *formScan) Read(p []byte) (int, error) {
 func (s *formScan) Close() error { return s.b.body.Close() }
 
 // value returns the field name of a multipart request as FormValue does:
-// from the query string first (or what r.Form holds, if another handler
-// parsed it), then from the body.
+// from what ParseForm puts in r.Form first (r.PostForm if another handler
+// set it, and the query string; or r.Form, if one parsed it), then from
+// the body.
 func (b *formBody) value(r *http.Request, name string) (string, bool) {
 	q := r.Form
 	if q == nil {
 		if b.query == nil {
-			// As ParseForm: every well-formed field, whatever the error.
-			b.query, _ = url.ParseQuery(r.URL.RawQuery)
+			// ParseForm on a copy, which leaves r.Form nil for the handler
+			// and reads nothing of a multipart body.
+			c := *r
+			c.Body = http.NoBody
+			_ = c.ParseForm()
+			b.query = c.Form
 		}
 		q = b.query
 	}
-	if v, ok := q[name]; ok {
+	if v := q[name]; len(v) > 0 {
 		return v[0], true
 	}
 	return b.field(name)
@@ -206,13 +246,13 @@ func (b *formBody) field(name string) (string, bool) {
 		p, err := b.mr.NextPart()
 		if err != nil {
 			b.end = true
+			// Too many header lines in a part.
+			b.cut = b.cut || errors.Is(err, multipart.ErrMessageTooLarge)
 			break
 		}
 		if b.parts++; b.parts > maxFormParts {
-			// ParseMultipartForm fails: the handler sees no field.
-			b.end = true
-			b.fields = nil
-			return "", true
+			b.end, b.cut = true, true
+			break
 		}
 		n := p.FormName()
 		if n == "" || p.FileName() != "" {

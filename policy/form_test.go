@@ -10,6 +10,7 @@ import (
 	"net/http"
 	"net/http/httptest"
 	"net/textproto"
+	"net/url"
 	"strings"
 	"testing"
 )
@@ -272,4 +273,204 @@ func TestFormValueAgreesWithFormValue(t *testing.T) {
 			t.Fatalf("case %d: after the key, the handler reads %q, want %q", i, got, body)
 		}
 	}
+}
+
+// Past one of net/http's default bounds a form key does not know the
+// field, for the handler (an upstream behind sluice serve, built with
+// other GODEBUG settings or an older go line, or that reads its body
+// under http.MaxBytesReader) may lift the bound and read it: the key must
+// not then read another value, nor none. Each row is a login on account
+// victim, with a decoy in the query string where the body comes first.
+func TestFormKeyPastBounds(t *testing.T) {
+	headers := func(n int) ([]byte, string) {
+		var b bytes.Buffer
+		b.WriteString("--B\r\nContent-Disposition: form-data; name=\"pad\"\r\n")
+		for i := range n {
+			fmt.Fprintf(&b, "X-Pad-%d: p\r\n", i)
+		}
+		b.WriteString("\r\np\r\n--B\r\nContent-Disposition: form-data; name=\"username\"\r\n\r\nvictim\r\n--B--\r\n")
+		return b.Bytes(), "multipart/form-data; boundary=B"
+	}
+	parts := func(n int) ([]byte, string) {
+		ps := make([]formPart, n, n+1)
+		for i := range ps {
+			ps[i] = formPart{name: "pad", value: "p"}
+		}
+		return multipartBody(t, append(ps, formPart{name: "username", value: "victim"})...)
+	}
+	urlEncoded := func(body string) func(int) ([]byte, string) {
+		return func(int) ([]byte, string) { return []byte(body), "application/x-www-form-urlencoded" }
+	}
+	for _, tt := range []struct {
+		name, target string
+		body         func(n int) ([]byte, string)
+		n            int
+		godebug      string // the handler's
+		limit        int64  // the handler's http.MaxBytesReader, if not 0
+	}{
+		{"1001 parts, multipartmaxparts=2000", "/login", parts, maxFormParts, "multipartmaxparts=2000", 0},
+		{"10001 header lines, multipartmaxheaders=20000", "/login", headers, 10001, "multipartmaxheaders=20000", 0},
+		{"10 MB url-encoded, MaxBytesReader", "/login?username=decoy", urlEncoded("username=victim&pad=" + strings.Repeat("p", maxFormScan)), 0, "", 64 << 20},
+		{"10001 url-encoded fields, urlmaxqueryparams=0", "/login?username=decoy", urlEncoded("username=victim" + strings.Repeat("&", maxFormFields)), 0, "urlmaxqueryparams=0", 0},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			t.Setenv("GODEBUG", "")
+			body, ct := tt.body(tt.n)
+			newReq := func() *http.Request {
+				r := httptest.NewRequest("POST", tt.target, bytes.NewReader(body))
+				r.Header.Set("Content-Type", ct)
+				return r
+			}
+			keyed := newReq()
+			v, ok := formValue(keyed, "username")
+
+			t.Setenv("GODEBUG", tt.godebug)
+			handler := newReq()
+			if tt.limit > 0 {
+				handler.Body = http.MaxBytesReader(nil, handler.Body, tt.limit)
+			}
+			if want := handler.FormValue("username"); want != "victim" {
+				t.Fatalf("the handler reads username %q, want victim", want)
+			}
+			if ok && v != "victim" {
+				t.Errorf("the key reads username %q, the handler victim", v)
+			}
+			if got, _ := io.ReadAll(keyed.Body); !bytes.Equal(got, body) {
+				t.Errorf("after the key, the handler reads %d bytes, want the %d sent", len(got), len(body))
+			}
+		})
+	}
+}
+
+// A url-encoded body that an application put under http.MaxBytesReader
+// before the limiter is read whole, as ParseForm reads it: a form of more
+// than 10 MB keeps its fields, for the key and for the handler.
+func TestFormKeyMaxBytesReader(t *testing.T) {
+	body := "username=victim&pad=" + strings.Repeat("p", maxFormScan)
+	r := httptest.NewRequest("POST", "/login?username=decoy", strings.NewReader(body))
+	r.Header.Set("Content-Type", "application/x-www-form-urlencoded")
+	r.Body = http.MaxBytesReader(nil, r.Body, 64<<20)
+	if v, ok := formValue(r, "username"); !ok || v != "victim" {
+		t.Errorf("the key reads username %q (known: %v), want victim", v, ok)
+	}
+	if v := r.FormValue("username"); v != "victim" {
+		t.Errorf("after the key, the handler reads username %q, want victim", v)
+	}
+	if got, _ := io.ReadAll(r.Body); string(got) != body {
+		t.Errorf("after the key, the handler reads %d bytes, want the %d sent", len(got), len(body))
+	}
+}
+
+// A middleware before the limiter may have filled r.PostForm or r.Form
+// of a multipart request: the key reads what the handler's
+// ParseMultipartForm and FormValue then read.
+func TestFormKeyAfterMiddlewareParsed(t *testing.T) {
+	for _, tt := range []struct {
+		name string
+		set  func(r *http.Request)
+	}{
+		{"PostForm set", func(r *http.Request) { r.PostForm = url.Values{"username": {"victim"}} }},
+		{"Form set, the field empty", func(r *http.Request) { r.Form = url.Values{"username": {}} }},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			body, ct := multipartBody(t, formPart{name: "username", value: "decoy"}, formPart{name: "username", value: "victim"})
+			newReq := func() *http.Request {
+				r := httptest.NewRequest("POST", "/login", bytes.NewReader(body))
+				r.Header.Set("Content-Type", ct)
+				tt.set(r)
+				return r
+			}
+			handler := newReq()
+			if err := handler.ParseMultipartForm(32 << 20); err != nil {
+				t.Fatal(err)
+			}
+			want := handler.FormValue("username")
+			keyed := newReq()
+			if v, ok := formValue(keyed, "username"); !ok || v != want {
+				t.Errorf("the key reads username %q (known: %v), the handler %q", v, ok, want)
+			}
+			if got, want := keyed.FormValue("username"), newReq().FormValue("username"); got != want {
+				t.Errorf("after the key, the handler reads username %q, want %q", got, want)
+			}
+		})
+	}
+}
+
+// FuzzFormValue compares formValue with what net/http gives the handler,
+// on any method, Content-Type, query string and body: the key reads the
+// handler's value (or a value where net/http refuses the multipart body
+// and the handler sees none of it), is unknown only past a bound, and
+// leaves the handler the same form and the same bytes.
+func FuzzFormValue(f *testing.F) {
+	methods := []string{"POST", "PUT", "PATCH", "GET", "DELETE", "post"}
+	mp := func(parts ...formPart) (string, []byte) {
+		body, ct := multipartBody(f, parts...)
+		return ct, body
+	}
+	ct, body := mp(formPart{name: "f", file: "a.png", value: "xx"}, formPart{name: "username", value: "victim", qp: true})
+	f.Add(uint8(0), ct, "", body, "username", false)
+	f.Add(uint8(3), ct, "username=q", body, "username", true)
+	boundary := strings.TrimPrefix(ct, "multipart/form-data; boundary=")
+	for _, ct := range []string{
+		"Multipart/Form-Data; BOUNDARY=" + boundary,
+		"multipart/mixed; boundary=" + boundary,
+		"multipart/form-data; boundary=" + boundary + "; boundary=x",
+		"multipart/form-data; boundary=\"\"",
+		"multipart/form-data; boundary=" + boundary + "; charset=utf-8",
+		"multipart/form-data",
+	} {
+		f.Add(uint8(0), ct, "", body, "username", false)
+	}
+	f.Add(uint8(0), "multipart/form-data; boundary=B", "",
+		[]byte("--B\r\nContent-Disposition: form-data; name*=utf-8''user%6Eame\r\n\r\nvictim\r\n--B--\r\n"), "username", false)
+	f.Add(uint8(0), "multipart/form-data; boundary=B", "",
+		[]byte("--B\r\nContent-Disposition: form-data; name=\"username\"; filename=\"\"\r\n\r\nvictim\r\n--B\r\nContent-Disposition: form-data; name=username\r\n\r\nother\r\n--B--"), "username", false)
+	for _, ct := range []string{"application/x-www-form-urlencoded", "application/x-www-form-urlencoded; charset=utf-16", "application/x-www-form-urlencoded; bad", "text/plain", ""} {
+		f.Add(uint8(0), ct, "username=q;x&username=r", []byte("a=%zz&username=victim;x=1&username=b"), "username", false)
+	}
+	f.Add(uint8(5), "application/x-www-form-urlencoded", "", []byte("username=victim"), "username", true)
+	f.Fuzz(func(t *testing.T, m uint8, ct, query string, body []byte, name string, limited bool) {
+		newReq := func() *http.Request {
+			r := &http.Request{
+				Method:        methods[int(m)%len(methods)],
+				URL:           &url.URL{Path: "/f", RawQuery: query},
+				Header:        http.Header{},
+				Body:          io.NopCloser(bytes.NewReader(body)),
+				ContentLength: int64(len(body)),
+			}
+			if limited {
+				r.Body = http.MaxBytesReader(nil, r.Body, 1<<20)
+			}
+			if ct != "" {
+				r.Header.Set("Content-Type", ct)
+			}
+			return r
+		}
+		handler := newReq()
+		mpErr := handler.ParseMultipartForm(32 << 20)
+		want := handler.FormValue(name)
+
+		keyed := newReq()
+		v, ok := formValue(keyed, name)
+		switch {
+		case !ok && len(body) < 4<<10:
+			t.Fatalf("unknown in a body of %d bytes", len(body))
+		case ok && v != want && (want != "" || mpErr == nil || mpErr == http.ErrNotMultipart):
+			t.Fatalf("the key reads %q, the handler %q (parse: %v)", v, want, mpErr)
+		}
+		if got := keyed.FormValue(name); got != want {
+			t.Fatalf("after the key, the handler reads %q, want %q", got, want)
+		}
+
+		keyed = newReq()
+		formValue(keyed, name)
+		if err := keyed.ParseMultipartForm(32 << 20); (err == nil) != (mpErr == nil) {
+			t.Fatalf("after the key, ParseMultipartForm returns %v, want %v", err, mpErr)
+		}
+		keyed = newReq()
+		formValue(keyed, name)
+		if got, _ := io.ReadAll(keyed.Body); !bytes.Equal(got, body) {
+			t.Fatalf("after the key, the handler reads %q, want %q", got, body)
+		}
+	})
 }
