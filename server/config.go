@@ -144,7 +144,24 @@ func (s *Server) build(g *generation) {
 // do not keep it from serving. Limits that did not change keep their
 // counters: store keys carry a hash of the limit. The store is chosen at
 // start: a changed store section is logged and needs a restart.
+//
+// With TLS, Reload also reloads the certificate, key and client CA
+// files, apart: a bad policy file does not hold back a rotated
+// certificate, nor the reverse (sluice_tls_reloads_total counts the
+// TLS files' reloads).
+// The error is then the join of both.
 func (s *Server) Reload(ctx context.Context) error {
+	err := s.reloadConfig()
+	if s.tls != nil {
+		if tlsErr := s.reloadTLS(); tlsErr != nil {
+			err = errors.Join(err, tlsErr)
+		}
+	}
+	return err
+}
+
+// reloadConfig is Reload for the configuration files alone.
+func (s *Server) reloadConfig() error {
 	s.reloadMu.Lock()
 	defer s.reloadMu.Unlock()
 	start := time.Now()

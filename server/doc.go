@@ -39,6 +39,16 @@
 // after a reload, those still in flight on the old configuration count
 // against the new one's limit.
 //
+// # TLS
+//
+// With Options.TLSCert and TLSKey, the proxy and check listeners serve
+// HTTPS and the gRPC listener TLS; the admin listener stays plain. Every
+// handshake takes the certificate (and, with TLSClientCA, the client CA
+// pool) in force, so a reload of the files (Reload, or the poller seeing
+// them change) is one pointer swap: new handshakes see the new pair,
+// connections already open keep theirs. A pair that does not load keeps
+// the one in force, and is logged and counted as a failed reload.
+//
 // # Client addresses
 //
 // Only a trusted proxy (client_ip.trusted_proxies in the policy file) is
@@ -70,6 +80,7 @@
 //   - observe.go: every decision into metrics, dashboard and top keys.
 //   - metrics.go: the Prometheus collectors.
 //   - topk.go: the most refused keys in bounded memory.
-//   - watch.go: polling the configuration files.
+//   - tls.go: the TLS files, loaded, served per handshake, reloaded.
+//   - watch.go: polling the configuration and TLS files.
 //   - demo.yaml: the built-in demo configuration.
 package server

@@ -119,6 +119,24 @@ func RegisterRedis(reg prometheus.Registerer, stats func() redis.Stats) {
 	)
 }
 
+// registerTLS adds the TLS series: sluice_tls_reloads_total, and
+// sluice_tls_certificate_expiry_timestamp_seconds, read at each scrape
+// from the certificate in force (an alert on it catches a rotation that
+// stopped happening). It returns the reloads' counter.
+func registerTLS(reg prometheus.Registerer, notAfter func() time.Time) *prometheus.CounterVec {
+	reloads := prometheus.NewCounterVec(prometheus.CounterOpts{
+		Namespace: "sluice", Name: "tls_reloads_total",
+		Help: "Reloads of the TLS certificate, key and client CA files by result (success, failure).",
+	}, []string{"result"})
+	reloads.WithLabelValues("success")
+	reloads.WithLabelValues("failure")
+	reg.MustRegister(reloads, prometheus.NewGaugeFunc(prometheus.GaugeOpts{
+		Namespace: "sluice", Name: "tls_certificate_expiry_timestamp_seconds",
+		Help: "When the TLS certificate in force expires (its NotAfter).",
+	}, func() float64 { return float64(notAfter().Unix()) }))
+	return reloads
+}
+
 // loaded records when the configuration in force was loaded.
 func (m *Metrics) loaded() { m.lastReload.Set(float64(m.now().UnixNano()) / 1e9) }
 

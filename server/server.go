@@ -18,6 +18,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus/collectors"
 	"github.com/redis/rueidis"
 	"google.golang.org/grpc"
+	"google.golang.org/grpc/credentials"
 
 	"github.com/sluicehq/sluice/dashboard"
 	"github.com/sluicehq/sluice/policy"
@@ -91,6 +92,21 @@ type Options struct {
 	// counters live in the Redis at this URL (rueidis.ParseURL's form).
 	RedisURL string
 
+	// TLSCert and TLSKey are PEM files: a certificate chain (the leaf
+	// first) and its private key, both or neither. Empty means no TLS.
+	// With them, the proxy and check listeners serve HTTPS (HTTP/2 or
+	// HTTP/1.1, as ALPN decides) and the gRPC listener serves over TLS,
+	// 1.2 at least; the admin listener stays plain HTTP, for probes and
+	// scrapers. Reload and the poller reload them apart from the
+	// configuration, so a rotated certificate serves from the next
+	// handshake on.
+	TLSCert, TLSKey string
+	// TLSClientCA is a PEM file of CA certificates. When set, the TLS
+	// listeners require a client certificate signed by one of them
+	// (mutual TLS). It needs TLSCert and TLSKey, and is reloaded with
+	// them.
+	TLSClientCA string
+
 	// Listen, CheckListen, GRPCListen and AdminListen are the addresses
 	// of the four listeners; empty means the Default… constant, Off
 	// turns a listener off. The proxy listener opens only when there is
@@ -145,10 +161,13 @@ type Server struct {
 	proxy    bool         // the proxy listener is on
 	trans    http.RoundTripper
 
-	// watch polls the configuration files; nil when they are not watched.
-	// It is made before the files are first loaded, so that a change
-	// written from then on is seen even before Run.
-	watch    *fileWatch
+	// watch polls the configuration files, and tlsWatch the TLS files;
+	// nil when they are not watched. They are made before the files are
+	// first loaded, so that a change written from then on is seen even
+	// before Run.
+	watch, tlsWatch *fileWatch
+	tls             *tlsFiles // nil without TLS
+
 	gen      atomic.Pointer[generation]
 	reloadMu sync.Mutex
 	draining atomic.Bool
@@ -234,9 +253,20 @@ func New(o Options) (_ *Server, err error) {
 			return nil, fmt.Errorf("%w: the Redis URL: %w (want redis://[user:pass@]host:6379/0, or rediss:// for TLS)", ErrOptions, urlProblem(err))
 		}
 	}
+	switch {
+	case (o.TLSCert == "") != (o.TLSKey == ""):
+		return nil, fmt.Errorf("%w: --tls-cert and --tls-key go together: give both, or neither", ErrOptions)
+	case o.TLSClientCA != "" && o.TLSCert == "":
+		return nil, fmt.Errorf("%w: client certificates (--tls-client-ca) need TLS: give --tls-cert and --tls-key too", ErrOptions)
+	case o.TLSCert != "":
+		s.tls = &tlsFiles{cert: o.TLSCert, key: o.TLSKey, clientCA: o.TLSClientCA}
+	}
 
 	s.reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 	s.m = NewMetrics(s.reg, s.clock.Now)
+	if s.tls != nil {
+		s.tls.reloads = registerTLS(s.reg, func() time.Time { return s.tls.cur.Load().cert.Leaf.NotAfter })
+	}
 	s.dash = dashboard.New(dashboard.Options{Clock: s.clock, Logger: s.log})
 	registerRefusedRatio(s.reg, s.dash)
 	s.top = NewTopK(s.o.TopKeys)
@@ -247,10 +277,19 @@ func New(o Options) (_ *Server, err error) {
 			s.watch = &fileWatch{paths: paths}
 			s.watch.changed() // the content about to be loaded, or older
 		}
+		if s.tls != nil {
+			s.tlsWatch = &fileWatch{paths: s.tls.watched()}
+			s.tlsWatch.changed()
+		}
 	}
 	gen, err := s.load()
 	if err != nil {
 		return nil, err
+	}
+	if s.tls != nil {
+		if err := s.loadTLS(); err != nil {
+			return nil, err
+		}
 	}
 	s.st, err = s.openStore(s.storeConfig(gen))
 	if err != nil {
@@ -346,7 +385,10 @@ func (s *Server) run(ctx context.Context) error {
 	ctx, cancel := context.WithCancel(ctx)
 	defer cancel()
 	errc := make(chan error, 4)
-	serve := func(name string, l net.Listener, h http.Handler) {
+	// The proxy and check listeners serve TLS when it is on, the admin
+	// listener never: it binds loopback by default and answers probes
+	// and scrapers that speak plain HTTP.
+	serve := func(name string, l net.Listener, h http.Handler, useTLS bool) {
 		srv := &http.Server{
 			Handler:           h,
 			ReadHeaderTimeout: 10 * time.Second,
@@ -355,29 +397,47 @@ func (s *Server) run(ctx context.Context) error {
 			BaseContext:       func(net.Listener) context.Context { return context.WithoutCancel(ctx) },
 		}
 		s.servers = append(s.servers, srv)
-		s.log.Info("listening", "listener", name, "addr", l.Addr().String())
+		mode := "off"
+		if useTLS {
+			// HTTP/2 where the client offers it, as net/http negotiates.
+			srv.TLSConfig = s.tls.serverConfig("h2", "http/1.1")
+			mode = s.tls.mode()
+		}
+		s.log.Info("listening", "listener", name, "addr", l.Addr().String(), "tls", mode)
 		go func() {
-			if err := srv.Serve(l); err != nil && !errors.Is(err, http.ErrServerClosed) {
+			var err error
+			if useTLS {
+				err = srv.ServeTLS(l, "", "")
+			} else {
+				err = srv.Serve(l)
+			}
+			if err != nil && !errors.Is(err, http.ErrServerClosed) {
 				errc <- fmt.Errorf("%s listener: %w", name, err)
 			}
 		}()
 	}
 	if s.lis.proxy != nil {
-		serve("proxy", s.lis.proxy, http.HandlerFunc(s.serveProxy))
+		serve("proxy", s.lis.proxy, http.HandlerFunc(s.serveProxy), s.tls != nil)
 	}
 	if s.lis.check != nil {
-		serve("check", s.lis.check, s.checkMux())
+		serve("check", s.lis.check, s.checkMux(), s.tls != nil)
 	}
 	if s.lis.admin != nil {
-		serve("admin", s.lis.admin, s.adminMux())
+		serve("admin", s.lis.admin, s.adminMux(), false)
 	}
 	if s.lis.grpc != nil {
 		// A fixed pool of stream workers reuses goroutines (and their grown
 		// stacks) across calls instead of starting one per call: with many
 		// callers that is a tenth of the CPU.
-		s.grpc = grpc.NewServer(grpc.NumStreamWorkers(uint32(64 * runtime.GOMAXPROCS(0))))
+		opts := []grpc.ServerOption{grpc.NumStreamWorkers(uint32(64 * runtime.GOMAXPROCS(0)))}
+		mode := "off"
+		if s.tls != nil {
+			opts = append(opts, grpc.Creds(credentials.NewTLS(s.tls.serverConfig("h2"))))
+			mode = s.tls.mode()
+		}
+		s.grpc = grpc.NewServer(opts...)
 		s.rls.Register(s.grpc)
-		s.log.Info("listening", "listener", "grpc", "addr", s.lis.grpc.Addr().String())
+		s.log.Info("listening", "listener", "grpc", "addr", s.lis.grpc.Addr().String(), "tls", mode)
 		go func() {
 			if err := s.grpc.Serve(s.lis.grpc); err != nil && !errors.Is(err, grpc.ErrServerStopped) {
 				errc <- fmt.Errorf("gRPC listener: %w", err)
@@ -388,7 +448,13 @@ func (s *Server) run(ctx context.Context) error {
 	if s.watch != nil {
 		go s.watch.run(ctx, s.o.WatchInterval, func() {
 			s.log.Info("configuration changed on disk; reloading")
-			_ = s.Reload(ctx)
+			_ = s.reloadConfig()
+		})
+	}
+	if s.tlsWatch != nil {
+		go s.tlsWatch.run(ctx, s.o.WatchInterval, func() {
+			s.log.Info("TLS files changed on disk; reloading them")
+			_ = s.reloadTLS()
 		})
 	}
 
@@ -406,7 +472,11 @@ func (s *Server) run(ctx context.Context) error {
 func (s *Server) hello() {
 	a := s.Addrs()
 	if s.demo {
-		s.log.Info("running the built-in demo configuration (no --config given); try: curl -i http://"+a.Proxy+"/hello",
+		scheme := "http://"
+		if s.tls != nil {
+			scheme = "https://"
+		}
+		s.log.Info("running the built-in demo configuration (no --config given); try: curl -i "+scheme+a.Proxy+"/hello",
 			"dashboard", "http://"+a.Admin+"/")
 		return
 	}

@@ -67,11 +67,24 @@ wins over its variable):
                           dashboard (SLUICE_ADMIN_LISTEN).
                           Default 127.0.0.1:9090.
                           Any listener can be turned off with "off".
+  --tls-cert FILE         serve the proxy, check and gRPC listeners over
+                          TLS (1.2 at least; HTTP/2 where the client
+                          offers it) with this PEM certificate chain, the
+                          leaf first (SLUICE_TLS_CERT). Needs --tls-key.
+                          The admin listener stays plain HTTP.
+  --tls-key FILE          the PEM private key of --tls-cert
+                          (SLUICE_TLS_KEY).
+  --tls-client-ca FILE    require, on the TLS listeners, a client
+                          certificate signed by a CA of this PEM file
+                          (mutual TLS) (SLUICE_TLS_CLIENT_CA).
+                          The TLS files are reloaded on SIGHUP and when
+                          they change, as the configuration is; a pair
+                          that does not load keeps the previous one.
   --pprof                 serve /debug/pprof/ on the admin listener
                           (SLUICE_PPROF).
-  --watch-interval DUR    how often the configuration files are checked
-                          for changes; 0 turns watching off (SIGHUP still
-                          reloads) (SLUICE_WATCH_INTERVAL). Default 2s.
+  --watch-interval DUR    how often the configuration and TLS files are
+                          checked for changes; 0 turns watching off (SIGHUP
+                          still reloads) (SLUICE_WATCH_INTERVAL). Default 2s.
   --shutdown-timeout DUR  how long requests in flight may take to finish
                           after SIGTERM or SIGINT (SLUICE_SHUTDOWN_TIMEOUT).
                           Default 15s.
@@ -81,12 +94,12 @@ wins over its variable):
   --print-demo-config     print the built-in demo configuration and exit.
   --help                  show this help.
 
-Signals: SIGHUP reloads the configuration; SIGTERM and SIGINT stop the
-server gracefully.
+Signals: SIGHUP reloads the configuration and the TLS files; SIGTERM and
+SIGINT stop the server gracefully.
 
 Exit codes: 0 stopped by a signal, 1 failed at run time (a listener could
 not open, Redis could not be reached at start), 2 usage error, 3 a
-configuration file does not load at start.
+configuration file or the TLS files do not load at start.
 `
 
 // Exit codes of sluice serve.
@@ -137,6 +150,9 @@ func parseServeFlags(args []string, getenv func(string) string, stderr io.Writer
 	fs.StringVar(&f.o.CheckListen, "check-listen", server.DefaultCheckListen, "")
 	fs.StringVar(&f.o.GRPCListen, "grpc-listen", server.DefaultGRPCListen, "")
 	fs.StringVar(&f.o.AdminListen, "admin-listen", server.DefaultAdminListen, "")
+	fs.StringVar(&f.o.TLSCert, "tls-cert", "", "")
+	fs.StringVar(&f.o.TLSKey, "tls-key", "", "")
+	fs.StringVar(&f.o.TLSClientCA, "tls-client-ca", "", "")
 	fs.BoolVar(&f.o.Pprof, "pprof", false, "")
 	fs.DurationVar(&f.watch, "watch-interval", server.DefaultWatchInterval, "")
 	fs.DurationVar(&f.shutdown, "shutdown-timeout", server.DefaultShutdownTimeout, "")
@@ -148,6 +164,7 @@ func parseServeFlags(args []string, getenv func(string) string, stderr io.Writer
 		"config": "SLUICE_CONFIG", "upstream": "SLUICE_UPSTREAM", "preserve-host": "SLUICE_PRESERVE_HOST",
 		"redis": "SLUICE_REDIS", "listen": "SLUICE_LISTEN", "check-listen": "SLUICE_CHECK_LISTEN",
 		"grpc-listen": "SLUICE_GRPC_LISTEN", "admin-listen": "SLUICE_ADMIN_LISTEN", "pprof": "SLUICE_PPROF",
+		"tls-cert": "SLUICE_TLS_CERT", "tls-key": "SLUICE_TLS_KEY", "tls-client-ca": "SLUICE_TLS_CLIENT_CA",
 		"watch-interval": "SLUICE_WATCH_INTERVAL", "shutdown-timeout": "SLUICE_SHUTDOWN_TIMEOUT",
 		"log-format": "SLUICE_LOG_FORMAT", "log-level": "SLUICE_LOG_LEVEL",
 	}

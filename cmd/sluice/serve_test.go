@@ -286,7 +286,8 @@ func TestServeExitCodes(t *testing.T) {
 		t.Errorf("bad log format: exit %d, %q", code, stderr)
 	}
 	code, stdout, _ := runCLI(t, "serve", "--help")
-	if code != 0 || !strings.Contains(stdout, "SLUICE_LISTEN") || !strings.Contains(stdout, "Exit codes") {
+	if code != 0 || !strings.Contains(stdout, "SLUICE_LISTEN") || !strings.Contains(stdout, "Exit codes") ||
+		!strings.Contains(stdout, "--tls-client-ca FILE") {
 		t.Errorf("help: exit %d", code)
 	}
 	// Bad values and combinations of flags are usage errors too, told
@@ -303,12 +304,23 @@ func TestServeExitCodes(t *testing.T) {
 		{[]string{"--redis", "redis://u:secret@127.0.0.1:63x9/0"}, "Redis URL"},
 		{[]string{"--envoy-config", envoy, "--upstream", "http://127.0.0.1:3000"}, "--config"},
 		{[]string{"--envoy-config", envoy, "--grpc-listen", "off"}, "gRPC listener"},
+		{[]string{"--tls-cert", "tls.crt"}, "--tls-key"},
+		{[]string{"--tls-key", "tls.key"}, "--tls-cert"},
+		{[]string{"--tls-client-ca", "ca.crt"}, "--tls-client-ca"},
 	} {
 		args := append([]string{"serve", "--listen", "off", "--check-listen", "off", "--grpc-listen", "127.0.0.1:0", "--admin-listen", "off"}, tt.args...)
 		code, _, stderr := runCLI(t, args...)
 		if code != 2 || !strings.Contains(stderr, tt.want) || strings.Contains(stderr, "secret") {
 			t.Errorf("%q: exit %d, stderr %q; want 2 and a message naming %s (and no password)", tt.args, code, stderr, tt.want)
 		}
+	}
+	// A certificate that does not load is a bad file.
+	notPEM := filepath.Join(dir, "tls.crt")
+	os.WriteFile(notPEM, []byte("not a certificate\n"), 0o644)
+	code, _, stderr = runCLI(t, "serve", "--listen", "off", "--check-listen", "off", "--admin-listen", "off",
+		"--tls-cert", notPEM, "--tls-key", notPEM)
+	if code != 3 || !strings.Contains(stderr, "TLS certificate "+notPEM) {
+		t.Errorf("a certificate that does not load: exit %d, stderr %q; want 3 naming the file", code, stderr)
 	}
 }
 
@@ -373,18 +385,22 @@ func TestServeSIGHUPAtStart(t *testing.T) {
 // Environment variables set what flags do not; flags win.
 func TestServeEnv(t *testing.T) {
 	env := map[string]string{
-		"SLUICE_LISTEN":       "127.0.0.1:18080",
-		"SLUICE_ADMIN_LISTEN": "off",
-		"SLUICE_ENVOY_CONFIG": "a.yaml, b",
-		"SLUICE_PPROF":        "true",
-		"SLUICE_LOG_LEVEL":    "debug",
+		"SLUICE_LISTEN":        "127.0.0.1:18080",
+		"SLUICE_ADMIN_LISTEN":  "off",
+		"SLUICE_ENVOY_CONFIG":  "a.yaml, b",
+		"SLUICE_PPROF":         "true",
+		"SLUICE_LOG_LEVEL":     "debug",
+		"SLUICE_TLS_CERT":      "tls.crt",
+		"SLUICE_TLS_KEY":       "tls.key",
+		"SLUICE_TLS_CLIENT_CA": "ca.crt",
 	}
 	f, err := parseServeFlags([]string{"--admin-listen", "127.0.0.1:19090"}, func(k string) string { return env[k] }, io.Discard)
 	if err != nil {
 		t.Fatal(err)
 	}
 	if f.o.Listen != "127.0.0.1:18080" || f.o.AdminListen != "127.0.0.1:19090" || !f.o.Pprof ||
-		strings.Join(f.o.EnvoyConfigs, "|") != "a.yaml|b" || f.logLevel != "debug" {
+		strings.Join(f.o.EnvoyConfigs, "|") != "a.yaml|b" || f.logLevel != "debug" ||
+		f.o.TLSCert != "tls.crt" || f.o.TLSKey != "tls.key" || f.o.TLSClientCA != "ca.crt" {
 		t.Errorf("options %+v", f.o)
 	}
 	f, err = parseServeFlags([]string{"--envoy-config", "c"}, func(k string) string { return env[k] }, io.Discard)
