@@ -167,8 +167,10 @@ func (s *Server) reloadConfig() error {
 	start := time.Now()
 	g, err := s.load()
 	if err != nil {
-		s.log.Error("reload failed; the previous configuration keeps serving", "error", err.Error())
+		// Counted before it is logged: whoever reads the log line finds
+		// the failure in /metrics.
 		s.m.Reload(false)
+		s.log.Error("reload failed; the previous configuration keeps serving", "error", err.Error())
 		return err
 	}
 	if c := s.storeConfig(g); !c.Equal(s.st.cfg) {

@@ -127,8 +127,8 @@ func (s *Server) loadTLS() error {
 func (s *Server) reloadTLS() error {
 	l, err := s.tls.load()
 	if err != nil {
-		s.log.Error("TLS reload failed; the previous certificate keeps serving", "error", err.Error())
 		s.tls.reloads.WithLabelValues("failure").Inc()
+		s.log.Error("TLS reload failed; the previous certificate keeps serving", "error", err.Error())
 		return err
 	}
 	s.tls.reloads.WithLabelValues("success").Inc()
