@@ -4,13 +4,16 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"io"
 	"log/slog"
 	"net/http"
 	"net/http/httputil"
 	"net/netip"
 	"net/url"
+	"os"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/sluicehq/sluice/clientip"
@@ -21,8 +24,53 @@ import (
 func (s *Server) serveProxy(w http.ResponseWriter, r *http.Request) {
 	s.m.inflight.Inc()
 	defer s.m.inflight.Dec()
+	if s.o.BodyTimeout > 0 && r.Body != nil && r.Body != http.NoBody {
+		b := &idleBody{ReadCloser: r.Body, rc: http.NewResponseController(w), idle: s.o.BodyTimeout}
+		r = r.WithContext(context.WithValue(r.Context(), idleBodyKey{}, b))
+		r.Body = b
+	}
 	g := s.gen.Load()
 	g.proxy.ServeHTTP(w, toDecide(r))
+}
+
+// idleBody is a request body that fails when its client sends nothing for
+// idle (Options.BodyTimeout). net/http bounds the headers' time
+// (ReadHeaderTimeout) but a body only by a deadline for the whole of it,
+// which a proxy cannot set without cutting long uploads. Each read moves
+// the connection's read deadline to idle from now, so a client that
+// trickles nothing (a slow-loris body) frees its goroutine, the body a
+// form key keeps, and the connection to the upstream. The deadline is
+// cleared at the body's end: net/http then reads the connection in the
+// background to notice a client that goes away, and a deadline there
+// would cancel a request whose response is merely slow. After an error
+// the deadline stays, passed: net/http reads what is left of a body before
+// it answers, and that read must fail at once, not wait for the client. A
+// body left unread keeps its deadline until the connection's next request,
+// whose header deadline replaces it.
+type idleBody struct {
+	io.ReadCloser
+	rc       *http.ResponseController
+	idle     time.Duration
+	off      bool        // no deadline (cleared, or the connection takes none)
+	timedOut atomic.Bool // a read failed at the deadline: see proxyError
+}
+
+// idleBodyKey is the context key of a request's idleBody.
+type idleBodyKey struct{}
+
+func (b *idleBody) Read(p []byte) (int, error) {
+	if !b.off && b.rc.SetReadDeadline(time.Now().Add(b.idle)) != nil {
+		b.off = true
+	}
+	n, err := b.ReadCloser.Read(p)
+	switch {
+	case err == io.EOF && !b.off:
+		b.off = true
+		_ = b.rc.SetReadDeadline(time.Time{})
+	case err != nil && !b.off && errors.Is(err, os.ErrDeadlineExceeded):
+		b.timedOut.Store(true)
+	}
+	return n, err
 }
 
 // sentURLKey is the context key under which toDecide keeps the URL a
@@ -177,8 +225,16 @@ func forwardedFor(a netip.Addr) string {
 	return "for=" + a.String()
 }
 
-// proxyError answers 502 when the upstream cannot be reached.
+// proxyError answers 502 when the upstream cannot be reached, and 408
+// when the client stopped sending its body (Options.BodyTimeout).
 func (s *Server) proxyError(w http.ResponseWriter, r *http.Request, err error) {
+	if b, ok := r.Context().Value(idleBodyKey{}).(*idleBody); ok && b.timedOut.Load() {
+		// net/http cancels the request as the body's read fails: the
+		// client is still there, and is told why.
+		w.Header().Set("Connection", "close")
+		writeProblem(w, http.StatusRequestTimeout, "the request body stopped arriving: nothing for "+b.idle.String())
+		return
+	}
 	if errors.Is(err, context.Canceled) {
 		return // the client went away
 	}

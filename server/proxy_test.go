@@ -385,3 +385,78 @@ policies:
 		}
 	}
 }
+
+// A client that stops sending its body has its request cut after
+// BodyTimeout, rather than hold its goroutine and the upstream's
+// connection for as long as it likes; so does one whose body a form key
+// reads before the decision. A body sent whole is not cut, however long
+// the upstream then takes to answer.
+func TestProxyBodyTimeout(t *testing.T) {
+	const idle = 200 * time.Millisecond
+	read := make(chan error, 4)
+	up := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		_, err := io.ReadAll(r.Body)
+		read <- err
+		if err != nil {
+			http.Error(w, "body cut", http.StatusBadRequest)
+			return
+		}
+		if r.URL.Path == "/slow" {
+			select {
+			case <-time.After(3 * idle): // an upstream slower than the idle bound
+			case <-r.Context().Done():
+				return
+			}
+		}
+		io.WriteString(w, "done")
+	}))
+	defer up.Close()
+	ts := startServer(t, `
+policies:
+  - name: login
+    match: "POST /login"
+    key: form:username
+    limits: ["10/m"]
+`, Options{Upstream: up.URL, BodyTimeout: idle})
+
+	// stalled sends the headers and the start of a body, then nothing,
+	// and returns the status the proxy answers and how long it took.
+	stalled := func(path, contentType string) (string, time.Duration) {
+		t.Helper()
+		c, err := net.Dial("tcp", ts.Addrs().Proxy)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer c.Close()
+		start := time.Now()
+		fmt.Fprintf(c, "POST %s HTTP/1.1\r\nHost: x\r\nContent-Type: %s\r\nContent-Length: 100\r\n\r\nusername=al", path, contentType)
+		c.SetReadDeadline(time.Now().Add(20 * idle))
+		line, err := bufio.NewReader(c).ReadString('\n')
+		if err != nil && line == "" {
+			return "no answer: " + err.Error(), time.Since(start)
+		}
+		return strings.TrimSpace(line), time.Since(start)
+	}
+	// Forwarded: the upstream reads the body as it comes.
+	if status, took := stalled("/upload", "text/plain"); status != "HTTP/1.1 408 Request Timeout" || took > 10*idle {
+		t.Errorf("a stalled body to the upstream: %q after %v, want 408 after about %v", status, took, idle)
+	}
+	if err := <-read; err == nil {
+		t.Error("the upstream read a stalled body without an error")
+	}
+	// Read by the form key before the decision.
+	if status, took := stalled("/login", "application/x-www-form-urlencoded"); status != "HTTP/1.1 408 Request Timeout" || took > 10*idle {
+		t.Errorf("a stalled login body: %q after %v, want 408 after about %v", status, took, idle)
+	}
+
+	// A whole body, and an upstream that answers after three idle bounds.
+	resp, err := http.Post("http://"+ts.Addrs().Proxy+"/slow", "text/plain", strings.NewReader("all of it"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	body, _ := io.ReadAll(resp.Body)
+	resp.Body.Close()
+	if resp.StatusCode != 200 || string(body) != "done" {
+		t.Errorf("a slow upstream after a whole body: %d %q, want 200 done", resp.StatusCode, body)
+	}
+}

@@ -43,6 +43,7 @@ const Off = "off"
 const (
 	DefaultWatchInterval   = 2 * time.Second
 	DefaultShutdownTimeout = 15 * time.Second
+	DefaultBodyTimeout     = time.Minute
 	DefaultStoreTimeout    = 50 * time.Millisecond
 	DefaultTopKeys         = 1000
 )
@@ -127,6 +128,13 @@ type Options struct {
 	// ShutdownTimeout bounds how long Run waits for requests in flight
 	// once its context ends. Zero means DefaultShutdownTimeout.
 	ShutdownTimeout time.Duration
+	// BodyTimeout is how long the proxy waits for the next bytes of a
+	// request body, as NGINX's client_body_timeout: a client that sends
+	// none for that long has its request cut (the upstream sees the body
+	// fail). A body read by a policy's form key before the decision is
+	// bounded the same way. Zero means DefaultBodyTimeout (a minute);
+	// negative means no bound.
+	BodyTimeout time.Duration
 	// TopKeys is how many refused keys /debug/top tracks. Zero means
 	// DefaultTopKeys.
 	TopKeys int
@@ -226,6 +234,9 @@ func New(o Options) (_ *Server, err error) {
 	}
 	if s.o.ShutdownTimeout <= 0 {
 		s.o.ShutdownTimeout = DefaultShutdownTimeout
+	}
+	if s.o.BodyTimeout == 0 {
+		s.o.BodyTimeout = DefaultBodyTimeout
 	}
 	if s.o.TopKeys <= 0 {
 		s.o.TopKeys = DefaultTopKeys

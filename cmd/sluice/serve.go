@@ -88,6 +88,10 @@ wins over its variable):
   --shutdown-timeout DUR  how long requests in flight may take to finish
                           after SIGTERM or SIGINT (SLUICE_SHUTDOWN_TIMEOUT).
                           Default 15s.
+  --body-timeout DUR      how long the proxy waits for the next bytes of a
+                          request body before it cuts the request, as
+                          NGINX's client_body_timeout; 0 means no bound
+                          (SLUICE_BODY_TIMEOUT). Default 1m.
   --log-format FORMAT     text or json (SLUICE_LOG_FORMAT). Default text.
   --log-level LEVEL       debug, info, warn or error (SLUICE_LOG_LEVEL).
                           Default info.
@@ -129,12 +133,12 @@ func (l *listFlag) Set(v string) error {
 
 // serveFlags parses the flags and environment of sluice serve.
 type serveFlags struct {
-	o               server.Options
-	envoy           listFlag
-	watch, shutdown time.Duration
-	logFormat       string
-	logLevel        string
-	printDemo       bool
+	o                            server.Options
+	envoy                        listFlag
+	watch, shutdown, bodyTimeout time.Duration
+	logFormat                    string
+	logLevel                     string
+	printDemo                    bool
 }
 
 func parseServeFlags(args []string, getenv func(string) string, stderr io.Writer) (*serveFlags, error) {
@@ -156,6 +160,7 @@ func parseServeFlags(args []string, getenv func(string) string, stderr io.Writer
 	fs.BoolVar(&f.o.Pprof, "pprof", false, "")
 	fs.DurationVar(&f.watch, "watch-interval", server.DefaultWatchInterval, "")
 	fs.DurationVar(&f.shutdown, "shutdown-timeout", server.DefaultShutdownTimeout, "")
+	fs.DurationVar(&f.bodyTimeout, "body-timeout", server.DefaultBodyTimeout, "")
 	fs.StringVar(&f.logFormat, "log-format", "text", "")
 	fs.StringVar(&f.logLevel, "log-level", "info", "")
 	fs.BoolVar(&f.printDemo, "print-demo-config", false, "")
@@ -166,7 +171,8 @@ func parseServeFlags(args []string, getenv func(string) string, stderr io.Writer
 		"grpc-listen": "SLUICE_GRPC_LISTEN", "admin-listen": "SLUICE_ADMIN_LISTEN", "pprof": "SLUICE_PPROF",
 		"tls-cert": "SLUICE_TLS_CERT", "tls-key": "SLUICE_TLS_KEY", "tls-client-ca": "SLUICE_TLS_CLIENT_CA",
 		"watch-interval": "SLUICE_WATCH_INTERVAL", "shutdown-timeout": "SLUICE_SHUTDOWN_TIMEOUT",
-		"log-format": "SLUICE_LOG_FORMAT", "log-level": "SLUICE_LOG_LEVEL",
+		"body-timeout": "SLUICE_BODY_TIMEOUT",
+		"log-format":   "SLUICE_LOG_FORMAT", "log-level": "SLUICE_LOG_LEVEL",
 	}
 	for name, key := range env {
 		if v := getenv(key); v != "" {
@@ -205,6 +211,14 @@ func parseServeFlags(args []string, getenv func(string) string, stderr io.Writer
 		return nil, fmt.Errorf("--shutdown-timeout must be above zero")
 	}
 	f.o.ShutdownTimeout = f.shutdown
+	switch {
+	case f.bodyTimeout < 0:
+		return nil, fmt.Errorf("--body-timeout must not be negative (0 means no bound)")
+	case f.bodyTimeout == 0:
+		f.o.BodyTimeout = -1
+	default:
+		f.o.BodyTimeout = f.bodyTimeout
+	}
 	opts := &slog.HandlerOptions{Level: lvl}
 	if f.logFormat == "json" {
 		f.o.Logger = slog.New(slog.NewJSONHandler(stderr, opts))

@@ -307,6 +307,7 @@ func TestServeExitCodes(t *testing.T) {
 		{[]string{"--tls-cert", "tls.crt"}, "--tls-key"},
 		{[]string{"--tls-key", "tls.key"}, "--tls-cert"},
 		{[]string{"--tls-client-ca", "ca.crt"}, "--tls-client-ca"},
+		{[]string{"--body-timeout", "-1s"}, "--body-timeout"},
 	} {
 		args := append([]string{"serve", "--listen", "off", "--check-listen", "off", "--grpc-listen", "127.0.0.1:0", "--admin-listen", "off"}, tt.args...)
 		code, _, stderr := runCLI(t, args...)
@@ -393,6 +394,7 @@ func TestServeEnv(t *testing.T) {
 		"SLUICE_TLS_CERT":      "tls.crt",
 		"SLUICE_TLS_KEY":       "tls.key",
 		"SLUICE_TLS_CLIENT_CA": "ca.crt",
+		"SLUICE_BODY_TIMEOUT":  "30s",
 	}
 	f, err := parseServeFlags([]string{"--admin-listen", "127.0.0.1:19090"}, func(k string) string { return env[k] }, io.Discard)
 	if err != nil {
@@ -400,8 +402,15 @@ func TestServeEnv(t *testing.T) {
 	}
 	if f.o.Listen != "127.0.0.1:18080" || f.o.AdminListen != "127.0.0.1:19090" || !f.o.Pprof ||
 		strings.Join(f.o.EnvoyConfigs, "|") != "a.yaml|b" || f.logLevel != "debug" ||
-		f.o.TLSCert != "tls.crt" || f.o.TLSKey != "tls.key" || f.o.TLSClientCA != "ca.crt" {
+		f.o.TLSCert != "tls.crt" || f.o.TLSKey != "tls.key" || f.o.TLSClientCA != "ca.crt" || f.o.BodyTimeout != 30*time.Second {
 		t.Errorf("options %+v", f.o)
+	}
+	// --body-timeout 0 turns the bound off, where the Options' zero is
+	// the default.
+	if f, err := parseServeFlags([]string{"--body-timeout", "0"}, func(string) string { return "" }, io.Discard); err != nil {
+		t.Errorf("--body-timeout 0: %v", err)
+	} else if f.o.BodyTimeout >= 0 {
+		t.Errorf("--body-timeout 0: BodyTimeout %v, want negative: no bound", f.o.BodyTimeout)
 	}
 	f, err = parseServeFlags([]string{"--envoy-config", "c"}, func(k string) string { return env[k] }, io.Discard)
 	if err != nil || strings.Join(f.o.EnvoyConfigs, "|") != "c" {
