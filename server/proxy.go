@@ -24,8 +24,13 @@ import (
 func (s *Server) serveProxy(w http.ResponseWriter, r *http.Request) {
 	s.m.inflight.Inc()
 	defer s.m.inflight.Dec()
-	if s.o.BodyTimeout > 0 && r.Body != nil && r.Body != http.NoBody {
-		b := &idleBody{ReadCloser: r.Body, rc: http.NewResponseController(w), idle: s.o.BodyTimeout}
+	if r.Body != nil && r.Body != http.NoBody {
+		b := &idleBody{ReadCloser: r.Body, idle: s.o.BodyTimeout}
+		if b.idle > 0 {
+			b.rc = http.NewResponseController(w)
+		} else {
+			b.off = true
+		}
 		r = r.WithContext(context.WithValue(r.Context(), idleBodyKey{}, b))
 		r.Body = b
 	}
@@ -34,7 +39,8 @@ func (s *Server) serveProxy(w http.ResponseWriter, r *http.Request) {
 }
 
 // idleBody is a request body that fails when its client sends nothing for
-// idle (Options.BodyTimeout). net/http bounds the headers' time
+// idle (Options.BodyTimeout), and remembers how it failed (see
+// proxyError). net/http bounds the headers' time
 // (ReadHeaderTimeout) but a body only by a deadline for the whole of it,
 // which a proxy cannot set without cutting long uploads. Each read moves
 // the connection's read deadline to idle from now, so a client that
@@ -51,8 +57,9 @@ type idleBody struct {
 	io.ReadCloser
 	rc       *http.ResponseController
 	idle     time.Duration
-	off      bool        // no deadline (cleared, or the connection takes none)
-	timedOut atomic.Bool // a read failed at the deadline: see proxyError
+	off      bool        // no deadline (none asked, cleared, or the connection takes none)
+	timedOut atomic.Bool // a read failed at the deadline
+	failed   atomic.Bool // a read failed otherwise (a malformed chunked body, say)
 }
 
 // idleBodyKey is the context key of a request's idleBody.
@@ -67,8 +74,11 @@ func (b *idleBody) Read(p []byte) (int, error) {
 	case err == io.EOF && !b.off:
 		b.off = true
 		_ = b.rc.SetReadDeadline(time.Time{})
-	case err != nil && !b.off && errors.Is(err, os.ErrDeadlineExceeded):
+	case err == nil || err == io.EOF:
+	case !b.off && errors.Is(err, os.ErrDeadlineExceeded):
 		b.timedOut.Store(true)
+	default:
+		b.failed.Store(true)
 	}
 	return n, err
 }
@@ -225,15 +235,24 @@ func forwardedFor(a netip.Addr) string {
 	return "for=" + a.String()
 }
 
-// proxyError answers 502 when the upstream cannot be reached, and 408
-// when the client stopped sending its body (Options.BodyTimeout).
+// proxyError answers 502 when the upstream cannot be reached, 408 when
+// the client stopped sending its body (Options.BodyTimeout), and 400 when
+// its body could not be read.
 func (s *Server) proxyError(w http.ResponseWriter, r *http.Request, err error) {
-	if b, ok := r.Context().Value(idleBodyKey{}).(*idleBody); ok && b.timedOut.Load() {
-		// net/http cancels the request as the body's read fails: the
-		// client is still there, and is told why.
-		w.Header().Set("Connection", "close")
-		writeProblem(w, http.StatusRequestTimeout, "the request body stopped arriving: nothing for "+b.idle.String())
-		return
+	// net/http cancels the request as its body's read fails, but the
+	// client may still be there: it is told why, where an answer of
+	// nothing would reach it as an empty 200.
+	if b, ok := r.Context().Value(idleBodyKey{}).(*idleBody); ok {
+		switch {
+		case b.timedOut.Load():
+			w.Header().Set("Connection", "close")
+			writeProblem(w, http.StatusRequestTimeout, "the request body stopped arriving: nothing for "+b.idle.String())
+			return
+		case b.failed.Load():
+			w.Header().Set("Connection", "close")
+			writeProblem(w, http.StatusBadRequest, "the request body could not be read")
+			return
+		}
 	}
 	if errors.Is(err, context.Canceled) {
 		return // the client went away

@@ -460,3 +460,30 @@ policies:
 		t.Errorf("a slow upstream after a whole body: %d %q, want 200 done", resp.StatusCode, body)
 	}
 }
+
+// A body that cannot be read (a malformed chunk) is the client's fault:
+// 400, where the proxy answered 502 as if the upstream had failed.
+func TestProxyMalformedBody(t *testing.T) {
+	up := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if _, err := io.ReadAll(r.Body); err != nil {
+			http.Error(w, "body cut", http.StatusBadRequest)
+			return
+		}
+		io.WriteString(w, "done")
+	}))
+	defer up.Close()
+	for _, timeout := range []time.Duration{0, -1} { // the default bound, and none
+		ts := startServer(t, untrustedPolicy, Options{Upstream: up.URL, BodyTimeout: timeout})
+		c, err := net.Dial("tcp", ts.Addrs().Proxy)
+		if err != nil {
+			t.Fatal(err)
+		}
+		io.WriteString(c, "POST /upload HTTP/1.1\r\nHost: x\r\nTransfer-Encoding: chunked\r\n\r\n3\r\nabc\r\nzz\r\n")
+		c.SetReadDeadline(time.Now().Add(5 * time.Second))
+		line, err := bufio.NewReader(c).ReadString('\n')
+		c.Close()
+		if got := strings.TrimSpace(line); got != "HTTP/1.1 400 Bad Request" {
+			t.Errorf("BodyTimeout %v: a malformed chunked body: %q (%v), want 400", timeout, got, err)
+		}
+	}
+}
