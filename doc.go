@@ -68,8 +68,8 @@
 // the store can still give without I/O (the Redis store's deny cache)
 // stands. A store that hangs is down too, even when every caller's
 // deadline ends its calls first: once it has completed no call for longer
-// than MaxSilence. A store that still answers, however slowly under load,
-// is not.
+// than MaxSilence. A store that still answers some calls in time, however
+// slowly others go under load, is not.
 //
 // # Decisions
 //

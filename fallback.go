@@ -118,12 +118,19 @@ type FallbackOptions struct {
 	// 20ms with every call) ends the call itself, so a hung primary
 	// (connections open, nothing answered) would never fail one; a primary
 	// that still completes calls, however slowly some go under load, is
-	// not hung, and its callers' deadlines stay theirs. Set it to the
-	// primary's own bound when Timeout is negative. Zero means Timeout if
-	// positive, else DefaultFallbackMaxSilence (1s); negative means a call
-	// ended by its caller's deadline never counts. A call its caller
-	// cancelled never counts, unless within 2ms of its deadline: that is
-	// how a gRPC server sees its client's deadline pass.
+	// not hung, and its callers' deadlines stay theirs. One slower than
+	// every caller's deadline completes none, and is down as a hung one
+	// is, until a probe is answered within its caller's deadline. The
+	// silence counts from the end of the first call left unanswered after
+	// a success, idle time included: two such calls further apart than
+	// MaxSilence take an idle primary down, until the next probe. While
+	// the primary is down, a probe ended by its caller's deadline is a
+	// failed probe, however short the silence. Set it to the primary's
+	// own bound when Timeout is negative. Zero means Timeout if positive,
+	// else DefaultFallbackMaxSilence (1s); negative means a call ended by
+	// its caller's deadline never counts, a probe's neither. A call its
+	// caller cancelled never counts, unless within 2ms of its deadline:
+	// that is how a gRPC server sees its client's deadline pass.
 	MaxSilence time.Duration
 	// RetryAfter is the RetryAfter of FailClosed's refusals, and of
 	// FailLocal's refusals of a cost above an instance's share. Zero or
@@ -342,10 +349,10 @@ func (f *Fallback) DecideAllSource(ctx context.Context, reqs []rate.Request, out
 		// may see the deadline pass a moment before the context says so
 		// (the Redis client sets its connections' deadlines from the
 		// context's). The error is the caller's, with no decision after
-		// its deadline. The primary failed too if it is hung; a failed
-		// probe then doubles the backoff rather than leave the next call
-		// to probe again.
-		if f.hung(ctx) {
+		// its deadline. The primary failed too if it is hung, or if this
+		// was a probe; a failed probe then doubles the backoff rather than
+		// leave the next call to probe again.
+		if f.hung(ctx, probe) {
 			f.failures.Add(1)
 			f.fail(err, probe)
 		} else if probe {
@@ -360,7 +367,8 @@ func (f *Fallback) DecideAllSource(ctx context.Context, reqs []rate.Request, out
 
 // hung reports whether a call that its caller's context ended counts as a
 // failure of the primary: the caller's deadline passed (see deadlineNear),
-// and the primary has completed no call for longer than the silence bound.
+// and the primary has completed no call for longer than the silence bound,
+// or, for a probe, since before the primary went down.
 //
 // The caller's deadline alone proves nothing: under load, calls queue and
 // some callers' deadlines pass while the primary answers the others, and
@@ -369,13 +377,26 @@ func (f *Fallback) DecideAllSource(ctx context.Context, reqs []rate.Request, out
 // what a hung primary shows, and what the primary's own bound would have
 // caught had the callers given it time. A cancellation never counts: the
 // client went away, whatever the primary does.
-func (f *Fallback) hung(ctx context.Context) bool {
+//
+// A probe needs no bound: the primary is down already and has completed
+// no call since (a success would have brought it back), so a probe left
+// unanswered is a failed probe however the primary went down. Held to the
+// bound, a probe soon after an outage that an error began would leave the
+// next call to probe again, and a primary that fails and then hangs would
+// take every call as a probe, each waiting out its caller's deadline. A
+// silence that this probe's call starts (the primary answered meanwhile)
+// is none.
+func (f *Fallback) hung(ctx context.Context, probe bool) bool {
 	if f.silence < 0 || !deadlineNear(ctx) {
 		return false
 	}
+	bound := f.silence
+	if probe {
+		bound = 0
+	}
 	f.mu.Lock()
 	defer f.mu.Unlock()
-	return f.silentFor(f.clock.Now()) > f.silence
+	return f.silentFor(f.clock.Now()) > bound
 }
 
 // deadlineSlack is how near its deadline a context that ended, or a call

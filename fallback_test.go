@@ -701,3 +701,184 @@ type resetCtx struct {
 }
 
 func (r resetCtx) Deadline() (time.Time, bool) { return r.deadline, true }
+
+// A probe that its caller's deadline ends went unanswered, as every call
+// since the primary went down did: it is a failed probe, and doubles the
+// backoff, however the primary went down and however long ago. A primary
+// that errs and then hangs (a server stopped mid-failover) would
+// otherwise take every call as a probe, one at a time, each waiting out
+// its caller's deadline, until the silence since the outage passed
+// MaxSilence.
+func TestFallbackProbeEndedByDeadlineAfterError(t *testing.T) {
+	for _, c := range []struct {
+		name string
+		opts sluice.FallbackOptions
+	}{
+		{"max silence above the backoff", sluice.FallbackOptions{Timeout: -1}}, // 1s of silence
+		{"timeout above the backoff", sluice.FallbackOptions{MinBackoff: 10 * time.Millisecond}},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			c.opts.Mode = sluice.FailError
+			f, b, clk, _ := setup(t, c.opts)
+			backoff := c.opts.MinBackoff
+			if backoff == 0 {
+				backoff = sluice.DefaultProbeMinBackoff
+			}
+			r := rate.Request{Key: "k", Limit: tenPerMinute, Cost: 1}
+			if _, src, err := callBy(f, time.Second, r); err != nil || src != sluice.SourcePrimary {
+				t.Fatalf("healthy: %v %v", src, err)
+			}
+			b.state.Store(1)
+			if _, _, err := callBy(f, time.Second, r); !errors.Is(err, errDown) {
+				t.Fatalf("the failing call: %v, want the primary's error", err)
+			}
+			b.state.Store(2)
+			for i, step := range []struct {
+				advance time.Duration
+				sent    int64 // calls reaching the hung primary
+			}{
+				{backoff, 1}, // the probe runs out its caller's deadline
+				{0, 0},
+				{0, 0},
+				{backoff, 0}, // the backoff doubled
+				{backoff, 1},
+				{0, 0},
+			} {
+				clk.Advance(step.advance)
+				calls := b.calls.Load()
+				callBy(f, shortDeadline, r)
+				if got := b.calls.Load() - calls; got != step.sent {
+					t.Fatalf("step %d, +%v: %d calls reached the hung primary, want %d (stats %+v)", i, step.advance, got, step.sent, f.Stats())
+				}
+			}
+			if st := f.Stats(); !st.Down || st.Probes != 2 || st.Failures != 3 || st.Outages != 1 {
+				t.Errorf("stats %+v: want down, 2 probes, 3 failures (the error, 2 probes), 1 outage", st)
+			}
+		})
+	}
+}
+
+// byKey is a primary whose every call answers, fails or hangs until its
+// caller's context ends, as its first request's key says.
+type byKey struct{ sluice.Store }
+
+func (p byKey) DecideAll(ctx context.Context, reqs []rate.Request, out []rate.Decision) (rate.Decision, error) {
+	switch reqs[0].Key {
+	case "hang":
+		<-ctx.Done()
+		return rate.Decision{}, ctx.Err()
+	case "fail":
+		return rate.Decision{}, errDown
+	}
+	return p.Store.DecideAll(ctx, reqs, out)
+}
+
+// Calls answered, failed and run out by their callers' deadlines, from
+// several goroutines at once while the clock moves: the success path
+// reads the silence's state without the lock. Whatever the interleaving,
+// no probe stays in flight, and once the primary answers and a probe is
+// due, the next call is decided by it. Run with -race.
+func TestFallbackSilenceConcurrent(t *testing.T) {
+	clk := ratetest.NewClock(time.Date(2024, 6, 1, 12, 0, 0, 0, time.UTC))
+	p := byKey{memory.New(memory.Options{Clock: clk})}
+	f := sluice.NewFallback(p, sluice.FallbackOptions{Mode: sluice.FailOpen, Timeout: -1, MaxSilence: time.Millisecond, MinBackoff: time.Millisecond, MaxBackoff: 4 * time.Millisecond, Clock: clk})
+	limit := rate.Limit{Count: 1 << 30, Period: time.Second}
+	keys := []string{"ok", "hang", "ok", "fail", "ok", "hang", "ok"}
+	var wg sync.WaitGroup
+	for g := range 3 {
+		wg.Go(func() {
+			for i := range 150 {
+				callBy(f, time.Millisecond, rate.Request{Key: keys[(g+i)%len(keys)], Limit: limit, Cost: 1})
+			}
+		})
+	}
+	stop := make(chan struct{})
+	moved := make(chan struct{})
+	go func() {
+		defer close(moved)
+		for {
+			select {
+			case <-stop:
+				return
+			default:
+				clk.Advance(100 * time.Microsecond)
+				time.Sleep(100 * time.Microsecond)
+			}
+		}
+	}()
+	wg.Wait()
+	close(stop)
+	<-moved
+	clk.Advance(4 * time.Millisecond)
+	if _, src, err := callBy(f, time.Second, rate.Request{Key: "ok", Limit: limit, Cost: 1}); err != nil || src != sluice.SourcePrimary {
+		t.Fatalf("the primary answering, a probe due: %v %v, want decided by the primary (stats %+v)", src, err, f.Stats())
+	}
+	if st := f.Stats(); st.Down || st.Outages != st.Recoveries || st.Outages == 0 {
+		t.Errorf("stats %+v: want up, as many recoveries as outages, at least one", st)
+	}
+}
+
+// answers is a primary that admits every request at once: through it, a
+// benchmark measures the Fallback's own cost.
+type answers struct{}
+
+func (a answers) Decide(ctx context.Context, r rate.Request) (rate.Decision, error) {
+	var out [1]rate.Decision
+	return a.DecideAll(ctx, []rate.Request{r}, out[:])
+}
+
+func (answers) DecideAll(_ context.Context, reqs []rate.Request, out []rate.Decision) (rate.Decision, error) {
+	for i, r := range reqs {
+		out[i] = rate.Decision{Allowed: true, Limit: r.Limit.Capacity(), Remaining: r.Limit.Capacity() - r.Cost}
+	}
+	return rate.Combine(out[:len(reqs)]), nil
+}
+
+// envoyCtx is the context of a call that, as each of Envoy's does, has a
+// deadline 20ms away, before the Fallback's Timeout: it never ends.
+type envoyCtx struct{ context.Context }
+
+func (envoyCtx) Deadline() (time.Time, bool) { return time.Now().Add(20 * time.Millisecond), true }
+
+// BenchmarkFallback measures the success path, the hot one: with a timer
+// of the Fallback's own per call (the default Timeout, a caller without a
+// deadline), without one (a caller's deadline comes first, or Timeout
+// -1), and from every core at once.
+func BenchmarkFallback(b *testing.B) {
+	for _, c := range []struct {
+		name     string
+		timeout  time.Duration
+		deadline bool
+		parallel bool
+	}{
+		{"timeout", 0, false, false},
+		{"caller deadline", 0, true, false},
+		{"no timeout", -1, false, false},
+		{"no timeout parallel", -1, false, true},
+	} {
+		b.Run(c.name, func(b *testing.B) {
+			f := sluice.NewFallback(answers{}, sluice.FallbackOptions{Timeout: c.timeout})
+			var ctx context.Context = context.Background()
+			if c.deadline {
+				ctx = envoyCtx{ctx}
+			}
+			r := rate.Request{Key: "user:1234567", Limit: tenPerMinute, Cost: 1}
+			b.ReportAllocs()
+			if c.parallel {
+				b.RunParallel(func(pb *testing.PB) {
+					for pb.Next() {
+						if d, err := f.Decide(ctx, r); err != nil || !d.Allowed {
+							b.Fatal(d, err)
+						}
+					}
+				})
+				return
+			}
+			for b.Loop() {
+				if d, err := f.Decide(ctx, r); err != nil || !d.Allowed {
+					b.Fatal(d, err)
+				}
+			}
+		})
+	}
+}
