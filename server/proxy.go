@@ -25,12 +25,13 @@ func (s *Server) serveProxy(w http.ResponseWriter, r *http.Request) {
 	s.m.inflight.Inc()
 	defer s.m.inflight.Dec()
 	if r.Body != nil && r.Body != http.NoBody {
-		b := &idleBody{ReadCloser: r.Body, idle: s.o.BodyTimeout}
+		b := &idleBody{ReadCloser: r.Body, idle: s.o.BodyTimeout, stream: r.ProtoMajor == 2}
 		if b.idle > 0 {
 			b.rc = http.NewResponseController(w)
 		} else {
 			b.off = true
 		}
+		defer b.finish()
 		r = r.WithContext(context.WithValue(r.Context(), idleBodyKey{}, b))
 		r.Body = b
 	}
@@ -52,28 +53,43 @@ func (s *Server) serveProxy(w http.ResponseWriter, r *http.Request) {
 // the deadline stays, passed: net/http reads what is left of a body before
 // it answers, and that read must fail at once, not wait for the client. A
 // body left unread keeps its deadline until the connection's next request,
-// whose header deadline replaces it.
+// whose header deadline replaces it. An HTTP/2 stream's read deadline is
+// a timer that fails its body when it fires, read or not: there the
+// deadline is cleared after each read too, or an upstream slow to take
+// the body would get a client that sent it all a 408.
+//
+// A read may end after the handler has returned (a transport writes the
+// body from a goroutine of its own, and an upstream may answer before it
+// has all of it): the deadline is then left alone, since the connection
+// may be serving the next request, and net/http's HTTP/2 ResponseWriter
+// panics when used after its handler.
 type idleBody struct {
 	io.ReadCloser
 	rc       *http.ResponseController
 	idle     time.Duration
+	stream   bool        // an HTTP/2 stream: the deadline holds during reads only
 	off      bool        // no deadline (none asked, cleared, or the connection takes none)
 	timedOut atomic.Bool // a read failed at the deadline
 	failed   atomic.Bool // a read failed otherwise (a malformed chunked body, say)
+
+	mu   sync.Mutex // held while rc is used, so that finish waits for it
+	done bool       // the handler has returned: rc is not to be used
 }
 
 // idleBodyKey is the context key of a request's idleBody.
 type idleBodyKey struct{}
 
 func (b *idleBody) Read(p []byte) (int, error) {
-	if !b.off && b.rc.SetReadDeadline(time.Now().Add(b.idle)) != nil {
+	if !b.off && b.setDeadline(time.Now().Add(b.idle)) != nil {
 		b.off = true
 	}
 	n, err := b.ReadCloser.Read(p)
 	switch {
 	case err == io.EOF && !b.off:
 		b.off = true
-		_ = b.rc.SetReadDeadline(time.Time{})
+		_ = b.setDeadline(time.Time{})
+	case err == nil && b.stream && !b.off:
+		_ = b.setDeadline(time.Time{})
 	case err == nil || err == io.EOF:
 	case !b.off && errors.Is(err, os.ErrDeadlineExceeded):
 		b.timedOut.Store(true)
@@ -81,6 +97,24 @@ func (b *idleBody) Read(p []byte) (int, error) {
 		b.failed.Store(true)
 	}
 	return n, err
+}
+
+// setDeadline sets the read deadline of the request's connection (or
+// stream) to t, unless its handler has returned.
+func (b *idleBody) setDeadline(t time.Time) error {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	if b.done {
+		return nil
+	}
+	return b.rc.SetReadDeadline(t)
+}
+
+// finish marks the handler returned, once no deadline is being set.
+func (b *idleBody) finish() {
+	b.mu.Lock()
+	b.done = true
+	b.mu.Unlock()
 }
 
 // sentURLKey is the context key under which toDecide keeps the URL a

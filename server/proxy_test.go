@@ -3,6 +3,7 @@ package server
 import (
 	"bufio"
 	"bytes"
+	"context"
 	"fmt"
 	"io"
 	"mime/multipart"
@@ -11,6 +12,7 @@ import (
 	"net/http/httptest"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 )
@@ -484,6 +486,129 @@ func TestProxyMalformedBody(t *testing.T) {
 		c.Close()
 		if got := strings.TrimSpace(line); got != "HTTP/1.1 400 Bad Request" {
 			t.Errorf("BodyTimeout %v: a malformed chunked body: %q (%v), want 400", timeout, got, err)
+		}
+	}
+}
+
+// Over HTTP/2 as over HTTP/1.1: a stalled body is cut with 408, and a
+// body sent whole is not, however long the upstream takes to answer or
+// to take the body. (A stream's deadline is a timer that fires whether
+// its body is being read or not.)
+func TestProxyBodyTimeoutHTTP2(t *testing.T) {
+	const idle = 200 * time.Millisecond
+	up := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if r.URL.Path == "/busy" { // slow to take the body: the proxy's writes to it block
+			r.Body.Read(make([]byte, 1))
+			time.Sleep(4 * idle)
+		}
+		if _, err := io.Copy(io.Discard, r.Body); err != nil {
+			http.Error(w, "body cut", http.StatusBadRequest)
+			return
+		}
+		if r.URL.Path == "/slow" {
+			time.Sleep(3 * idle)
+		}
+		io.WriteString(w, "done")
+	}))
+	defer up.Close()
+	ca := newCA(t)
+	crt, key := ca.serverFiles(t.TempDir(), 1)
+	ts := startServer(t, untrustedPolicy, Options{Upstream: up.URL, TLSCert: crt, TLSKey: key, BodyTimeout: idle})
+	c := httpsClient(t, ca.pool)
+	post := func(path string, body io.Reader) (string, time.Duration) {
+		t.Helper()
+		start := time.Now()
+		resp, err := c.Post("https://"+ts.Addrs().Proxy+path, "application/octet-stream", body)
+		if err != nil {
+			t.Fatalf("%s: %v", path, err)
+		}
+		defer resp.Body.Close()
+		b, _ := io.ReadAll(resp.Body)
+		if resp.ProtoMajor != 2 {
+			t.Fatalf("%s: %s, want HTTP/2", path, resp.Proto)
+		}
+		return fmt.Sprintf("%d %s", resp.StatusCode, b), time.Since(start)
+	}
+
+	pr, pw := io.Pipe()
+	defer pw.Close()
+	go io.WriteString(pw, "the start of a body, then nothing")
+	if got, took := post("/upload", pr); !strings.HasPrefix(got, "408 ") || took > 10*idle {
+		t.Errorf("a stalled body: %q after %v, want 408 after about %v", got, took, idle)
+	}
+	if got, _ := post("/slow", strings.NewReader("all of it")); got != "200 done" {
+		t.Errorf("a slow upstream after a whole body: %q, want 200 done", got)
+	}
+	// More than the socket buffers hold, so that the proxy waits on the
+	// upstream, not on the client, for longer than idle.
+	if got, _ := post("/busy", bytes.NewReader(make([]byte, 8<<20))); got != "200 done" {
+		t.Errorf("an upstream slow to take a body sent whole: %q, want 200 done", got)
+	}
+}
+
+// inFlightTransport answers a request at once, leaving a read of its
+// body in flight, as net/http's transports may: they write a body from a
+// goroutine of their own, which may outlive the handler. read ends when
+// that read does.
+type inFlightTransport struct {
+	reading chan struct{} // a read has started (see deadlineRecorder)
+	read    chan error
+}
+
+func (ft *inFlightTransport) RoundTrip(r *http.Request) (*http.Response, error) {
+	go func() {
+		_, err := r.Body.Read(make([]byte, 8))
+		ft.read <- err
+	}()
+	<-ft.reading
+	return &http.Response{StatusCode: 200, Proto: "HTTP/1.1", ProtoMajor: 1, ProtoMinor: 1,
+		Header: http.Header{}, Body: http.NoBody, Request: r}, nil
+}
+
+// deadlineRecorder is a ResponseWriter that takes read deadlines and
+// counts those set after its handler returned.
+type deadlineRecorder struct {
+	*httptest.ResponseRecorder
+	reading  chan struct{}
+	returned atomic.Bool
+	late     atomic.Int32
+}
+
+func (d *deadlineRecorder) SetReadDeadline(t time.Time) error {
+	if d.returned.Load() {
+		d.late.Add(1)
+	} else if !t.IsZero() {
+		select {
+		case d.reading <- struct{}{}:
+		default:
+		}
+	}
+	return nil
+}
+
+// A read of the body that ends after its handler returned moves no
+// deadline: the connection may be serving the next request, and
+// net/http's HTTP/2 ResponseWriter panics when used after its handler.
+func TestProxyBodyReadAfterHandler(t *testing.T) {
+	for _, major := range []int{1, 2} {
+		ts := newServer(t, untrustedPolicy, Options{Upstream: "http://upstream.invalid"})
+		ft := &inFlightTransport{reading: make(chan struct{}, 1), read: make(chan error, 1)}
+		ts.trans = ft
+		if err := ts.Reload(context.Background()); err != nil {
+			t.Fatal(err)
+		}
+		pr, pw := io.Pipe()
+		r := httptest.NewRequest("POST", "/upload", pr)
+		r.ProtoMajor = major
+		w := &deadlineRecorder{ResponseRecorder: httptest.NewRecorder(), reading: ft.reading}
+		ts.serveProxy(w, r)
+		w.returned.Store(true)
+		pw.Close() // the body's end reaches the read in flight
+		if err := <-ft.read; err != io.EOF {
+			t.Fatalf("HTTP/%d: the read in flight: %v, want EOF", major, err)
+		}
+		if w.Code != 200 || w.late.Load() != 0 {
+			t.Errorf("HTTP/%d: %d, %d deadlines set after the handler returned, want 200 and none", major, w.Code, w.late.Load())
 		}
 	}
 }
