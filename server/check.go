@@ -73,6 +73,10 @@ func checkPassed(w http.ResponseWriter, _ *http.Request) { w.WriteHeader(http.St
 // fragment is cut off, as parsers of request targets do, and the path is
 // decided clean (see cleanURL), so that neither /login#x nor //login
 // escapes a policy on /login.
+//
+// The check request's body, if the gateway sends one, is the original
+// request's (Traefik with forwardBody: true): a policy keyed by a form
+// field reads it as it would the request's own.
 func forwardedRequest(r *http.Request, resolver *clientip.Resolver) (*http.Request, bool) {
 	if !resolver.Trusted(clientip.ParsePeer(r.RemoteAddr)) {
 		return r, true
@@ -106,7 +110,6 @@ func forwardedRequest(r *http.Request, resolver *clientip.Resolver) (*http.Reque
 	if r.Header.Get(hForwardedProto) == "https" {
 		u.Scheme = "https"
 	}
-	out.Body, out.ContentLength = http.NoBody, 0
 	out.Header.Del(hForwardedMethod)
 	out.Header.Del(hForwardedURI)
 	return out, true

@@ -293,6 +293,31 @@ func TestNginxDocMatchesExample(t *testing.T) {
 	}
 }
 
+// Traefik with forwardBody: true sends the original request's body with
+// the check: a policy keyed by a form field reads the account in it, as
+// the proxy would.
+func TestCheckForwardedBody(t *testing.T) {
+	ts := startServer(t, strings.Replace(strings.Replace(checkPolicy, "key: ip", "key: form:username", 1), `"2/m"`, `"1/m"`, 1), Options{})
+	check := func(body string) int {
+		t.Helper()
+		req, err := http.NewRequest("GET", "http://"+ts.Addrs().Check+"/check", strings.NewReader(body))
+		if err != nil {
+			t.Fatal(err)
+		}
+		for k, v := range map[string]string{
+			"X-Forwarded-Method": "POST", "X-Forwarded-Uri": "/login", "X-Forwarded-For": "203.0.113.5",
+			"Content-Type": "application/x-www-form-urlencoded",
+		} {
+			req.Header.Set(k, v)
+		}
+		resp, _ := do(t, req)
+		return resp.StatusCode
+	}
+	if got := []int{check("username=alice&password=a"), check("username=alice&password=b"), check("username=bob&password=c")}; got[0] != 200 || got[1] != 429 || got[2] != 200 {
+		t.Errorf("logins alice ×2, bob through the check: %v, want [200 429 200]", got)
+	}
+}
+
 // X-Forwarded-Uri is what NGINX's $request_uri holds: the URI as the
 // client sent it. It is decided as net/http would route it: a fragment
 // is no part of the path, and . and .. segments and repeated slashes are
