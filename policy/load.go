@@ -16,6 +16,7 @@ import (
 
 	"github.com/sluicehq/sluice"
 	"github.com/sluicehq/sluice/clientip"
+	"github.com/sluicehq/sluice/internal/yamlalias"
 	"github.com/sluicehq/sluice/rate"
 )
 
@@ -143,73 +144,26 @@ func (ld *loader) yamlError(err error) {
 	}
 }
 
-// maxAliased bounds how many nodes of a file may come from YAML aliases.
-// Each alias repeats what its anchor holds, and an anchor may hold
-// aliases itself: a few kilobytes of policies, overrides and limits, each
-// a list of aliases to the one before, stand for billions of limits,
-// which the loader would compile one by one. A file that shares a few
-// limits or matches between policies is far below the bound.
+// maxAliased bounds how many nodes of a file may come from YAML aliases
+// (see yamlalias): a file that shares a few limits or matches between
+// policies is far below it.
 const maxAliased = 1 << 16
 
 // aliases reports, and returns false for, a document whose aliases
 // expand to more than maxAliased nodes, or one with an alias inside the
-// node it names (a tree without end). The loader follows aliases, so it
-// must not walk such a document.
+// node it names. The loader follows aliases, so it must not walk such a
+// document.
 func (ld *loader) aliases(doc *yaml.Node) bool {
-	const cycle = -1
-	// size returns how many nodes n stands for once its aliases are
-	// expanded, at most maxAliased+1, or cycle. The sizes of anchored
-	// nodes, which aliases name, are kept: cycle while being counted.
-	sizes := map[*yaml.Node]int{}
-	var size func(n *yaml.Node) int
-	size = func(n *yaml.Node) int {
-		n = resolve(n)
-		if n == nil {
-			return 0
-		}
-		if n.Anchor != "" {
-			if s, ok := sizes[n]; ok {
-				return s
-			}
-			sizes[n] = cycle
-		}
-		s := 1
-		for _, c := range n.Content {
-			cs := size(c)
-			if cs == cycle {
-				s = cycle
-				break
-			}
-			s = min(s+cs, maxAliased+1)
-		}
-		if n.Anchor != "" {
-			sizes[n] = s
-		}
-		return s
-	}
-	total := 0
-	var walk func(n *yaml.Node) bool
-	walk = func(n *yaml.Node) bool {
-		if n.Kind != yaml.AliasNode {
-			for _, c := range n.Content {
-				if !walk(c) {
-					return false
-				}
-			}
-			return true
-		}
-		s := size(n)
-		if s == cycle {
-			ld.errf(n, "alias *%s is inside the node it names, which would have no end", n.Value)
-			return false
-		}
-		if total += s; total > maxAliased {
-			ld.errf(n, "aliases expand to more than %d nodes; write the file out, or share less through aliases", maxAliased)
-			return false
-		}
+	at, cycle := yamlalias.Check(doc, maxAliased)
+	switch {
+	case at == nil:
 		return true
+	case cycle:
+		ld.errf(at, "alias *%s is inside the node it names, which would have no end", at.Value)
+	default:
+		ld.errf(at, "aliases expand to more than %d nodes; write the file out, or share less through aliases", maxAliased)
 	}
-	return walk(doc)
+	return false
 }
 
 // resolve follows an alias to the node it names.

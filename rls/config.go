@@ -15,6 +15,7 @@ import (
 	"go.yaml.in/yaml/v3"
 	"google.golang.org/protobuf/types/known/wrapperspb"
 
+	"github.com/sluicehq/sluice/internal/yamlalias"
 	"github.com/sluicehq/sluice/rate"
 )
 
@@ -70,9 +71,9 @@ func (e *ConfigError) Error() string {
 // maxErrors bounds how many problems one load reports.
 const maxErrors = 20
 
-// maxAliased bounds how many descriptors of one file may come from YAML
-// aliases and merge keys: each alias repeats what its anchor holds, so a
-// few lines of aliases to aliases can describe a tree of any size.
+// maxAliased bounds how many YAML nodes of one file may come from aliases
+// (see yamlalias): each alias repeats what its anchor holds, so a few
+// lines of aliases to aliases can describe a tree of any size.
 const maxAliased = 1 << 16
 
 // LoadFiles reads and parses the given files, one domain each (see
@@ -135,7 +136,7 @@ func LoadDir(dir string) (*Config, error) {
 // a missing requests_per_unit, unlimited together with a unit or a
 // requests_per_unit, a replaces naming its own limit, share_threshold on a
 // value that is not a wildcard, aliases that expand to more than 65,536
-// descriptors and two files with the same domain are all errors. The
+// YAML nodes and two files with the same domain are all errors. The
 // error lists every problem found (up to 20), each as "file:line:
 // message" ([ConfigError]), joined with [errors.Join]. Booleans may also
 // be written as the reference's YAML 1.1 reads them: yes, no, on, off.
@@ -294,9 +295,6 @@ type parser struct {
 	file string
 	errs []error
 	more int // problems found beyond maxErrors
-	// aliased counts the descriptors of the file that came from an alias
-	// or a merge key.
-	aliased int
 }
 
 func (p *parser) errorf(line int, format string, args ...any) {
@@ -312,9 +310,6 @@ type pair struct {
 	key string
 	k   *yaml.Node
 	v   *yaml.Node
-	// aliased is set when v is an alias, or the pair comes from a merge
-	// key: v is repeated from elsewhere in the file.
-	aliased bool
 }
 
 // mapping returns the pairs of a mapping node, with aliases resolved and
@@ -367,7 +362,7 @@ func (p *parser) mapping(n *yaml.Node, what string, want ...string) []pair {
 				continue
 			}
 			seen[k.Value] = k.Line
-			out = append(out, pair{key: k.Value, k: k, v: deref(v), aliased: merged || v.Kind == yaml.AliasNode})
+			out = append(out, pair{key: k.Value, k: k, v: deref(v)})
 		}
 	}
 	add(n, false)
@@ -474,28 +469,34 @@ func (p *parser) parseFile(data []byte) *domain {
 		p.errorf(line, "invalid YAML: %s", strings.TrimPrefix(err.Error(), "yaml: "))
 		return nil
 	}
+	if at, cycle := yamlalias.Check(&doc, maxAliased); at != nil {
+		if cycle {
+			p.errorf(at.Line, "alias *%s is inside the node it names, which would have no end", at.Value)
+		} else {
+			p.errorf(at.Line, "aliases expand to more than %d YAML nodes", maxAliased)
+		}
+		return nil
+	}
 	root := deref(&doc)
 	if isNull(root) {
 		p.errorf(0, "config file cannot be empty: it needs a domain")
 		return nil
 	}
 	d := &domain{file: p.file, line: root.Line}
-	p.aliased = 0
 	var descs *yaml.Node
-	aliased := false
 	for _, pr := range p.mapping(root, "the file", "domain", "descriptors") {
 		switch pr.key {
 		case "domain":
 			d.name = p.str(pr)
 			d.line = pr.k.Line
 		case "descriptors":
-			descs, aliased = pr.v, pr.aliased
+			descs = pr.v
 		}
 	}
 	if d.name == "" {
 		p.errorf(d.line, "config file cannot have an empty domain")
 	}
-	p.parseLevel(&d.root, descs, d.name, aliased)
+	p.parseLevel(&d.root, descs, d.name)
 	if d.name == "" {
 		return nil
 	}
@@ -523,10 +524,8 @@ var (
 )
 
 // parseLevel parses a list of descriptors into l. stat is the stats path of
-// the parent; aliased says that the list is repeated from elsewhere in the
-// file (see maxAliased).
-func (p *parser) parseLevel(l *level, list *yaml.Node, stat string, aliased bool) {
-	aliased = aliased || list != nil && list.Kind == yaml.AliasNode
+// the parent.
+func (p *parser) parseLevel(l *level, list *yaml.Node, stat string) {
 	list = deref(list)
 	if isNull(list) {
 		return
@@ -536,7 +535,7 @@ func (p *parser) parseLevel(l *level, list *yaml.Node, stat string, aliased bool
 		return
 	}
 	for _, item := range list.Content {
-		n := p.parseNode(item, stat, aliased || item.Kind == yaml.AliasNode)
+		n := p.parseNode(item, stat)
 		if n == nil {
 			continue
 		}
@@ -584,19 +583,10 @@ func (l *level) add(n *node) {
 	}
 }
 
-func (p *parser) parseNode(item *yaml.Node, parentStat string, aliased bool) *node {
+func (p *parser) parseNode(item *yaml.Node, parentStat string) *node {
 	n := &node{line: deref(item).Line}
-	if aliased {
-		if p.aliased++; p.aliased > maxAliased {
-			if p.aliased == maxAliased+1 {
-				p.errorf(n.line, "aliases expand to more than %d descriptors", maxAliased)
-			}
-			return nil
-		}
-	}
 	var rl, children *yaml.Node
 	keySeen := false
-	childrenAliased := false
 	for _, pr := range p.mapping(item, "a descriptor", descriptorKeys...) {
 		switch pr.key {
 		case "key":
@@ -606,7 +596,7 @@ func (p *parser) parseNode(item *yaml.Node, parentStat string, aliased bool) *no
 		case "rate_limit":
 			rl = pr.v
 		case "descriptors":
-			children, childrenAliased = pr.v, pr.aliased
+			children = pr.v
 		case "shadow_mode":
 			n.shadow = p.boolean(pr)
 		case "share_threshold":
@@ -639,7 +629,7 @@ func (p *parser) parseNode(item *yaml.Node, parentStat string, aliased bool) *no
 	if rl != nil {
 		n.limit = p.parseRateLimit(rl)
 	}
-	p.parseLevel(&n.children, children, n.stat, aliased || childrenAliased)
+	p.parseLevel(&n.children, children, n.stat)
 	return n
 }
 

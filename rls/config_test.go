@@ -491,7 +491,7 @@ func TestParseBoundsAliasExpansion(t *testing.T) {
 		fmt.Fprintf(&b, "  - &l%d {key: k%d, descriptors: [*l%d, {key: z, descriptors: [*l%d]}]}\n", i, i, i-1, i-1)
 	}
 	_, err := Parse(File{Name: "test.yaml", Data: []byte(b.String())})
-	if want := "aliases expand to more than 65536 descriptors"; err == nil || !strings.Contains(err.Error(), want) {
+	if want := "aliases expand to more than 65536 YAML nodes"; err == nil || !strings.Contains(err.Error(), want) {
 		t.Fatalf("error %v, want one that says %q", err, want)
 	}
 
