@@ -337,7 +337,6 @@ func (ld *loader) file_(root *yaml.Node) *Set {
 			for _, pt := range k {
 				set.usesUser = set.usesUser || pt.kind == partUser
 				set.usesIP = set.usesIP || pt.kind == partIP
-				set.usesForm = set.usesForm || pt.kind == partForm
 			}
 		}
 	}

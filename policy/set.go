@@ -27,7 +27,7 @@ type Set struct {
 	store     StoreConfig
 	warnings  []Problem
 	// What some policy reads, so transports skip finding what none does.
-	usesUser, usesPlan, usesIP, usesForm bool
+	usesUser, usesPlan, usesIP bool
 }
 
 // UsesUser reports whether some policy keys by the user or matches on
@@ -39,10 +39,6 @@ func (s *Set) UsesPlan() bool { return s.usesPlan }
 
 // UsesClientIP reports whether some policy keys by the client address.
 func (s *Set) UsesClientIP() bool { return s.usesIP }
-
-// UsesForm reports whether a policy keys by a form field (form:NAME),
-// which reads the body of a url-encoded or multipart form.
-func (s *Set) UsesForm() bool { return s.usesForm }
 
 // Warnings returns what loads but is likely not what the author meant,
 // in the order of the file, each as file:line:col: message like the
