@@ -123,7 +123,9 @@ func (c *coalescer) next() []*pendingCall {
 	if c.s.timeout > 0 {
 		now = time.Now()
 	}
-	var batch []*pendingCall
+	// One allocation: a batch takes at most every queued call, and at
+	// most maxBatch of them (each has a key at least).
+	batch := make([]*pendingCall, 0, min(len(c.queue), maxBatch))
 	i, keys := 0, 0
 	for ; i < len(c.queue); i++ {
 		p := c.queue[i]
