@@ -147,9 +147,8 @@ func (s *Server) build(g *generation) {
 //
 // With TLS, Reload also reloads the certificate, key and client CA
 // files, apart: a bad policy file does not hold back a rotated
-// certificate, nor the reverse (sluice_tls_reloads_total counts the
-// TLS files' reloads).
-// The error is then the join of both.
+// certificate, nor the reverse (sluice_tls_reloads_total counts the TLS
+// files' reloads). The error is then the join of both.
 func (s *Server) Reload(ctx context.Context) error {
 	err := s.reloadConfig()
 	if s.tls != nil {

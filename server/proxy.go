@@ -25,13 +25,11 @@ func (s *Server) serveProxy(w http.ResponseWriter, r *http.Request) {
 	s.m.inflight.Inc()
 	defer s.m.inflight.Dec()
 	if r.Body != nil && r.Body != http.NoBody {
-		b := &idleBody{ReadCloser: r.Body, idle: s.o.BodyTimeout, stream: r.ProtoMajor == 2}
-		if b.idle > 0 {
+		b := &idleBody{ReadCloser: r.Body, idle: s.o.BodyTimeout, stream: r.ProtoMajor == 2, off: s.o.BodyTimeout <= 0}
+		if !b.off {
 			b.rc = http.NewResponseController(w)
-		} else {
-			b.off = true
+			defer b.finish()
 		}
-		defer b.finish()
 		r = r.WithContext(context.WithValue(r.Context(), idleBodyKey{}, b))
 		r.Body = b
 	}
