@@ -1144,7 +1144,7 @@ func (ld *loader) override(n *yaml.Node, p *Policy, set *Set, what string) (over
 				good = false
 				continue
 			}
-			val = string(clientip.AppendPrefix(nil, set.resolver.Group(clientip.Normalize(a))))
+			val = string(clientip.AppendPrefix(nil, set.resolver.Group(a)))
 		} else {
 			val = escapeValue(val)
 		}
