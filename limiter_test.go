@@ -447,6 +447,10 @@ func TestNamesKeepLimitersApart(t *testing.T) {
 
 // clusterTag returns the part of key that Redis Cluster hashes to pick its
 // slot: the content of the first {…} if not empty, else the whole key.
+// It and redisName restate Redis Cluster's rule and the Redis store's
+// documented naming rather than call into store/redis: the test checks
+// the limiter's keys against them, and an oracle shared with the store
+// would agree with the store's mistakes.
 func clusterTag(key string) string {
 	i := strings.IndexByte(key, '{')
 	if i < 0 {

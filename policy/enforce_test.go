@@ -1,10 +1,10 @@
 package policy
 
 import (
+	"bytes"
 	"context"
 	"net/http"
 	"net/http/httptest"
-	"strings"
 	"testing"
 	"time"
 
@@ -22,6 +22,22 @@ func newTestEnforcer(t *testing.T, config string) *Enforcer {
 	}
 	clock := ratetest.NewClock(time.Date(2026, 3, 1, 12, 0, 0, 0, time.UTC))
 	return NewEnforcer(set, memory.New(memory.Options{Clock: clock}), Options{Clock: clock})
+}
+
+// send decides a request of method to target with body, of Content-Type
+// ct, as a server does before its handler, and returns the verdict and
+// the request the handler then gets.
+func send(e *Enforcer, method, target, ct string, body []byte) (Verdict, *http.Request) {
+	r := httptest.NewRequest(method, target, bytes.NewReader(body))
+	r.Header.Set("Content-Type", ct)
+	out := e.Enforce(context.Background(), &Request{HTTP: r, Header: r.Header})
+	out.Done()
+	return out.Verdict, r
+}
+
+// postForm is send of a url-encoded form.
+func postForm(e *Enforcer, target, body string) (Verdict, *http.Request) {
+	return send(e, "POST", target, "application/x-www-form-urlencoded", []byte(body))
 }
 
 // A login keyed by account must be keyed by the account the handler
@@ -48,11 +64,8 @@ func TestFormKeySeesTheHandlersAccount(t *testing.T) {
 		t.Run(tt.name, func(t *testing.T) {
 			e := newTestEnforcer(t, loginByAccount)
 			login := func(target, body string) (Verdict, string) {
-				r := httptest.NewRequest("POST", target, strings.NewReader(body))
-				r.Header.Set("Content-Type", "application/x-www-form-urlencoded")
-				out := e.Enforce(context.Background(), &Request{HTTP: r, Header: r.Header})
-				out.Done()
-				return out.Verdict, tt.read(r)
+				v, r := postForm(e, target, body)
+				return v, tt.read(r)
 			}
 			if v, _ := login("/login", "username=victim&password=a"); v != Allow {
 				t.Fatalf("first login: %v, want allow", v)

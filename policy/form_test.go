@@ -2,7 +2,6 @@ package policy
 
 import (
 	"bytes"
-	"context"
 	"fmt"
 	"io"
 	"math/rand/v2"
@@ -101,19 +100,12 @@ policies:
     key: form:username
     limits: ["1/m burst 1"]
 `)
-			first := httptest.NewRequest("POST", "/login", strings.NewReader("username=victim&password=a"))
-			first.Header.Set("Content-Type", "application/x-www-form-urlencoded")
-			out := e.Enforce(context.Background(), &Request{HTTP: first, Header: first.Header})
-			out.Done()
-			if out.Verdict != Allow {
-				t.Fatalf("first login: %v, want allow", out.Verdict)
+			if v, _ := postForm(e, "/login", "username=victim&password=a"); v != Allow {
+				t.Fatalf("first login: %v, want allow", v)
 			}
 
 			body, ct := multipartBody(t, tt.parts...)
-			r := httptest.NewRequest(tt.method, tt.target, bytes.NewReader(body))
-			r.Header.Set("Content-Type", ct)
-			out = e.Enforce(context.Background(), &Request{HTTP: r, Header: r.Header})
-			out.Done()
+			v, r := send(e, tt.method, tt.target, ct, body)
 			got, err := io.ReadAll(r.Body)
 			if err != nil || !bytes.Equal(got, body) {
 				t.Fatalf("the handler reads %d bytes (%v), want the %d sent", len(got), err, len(body))
@@ -122,8 +114,8 @@ policies:
 			if user := r.FormValue("username"); user != "victim" {
 				t.Fatalf("the handler sees username %q, want victim", user)
 			}
-			if out.Verdict != Refuse {
-				t.Errorf("%v, want refuse: the handler tries account victim a second time in the minute", out.Verdict)
+			if v != Refuse {
+				t.Errorf("%v, want refuse: the handler tries account victim a second time in the minute", v)
 			}
 		})
 	}
@@ -138,14 +130,11 @@ func TestFormKeyUnreadMultipart(t *testing.T) {
 	login := func(user string) Verdict {
 		t.Helper()
 		body, ct := multipartBody(t, formPart{name: "pad", file: "pad.bin", value: strings.Repeat("p", maxFormScan)}, formPart{name: "username", value: user})
-		r := httptest.NewRequest("POST", "/login", bytes.NewReader(body))
-		r.Header.Set("Content-Type", ct)
-		out := e.Enforce(context.Background(), &Request{HTTP: r, Header: r.Header})
-		out.Done()
+		v, r := send(e, "POST", "/login", ct, body)
 		if got := r.FormValue("username"); got != user {
 			t.Fatalf("the handler sees username %q, want %q", got, user)
 		}
-		return out.Verdict
+		return v
 	}
 	if v := login("alice"); v != Allow {
 		t.Fatalf("first padded login: %v, want allow", v)
@@ -167,12 +156,9 @@ policies:
     limits: ["10/m"]
 `)
 	body := "team=T1&text=" + strings.Repeat("s", 64<<10)
-	r := httptest.NewRequest("POST", "/hook", strings.NewReader(body))
-	r.Header.Set("Content-Type", "application/x-www-form-urlencoded")
-	out := e.Enforce(context.Background(), &Request{HTTP: r, Header: r.Header})
-	out.Done()
-	if out.Verdict != Allow {
-		t.Fatalf("%v, want allow", out.Verdict)
+	v, r := postForm(e, "/hook", body)
+	if v != Allow {
+		t.Fatalf("%v, want allow", v)
 	}
 	if r.PostFormValue("team") != "T1" {
 		t.Errorf("the handler's PostForm lost the field: %q", r.PostFormValue("team"))

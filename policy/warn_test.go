@@ -59,11 +59,7 @@ func TestWarnKeyWithoutPartIsUnlimited(t *testing.T) {
 	} {
 		allowed := 0
 		for range 5 {
-			r := httptest.NewRequest("POST", "/login", strings.NewReader(tt.body))
-			r.Header.Set("Content-Type", "application/x-www-form-urlencoded")
-			out := e.Enforce(context.Background(), &Request{HTTP: r, Header: r.Header})
-			out.Done()
-			if out.Verdict == Allow {
+			if v, _ := postForm(e, "/login", tt.body); v == Allow {
 				allowed++
 			}
 		}

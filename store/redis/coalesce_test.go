@@ -179,8 +179,11 @@ func stalled(t *testing.T, srv *redistest.Server, o redis.Options, prepare func(
 	}
 	calls := s.Stats().ScriptCalls
 	srv.Pause()
-	t.Cleanup(srv.Resume)
 	var wg sync.WaitGroup
+	resume = func() { srv.Resume(); wg.Wait() }
+	// Even when the test stops early, the calls end before it does: a
+	// call that fails then reports to a test still running.
+	t.Cleanup(resume)
 	for i := range 2 {
 		wg.Go(func() {
 			if _, err := s.Decide(context.Background(), rate.Request{Key: fmt.Sprintf("wire%d", i), Limit: l, Cost: 1}); err != nil {
@@ -194,7 +197,7 @@ func stalled(t *testing.T, srv *redistest.Server, o redis.Options, prepare func(
 		}
 		time.Sleep(time.Millisecond)
 	}
-	return s, func() { srv.Resume(); wg.Wait() }
+	return s, resume
 }
 
 // waitQueued waits until n callers queue in the coalescer of key.
@@ -225,6 +228,8 @@ func TestCoalescerDropsAbandoned(t *testing.T) {
 	}()
 	waitQueued(t, s, "gone", 1)
 	var wg sync.WaitGroup
+	// If the test stops early, its callers end before it does.
+	t.Cleanup(func() { resume(); wg.Wait() })
 	wg.Go(func() { // queued behind it, and waits
 		if d, err := s.Decide(context.Background(), rate.Request{Key: "stays", Limit: l, Cost: 1}); err != nil || !d.Allowed {
 			t.Errorf("the caller that waited: %v, %v; want admitted", d, err)
@@ -265,6 +270,8 @@ func TestCoalescerForeignKeyFailsNoOne(t *testing.T) {
 	})
 	l := rate.Limit{Algorithm: rate.GCRA, Count: 10, Period: time.Hour}
 	var wg sync.WaitGroup
+	// If the test stops early, its callers end before it does.
+	t.Cleanup(func() { resume(); wg.Wait() })
 	for i, key := range []string{"good", "foreign"} {
 		wg.Go(func() {
 			if d, err := s.Decide(context.Background(), rate.Request{Key: key, Limit: l, Cost: 1}); err != nil || !d.Allowed || d.Remaining != 9 {
