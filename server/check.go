@@ -43,6 +43,8 @@ func (s *Server) serveCheck(nginx bool) http.HandlerFunc {
 	return func(w http.ResponseWriter, r *http.Request) {
 		s.m.inflight.Inc()
 		defer s.m.inflight.Dec()
+		r, finish := s.boundBody(w, r)
+		defer finish()
 		g := s.gen.Load()
 		orig, ok := forwardedRequest(r, g.set.ClientIP())
 		if !ok {
@@ -57,8 +59,14 @@ func (s *Server) serveCheck(nginx bool) http.HandlerFunc {
 }
 
 // checkPassed answers an allowed check: 200, with the rate limit headers
-// the middleware set.
-func checkPassed(w http.ResponseWriter, _ *http.Request) { w.WriteHeader(http.StatusOK) }
+// the middleware set. A check whose body (read by a form key) stopped
+// arriving or could not be read was decided on a part of it: it is
+// answered 408 or 400 instead, never passed.
+func checkPassed(w http.ResponseWriter, r *http.Request) {
+	if !bodyFailed(w, r) {
+		w.WriteHeader(http.StatusOK)
+	}
+}
 
 // forwardedRequest returns the request a gateway asks about: the check
 // request with the method, URI, host and scheme of its X-Forwarded-*

@@ -1,6 +1,7 @@
 package server
 
 import (
+	"bufio"
 	"fmt"
 	"io"
 	"net"
@@ -315,6 +316,43 @@ func TestCheckForwardedBody(t *testing.T) {
 	}
 	if got := []int{check("username=alice&password=a"), check("username=alice&password=b"), check("username=bob&password=c")}; got[0] != 200 || got[1] != 429 || got[2] != 200 {
 		t.Errorf("logins alice ×2, bob through the check: %v, want [200 429 200]", got)
+	}
+}
+
+// A check's body is bounded as the proxy's is: one that stops arriving
+// frees the check's goroutine after the body timeout and is answered 408,
+// and one that cannot be read 400; neither is passed, though the form key
+// saw no account in it.
+func TestCheckBodyTimeout(t *testing.T) {
+	const idle = 200 * time.Millisecond
+	ts := startServer(t, strings.Replace(checkPolicy, "key: ip", "key: form:username", 1), Options{BodyTimeout: idle})
+	send := func(path, body string) (string, time.Duration) {
+		t.Helper()
+		c, err := net.Dial("tcp", ts.Addrs().Check)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer c.Close()
+		start := time.Now()
+		fmt.Fprintf(c, "GET %s HTTP/1.1\r\nHost: x\r\nX-Forwarded-Method: POST\r\nX-Forwarded-Uri: /login\r\n"+
+			"Content-Type: application/x-www-form-urlencoded\r\n%s", path, body)
+		c.SetReadDeadline(time.Now().Add(20 * idle))
+		line, err := bufio.NewReader(c).ReadString('\n')
+		if err != nil && line == "" {
+			return "no answer: " + err.Error(), time.Since(start)
+		}
+		return strings.TrimSpace(line), time.Since(start)
+	}
+	for _, path := range []string{"/check", "/check/nginx"} {
+		if status, took := send(path, "Content-Length: 100\r\n\r\nusername=al"); status != "HTTP/1.1 408 Request Timeout" || took > 10*idle {
+			t.Errorf("%s with a stalled body: %q after %v, want 408 after about %v", path, status, took, idle)
+		}
+		if status, _ := send(path, "Transfer-Encoding: chunked\r\n\r\nzz\r\nusername=alice\r\n0\r\n\r\n"); status != "HTTP/1.1 400 Bad Request" {
+			t.Errorf("%s with a malformed chunked body: %q, want 400", path, status)
+		}
+		if status, _ := send(path, "Content-Length: 14\r\n\r\nusername=alice"); status != "HTTP/1.1 200 OK" {
+			t.Errorf("%s with a whole body: %q, want 200", path, status)
+		}
 	}
 }
 

@@ -24,17 +24,27 @@ import (
 func (s *Server) serveProxy(w http.ResponseWriter, r *http.Request) {
 	s.m.inflight.Inc()
 	defer s.m.inflight.Dec()
-	if r.Body != nil && r.Body != http.NoBody {
-		b := &idleBody{ReadCloser: r.Body, idle: s.o.BodyTimeout, stream: r.ProtoMajor == 2, off: s.o.BodyTimeout <= 0}
-		if !b.off {
-			b.rc = http.NewResponseController(w)
-			defer b.finish()
-		}
-		r = r.WithContext(context.WithValue(r.Context(), idleBodyKey{}, b))
-		r.Body = b
-	}
+	r, finish := s.boundBody(w, r)
+	defer finish()
 	g := s.gen.Load()
 	g.proxy.ServeHTTP(w, toDecide(r))
+}
+
+// boundBody returns r with its body bounded by Options.BodyTimeout (see
+// idleBody), and what the handler calls as it returns.
+func (s *Server) boundBody(w http.ResponseWriter, r *http.Request) (*http.Request, func()) {
+	if r.Body == nil || r.Body == http.NoBody {
+		return r, func() {}
+	}
+	b := &idleBody{ReadCloser: r.Body, idle: s.o.BodyTimeout, stream: r.ProtoMajor == 2, off: s.o.BodyTimeout <= 0}
+	finish := func() {}
+	if !b.off {
+		b.rc = http.NewResponseController(w)
+		finish = b.finish
+	}
+	r = r.WithContext(context.WithValue(r.Context(), idleBodyKey{}, b))
+	r.Body = b
+	return r, finish
 }
 
 // idleBody is a request body that fails when its client sends nothing for
@@ -274,23 +284,34 @@ func (s *Server) proxyError(w http.ResponseWriter, r *http.Request, err error) {
 	// net/http cancels the request as its body's read fails, but the
 	// client may still be there: it is told why, where an answer of
 	// nothing would reach it as an empty 200.
-	if b, ok := r.Context().Value(idleBodyKey{}).(*idleBody); ok {
-		switch {
-		case b.timedOut.Load():
-			w.Header().Set("Connection", "close")
-			writeProblem(w, http.StatusRequestTimeout, "the request body stopped arriving: nothing for "+b.idle.String())
-			return
-		case b.failed.Load():
-			w.Header().Set("Connection", "close")
-			writeProblem(w, http.StatusBadRequest, "the request body could not be read")
-			return
-		}
+	if bodyFailed(w, r) {
+		return
 	}
 	if errors.Is(err, context.Canceled) {
 		return // the client went away
 	}
 	s.log.Warn("upstream failed", "method", r.Method, "path", r.URL.Path, "error", err.Error())
 	writeProblem(w, http.StatusBadGateway, "the upstream could not be reached")
+}
+
+// bodyFailed answers 408 when r's client stopped sending its body
+// (Options.BodyTimeout) and 400 when its body could not be read, and
+// reports whether it did.
+func bodyFailed(w http.ResponseWriter, r *http.Request) bool {
+	b, ok := r.Context().Value(idleBodyKey{}).(*idleBody)
+	switch {
+	case !ok:
+		return false
+	case b.timedOut.Load():
+		w.Header().Set("Connection", "close")
+		writeProblem(w, http.StatusRequestTimeout, "the request body stopped arriving: nothing for "+b.idle.String())
+	case b.failed.Load():
+		w.Header().Set("Connection", "close")
+		writeProblem(w, http.StatusBadRequest, "the request body could not be read")
+	default:
+		return false
+	}
+	return true
 }
 
 // writeProblem writes an RFC 9457 problem body with no further members.

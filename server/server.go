@@ -128,12 +128,13 @@ type Options struct {
 	// ShutdownTimeout bounds how long Run waits for requests in flight
 	// once its context ends. Zero means DefaultShutdownTimeout.
 	ShutdownTimeout time.Duration
-	// BodyTimeout is how long the proxy waits for the next bytes of a
-	// request body, as NGINX's client_body_timeout: a client that sends
-	// none for that long has its request cut (the upstream sees the body
-	// fail). A body read by a policy's form key before the decision is
-	// bounded the same way. Zero means DefaultBodyTimeout (a minute);
-	// negative means no bound.
+	// BodyTimeout is how long the proxy and the check endpoint wait for
+	// the next bytes of a request body, as NGINX's client_body_timeout: a
+	// client that sends none for that long has its request cut (the
+	// upstream sees the body fail) and is answered 408. A body read by a
+	// policy's form key before the decision is bounded the same way, and
+	// a check whose body stopped is never passed. Zero means
+	// DefaultBodyTimeout (a minute); negative means no bound.
 	BodyTimeout time.Duration
 	// TopKeys is how many refused keys /debug/top tracks. Zero means
 	// DefaultTopKeys.

@@ -88,10 +88,10 @@ wins over its variable):
   --shutdown-timeout DUR  how long requests in flight may take to finish
                           after SIGTERM or SIGINT (SLUICE_SHUTDOWN_TIMEOUT).
                           Default 15s.
-  --body-timeout DUR      how long the proxy waits for the next bytes of a
-                          request body before it cuts the request, as
-                          NGINX's client_body_timeout; 0 means no bound
-                          (SLUICE_BODY_TIMEOUT). Default 1m.
+  --body-timeout DUR      how long the proxy and the check endpoint wait for
+                          the next bytes of a request body before they cut
+                          the request (408), as NGINX's client_body_timeout;
+                          0 means no bound (SLUICE_BODY_TIMEOUT). Default 1m.
   --log-format FORMAT     text or json (SLUICE_LOG_FORMAT). Default text.
   --log-level LEVEL       debug, info, warn or error (SLUICE_LOG_LEVEL).
                           Default info.
