@@ -33,7 +33,12 @@ func TestSchemaMatchesLoader(t *testing.T) {
 			t.Errorf("%s: schema has %v, loader accepts %v", what, names, w)
 		}
 	}
+	var store struct{ Properties map[string]json.RawMessage }
+	if err := json.Unmarshal(schema.Properties["store"], &store); err != nil {
+		t.Fatal(err)
+	}
 	check("top level", schema.Properties, topFields)
+	check("store", store.Properties, storeFields)
 	check("policy", schema.Defs.Policy.Properties, policyFields)
 }
 

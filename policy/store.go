@@ -20,6 +20,7 @@ import (
 //	  # sentinel: {master: mymaster, addrs: ["10.0.0.1:26379"]}
 //	  timeout: 50ms                        # bound on each Redis call
 //	  deny_cache: true                     # refuse known refusals locally
+//	  max_keys: 1048576                    # keys a store in memory holds
 //
 // At most one of Redis, Cluster and Sentinel is set.
 type StoreConfig struct {
@@ -40,6 +41,12 @@ type StoreConfig struct {
 	// NoDenyCache turns the Redis store's deny cache off (deny_cache:
 	// false). It is on by default.
 	NoDenyCache bool
+	// MaxKeys bounds how many keys a store kept in the server's memory
+	// holds: the memory store, and with Redis the local store that
+	// on_store_error: local decides in while Redis is down. A new key past
+	// the bound evicts an old one, which starts again from fresh. Zero
+	// means the memory store's default (memory.DefaultMaxKeys).
+	MaxKeys int
 }
 
 // IsRedis reports whether the section names a Redis store, and so
@@ -52,19 +59,22 @@ func (c StoreConfig) IsRedis() bool {
 func (c StoreConfig) Equal(o StoreConfig) bool {
 	return c.Redis == o.Redis && slices.Equal(c.Cluster, o.Cluster) &&
 		c.SentinelMaster == o.SentinelMaster && slices.Equal(c.SentinelAddrs, o.SentinelAddrs) &&
-		c.Timeout == o.Timeout && c.NoDenyCache == o.NoDenyCache
+		c.Timeout == o.Timeout && c.NoDenyCache == o.NoDenyCache && c.MaxKeys == o.MaxKeys
 }
 
 // Store returns the file's store section; its zero value when there is
 // none.
 func (s *Set) Store() StoreConfig { return s.store }
 
+// storeFields are the fields of the store section.
+var storeFields = []string{"redis", "cluster", "sentinel", "timeout", "deny_cache", "max_keys"}
+
 func (ld *loader) storeSection(f field) StoreConfig {
 	var c StoreConfig
 	if f.val == nil {
 		return c
 	}
-	m := ld.fields(f.val, "store", "redis", "cluster", "sentinel", "timeout", "deny_cache")
+	m := ld.fields(f.val, "store", storeFields...)
 	kinds := 0
 	if v, ok := m["redis"]; ok {
 		kinds++
@@ -117,6 +127,11 @@ func (ld *loader) storeSection(f field) StoreConfig {
 	if v, ok := m["deny_cache"]; ok {
 		if b, ok := ld.boolean(v.val, "store.deny_cache"); ok {
 			c.NoDenyCache = !b
+		}
+	}
+	if v, ok := m["max_keys"]; ok {
+		if n, ok := ld.integer(v.val, "store.max_keys", 1, 1<<40); ok {
+			c.MaxKeys = int(n)
 		}
 	}
 	return c

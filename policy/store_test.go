@@ -26,6 +26,8 @@ func TestStoreSection(t *testing.T) {
 			StoreConfig{Cluster: []string{"10.0.0.1:6379", "10.0.0.2:6379"}}},
 		{"sentinel", "store: {sentinel: {master: mymaster, addrs: [\"10.0.0.1:26379\"]}}\n",
 			StoreConfig{SentinelMaster: "mymaster", SentinelAddrs: []string{"10.0.0.1:26379"}}},
+		{"memory", "store: {max_keys: 10_000}\n", StoreConfig{MaxKeys: 10000}},
+		{"redis and max_keys", "store: {redis: \"redis://x\", max_keys: 5}\n", StoreConfig{Redis: "redis://x", MaxKeys: 5}},
 	}
 	for _, tt := range tests {
 		set, err := Load("f.yaml", []byte(tt.yaml+"policies: [{name: a, limits: [\"1/s\"]}]\n"))
@@ -35,7 +37,7 @@ func TestStoreSection(t *testing.T) {
 		if got := set.Store(); !got.Equal(tt.want) {
 			t.Errorf("%s: Store() = %+v, want %+v", tt.name, got, tt.want)
 		}
-		if set.Store().IsRedis() != (tt.name != "none") {
+		if set.Store().IsRedis() != (tt.name != "none" && tt.name != "memory") {
 			t.Errorf("%s: IsRedis = %v", tt.name, set.Store().IsRedis())
 		}
 	}
@@ -53,6 +55,8 @@ func TestStoreSectionErrors(t *testing.T) {
 		{"store: {sentinel: {master: m}}\n", 1, 19, "needs master"},
 		{"store: {timeout: soon}\n", 1, 18, "duration"},
 		{"store: {redis: \"redis://x\", deny_cach: true}\n", 1, 29, `did you mean "deny_cache"`},
+		{"store: {max_keys: 0}\n", 1, 19, "between 1 and"},
+		{"store: {max_keys: lots}\n", 1, 19, "whole number"},
 	}
 	for _, tt := range tests {
 		_, err := Load("f.yaml", []byte(tt.yaml+"policies: [{name: a, limits: [\"1/s\"]}]\n"))

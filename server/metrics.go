@@ -6,6 +6,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/sluicehq/sluice/dashboard"
+	"github.com/sluicehq/sluice/store/memory"
 	"github.com/sluicehq/sluice/store/redis"
 )
 
@@ -117,6 +118,38 @@ func RegisterRedis(reg prometheus.Registerer, stats func() redis.Stats) {
 			Help: "Refusals the deny cache holds now.",
 		}, func() float64 { return float64(stats().DenyCacheEntries) }),
 	)
+}
+
+// registerMemory adds the series of a store kept in memory, called name
+// ("memory", or "local" for the store on_store_error: local decides in):
+// the keys it holds against its bound, and the keys it evicted to stay
+// within it, read from stats at each scrape. Evictions that keep rising
+// mean max_keys is too small for the keys the traffic brings: an evicted
+// key starts again from fresh.
+func registerMemory(reg prometheus.Registerer, name string, stats func() memory.Stats, max int) {
+	labels := prometheus.Labels{"store": name}
+	reg.MustRegister(
+		prometheus.NewGaugeFunc(prometheus.GaugeOpts{
+			Namespace: "sluice", Name: "memory_keys", ConstLabels: labels,
+			Help: "Keys a store in memory holds now (store: memory, or local for on_store_error: local).",
+		}, func() float64 { return float64(stats().Keys) }),
+		prometheus.NewGaugeFunc(prometheus.GaugeOpts{
+			Namespace: "sluice", Name: "memory_max_keys", ConstLabels: labels,
+			Help: "The most keys a store in memory holds (store.max_keys) before a new key evicts an old one.",
+		}, func() float64 { return float64(maxKeys(max)) }),
+		prometheus.NewCounterFunc(prometheus.CounterOpts{
+			Namespace: "sluice", Name: "memory_evictions_total", ConstLabels: labels,
+			Help: "Keys a store in memory evicted to make room while their state was not fresh; each forgot a count.",
+		}, func() float64 { return float64(stats().Evictions) }),
+	)
+}
+
+// maxKeys returns the bound a memory store given MaxKeys n keeps.
+func maxKeys(n int) int {
+	if n == 0 {
+		return memory.DefaultMaxKeys
+	}
+	return n
 }
 
 // registerTLS adds the TLS series: sluice_tls_reloads_total, and

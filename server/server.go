@@ -282,7 +282,6 @@ func New(o Options) (_ *Server, err error) {
 	s.dash = dashboard.New(dashboard.Options{Clock: s.clock, Logger: s.log})
 	registerRefusedRatio(s.reg, s.dash)
 	s.top = NewTopK(s.o.TopKeys)
-	s.local = memory.New(memory.Options{Clock: s.clock})
 
 	if s.o.WatchInterval > 0 {
 		if paths := s.watched(); len(paths) > 0 {

@@ -10,6 +10,7 @@ import (
 	"net/http"
 	"net/http/httptest"
 	"os"
+	"strconv"
 	"strings"
 	"sync"
 	"testing"
@@ -102,6 +103,44 @@ func TestReloadByCall(t *testing.T) {
 	}
 }
 
+// store.max_keys bounds the memory store: a flood of client addresses
+// past it evicts old keys, which /metrics counts, and the store never
+// holds more.
+func TestMemoryStoreMaxKeys(t *testing.T) {
+	ts := startServer(t, `
+store: {max_keys: 64}
+client_ip: {trusted_proxies: [127.0.0.1]}
+policies:
+  - name: api
+    key: ip
+    limits: ["10/m"]
+`, Options{})
+	for i := range 300 {
+		resp, _ := get(t, ts.Addrs().Check, "/check", "X-Forwarded-For", fmt.Sprintf("198.51.%d.%d", i/250, i%250))
+		if resp.StatusCode != 200 {
+			t.Fatalf("client %d: %d", i, resp.StatusCode)
+		}
+	}
+	value := func(series string) float64 {
+		t.Helper()
+		line := ts.metric(series + " ")
+		v, err := strconv.ParseFloat(strings.TrimPrefix(line, series+" "), 64)
+		if err != nil {
+			t.Fatalf("%s on /metrics: %q", series, line)
+		}
+		return v
+	}
+	if n := value(`sluice_memory_max_keys{store="memory"}`); n != 64 {
+		t.Errorf("max_keys on /metrics: %v, want 64", n)
+	}
+	if n := value(`sluice_memory_keys{store="memory"}`); n > 64 || n < 32 {
+		t.Errorf("keys held after 300 clients: %v, want at most 64 (and most of them)", n)
+	}
+	if n := value(`sluice_memory_evictions_total{store="memory"}`); n < 300-64 {
+		t.Errorf("evictions after 300 clients into 64 keys: %v, want at least %d", n, 300-64)
+	}
+}
+
 // The admin listener: health, readiness, metrics, the most refused keys
 // and the dashboard's live counts.
 func TestAdmin(t *testing.T) {
@@ -133,6 +172,9 @@ policies:
 		`sluice_refused_ratio 0.25`,
 		`sluice_store_latency_seconds_count{store="memory"} `,
 		`sluice_config_reloads_total{result="failure"} 0`,
+		`sluice_memory_keys{store="memory"} 2`, // api and trial, one client
+		`sluice_memory_max_keys{store="memory"} 1.048576e+06`,
+		`sluice_memory_evictions_total{store="memory"} 0`,
 		`go_goroutines `,
 		`process_cpu_seconds_total `,
 	} {

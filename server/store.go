@@ -35,9 +35,14 @@ type storeHandle struct {
 // Cluster or a Sentinel-managed master).
 func (s *Server) openStore(c policy.StoreConfig) (*storeHandle, error) {
 	h := &storeHandle{cfg: c, close: func() {}}
+	// The local store decides while Redis is down, for the policies whose
+	// on_store_error is local.
+	s.local = memory.New(memory.Options{Clock: s.clock, MaxKeys: c.MaxKeys})
 	if !c.IsRedis() {
-		h.store = newInstrumented(memory.New(memory.Options{Clock: s.clock}), "memory", s.m)
-		s.log.Info("store: in memory (counters are this process's own)")
+		ms := memory.New(memory.Options{Clock: s.clock, MaxKeys: c.MaxKeys})
+		registerMemory(s.reg, "memory", ms.Stats, c.MaxKeys)
+		h.store = newInstrumented(ms, "memory", s.m)
+		s.log.Info("store: in memory (counters are this process's own)", "max_keys", maxKeys(c.MaxKeys))
 		return h, nil
 	}
 	var co rueidis.ClientOption
@@ -69,6 +74,7 @@ func (s *Server) openStore(c policy.StoreConfig) (*storeHandle, error) {
 	// call, where a bound per decision would cost one per request.
 	rs := redis.New(client, redis.Options{DisableDenyCache: c.NoDenyCache, Clock: s.clock, CallTimeout: timeout})
 	RegisterRedis(s.reg, rs.Stats)
+	registerMemory(s.reg, "local", s.local.Stats, c.MaxKeys)
 	// The breaker counts the store's timeouts and errors as failures and
 	// probes Redis with backoff while it is down; the instrumentation
 	// outside it counts what requests see, ErrStoreDown included. A
