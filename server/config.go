@@ -97,7 +97,7 @@ func (s *Server) watched() []string {
 }
 
 // storeConfig returns the store a generation asks for: the RedisURL
-// option, else the policy file's section.
+// and MaxKeys options, else the policy file's section.
 func (s *Server) storeConfig(g *generation) policy.StoreConfig {
 	var c policy.StoreConfig
 	if g.set != nil {
@@ -105,6 +105,9 @@ func (s *Server) storeConfig(g *generation) policy.StoreConfig {
 	}
 	if s.o.RedisURL != "" {
 		c.Redis, c.Cluster, c.SentinelMaster, c.SentinelAddrs = s.o.RedisURL, nil, "", nil
+	}
+	if s.o.MaxKeys > 0 {
+		c.MaxKeys = s.o.MaxKeys
 	}
 	return c
 }

@@ -92,6 +92,9 @@ type Options struct {
 	// RedisURL, when set, replaces the policy file's store section: the
 	// counters live in the Redis at this URL (rueidis.ParseURL's form).
 	RedisURL string
+	// MaxKeys, when above zero, replaces the policy file's store.max_keys:
+	// the most keys a store kept in memory holds.
+	MaxKeys int
 
 	// TLSCert and TLSKey are PEM files: a certificate chain (the leaf
 	// first) and its private key, both or neither. Empty means no TLS.

@@ -139,6 +139,12 @@ policies:
 	if n := value(`sluice_memory_evictions_total{store="memory"}`); n < 300-64 {
 		t.Errorf("evictions after 300 clients into 64 keys: %v, want at least %d", n, 300-64)
 	}
+
+	// --max-keys, as Options.MaxKeys, overrides the file.
+	ts = startServer(t, "store: {max_keys: 64}\npolicies: [{name: api, limits: [\"10/m\"]}]\n", Options{MaxKeys: 32})
+	if n := value(`sluice_memory_max_keys{store="memory"}`); n != 32 {
+		t.Errorf("max_keys with MaxKeys 32 over the file's 64: %v, want 32", n)
+	}
 }
 
 // The admin listener: health, readiness, metrics, the most refused keys

@@ -56,6 +56,10 @@ wins over its variable):
                           redis://[user:pass@]host:6379/0, rediss:// for
                           TLS, ?addr=host2:6379 for more cluster seeds,
                           ?master_set=NAME for Sentinel.
+  --max-keys N            the most keys a store in memory holds, overriding
+                          the policy file's store.max_keys (SLUICE_MAX_KEYS);
+                          past it a new key evicts an old one. Default
+                          1048576.
   --listen ADDR           the reverse proxy (SLUICE_LISTEN).
                           Default 127.0.0.1:8080.
   --check-listen ADDR     the check endpoints, /check (Traefik) and
@@ -150,6 +154,7 @@ func parseServeFlags(args []string, getenv func(string) string, stderr io.Writer
 	fs.StringVar(&f.o.Upstream, "upstream", "", "")
 	fs.BoolVar(&f.o.PreserveHost, "preserve-host", false, "")
 	fs.StringVar(&f.o.RedisURL, "redis", "", "")
+	fs.IntVar(&f.o.MaxKeys, "max-keys", 0, "")
 	fs.StringVar(&f.o.Listen, "listen", server.DefaultListen, "")
 	fs.StringVar(&f.o.CheckListen, "check-listen", server.DefaultCheckListen, "")
 	fs.StringVar(&f.o.GRPCListen, "grpc-listen", server.DefaultGRPCListen, "")
@@ -167,7 +172,7 @@ func parseServeFlags(args []string, getenv func(string) string, stderr io.Writer
 
 	env := map[string]string{
 		"config": "SLUICE_CONFIG", "upstream": "SLUICE_UPSTREAM", "preserve-host": "SLUICE_PRESERVE_HOST",
-		"redis": "SLUICE_REDIS", "listen": "SLUICE_LISTEN", "check-listen": "SLUICE_CHECK_LISTEN",
+		"redis": "SLUICE_REDIS", "max-keys": "SLUICE_MAX_KEYS", "listen": "SLUICE_LISTEN", "check-listen": "SLUICE_CHECK_LISTEN",
 		"grpc-listen": "SLUICE_GRPC_LISTEN", "admin-listen": "SLUICE_ADMIN_LISTEN", "pprof": "SLUICE_PPROF",
 		"tls-cert": "SLUICE_TLS_CERT", "tls-key": "SLUICE_TLS_KEY", "tls-client-ca": "SLUICE_TLS_CLIENT_CA",
 		"watch-interval": "SLUICE_WATCH_INTERVAL", "shutdown-timeout": "SLUICE_SHUTDOWN_TIMEOUT",
@@ -211,6 +216,9 @@ func parseServeFlags(args []string, getenv func(string) string, stderr io.Writer
 		return nil, fmt.Errorf("--shutdown-timeout must be above zero")
 	}
 	f.o.ShutdownTimeout = f.shutdown
+	if f.o.MaxKeys < 0 {
+		return nil, fmt.Errorf("--max-keys must not be negative (0 means the policy file's, or 1048576)")
+	}
 	switch {
 	case f.bodyTimeout < 0:
 		return nil, fmt.Errorf("--body-timeout must not be negative (0 means no bound)")
