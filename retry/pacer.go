@@ -32,7 +32,7 @@ type pacer struct {
 type paceState struct {
 	interval time.Duration // spacing between sends
 	until    time.Time     // when the reported quota resets; the state is stale after it
-	next     time.Time     // earliest time the next send may leave
+	last     time.Time     // the latest send booked or observed; the next leaves interval after it
 }
 
 func newPacer(threshold int, maxWait time.Duration) *pacer {
@@ -54,7 +54,7 @@ func (p *pacer) reserve(host string, now, deadline time.Time, hasDeadline bool) 
 		delete(p.hosts, host)
 		return 0
 	}
-	at := st.next
+	at := st.last.Add(st.interval)
 	if at.Before(now) {
 		at = now
 	}
@@ -64,7 +64,7 @@ func (p *pacer) reserve(host string, now, deadline time.Time, hasDeadline bool) 
 	if hasDeadline && !at.Before(deadline) {
 		return 0
 	}
-	st.next = at.Add(st.interval)
+	st.last = at
 	return at.Sub(now)
 }
 
@@ -101,10 +101,13 @@ func (p *pacer) observe(host string, h http.Header, sent, now time.Time) {
 		st = &paceState{}
 		p.hosts[host] = st
 	}
+	// The spacing counts from the latest send booked, with the interval
+	// just reported: a slot booked under an older, wider interval (waiting
+	// out an exhausted quota, say) must not hold back the new window.
 	st.interval = interval
 	st.until = now.Add(reset)
-	if next := sent.Add(interval); next.After(st.next) {
-		st.next = next
+	if sent.After(st.last) {
+		st.last = sent
 	}
 }
 

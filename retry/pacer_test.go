@@ -151,3 +151,39 @@ func TestPacerMemoryBounded(t *testing.T) {
 		t.Errorf("pacer holds %d hosts, bound %d", n, maxPacedHosts)
 	}
 }
+
+// TestPacingAfterReset checks that a fresh report replaces the spacing
+// booked under an older, wider one: after waiting out an exhausted quota,
+// a new window with r left is paced at t/(r+1), not at the old interval.
+func TestPacingAfterReset(t *testing.T) {
+	steps := []struct {
+		wantWait time.Duration // before this request is sent
+		kv       []string      // headers of its response
+	}{
+		{0, []string{"RateLimit", `"api";r=0;t=9`}},               // exhausted: wait for the reset
+		{9 * time.Second, []string{"RateLimit", `"api";r=2;t=9`}}, // new window, 2 left: space by 3s
+		{3 * time.Second, []string{"RateLimit", `"api";r=1;t=6`}},
+		{3 * time.Second, []string{"RateLimit", `"api";r=0;t=3`}},
+		{3 * time.Second, nil}, // the reset
+	}
+	clock := newFakeClock(testStart)
+	i := 0
+	var sentAt []time.Time
+	next := rtFunc(func(req *http.Request) (*http.Response, error) {
+		sentAt = append(sentAt, clock.Now())
+		kv := steps[i].kv
+		i++
+		return reply(req, 200, nil, kv...), nil
+	})
+	tr := NewTransport(next, Options{Clock: clock, Pacing: true})
+	for k, s := range steps {
+		before := clock.Now()
+		resp, err := tr.RoundTrip(mustRequest(t, "GET", "http://api.example.test/", nil))
+		if err != nil || resp.StatusCode != 200 {
+			t.Fatalf("step %d: %v, %v", k, resp, err)
+		}
+		if got := sentAt[k].Sub(before); got != s.wantWait {
+			t.Errorf("step %d: waited %v before sending, want %v", k, got, s.wantWait)
+		}
+	}
+}

@@ -1,10 +1,10 @@
 package retry
 
 import (
-	"context"
 	"crypto/tls"
 	"crypto/x509"
 	"errors"
+	"fmt"
 	"io"
 	"math"
 	"net/http"
@@ -169,12 +169,17 @@ func (t *Transport) RoundTrip(req *http.Request) (*http.Response, error) {
 
 		switch {
 		case err != nil:
-			if ctx.Err() != nil || errors.Is(err, context.Canceled) || errors.Is(err, context.DeadlineExceeded) {
+			// Only the caller's own context says the caller gave up: a
+			// dialer's timeout also matches context.DeadlineExceeded with
+			// errors.Is, and is a connection error like any other.
+			if ctx.Err() != nil {
 				return nil, err // the caller gave up; that is not the server's fault
 			}
 			if permanent(err) {
 				return nil, err // the same connection would fail the same way
 			}
+		case resp == nil:
+			return nil, fmt.Errorf("retry: %T returned a nil *Response with a nil error", t.next)
 		case resp.StatusCode == http.StatusTooManyRequests, resp.StatusCode == http.StatusServiceUnavailable:
 		default:
 			return resp, nil
@@ -273,8 +278,12 @@ func closeBody(req *http.Request) {
 }
 
 // discard drains a little of resp's body, so the connection can be
-// reused, and closes it.
+// reused, and closes it. A nil Body, which http.Client tolerates from a
+// RoundTripper, is taken as empty.
 func discard(resp *http.Response) {
+	if resp.Body == nil {
+		return
+	}
 	_, _ = io.CopyN(io.Discard, resp.Body, maxDrain)
 	resp.Body.Close()
 }

@@ -615,3 +615,63 @@ func TestCancelDuringWait(t *testing.T) {
 		t.Errorf("%d bodies prepared for the retry, closed: %v; want 1, closed", len(replayed), len(replayed) == 1 && replayed[0].closed.Load())
 	}
 }
+
+// TestDialTimeoutRetried checks that a connection attempt that timed out
+// by the dialer's own timeout is retried like any connection error: the
+// net package's "i/o timeout" matches context.DeadlineExceeded with
+// errors.Is, but the caller's context did not give up.
+func TestDialTimeoutRetried(t *testing.T) {
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		io.WriteString(w, "ok")
+	}))
+	defer srv.Close()
+	var dials atomic.Int32
+	next := &http.Transport{DialContext: func(ctx context.Context, network, addr string) (net.Conn, error) {
+		d := &net.Dialer{}
+		if dials.Add(1) == 1 {
+			// A deadline already past: the dial fails as a real dial
+			// timeout does, with the net package's own error.
+			d.Deadline = time.Now().Add(-time.Second)
+		}
+		return d.DialContext(ctx, network, addr)
+	}}
+	defer next.CloseIdleConnections()
+	clock := newFakeClock(testStart)
+	tr := NewTransport(next, Options{Clock: clock})
+	resp, err := tr.RoundTrip(mustRequest(t, "GET", srv.URL, nil))
+	if err != nil {
+		t.Fatalf("err = %v after %d dials, want the retry to succeed", err, dials.Load())
+	}
+	resp.Body.Close()
+	if resp.StatusCode != 200 || dials.Load() != 2 || len(clock.Sleeps()) != 1 {
+		t.Errorf("status %d after %d dials and sleeps %v; want 200 after 2 dials and one sleep",
+			resp.StatusCode, dials.Load(), clock.Sleeps())
+	}
+}
+
+// TestNilResponseBody checks that a wrapped RoundTripper returning a
+// response with a nil Body, as test doubles often do and http.Client
+// tolerates, is retried without a panic.
+func TestNilResponseBody(t *testing.T) {
+	n := 0
+	next := rtFunc(func(req *http.Request) (*http.Response, error) {
+		n++
+		if n == 1 {
+			return &http.Response{StatusCode: http.StatusServiceUnavailable, Header: http.Header{}, Request: req}, nil
+		}
+		return reply(req, 200, nil), nil
+	})
+	tr := NewTransport(next, Options{Clock: newFakeClock(testStart)})
+	resp, err := tr.RoundTrip(mustRequest(t, "GET", "http://example.test/", nil))
+	if err != nil || resp.StatusCode != 200 || n != 2 {
+		t.Fatalf("got %v, %v after %d attempts; want 200 after 2", resp, err, n)
+	}
+
+	// No response and no error at all is reported as an error, as
+	// http.Client does.
+	none := rtFunc(func(*http.Request) (*http.Response, error) { return nil, nil })
+	tr = NewTransport(none, Options{Clock: newFakeClock(testStart)})
+	if resp, err := tr.RoundTrip(mustRequest(t, "GET", "http://example.test/", nil)); resp != nil || err == nil {
+		t.Errorf("nil response and nil error gave %v, %v; want an error", resp, err)
+	}
+}
