@@ -202,6 +202,64 @@ policies:
 	}
 }
 
+// deadlineCtx has a deadline on the fake clock and never ends by itself:
+// what matters is what the middleware makes of the deadline.
+type deadlineCtx struct {
+	context.Context
+	deadline time.Time
+}
+
+func (c deadlineCtx) Deadline() (time.Time, bool) { return c.deadline, true }
+
+// A request is never held back for a wait its deadline cannot cover: it
+// is refused at once, with the wait as its Retry-After, and a
+// leaky_bucket gives it no turn in its queue.
+func TestThrottledWithinDeadline(t *testing.T) {
+	within := func(e *env, d time.Duration) (*httptest.ResponseRecorder, time.Duration) {
+		t.Helper()
+		hr := httptest.NewRequest("GET", "/", nil)
+		if d > 0 {
+			hr = hr.WithContext(deadlineCtx{hr.Context(), e.clock.Now().Add(d)})
+		}
+		before, _ := e.clock.Slept()
+		w := httptest.NewRecorder()
+		e.h.ServeHTTP(w, hr)
+		after, _ := e.clock.Slept()
+		e.clock.Advance(before - after) // the next request arrives at the same instant
+		return w, after - before
+	}
+	e := newEnv(t, `
+policies:
+  - {name: slow, limits: ["1/s burst 1"], max_delay: 5s}
+`, Options{}, nil)
+	e.do(req{})
+	if w, waited := within(e, 500*time.Millisecond); w.Code != 429 || waited != 0 || w.Header().Get("Retry-After") != "1" {
+		t.Errorf("a 1s wait with 500ms left: %d, Retry-After %q, after waiting %v; want 429, 1, at once", w.Code, w.Header().Get("Retry-After"), waited)
+	}
+	if w, waited := within(e, 1500*time.Millisecond); w.Code != 200 || waited != time.Second {
+		t.Errorf("a 1s wait with 1.5s left: %d after waiting %v; want 200 after 1s", w.Code, waited)
+	}
+
+	e = newEnv(t, `
+policies:
+  - {name: shaped, limits: ["leaky_bucket 2/s burst 4"]}
+`, Options{}, nil)
+	for i, tt := range []struct {
+		left   time.Duration // 0: no deadline
+		status int
+		wait   time.Duration
+	}{
+		{700 * time.Millisecond, 200, 0},
+		{700 * time.Millisecond, 200, 500 * time.Millisecond},
+		{700 * time.Millisecond, 429, 0}, // its turn would come after 1s
+		{0, 200, time.Second},            // the turn the refused one did not take
+	} {
+		if w, waited := within(e, tt.left); w.Code != tt.status || waited != tt.wait {
+			t.Errorf("leaky %d: %d after waiting %v, want %d after %v", i, w.Code, waited, tt.status, tt.wait)
+		}
+	}
+}
+
 // A request whose context ends while it waits is not served.
 func TestThrottledContextEnds(t *testing.T) {
 	e := newEnv(t, `

@@ -54,7 +54,9 @@
 // Waiting: max_delay lets a refused request wait instead, once, when it
 // would pass within that time; a leaky_bucket limit makes every request
 // wait its turn, up to max_delay. Waits use the Enforcer's clock and end
-// with the request's context.
+// with the request's context. A request is never held back for a wait
+// its context's deadline cannot cover: it is refused at once instead, and
+// takes no turn in a leaky_bucket's queue.
 //
 // Store failures: on_store_error is open (let the request through, the
 // default), closed (503, not 429: the client did nothing wrong) or local

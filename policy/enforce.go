@@ -346,13 +346,24 @@ func (o *override) matches(key []part, parts []byte, spans []int) bool {
 // and fills out.
 func (e *Enforcer) decide(ctx context.Context, st *state, out *Outcome) {
 	reqs, decs := st.reqs[:st.nEnf], st.decs[:st.nEnf]
+	left, bounded := e.timeLeft(ctx, st)
+	if bounded {
+		// A leaky_bucket refuses a turn the deadline cannot reach, rather
+		// than queue a request that will have gone by then.
+		turn := max(left-time.Microsecond, time.Nanosecond)
+		for i := range reqs {
+			if reqs[i].MaxDelay <= 0 || reqs[i].MaxDelay > turn {
+				reqs[i].MaxDelay = turn
+			}
+		}
+	}
 	d, err := e.decideAll(ctx, reqs, decs)
 	if err != nil {
 		e.storeFailed(ctx, st, err, out)
 		return
 	}
 	e.storeOK()
-	if !d.Allowed && d.RetryAfter > 0 && e.mayWait(st, decs, d.RetryAfter) {
+	if !d.Allowed && d.RetryAfter > 0 && (!bounded || d.RetryAfter < left) && e.mayWait(st, decs, d.RetryAfter) {
 		if err := e.clock.Sleep(ctx, d.RetryAfter); err != nil {
 			out.Verdict, out.Err, out.RetryAfter = Unavailable, err, d.RetryAfter
 			return
@@ -372,6 +383,26 @@ func (e *Enforcer) decide(ctx context.Context, st *state, out *Outcome) {
 	}
 	conclude(d, decs, st.lims, out)
 	e.observe(ctx, st, 0, st.nEnf, nil)
+}
+
+// timeLeft returns how long ctx has before its deadline, on the
+// Enforcer's clock, when st has a limit that may make the request wait (a
+// policy's max_delay, a leaky_bucket's turn); bounded is false when there
+// is no deadline or nothing to wait for, which reads no clock. A request
+// is never held back for a wait its deadline cannot cover: it is refused
+// at once, with the wait as its Retry-After, instead of failing at the
+// deadline with nothing to tell its client.
+func (e *Enforcer) timeLeft(ctx context.Context, st *state) (left time.Duration, bounded bool) {
+	deadline, ok := ctx.Deadline()
+	if !ok {
+		return 0, false
+	}
+	for _, l := range st.lims[:st.nEnf] {
+		if l.Policy.MaxDelay > 0 || l.Algorithm == rate.LeakyBucket {
+			return deadline.Sub(e.clock.Now()), true
+		}
+	}
+	return 0, false
 }
 
 // decideAll is store.DecideAll, through the simpler Decide when there is
