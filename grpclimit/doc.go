@@ -9,10 +9,13 @@
 //
 // Policies see a call as an HTTP/2 request: method POST, the full method
 // name as path (match: /pkg.Service/Method, or /pkg.Service/ for a whole
-// service), :authority as host, metadata as headers (key:
-// "header:x-api-key"), and the peer's address as ip (forwarding metadata
-// is read only from trusted proxies, as for HTTP). A stream is decided
-// once, when it opens.
+// service; a name an unknown service handler gets, such as
+// /pkg.Service//Method, is cleaned first, as ServeMux cleans paths),
+// :authority as host, metadata as headers (key: "header:x-api-key"), and
+// the peer's address as ip (forwarding metadata is read only from trusted
+// proxies, as for HTTP; a Unix socket peer has no address, whatever path
+// it bound). A stream is decided once, when it opens, and holds its slot
+// in the concurrency limit until it ends.
 //
 // A refused call fails with RESOURCE_EXHAUSTED, and its status carries a
 // google.rpc.RetryInfo (the exact retry delay) and a google.rpc.QuotaFailure
@@ -22,8 +25,10 @@
 // Redis call that timed out is no DEADLINE_EXCEEDED of the call's). Both
 // send retry-after response metadata in whole seconds; every decided call
 // also gets ratelimit and ratelimit-policy metadata unless
-// Options.NoHeaders. A call whose own context ends before its verdict
-// (while it waits under max_delay) fails with its context's status.
+// Options.NoHeaders. The metadata goes with the response headers, or with
+// the trailers if an interceptor that ran before has sent the headers. A
+// call whose own context ends before its verdict (while it waits under
+// max_delay) fails with its context's status.
 //
 // # Files
 //

@@ -85,7 +85,11 @@ func (l *Limiter) Unary(ctx context.Context, req any, info *grpc.UnaryServerInfo
 	out := l.enforce(ctx, info.FullMethod)
 	defer out.Done()
 	if md := l.responseMD(&out); md != nil {
-		_ = grpc.SetHeader(ctx, md) // fails only if headers were sent, which they cannot have been
+		// An interceptor that ran before this one may have sent the
+		// headers: the metadata then goes with the trailers.
+		if grpc.SetHeader(ctx, md) != nil {
+			_ = grpc.SetTrailer(ctx, md) // fails only with no gRPC call in ctx
+		}
 	}
 	if err := refusal(ctx, &out); err != nil {
 		return nil, err
@@ -100,7 +104,9 @@ func (l *Limiter) Stream(srv any, ss grpc.ServerStream, info *grpc.StreamServerI
 	out := l.enforce(ss.Context(), info.FullMethod)
 	defer out.Done()
 	if md := l.responseMD(&out); md != nil {
-		_ = ss.SetHeader(md)
+		if ss.SetHeader(md) != nil { // headers sent: see Unary
+			ss.SetTrailer(md)
+		}
 	}
 	if err := refusal(ss.Context(), &out); err != nil {
 		return err
@@ -144,7 +150,9 @@ func (l *Limiter) enforce(ctx context.Context, fullMethod string) policy.Outcome
 }
 
 // peerAddr returns the address of the call's peer, or the invalid Addr.
-// Resolve normalizes it.
+// Resolve normalizes it. A Unix socket peer has no address: its name is
+// whatever path the peer bound its end to, which may read as an IP
+// address ("10.0.0.1") and must not pass for one.
 func peerAddr(ctx context.Context) netip.Addr {
 	p, ok := peer.FromContext(ctx)
 	if !ok || p.Addr == nil {
@@ -152,6 +160,9 @@ func peerAddr(ctx context.Context) netip.Addr {
 	}
 	if t, ok := p.Addr.(*net.TCPAddr); ok {
 		return t.AddrPort().Addr()
+	}
+	if strings.HasPrefix(p.Addr.Network(), "unix") { // unix, unixgram, unixpacket
+		return netip.Addr{}
 	}
 	return clientip.ParsePeer(p.Addr.String())
 }

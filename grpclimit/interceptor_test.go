@@ -211,3 +211,174 @@ policies:
 		t.Errorf("retry-after metadata %q, want 1", got)
 	}
 }
+
+// A client that reaches the server over a Unix socket can bind its own
+// end to any path, and the server then reads that path as the peer's
+// address: a client bound to "10.0.0.1" must not pass for a trusted
+// proxy, nor choose its ip key. Every Unix socket peer is one client with
+// no address, and its forwarding metadata is not believed.
+func TestUnixPeerNameIsNoAddress(t *testing.T) {
+	set, err := policy.Load("test.yaml", []byte(`
+client_ip: {trusted_proxies: [10.0.0.0/8]}
+policies:
+  - {name: check, match: /grpc.health.v1.Health/Check, key: ip, limits: ["1/m burst 1"]}
+`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	clock := ratetest.NewClock(time.Date(2026, 3, 1, 12, 0, 0, 0, time.UTC))
+	l := New(set, memory.New(memory.Options{Clock: clock}), Options{Options: policy.Options{Clock: clock}})
+	srv := grpc.NewServer(grpc.ChainUnaryInterceptor(l.Unary))
+	healthpb.RegisterHealthServer(srv, health.NewServer())
+	t.Chdir(t.TempDir()) // the client binds a relative path
+	lis, err := net.Listen("unix", "server.sock")
+	if err != nil {
+		t.Fatal(err)
+	}
+	go func() { _ = srv.Serve(lis) }()
+	t.Cleanup(srv.Stop)
+	dial := func(ctx context.Context, _ string) (net.Conn, error) {
+		d := net.Dialer{LocalAddr: &net.UnixAddr{Name: "10.0.0.1", Net: "unix"}}
+		return d.DialContext(ctx, "unix", "server.sock")
+	}
+	conn, err := grpc.NewClient("passthrough:///server.sock", grpc.WithContextDialer(dial),
+		grpc.WithTransportCredentials(insecure.NewCredentials()))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = conn.Close() })
+	c := healthpb.NewHealthClient(conn)
+	for i, client := range []string{"203.0.113.1", "203.0.113.2"} {
+		ctx := metadata.AppendToOutgoingContext(context.Background(), "x-forwarded-for", client)
+		_, err := c.Check(ctx, &healthpb.HealthCheckRequest{})
+		if want := []codes.Code{codes.OK, codes.ResourceExhausted}[i]; status.Code(err) != want {
+			t.Fatalf("call %d, claiming to be %s: %v, want %v", i, client, err, want)
+		}
+	}
+}
+
+// A server with an unknown service handler (a gRPC proxy) sees the method
+// names clients write, and "/pkg.Svc//M" or "/x/../pkg.Svc/M" are what a
+// hop that cleans paths routes to /pkg.Svc/M. Policies must match them as
+// that method: net/http's ServeMux answers an unclean path with a
+// redirect, which matched no policy at all, not even one that matches
+// every path.
+func TestUncleanMethodMatchesCleanPolicy(t *testing.T) {
+	set, err := policy.Load("test.yaml", []byte(`
+policies:
+  - {name: svc, match: /pkg.Svc/, limits: ["1/m burst 1"]}
+  - {name: all, match: /, key: "header:x-k", limits: ["1/m burst 1"]}
+`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	l := New(set, memory.New(memory.Options{}), Options{})
+	srv := grpc.NewServer(grpc.ChainStreamInterceptor(l.Stream),
+		grpc.UnknownServiceHandler(func(any, grpc.ServerStream) error {
+			return status.Error(codes.Unimplemented, "forwarded")
+		}))
+	lis, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	go func() { _ = srv.Serve(lis) }()
+	t.Cleanup(srv.Stop)
+	conn, err := grpc.NewClient(lis.Addr().String(), grpc.WithTransportCredentials(insecure.NewCredentials()))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = conn.Close() })
+	call := func(method, k string) error {
+		ctx := metadata.AppendToOutgoingContext(context.Background(), "x-k", k)
+		return conn.Invoke(ctx, method, &healthpb.HealthCheckRequest{}, &healthpb.HealthCheckResponse{})
+	}
+	if err := call("/pkg.Svc/M", "a"); status.Code(err) != codes.Unimplemented {
+		t.Fatalf("first call: %v, want it forwarded", err)
+	}
+	if err := call("/other/M", "b"); status.Code(err) != codes.Unimplemented {
+		t.Fatalf("first call of key b: %v, want it forwarded", err)
+	}
+	for _, m := range []string{"/pkg.Svc//M", "/pkg.Svc/./M", "/x/../pkg.Svc/M", "//pkg.Svc/M"} {
+		if err := call(m, "c"); status.Code(err) != codes.ResourceExhausted {
+			t.Errorf("%s: %v, want ResourceExhausted by policy svc", m, err)
+		}
+	}
+	for _, m := range []string{"/other//M", "/other/./M/", "/other/M/.."} {
+		if err := call(m, "b"); status.Code(err) != codes.ResourceExhausted {
+			t.Errorf("%s of key b: %v, want ResourceExhausted by policy all", m, err)
+		}
+	}
+}
+
+// An interceptor that runs before the limiter may send the response
+// headers itself (a request id, sent at once). The rate limit metadata
+// can then no longer go with the headers, and goes with the trailers
+// instead: a refused call must still tell when to retry.
+func TestMetadataAfterHeadersSentGoesInTrailers(t *testing.T) {
+	set, err := policy.Load("test.yaml", []byte(config))
+	if err != nil {
+		t.Fatal(err)
+	}
+	clock := ratetest.NewClock(time.Date(2026, 3, 1, 12, 0, 0, 0, time.UTC))
+	l := New(set, memory.New(memory.Options{Clock: clock}), Options{Options: policy.Options{Clock: clock}})
+	id := metadata.Pairs("x-request-id", "r1")
+	sendUnary := func(ctx context.Context, req any, _ *grpc.UnaryServerInfo, h grpc.UnaryHandler) (any, error) {
+		if err := grpc.SendHeader(ctx, id); err != nil {
+			return nil, err
+		}
+		return h(ctx, req)
+	}
+	sendStream := func(srv any, ss grpc.ServerStream, _ *grpc.StreamServerInfo, h grpc.StreamHandler) error {
+		if err := ss.SendHeader(id); err != nil {
+			return err
+		}
+		return h(srv, ss)
+	}
+	srv := grpc.NewServer(grpc.ChainUnaryInterceptor(sendUnary, l.Unary), grpc.ChainStreamInterceptor(sendStream, l.Stream))
+	healthpb.RegisterHealthServer(srv, health.NewServer())
+	lis, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	go func() { _ = srv.Serve(lis) }()
+	t.Cleanup(srv.Stop)
+	conn, err := grpc.NewClient(lis.Addr().String(), grpc.WithTransportCredentials(insecure.NewCredentials()))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = conn.Close() })
+	c := healthpb.NewHealthClient(conn)
+
+	for i, want := range []string{"", "", "30"} {
+		var header, trailer metadata.MD
+		_, err := c.Check(context.Background(), &healthpb.HealthCheckRequest{}, grpc.Header(&header), grpc.Trailer(&trailer))
+		if got := header.Get("x-request-id"); len(got) != 1 {
+			t.Errorf("unary call %d: x-request-id %q: the interceptor did not send the headers", i, got)
+		}
+		if got := trailer.Get("ratelimit-policy"); len(got) != 1 || got[0] != `"check";q=2;w=60` {
+			t.Errorf("unary call %d (%v): ratelimit-policy trailer %q", i, err, got)
+		}
+		if got := trailer.Get("retry-after"); want != "" && (len(got) != 1 || got[0] != want) {
+			t.Errorf("unary call %d (%v): retry-after trailer %q, want %s", i, err, got, want)
+		}
+	}
+
+	for i, want := range []string{"", "60"} {
+		ctx, cancel := context.WithCancel(metadata.AppendToOutgoingContext(context.Background(), "x-api-key", "k"))
+		s, err := c.Watch(ctx, &healthpb.HealthCheckRequest{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if _, err := s.Recv(); want != "" {
+			if status.Code(err) != codes.ResourceExhausted {
+				t.Fatalf("stream %d: %v, want ResourceExhausted", i, err)
+			}
+			if got := s.Trailer().Get("retry-after"); len(got) != 1 || got[0] != want {
+				t.Errorf("stream %d: retry-after trailer %q, want %s", i, got, want)
+			}
+		}
+		cancel()
+		// The first stream's trailers come only once it ends: its headers
+		// and trailers are checked through the refused one.
+	}
+}

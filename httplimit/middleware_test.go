@@ -202,6 +202,22 @@ policies:
 	}
 }
 
+// A path with repeated slashes or . and .. segments is decided as the
+// clean path it means: a router that cleans paths, or an upstream behind
+// a proxy, serves //search as /search, so none of these escapes the
+// policy on /search.
+func TestUncleanPathMatchesCleanPolicy(t *testing.T) {
+	e := newEnv(t, `
+policies:
+  - {name: search, match: "GET /search/{q}", key: "path:q", limits: ["1/m"]}
+`, Options{}, nil)
+	expect(t, "first", e.do(req{path: "/search/cats"}), 200, nil, nil)
+	for _, p := range []string{"/search/cats", "//search/cats", "/search//cats", "/./search/cats", "/x/../search/cats", "/search/dogs/../cats"} {
+		expect(t, p, e.do(req{path: p}), 429, nil, nil)
+	}
+	expect(t, "another query", e.do(req{path: "//search/dogs"}), 200, nil, nil)
+}
+
 // deadlineCtx has a deadline on the fake clock and never ends by itself:
 // what matters is what the middleware makes of the deadline.
 type deadlineCtx struct {

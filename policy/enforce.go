@@ -196,10 +196,12 @@ func (st *state) reset() {
 func (e *Enforcer) Enforce(ctx context.Context, r *Request) Outcome {
 	st := e.pool.Get().(*state)
 	st.reset()
+	r.routed = routed(r.HTTP)
 	defer func() {
 		// The pooled slices must not pin this request's keys.
 		clear(st.reqs)
 		e.pool.Put(st)
+		r.routed = nil
 	}()
 
 	prio, classified := Normal, false
@@ -269,7 +271,7 @@ func (e *Enforcer) collect(st *state, p *Policy, r *Request, plan string) {
 		}
 		pathVals = st.values[:len(names)]
 		clear(pathVals)
-		p.match.pathValues(r.HTTP, names, pathVals)
+		p.match.pathValues(r.routed, names, pathVals)
 	}
 	for _, key := range p.keys {
 		// The parts, once, then one key per limit.

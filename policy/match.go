@@ -114,7 +114,7 @@ func (m *matcher) matches(r *Request) bool {
 		}
 	}
 	if m.mux != nil {
-		if h, _ := m.mux.Handler(r.HTTP); h != http.Handler(m.marker) {
+		if h, _ := m.mux.Handler(r.routed); h != http.Handler(m.marker) {
 			return false
 		}
 	}

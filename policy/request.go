@@ -4,6 +4,8 @@ import (
 	"context"
 	"net/http"
 	"net/netip"
+
+	"github.com/sluicehq/sluice/internal/urlpath"
 )
 
 // Request is one request as policies see it. Transports fill it in for
@@ -29,6 +31,29 @@ type Request struct {
 	// Plan is the plan the application assigned, or "" to let the
 	// policy file's plans section decide.
 	Plan string
+
+	// routed is HTTP as the policies' patterns match it, its path clean
+	// (see routed), during Enforce.
+	routed *http.Request
+}
+
+// routed returns r with its path as a ServeMux routes it (see
+// urlpath.CleanURL): r itself when the path is clean, else a shallow copy
+// that only the policies' patterns read. ServeMux would answer /a/../login
+// or //login with a redirect, which matches no policy, where a reverse
+// proxy, a router that cleans paths or a gRPC server's unknown-service
+// handler serves the request as /login. CONNECT's target is no path.
+func routed(r *http.Request) *http.Request {
+	if r.Method == http.MethodConnect || r.URL == nil {
+		return r
+	}
+	u := urlpath.CleanURL(r.URL)
+	if u == r.URL {
+		return r
+	}
+	c := *r
+	c.URL = u
+	return &c
 }
 
 // header returns the first value of a header field and whether it is

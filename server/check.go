@@ -3,11 +3,11 @@ package server
 import (
 	"net/http"
 	"net/url"
-	"path"
 	"strconv"
 	"strings"
 
 	"github.com/sluicehq/sluice/clientip"
+	"github.com/sluicehq/sluice/internal/urlpath"
 )
 
 // The headers a gateway describes the original request with, as Traefik's
@@ -79,7 +79,7 @@ func checkPassed(w http.ResponseWriter, r *http.Request) {
 // The URI is the client's own (NGINX's $request_uri), which the gateway
 // and the application may read more leniently than net/http does: a
 // fragment is cut off, as parsers of request targets do, and the path is
-// decided clean (see cleanURL), so that neither /login#x nor //login
+// decided clean (see urlpath.CleanURL), so that neither /login#x nor //login
 // escapes a policy on /login.
 //
 // The check request's body, if the gateway sends one, is the original
@@ -106,7 +106,7 @@ func forwardedRequest(r *http.Request, resolver *clientip.Resolver) (*http.Reque
 		method = http.MethodGet
 	}
 	if method != http.MethodConnect {
-		u = cleanURL(u)
+		u = urlpath.CleanURL(u)
 	}
 	out := r.Clone(r.Context())
 	out.Method, out.URL, out.RequestURI = method, u, uri
@@ -121,45 +121,6 @@ func forwardedRequest(r *http.Request, resolver *clientip.Resolver) (*http.Reque
 	out.Header.Del(hForwardedMethod)
 	out.Header.Del(hForwardedURI)
 	return out, true
-}
-
-// cleanURL returns u with its path as net/http's ServeMux routes it:
-// without . and .. segments or repeated slashes, a trailing slash kept.
-// ServeMux redirects a request for an unclean path to the clean one, so
-// that is the path a policy's pattern is about; a reverse proxy or a
-// gateway passes the path on as it came, and an application that cleans
-// it itself would serve /a/../login as /login. As in ServeMux, the
-// escaped path is cleaned: %2e%2e is a segment like any other. It
-// returns u itself when the path is clean already.
-func cleanURL(u *url.URL) *url.URL {
-	escaped := u.EscapedPath()
-	clean := cleanPath(escaped)
-	if clean == escaped {
-		return u
-	}
-	c, err := url.ParseRequestURI(clean)
-	if err != nil {
-		return u
-	}
-	out := *u
-	out.Path, out.RawPath = c.Path, c.RawPath
-	return &out
-}
-
-// cleanPath is net/http's: the canonical path for p, with a leading
-// slash and the trailing slash of p kept.
-func cleanPath(p string) string {
-	if p == "" {
-		return "/"
-	}
-	if p[0] != '/' {
-		p = "/" + p
-	}
-	np := path.Clean(p)
-	if p[len(p)-1] == '/' && np != "/" {
-		np += "/"
-	}
-	return np
 }
 
 // validMethod reports whether m is an HTTP token.

@@ -17,6 +17,7 @@ import (
 	"time"
 
 	"github.com/sluicehq/sluice/clientip"
+	"github.com/sluicehq/sluice/internal/urlpath"
 	"github.com/sluicehq/sluice/policy"
 )
 
@@ -131,15 +132,15 @@ type sentURLKey struct{}
 
 // toDecide returns r as the policies in front of the upstream see it. A
 // path with . or .. segments or repeated slashes is decided clean (see
-// cleanURL), so that POST //login counts as the POST /login it means.
-// forwarded undoes it. (A policy keyed by a form field reads the body; the
+// urlpath.CleanURL), so that POST //login counts as the POST /login it
+// means. forwarded undoes it. (A policy keyed by a form field reads the body; the
 // policy package keeps what it reads and gives it again, so the upstream
 // gets the body whole.)
 func toDecide(r *http.Request) *http.Request {
 	if r.Method == http.MethodConnect {
 		return r // not canonicalized by ServeMux either
 	}
-	u := cleanURL(r.URL)
+	u := urlpath.CleanURL(r.URL)
 	if u == r.URL {
 		return r
 	}
