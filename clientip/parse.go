@@ -1,6 +1,8 @@
 package clientip
 
 import (
+	"net"
+	"net/http"
 	"net/netip"
 	"strings"
 )
@@ -12,6 +14,18 @@ import (
 func ParsePeer(remoteAddr string) netip.Addr {
 	a, _ := parseHop(remoteAddr)
 	return a
+}
+
+// PeerOf returns the address of the peer that sent req: ParsePeer of its
+// RemoteAddr, or the invalid Addr when req came in over a Unix socket.
+// There, net/http's RemoteAddr is whatever path the peer bound its end of
+// the socket to, which the peer chooses and which may read as an IP
+// address ("10.0.0.1"): it must not pass for one, or for a trusted proxy.
+func PeerOf(req *http.Request) netip.Addr {
+	if la, ok := req.Context().Value(http.LocalAddrContextKey).(net.Addr); ok && strings.HasPrefix(la.Network(), "unix") {
+		return netip.Addr{} // unix, unixgram, unixpacket
+	}
+	return ParsePeer(req.RemoteAddr)
 }
 
 // Normalize returns a in the form keys are built from: an IPv4-mapped

@@ -126,9 +126,10 @@ func (r *Resolver) Trusted(a netip.Addr) bool {
 // FromRequest returns the grouped address of the client that sent req:
 // its RemoteAddr, or the hop found in the forwarding header when
 // RemoteAddr is a trusted proxy. It returns the invalid Prefix when
-// neither gives an IP address (a Unix socket peer with no usable header).
+// neither gives an IP address (a Unix socket peer with no usable header;
+// see PeerOf).
 func (r *Resolver) FromRequest(req *http.Request) netip.Prefix {
-	peer := ParsePeer(req.RemoteAddr)
+	peer := PeerOf(req)
 	if len(r.trusted) == 0 && !r.trustNonIP {
 		return r.Group(peer)
 	}

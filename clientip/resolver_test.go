@@ -1,9 +1,12 @@
 package clientip
 
 import (
+	"fmt"
+	"net"
 	"net/http"
 	"net/http/httptest"
 	"net/netip"
+	"path/filepath"
 	"strings"
 	"testing"
 )
@@ -219,5 +222,50 @@ func TestGroupAndTrustedNormalize(t *testing.T) {
 	}
 	if a := netip.MustParseAddr("::ffff:10.0.0.2"); !r.Trusted(a) {
 		t.Errorf("Trusted(%v) = false, want true: it is 10.0.0.2", a)
+	}
+}
+
+// Over a Unix socket, net/http's RemoteAddr is the path the peer bound
+// its end to, which the peer chooses: one named 10.0.0.1 must neither be
+// keyed as that address nor pass for a trusted proxy.
+func TestUnixSocketPeerHasNoAddress(t *testing.T) {
+	dir := t.TempDir()
+	t.Chdir(dir) // the peer binds the relative path "10.0.0.1" here
+	l, err := net.Listen("unix", filepath.Join(dir, "s"))
+	if err != nil {
+		t.Skipf("no Unix sockets: %v", err)
+	}
+	r := mustResolver(t, Options{TrustedProxies: []netip.Prefix{netip.MustParsePrefix("10.0.0.0/8")}})
+	type seen struct {
+		remote string
+		peer   netip.Addr
+		client netip.Prefix
+	}
+	got := make(chan seen, 1)
+	srv := &http.Server{Handler: http.HandlerFunc(func(w http.ResponseWriter, req *http.Request) {
+		got <- seen{req.RemoteAddr, PeerOf(req), r.FromRequest(req)}
+	})}
+	go srv.Serve(l)
+	defer srv.Close()
+
+	c, err := net.DialUnix("unix", &net.UnixAddr{Name: "10.0.0.1", Net: "unix"}, &net.UnixAddr{Name: filepath.Join(dir, "s"), Net: "unix"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	fmt.Fprint(c, "GET / HTTP/1.1\r\nHost: x\r\nX-Forwarded-For: 198.51.100.9\r\nConnection: close\r\n\r\n")
+	s := <-got
+	if s.remote != "10.0.0.1" {
+		t.Fatalf("RemoteAddr %q: the test's premise (the peer's bound path) does not hold here", s.remote)
+	}
+	if s.peer.IsValid() || s.client.IsValid() {
+		t.Errorf("a Unix peer bound to 10.0.0.1: PeerOf %v, FromRequest %v; want no address for either", s.peer, s.client)
+	}
+	// A request built by hand, with no connection behind it, reads
+	// RemoteAddr as it is.
+	req, _ := http.NewRequest("GET", "/", nil)
+	req.RemoteAddr = "203.0.113.7:1234"
+	if a := PeerOf(req); a != netip.MustParseAddr("203.0.113.7") {
+		t.Errorf("PeerOf a request with no connection: %v", a)
 	}
 }

@@ -86,7 +86,7 @@ func checkPassed(w http.ResponseWriter, r *http.Request) {
 // request's (Traefik with forwardBody: true): a policy keyed by a form
 // field reads it as it would the request's own.
 func forwardedRequest(r *http.Request, resolver *clientip.Resolver) (*http.Request, bool) {
-	if !resolver.Trusted(clientip.ParsePeer(r.RemoteAddr)) {
+	if !resolver.Trusted(clientip.PeerOf(r)) {
 		return r, true
 	}
 	uri := r.Header.Get(hForwardedURI)

@@ -194,7 +194,7 @@ func (s *Server) reverseProxy(set *policy.Set) http.Handler {
 			if preserveHost {
 				out.Host = in.Host
 			}
-			peer := clientip.ParsePeer(in.RemoteAddr)
+			peer := clientip.PeerOf(in)
 			trusted := resolver.Trusted(peer)
 			for name := range out.Header {
 				if forwardingHeader(name) && (!trusted || strings.IndexByte(name, '_') >= 0) {
