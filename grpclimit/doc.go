@@ -23,12 +23,17 @@
 // or one refused because the store failed under on_store_error: closed,
 // fails with UNAVAILABLE and a RetryInfo, whatever the store's error (a
 // Redis call that timed out is no DEADLINE_EXCEEDED of the call's). Both
-// send retry-after response metadata in whole seconds; every decided call
-// also gets ratelimit and ratelimit-policy metadata unless
-// Options.NoHeaders. The metadata goes with the response headers, or with
-// the trailers if an interceptor that ran before has sent the headers. A
-// call whose own context ends before its verdict (while it waits under
-// max_delay) fails with its context's status.
+// send retry-after metadata in whole seconds and grpc-retry-pushback-ms,
+// the exact wait in milliseconds, which gRPC's own retries (gRFC A6)
+// honour: a client whose retry policy lists the code waits that long
+// rather than its own backoff. Every decided call also gets ratelimit and
+// ratelimit-policy metadata unless Options.NoHeaders. A refused call's
+// metadata comes in the trailers, a trailers-only response as gRPC errors
+// usually are (a call whose client has headers is committed, and gRPC
+// retries never retry it); an allowed call's comes with the response
+// headers, or with the trailers if an interceptor that ran before has
+// sent the headers. A call whose own context ends before its verdict
+// (while it waits under max_delay) fails with its context's status.
 //
 // # Files
 //

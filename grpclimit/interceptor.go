@@ -9,6 +9,7 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"time"
 
 	"google.golang.org/genproto/googleapis/rpc/errdetails"
 	"google.golang.org/grpc"
@@ -40,7 +41,8 @@ type Options struct {
 	// If nil, the plan is the one policy.WithPlan put in the context.
 	Plan func(ctx context.Context) string
 	// NoHeaders turns off the ratelimit and ratelimit-policy response
-	// metadata. retry-after is always sent with a refusal.
+	// metadata. retry-after and grpc-retry-pushback-ms are always sent
+	// with a refusal.
 	NoHeaders bool
 }
 
@@ -84,14 +86,16 @@ func New(set *policy.Set, store sluice.Store, o Options) *Limiter {
 func (l *Limiter) Unary(ctx context.Context, req any, info *grpc.UnaryServerInfo, handler grpc.UnaryHandler) (any, error) {
 	out := l.enforce(ctx, info.FullMethod)
 	defer out.Done()
-	if md := l.responseMD(&out); md != nil {
-		// An interceptor that ran before this one may have sent the
-		// headers: the metadata then goes with the trailers.
-		if grpc.SetHeader(ctx, md) != nil {
+	err := refusal(ctx, &out)
+	if md := l.responseMD(ctx, &out); md != nil {
+		// A refusal's metadata goes in the trailers (see responseMD), and
+		// so does an allowed call's if an interceptor that ran before this
+		// one has sent the headers.
+		if err != nil || grpc.SetHeader(ctx, md) != nil {
 			_ = grpc.SetTrailer(ctx, md) // fails only with no gRPC call in ctx
 		}
 	}
-	if err := refusal(ctx, &out); err != nil {
+	if err != nil {
 		return nil, err
 	}
 	return handler(ctx, req)
@@ -103,12 +107,13 @@ func (l *Limiter) Unary(ctx context.Context, req any, info *grpc.UnaryServerInfo
 func (l *Limiter) Stream(srv any, ss grpc.ServerStream, info *grpc.StreamServerInfo, handler grpc.StreamHandler) error {
 	out := l.enforce(ss.Context(), info.FullMethod)
 	defer out.Done()
-	if md := l.responseMD(&out); md != nil {
-		if ss.SetHeader(md) != nil { // headers sent: see Unary
+	err := refusal(ss.Context(), &out)
+	if md := l.responseMD(ss.Context(), &out); md != nil {
+		if err != nil || ss.SetHeader(md) != nil { // see Unary
 			ss.SetTrailer(md)
 		}
 	}
-	if err := refusal(ss.Context(), &out); err != nil {
+	if err != nil {
 		return err
 	}
 	return handler(srv, ss)
@@ -168,17 +173,29 @@ func peerAddr(ctx context.Context) netip.Addr {
 }
 
 // responseMD returns the metadata to send with the response: the rate
-// limit fields of the most restrictive limit, and retry-after with a
-// refusal. gRPC copies the values it is given (metadata.Join), so the
+// limit fields of the most restrictive limit, and with a refusal
+// retry-after (whole seconds) and grpc-retry-pushback-ms. A refusal's
+// metadata goes in the trailers, a trailers-only response as gRPC errors
+// usually are: a call is committed once its client has headers, and
+// gRPC's own retries (gRFC A6) never retry a committed call. A client
+// whose retry policy lists RESOURCE_EXHAUSTED or UNAVAILABLE then waits
+// grpc-retry-pushback-ms, the refusal's exact wait in milliseconds
+// rounded up, rather than its own backoff, which would come back too
+// early and be refused again; a call whose own context ended gets no
+// pushback. gRPC copies the values it is given (metadata.Join), so the
 // Limit's shared ratelimit-policy list can go as it is.
-func (l *Limiter) responseMD(out *policy.Outcome) metadata.MD {
+func (l *Limiter) responseMD(ctx context.Context, out *policy.Outcome) metadata.MD {
 	withHeaders := !l.o.NoHeaders && out.Limit != nil
 	if out.Verdict == policy.Allow && !withHeaders {
 		return nil
 	}
-	md := make(metadata.MD, 3)
+	md := make(metadata.MD, 4)
 	if out.Verdict != policy.Allow {
 		md["retry-after"] = []string{strconv.FormatInt(rate.RetryAfterSeconds(out.RetryAfter), 10)}
+		if ctx.Err() == nil {
+			ms := (max(out.RetryAfter, time.Millisecond) + time.Millisecond - 1) / time.Millisecond
+			md["grpc-retry-pushback-ms"] = []string{strconv.FormatInt(int64(ms), 10)}
+		}
 	}
 	if withHeaders {
 		var buf [64]byte

@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"net"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -83,14 +84,21 @@ func TestUnaryRefusesAfterLimit(t *testing.T) {
 			t.Errorf("call %d: ratelimit-policy %q", i, got)
 		}
 	}
-	var md metadata.MD
-	_, err := c.Check(ctx, &healthpb.HealthCheckRequest{}, grpc.Header(&md))
+	// A refusal is trailers-only, as gRPC errors usually are, so that the
+	// call is not committed and gRPC's own retries may retry it.
+	var md, trailer metadata.MD
+	_, err := c.Check(ctx, &healthpb.HealthCheckRequest{}, grpc.Header(&md), grpc.Trailer(&trailer))
 	st := status.Convert(err)
 	if st.Code() != codes.ResourceExhausted {
 		t.Fatalf("third call: %v, want ResourceExhausted", err)
 	}
-	if got := md.Get("retry-after"); len(got) != 1 || got[0] != "30" {
-		t.Errorf("retry-after metadata %q, want 30", got)
+	if len(md) != 0 {
+		t.Errorf("a refusal sent headers %v: the call is committed, and gRPC retries cannot retry it", md)
+	}
+	for k, want := range map[string]string{"retry-after": "30", "grpc-retry-pushback-ms": "30000", "ratelimit": `"check";r=0;t=60`} {
+		if got := trailer.Get(k); len(got) != 1 || got[0] != want {
+			t.Errorf("%s trailer %q, want %q", k, got, want)
+		}
 	}
 	var retry *errdetails.RetryInfo
 	var quota *errdetails.QuotaFailure
@@ -111,6 +119,60 @@ func TestUnaryRefusesAfterLimit(t *testing.T) {
 	}
 	if want := `rate limited by policy "check" (limit gcra 2/m burst 2); retry in 30s`; st.Message() != want {
 		t.Errorf("message %q, want %q", st.Message(), want)
+	}
+}
+
+// gRPC's own retries wait what the refusal says: a client whose retry
+// policy lists RESOURCE_EXHAUSTED waits out grpc-retry-pushback-ms before
+// its second attempt, where its own backoff would retry within a
+// millisecond.
+func TestNativeRetryWaitsPushback(t *testing.T) {
+	set, err := policy.Load("test.yaml", []byte(`
+policies:
+  - {name: check, match: /grpc.health.v1.Health/Check, limits: ["fixed_window 1 per 80ms"]}
+`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	// The server's clock stands still: every refusal says 80ms.
+	clock := ratetest.NewClock(time.Date(2026, 3, 1, 12, 0, 0, 0, time.UTC))
+	l := New(set, memory.New(memory.Options{Clock: clock}), Options{Options: policy.Options{Clock: clock}})
+	var attempts atomic.Int32
+	count := func(ctx context.Context, req any, _ *grpc.UnaryServerInfo, h grpc.UnaryHandler) (any, error) {
+		attempts.Add(1)
+		return h(ctx, req)
+	}
+	srv := grpc.NewServer(grpc.ChainUnaryInterceptor(count, l.Unary))
+	healthpb.RegisterHealthServer(srv, health.NewServer())
+	lis, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	go func() { _ = srv.Serve(lis) }()
+	t.Cleanup(srv.Stop)
+	conn, err := grpc.NewClient(lis.Addr().String(), grpc.WithTransportCredentials(insecure.NewCredentials()),
+		grpc.WithDefaultServiceConfig(`{"methodConfig": [{"name": [{"service": "grpc.health.v1.Health"}],
+		  "retryPolicy": {"maxAttempts": 2, "initialBackoff": "0.001s", "maxBackoff": "0.001s",
+		    "backoffMultiplier": 1, "retryableStatusCodes": ["RESOURCE_EXHAUSTED"]}}]}`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = conn.Close() })
+	c := healthpb.NewHealthClient(conn)
+	if _, err := c.Check(context.Background(), &healthpb.HealthCheckRequest{}); err != nil {
+		t.Fatal(err)
+	}
+	begin := time.Now()
+	_, err = c.Check(context.Background(), &healthpb.HealthCheckRequest{})
+	took := time.Since(begin)
+	if status.Code(err) != codes.ResourceExhausted {
+		t.Fatalf("second call: %v, want ResourceExhausted after its retry", err)
+	}
+	if n := attempts.Load(); n != 3 {
+		t.Errorf("the server saw %d attempts, want 3: one call, then one refused and retried", n)
+	}
+	if took < 80*time.Millisecond {
+		t.Errorf("the retry came after %v, want at least the 80ms pushback", took)
 	}
 }
 
@@ -193,7 +255,7 @@ policies:
     on_store_error: closed
 `, timingOut{})
 	var md metadata.MD
-	_, err := c.Check(context.Background(), &healthpb.HealthCheckRequest{}, grpc.Header(&md))
+	_, err := c.Check(context.Background(), &healthpb.HealthCheckRequest{}, grpc.Trailer(&md))
 	st := status.Convert(err)
 	if st.Code() != codes.Unavailable {
 		t.Fatalf("store timed out: %v, want Unavailable", err)
@@ -228,7 +290,12 @@ policies:
 	}
 	clock := ratetest.NewClock(time.Date(2026, 3, 1, 12, 0, 0, 0, time.UTC))
 	l := New(set, memory.New(memory.Options{Clock: clock}), Options{Options: policy.Options{Clock: clock}})
-	srv := grpc.NewServer(grpc.ChainUnaryInterceptor(l.Unary))
+	var attempts atomic.Int32
+	count := func(ctx context.Context, req any, _ *grpc.UnaryServerInfo, h grpc.UnaryHandler) (any, error) {
+		attempts.Add(1)
+		return h(ctx, req)
+	}
+	srv := grpc.NewServer(grpc.ChainUnaryInterceptor(count, l.Unary))
 	healthpb.RegisterHealthServer(srv, health.NewServer())
 	t.Chdir(t.TempDir()) // the client binds a relative path
 	lis, err := net.Listen("unix", "server.sock")
