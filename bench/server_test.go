@@ -83,6 +83,10 @@ const rlsConns = 4
 //   - rls/memory, rls/redis: Envoy's ShouldRateLimit over gRPC, from a
 //     generated client, against serverEnvoyConfig, the callers sharing
 //     rlsConns connections.
+//   - rls-lean/...: the same calls and checks, to the same server
+//     processes, from a lean HTTP/2 client (h2rls_test.go) standing in
+//     for Envoy's C++ one: grpc-go's client spends about as much CPU per
+//     call as the server, this one about half as much.
 //   - proxy/bare, proxy/reverseproxy, proxy/sluice: one small upstream
 //     reached directly, through net/http/httputil.ReverseProxy alone,
 //     and through sluice's reverse proxy enforcing serverPolicy. The last
@@ -116,39 +120,8 @@ func BenchmarkServer(b *testing.B) {
 		}
 	})
 
-	b.Run("rls", func(b *testing.B) {
-		var reference []float64 // the rates of rls/reference's runs
-		b.Run("reference", func(b *testing.B) {
-			env := envs.get(b, "rls/reference", func(b *testing.B, onStop onStop) any {
-				rs := startRedis(b, onStop)
-				p := startReference(b, onStop, serverEnvoyConfig, rs.Addr())
-				do, closeConns := rlsCall(b, p.grpc, keys)
-				onStop(func(testing.TB) { closeConns() })
-				warm(b, do)
-				return &sluiceEnv{do: do, server: serverSide(p.process, rs)}
-			}).(*sluiceEnv)
-			r := measure(b, "decisions/s", env.do, env.server)
-			r.failed(b, "rls/reference")
-			if b.N > 1 {
-				reference = append(reference, r.rate())
-			}
-		})
-		for _, store := range []string{"redis", "memory"} {
-			b.Run(store, func(b *testing.B) {
-				env := envs.get(b, "rls/"+store, func(b *testing.B, onStop onStop) any {
-					s, cpu := startSluice(b, onStop, store, serveFlags{grpc: true, envoy: serverEnvoyConfig})
-					do, closeConns := rlsCall(b, s.grpc, keys)
-					onStop(func(testing.TB) { closeConns() })
-					warm(b, do)
-					return &sluiceEnv{admin: s.admin, do: do, server: cpu}
-				}).(*sluiceEnv)
-				r := env.measure(b, "decisions/s", "rls:bench")
-				if len(reference) > 0 {
-					b.ReportMetric(r.rate()/median(reference), "x-reference")
-				}
-			})
-		}
-	})
+	b.Run("rls", func(b *testing.B) { rlsGroup(b, envs, keys, "rls", rlsCall) })
+	b.Run("rls-lean", func(b *testing.B) { rlsGroup(b, envs, keys, "rls-lean", rlsLeanCall) })
 
 	b.Run("proxy", func(b *testing.B) {
 		upstream := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) {
@@ -208,6 +181,44 @@ func BenchmarkServer(b *testing.B) {
 			pctOfBare(b, env.measure(b, "requests/s", "bench").rate())
 		})
 	})
+}
+
+// rlsGroup runs the rls benchmarks named under prefix, their callers made
+// by newCall: Envoy's reference service, then sluice serve with each
+// store, whose rates are also reported against the reference's median
+// (x-reference).
+func rlsGroup(b *testing.B, envs *oneAtATime, keys []string, prefix string, newCall func(*testing.B, string, []string) (call, func())) {
+	var reference []float64 // the rates of the reference's runs
+	b.Run("reference", func(b *testing.B) {
+		env := envs.get(b, prefix+"/reference", func(b *testing.B, onStop onStop) any {
+			rs := startRedis(b, onStop)
+			p := startReference(b, onStop, serverEnvoyConfig, rs.Addr())
+			do, closeConns := newCall(b, p.grpc, keys)
+			onStop(func(testing.TB) { closeConns() })
+			warm(b, do)
+			return &sluiceEnv{do: do, server: serverSide(p.process, rs)}
+		}).(*sluiceEnv)
+		r := measure(b, "decisions/s", env.do, env.server)
+		r.failed(b, prefix+"/reference")
+		if b.N > 1 {
+			reference = append(reference, r.rate())
+		}
+	})
+	for _, store := range []string{"redis", "memory"} {
+		b.Run(store, func(b *testing.B) {
+			env := envs.get(b, prefix+"/"+store, func(b *testing.B, onStop onStop) any {
+				s, cpu := startSluice(b, onStop, store, serveFlags{grpc: true, envoy: serverEnvoyConfig})
+				do, closeConns := newCall(b, s.grpc, keys)
+				onStop(func(testing.TB) { closeConns() })
+				warm(b, do)
+				return &sluiceEnv{admin: s.admin, do: do, server: cpu}
+			}).(*sluiceEnv)
+			r := env.measure(b, "decisions/s", "rls:bench")
+			if len(reference) > 0 {
+				b.ReportMetric(r.rate()/median(reference), "x-reference")
+			}
+		})
+	}
 }
 
 // sluiceEnv is a running server and the call that loads it.
