@@ -13,7 +13,8 @@ import (
 
 // BenchmarkShouldRateLimit measures a request with two descriptors
 // against the memory store, called directly (no gRPC): the cost this
-// package adds to the store's.
+// package adds to the store's; headers is the reference's counting with
+// the RateLimit headers sluice serve adds.
 func BenchmarkShouldRateLimit(b *testing.B) {
 	cfg, err := LoadFiles("testdata/messaging.yaml")
 	if err != nil {
@@ -22,7 +23,7 @@ func BenchmarkShouldRateLimit(b *testing.B) {
 	for _, mode := range []struct {
 		name string
 		opts Options
-	}{{"reference", Options{}}, {"consume_nothing", Options{RefusedConsumeNothing: true}}} {
+	}{{"reference", Options{}}, {"consume_nothing", Options{RefusedConsumeNothing: true}}, {"headers", Options{Headers: true}}} {
 		b.Run(mode.name, func(b *testing.B) {
 			svc := NewService(cfg, memory.New(memory.Options{}), mode.opts)
 			reqs := make([]*rlsv3.RateLimitRequest, 1024)

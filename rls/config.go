@@ -206,9 +206,10 @@ type node struct {
 	toMetric bool
 	children level
 	// stat is the reference service's name for the node in its stats:
-	// the path of key or key_value parts joined with dots.
-	stat string
-	line int
+	// the path of key or key_value parts joined with dots, the last of
+	// them part.
+	stat, part string
+	line       int
 }
 
 // unitDurations are the reference's units: fixed windows aligned to the
@@ -281,13 +282,13 @@ func newLimitSpec(perUnit uint32, unit rlsv3.RateLimitResponse_RateLimit_Unit, m
 	return ls, nil
 }
 
-// current returns the limit as a response's current_limit.
-func (ls *limitSpec) current() *rlsv3.RateLimitResponse_RateLimit {
-	rl := &rlsv3.RateLimitResponse_RateLimit{Name: ls.name, RequestsPerUnit: ls.perUnit, Unit: ls.unit}
+// setCurrent sets rl, a message nothing has set, to the limit as a
+// response's current_limit.
+func (ls *limitSpec) setCurrent(rl *rlsv3.RateLimitResponse_RateLimit) {
+	rl.Name, rl.RequestsPerUnit, rl.Unit = ls.name, ls.perUnit, ls.unit
 	if ls.multiplier > 1 {
 		rl.UnitMultiplier = wrapperspb.UInt32(ls.multiplier)
 	}
-	return rl
 }
 
 // parser collects the problems of one Parse call.
@@ -625,7 +626,7 @@ func (p *parser) parseNode(item *yaml.Node, parentStat string) *node {
 	if n.value != "" {
 		part += "_" + n.value
 	}
-	n.stat = parentStat + "." + part
+	n.stat, n.part = parentStat+"."+part, part
 	if rl != nil {
 		n.limit = p.parseRateLimit(rl)
 	}

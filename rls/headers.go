@@ -28,9 +28,11 @@ import (
 // up; Retry-After is never 0, so a client never returns before the window
 // resets.
 func headers(items []item) []*corev3.HeaderValue {
-	// One buffer for both fields, the policy's part first; a request names
-	// a few limits at most, so names already written are found by a scan.
-	pol, state := make([]byte, 0, 64), make([]byte, 0, 64)
+	// The fields are written on the stack, then copied into one string
+	// that every value is a part of; a request names a few limits at
+	// most, so names already written are found by a scan.
+	var polBuf, stateBuf [128]byte
+	pol, state := polBuf[:0], stateBuf[:0]
 	var names [8]string
 	seen := names[:0]
 	var retry time.Duration
@@ -62,19 +64,29 @@ func headers(items []item) []*corev3.HeaderValue {
 	if len(seen) == 0 {
 		return nil
 	}
+	var allBuf [320]byte
+	b := append(append(allBuf[:0], pol...), state...)
+	if over {
+		b = strconv.AppendInt(b, rate.RetryAfterSeconds(retry), 10)
+	}
+	all, p, st := string(b), len(pol), len(pol)+len(state)
+	set := &headerSet{}
+	set.values[0] = corev3.HeaderValue{Key: "RateLimit-Policy", Value: all[:p]}
+	set.values[1] = corev3.HeaderValue{Key: "RateLimit", Value: all[p:st]}
 	n := 2
 	if over {
+		set.values[2] = corev3.HeaderValue{Key: "Retry-After", Value: all[st:]}
 		n = 3
 	}
-	values := make([]corev3.HeaderValue, n)
-	hs := make([]*corev3.HeaderValue, n)
-	values[0] = corev3.HeaderValue{Key: "RateLimit-Policy", Value: string(pol)}
-	values[1] = corev3.HeaderValue{Key: "RateLimit", Value: string(state)}
-	if over {
-		values[2] = corev3.HeaderValue{Key: "Retry-After", Value: strconv.FormatInt(rate.RetryAfterSeconds(retry), 10)}
+	for i := range n {
+		set.ptrs[i] = &set.values[i]
 	}
-	for i := range values {
-		hs[i] = &values[i]
-	}
-	return hs
+	return set.ptrs[:n:n]
+}
+
+// headerSet is the header values of a response and the list of them,
+// allocated as one.
+type headerSet struct {
+	values [3]corev3.HeaderValue
+	ptrs   [3]*corev3.HeaderValue
 }

@@ -80,41 +80,36 @@ func (c *Config) lookup(domainName string, d *ratelimitv3.RateLimitDescriptor, c
 	// shared[i] is the pattern entry i is counted under, when it matched a
 	// wildcard with share_threshold.
 	var shared []string
-	parts := make([]string, 0, len(entries))
+	// The nodes matched, level by level; dynamic is set when the stat
+	// name takes a value from the request (value_to_metric), where it is
+	// otherwise the leaf's own, built at load.
+	var path [8]*node
+	nodes, dynamic := path[:0], false
 	for i, e := range entries {
 		key, value := e.GetKey(), e.GetValue()
 		next := lvl.exact[entryKey{key, value}]
-		how := "exact"
 		if next == nil {
 			for _, w := range lvl.wildcard {
 				if w.key == key && strings.HasPrefix(value, w.prefix) {
-					next, how = w, "wildcard"
+					next = w
 					break
 				}
 			}
+			if next != nil && next.share {
+				if shared == nil {
+					shared = make([]string, len(entries))
+				}
+				shared[i] = next.value
+			}
 		}
 		if next == nil {
-			next, how = lvl.anyValue[key], "key"
+			next = lvl.anyValue[key]
 		}
 		if next == nil {
 			break
 		}
-		switch {
-		case how == "exact":
-			parts = append(parts, statPart(key, value))
-		case how == "wildcard" && next.share:
-			if shared == nil {
-				shared = make([]string, len(entries))
-			}
-			shared[i] = next.value
-			parts = append(parts, statPart(key, next.value))
-		case next.toMetric:
-			parts = append(parts, statPart(key, value))
-		case how == "wildcard":
-			parts = append(parts, statPart(key, next.value))
-		default:
-			parts = append(parts, key)
-		}
+		nodes = append(nodes, next)
+		dynamic = dynamic || next.toMetric && !next.share
 		if i == len(entries)-1 {
 			leaf = next
 		}
@@ -126,18 +121,14 @@ func (c *Config) lookup(domainName string, d *ratelimitv3.RateLimitDescriptor, c
 	if leaf == nil || leaf.limit == nil {
 		return match{}, false, nil
 	}
-	if leaf.detailed {
-		for i, e := range entries {
-			if shared == nil || shared[i] == "" {
-				parts[i] = statPart(e.GetKey(), e.GetValue())
-			}
-		}
-	}
 	m = match{
 		limit:  leaf.limit,
 		shadow: leaf.shadow,
-		stat:   domainName + "." + strings.Join(parts, "."),
+		stat:   leaf.stat,
 		policy: leaf.stat,
+	}
+	if dynamic || leaf.detailed {
+		m.stat = statName(domainName, entries, nodes, shared, leaf.detailed)
 	}
 	if !leaf.limit.unlimited {
 		m.key = storeKey(domainName, entries, shared, leaf.limit.keyID(counting))
@@ -152,6 +143,26 @@ func (ls *limitSpec) keyID(counting bool) string {
 		return ls.countedID
 	}
 	return ls.id
+}
+
+// statName returns the reference's stats name for entries, which matched
+// nodes, when it holds values from the request: value_to_metric puts a
+// node's value in its part, detailed_metric every entry's, except those
+// counted under a shared wildcard, whose pattern stays.
+func statName(domain string, entries []*ratelimitv3.RateLimitDescriptor_Entry, nodes []*node, shared []string, detailed bool) string {
+	parts := make([]string, len(nodes))
+	for i, n := range nodes {
+		e := entries[i]
+		switch {
+		case shared != nil && shared[i] != "":
+			parts[i] = n.part
+		case detailed, n.toMetric:
+			parts[i] = statPart(e.GetKey(), e.GetValue())
+		default:
+			parts[i] = n.part
+		}
+	}
+	return domain + "." + strings.Join(parts, ".")
 }
 
 func statPart(key, value string) string {

@@ -136,6 +136,20 @@ descriptors:
   - key: f
     value: exact
     rate_limit: {unit: second, requests_per_unit: 1}
+  - key: g
+    value: pre*
+    share_threshold: true
+    descriptors:
+      - key: h
+        value_to_metric: true
+        descriptors:
+          - key: i
+            detailed_metric: true
+            rate_limit: {unit: second, requests_per_unit: 1}
+  - key: j
+    value: pre*
+    value_to_metric: true
+    rate_limit: {unit: second, requests_per_unit: 1}
 `)
 	for _, tt := range []struct {
 		d    *ratelimitv3.RateLimitDescriptor
@@ -145,6 +159,9 @@ descriptors:
 		{desc("c", "3"), "d.c_3"},
 		{desc("e", "xyz"), "d.e_x*"},
 		{desc("f", "exact"), "d.f_exact"},
+		// A shared wildcard keeps its pattern, even under detailed_metric.
+		{desc("g", "prefix1", "h", "v", "i", "w"), "d.g_pre*.h_v.i_w"},
+		{desc("j", "prefix2"), "d.j_prefix2"},
 	} {
 		m, ok, err := cfg.lookup("d", tt.d, false)
 		if err != nil || !ok {

@@ -444,15 +444,41 @@ func (s *Service) windowLeft(ls *limitSpec) time.Duration {
 	return time.Duration(left) * time.Microsecond
 }
 
+// statusParts is a status and the messages it points to, allocated as
+// one.
+type statusParts struct {
+	status   rlsv3.RateLimitResponse_DescriptorStatus
+	limit    rlsv3.RateLimitResponse_RateLimit
+	duration durationpb.Duration
+}
+
+// oneStatus is a response of one status, as most requests get (Envoy
+// sends one descriptor per rate limit action), allocated as one.
+type oneStatus struct {
+	resp  rlsv3.RateLimitResponse
+	ptr   [1]*rlsv3.RateLimitResponse_DescriptorStatus
+	parts [1]statusParts
+}
+
 // respond builds the response and reports the events.
 func (s *Service) respond(domain string, items []item) *rlsv3.RateLimitResponse {
-	resp := &rlsv3.RateLimitResponse{
-		OverallCode: rlsv3.RateLimitResponse_OK,
-		Statuses:    make([]*rlsv3.RateLimitResponse_DescriptorStatus, len(items)),
+	var (
+		resp  *rlsv3.RateLimitResponse
+		parts []statusParts
+	)
+	if len(items) == 1 {
+		one := &oneStatus{}
+		resp, parts = &one.resp, one.parts[:]
+		resp.Statuses = one.ptr[:]
+	} else {
+		resp = &rlsv3.RateLimitResponse{Statuses: make([]*rlsv3.RateLimitResponse_DescriptorStatus, len(items))}
+		parts = make([]statusParts, len(items))
 	}
+	resp.OverallCode = rlsv3.RateLimitResponse_OK
 	for i := range items {
-		it := &items[i]
-		st := &rlsv3.RateLimitResponse_DescriptorStatus{Code: rlsv3.RateLimitResponse_OK}
+		it, p := &items[i], &parts[i]
+		st := &p.status
+		st.Code = rlsv3.RateLimitResponse_OK
 		resp.Statuses[i] = st
 		switch {
 		case it.unlim:
@@ -462,11 +488,13 @@ func (s *Service) respond(domain string, items []item) *rlsv3.RateLimitResponse 
 				st.Code = rlsv3.RateLimitResponse_OVER_LIMIT
 				resp.OverallCode = rlsv3.RateLimitResponse_OVER_LIMIT
 			}
-			st.CurrentLimit = it.m.limit.current()
+			it.m.limit.setCurrent(&p.limit)
+			st.CurrentLimit = &p.limit
 			st.LimitRemaining = uint32(min(max(it.remain, 0), math.MaxUint32))
 			// Whole seconds, rounded up, as the reference reports them: a
 			// client told to come back in 30s never comes back early.
-			st.DurationUntilReset = &durationpb.Duration{Seconds: rate.CeilSeconds(it.reset)}
+			p.duration.Seconds = rate.CeilSeconds(it.reset)
+			st.DurationUntilReset = &p.duration
 			if s.opts.Observe != nil {
 				s.opts.Observe(Event{
 					Domain: domain,
