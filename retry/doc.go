@@ -10,8 +10,9 @@
 //   - it waits as long as Retry-After asks, and never less;
 //   - without Retry-After it waits a random time in a window that doubles
 //     with each attempt ("full jitter"), which spreads a herd evenly;
-//   - it never waits past the request's context deadline: if the wait
-//     would cross it, the caller gets the server's 429 at once;
+//   - it never waits for a retry its request's context deadline would cut
+//     short: if the wait, and an attempt as long as the last one, would
+//     cross it, the caller gets the server's 429 at once;
 //   - a retry budget keeps retries to a share of requests (10% by
 //     default), so an outage cannot multiply the traffic of a fleet;
 //   - it only repeats requests that are safe to repeat.

@@ -21,9 +21,11 @@ const maxDrain = 64 << 10
 // 429 Too Many Requests or 503 Service Unavailable, or lost to a
 // connection error, when the request is safe to send again. It waits as
 // long as the server's Retry-After asks, or else an exponentially growing,
-// fully jittered backoff; it never waits past the request's deadline, and
-// a retry budget keeps its retries to a share of its requests. With
-// Options.Pacing it also slows down before the server refuses anything.
+// fully jittered backoff. It never waits for a retry that its request's
+// deadline would cut short (one that could not take as long as the last
+// attempt did before the deadline), and a retry budget keeps its retries
+// to a share of its requests. With Options.Pacing it also slows down
+// before the server refuses anything.
 //
 // A request is safe to send again when its method is GET, HEAD, OPTIONS,
 // TRACE, PUT or DELETE, or when it carries an Idempotency-Key header; and,
@@ -204,8 +206,11 @@ func (t *Transport) RoundTrip(req *http.Request) (*http.Response, error) {
 		if !told {
 			wait = t.Backoff(attempt)
 		}
-		if hasDeadline && wait >= deadline.Sub(now) {
-			return resp, err // the retry could not complete in time anyway
+		if hasDeadline && wait+now.Sub(sent) >= deadline.Sub(now) {
+			// The retry could not complete in time: after the wait it
+			// would need as long as this attempt took. The caller gets
+			// the server's answer now, not its own deadline later.
+			return resp, err
 		}
 		if t.budget != nil && !t.budget.allowRetry(now) {
 			return resp, err

@@ -219,6 +219,41 @@ func TestWaitsForRetryAfter(t *testing.T) {
 	}
 }
 
+// A retry that would start in time but could not finish before the
+// deadline (its attempt taking as long as the last one) is not waited
+// for: the caller gets the server's 429 now, where it would get its own
+// deadline's error a second later.
+func TestNoRetryTheDeadlineWouldCut(t *testing.T) {
+	start := time.Now()
+	clock := newFakeClock(start)
+	n := 0
+	next := rtFunc(func(req *http.Request) (*http.Response, error) {
+		n++
+		clock.Advance(400 * time.Millisecond) // a slow server
+		return reply(req, 429, nil, "Retry-After", "1"), nil
+	})
+	tr := NewTransport(next, Options{Clock: clock, Base: time.Millisecond})
+	for _, tc := range []struct {
+		deadline time.Duration
+		attempts int
+	}{
+		{1500 * time.Millisecond, 1}, // 0.4s + 1s wait + 0.4s > 1.5s
+		{1900 * time.Millisecond, 2}, // 0.4s + 1s wait + 0.4s < 1.9s
+	} {
+		n = 0
+		ctx, cancel := context.WithDeadline(context.Background(), clock.Now().Add(tc.deadline))
+		resp, err := tr.RoundTrip(mustRequest(t, "GET", "http://example.test/", nil).WithContext(ctx))
+		cancel()
+		if err != nil || resp.StatusCode != 429 {
+			t.Fatalf("deadline %v: %v, %v; want the 429", tc.deadline, resp, err)
+		}
+		resp.Body.Close()
+		if n != tc.attempts {
+			t.Errorf("deadline %v: %d attempts, want %d", tc.deadline, n, tc.attempts)
+		}
+	}
+}
+
 // TestDeadlineShorterThanWait checks that when the wait would cross the
 // request's deadline, the real refusal comes back at once, without sleeping.
 func TestDeadlineShorterThanWait(t *testing.T) {
