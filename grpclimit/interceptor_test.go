@@ -47,6 +47,14 @@ func serve(t *testing.T, config string) healthpb.HealthClient {
 // nil.
 func serveStore(t *testing.T, config string, store sluice.Store) healthpb.HealthClient {
 	t.Helper()
+	l := limiterAt(t, config, store)
+	return serveWith(t, []grpc.ServerOption{grpc.ChainUnaryInterceptor(l.Unary), grpc.ChainStreamInterceptor(l.Stream)})
+}
+
+// limiterAt loads config into a Limiter that decides against store, or an
+// in-memory store if nil, on a fake clock that stands still.
+func limiterAt(t *testing.T, config string, store sluice.Store) *Limiter {
+	t.Helper()
 	set, err := policy.Load("test.yaml", []byte(config))
 	if err != nil {
 		t.Fatal(err)
@@ -55,8 +63,15 @@ func serveStore(t *testing.T, config string, store sluice.Store) healthpb.Health
 	if store == nil {
 		store = memory.New(memory.Options{Clock: clock})
 	}
-	l := New(set, store, Options{Options: policy.Options{Clock: clock}})
-	srv := grpc.NewServer(grpc.ChainUnaryInterceptor(l.Unary), grpc.ChainStreamInterceptor(l.Stream))
+	return New(set, store, Options{Options: policy.Options{Clock: clock}})
+}
+
+// serveWith starts a real gRPC server made with opts (the interceptors
+// under test), with the health service, on a loopback port, and returns a
+// client dialed with dialOpts.
+func serveWith(t *testing.T, opts []grpc.ServerOption, dialOpts ...grpc.DialOption) healthpb.HealthClient {
+	t.Helper()
+	srv := grpc.NewServer(opts...)
 	healthpb.RegisterHealthServer(srv, health.NewServer())
 	lis, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
@@ -64,7 +79,7 @@ func serveStore(t *testing.T, config string, store sluice.Store) healthpb.Health
 	}
 	go func() { _ = srv.Serve(lis) }()
 	t.Cleanup(srv.Stop)
-	conn, err := grpc.NewClient(lis.Addr().String(), grpc.WithTransportCredentials(insecure.NewCredentials()))
+	conn, err := grpc.NewClient(lis.Addr().String(), append(dialOpts, grpc.WithTransportCredentials(insecure.NewCredentials()))...)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -127,43 +142,25 @@ func TestUnaryRefusesAfterLimit(t *testing.T) {
 // its second attempt, where its own backoff would retry within a
 // millisecond.
 func TestNativeRetryWaitsPushback(t *testing.T) {
-	set, err := policy.Load("test.yaml", []byte(`
+	// The server's clock stands still: every refusal says 80ms.
+	l := limiterAt(t, `
 policies:
   - {name: check, match: /grpc.health.v1.Health/Check, limits: ["fixed_window 1 per 80ms"]}
-`))
-	if err != nil {
-		t.Fatal(err)
-	}
-	// The server's clock stands still: every refusal says 80ms.
-	clock := ratetest.NewClock(time.Date(2026, 3, 1, 12, 0, 0, 0, time.UTC))
-	l := New(set, memory.New(memory.Options{Clock: clock}), Options{Options: policy.Options{Clock: clock}})
+`, nil)
 	var attempts atomic.Int32
 	count := func(ctx context.Context, req any, _ *grpc.UnaryServerInfo, h grpc.UnaryHandler) (any, error) {
 		attempts.Add(1)
 		return h(ctx, req)
 	}
-	srv := grpc.NewServer(grpc.ChainUnaryInterceptor(count, l.Unary))
-	healthpb.RegisterHealthServer(srv, health.NewServer())
-	lis, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	go func() { _ = srv.Serve(lis) }()
-	t.Cleanup(srv.Stop)
-	conn, err := grpc.NewClient(lis.Addr().String(), grpc.WithTransportCredentials(insecure.NewCredentials()),
+	c := serveWith(t, []grpc.ServerOption{grpc.ChainUnaryInterceptor(count, l.Unary)},
 		grpc.WithDefaultServiceConfig(`{"methodConfig": [{"name": [{"service": "grpc.health.v1.Health"}],
 		  "retryPolicy": {"maxAttempts": 2, "initialBackoff": "0.001s", "maxBackoff": "0.001s",
 		    "backoffMultiplier": 1, "retryableStatusCodes": ["RESOURCE_EXHAUSTED"]}}]}`))
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { _ = conn.Close() })
-	c := healthpb.NewHealthClient(conn)
 	if _, err := c.Check(context.Background(), &healthpb.HealthCheckRequest{}); err != nil {
 		t.Fatal(err)
 	}
 	begin := time.Now()
-	_, err = c.Check(context.Background(), &healthpb.HealthCheckRequest{})
+	_, err := c.Check(context.Background(), &healthpb.HealthCheckRequest{})
 	took := time.Since(begin)
 	if status.Code(err) != codes.ResourceExhausted {
 		t.Fatalf("second call: %v, want ResourceExhausted after its retry", err)
@@ -280,22 +277,12 @@ policies:
 // proxy, nor choose its ip key. Every Unix socket peer is one client with
 // no address, and its forwarding metadata is not believed.
 func TestUnixPeerNameIsNoAddress(t *testing.T) {
-	set, err := policy.Load("test.yaml", []byte(`
+	l := limiterAt(t, `
 client_ip: {trusted_proxies: [10.0.0.0/8]}
 policies:
   - {name: check, match: /grpc.health.v1.Health/Check, key: ip, limits: ["1/m burst 1"]}
-`))
-	if err != nil {
-		t.Fatal(err)
-	}
-	clock := ratetest.NewClock(time.Date(2026, 3, 1, 12, 0, 0, 0, time.UTC))
-	l := New(set, memory.New(memory.Options{Clock: clock}), Options{Options: policy.Options{Clock: clock}})
-	var attempts atomic.Int32
-	count := func(ctx context.Context, req any, _ *grpc.UnaryServerInfo, h grpc.UnaryHandler) (any, error) {
-		attempts.Add(1)
-		return h(ctx, req)
-	}
-	srv := grpc.NewServer(grpc.ChainUnaryInterceptor(count, l.Unary))
+`, nil)
+	srv := grpc.NewServer(grpc.ChainUnaryInterceptor(l.Unary))
 	healthpb.RegisterHealthServer(srv, health.NewServer())
 	t.Chdir(t.TempDir()) // the client binds a relative path
 	lis, err := net.Listen("unix", "server.sock")
@@ -382,12 +369,7 @@ policies:
 // can then no longer go with the headers, and goes with the trailers
 // instead: a refused call must still tell when to retry.
 func TestMetadataAfterHeadersSentGoesInTrailers(t *testing.T) {
-	set, err := policy.Load("test.yaml", []byte(config))
-	if err != nil {
-		t.Fatal(err)
-	}
-	clock := ratetest.NewClock(time.Date(2026, 3, 1, 12, 0, 0, 0, time.UTC))
-	l := New(set, memory.New(memory.Options{Clock: clock}), Options{Options: policy.Options{Clock: clock}})
+	l := limiterAt(t, config, nil)
 	id := metadata.Pairs("x-request-id", "r1")
 	sendUnary := func(ctx context.Context, req any, _ *grpc.UnaryServerInfo, h grpc.UnaryHandler) (any, error) {
 		if err := grpc.SendHeader(ctx, id); err != nil {
@@ -401,20 +383,7 @@ func TestMetadataAfterHeadersSentGoesInTrailers(t *testing.T) {
 		}
 		return h(srv, ss)
 	}
-	srv := grpc.NewServer(grpc.ChainUnaryInterceptor(sendUnary, l.Unary), grpc.ChainStreamInterceptor(sendStream, l.Stream))
-	healthpb.RegisterHealthServer(srv, health.NewServer())
-	lis, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	go func() { _ = srv.Serve(lis) }()
-	t.Cleanup(srv.Stop)
-	conn, err := grpc.NewClient(lis.Addr().String(), grpc.WithTransportCredentials(insecure.NewCredentials()))
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { _ = conn.Close() })
-	c := healthpb.NewHealthClient(conn)
+	c := serveWith(t, []grpc.ServerOption{grpc.ChainUnaryInterceptor(sendUnary, l.Unary), grpc.ChainStreamInterceptor(sendStream, l.Stream)})
 
 	for i, want := range []string{"", "", "30"} {
 		var header, trailer metadata.MD
