@@ -8,24 +8,18 @@ import (
 	"time"
 )
 
-// TestPacingSteps sends requests one after another to a server whose
-// RateLimit answers are scripted, and checks the wait before each send.
-func TestPacingSteps(t *testing.T) {
-	steps := []struct {
-		wantWait time.Duration // before this request is sent
-		kv       []string      // headers of its response
-	}{
-		{0, []string{"RateLimit", `"api";r=1;t=10`}},                                   // 1 left for 10s: space by 5s
-		{5 * time.Second, []string{"RateLimit", `"api";r=0;t=5`}},                      // none left, reset in 5s
-		{5 * time.Second, []string{"RateLimit", `"api";r=100;t=60`}},                   // plenty: stop pacing
-		{0, []string{"RateLimit", `"burst";r=5;t=1, "api";r=50;t=60, "day";r=2;t=30`}}, // widest spacing of the low items: 30s/3
-		{10 * time.Second, []string{"X-RateLimit-Remaining", "20"}},                    // no usable quota: state unchanged
-		{10 * time.Second, nil}, // nothing reported: unchanged
-		{10 * time.Second, []string{"RateLimit-Policy", `"x";q=5;w=1`}},        // policy alone: nothing remaining known
-		{0, []string{"X-RateLimit-Remaining", "0", "X-RateLimit-Reset", "40"}}, // the day quota reset at 40s
-		{40 * time.Second, []string{"RateLimit", "garbage;;"}},
-		{0, nil}, // reset passed: no wait
-	}
+// paceStep is one request of a paced sequence: the wait wanted before it
+// is sent, and the headers of its response.
+type paceStep struct {
+	wantWait time.Duration
+	kv       []string
+}
+
+// checkPacing sends requests one after another, with Pacing on, to a
+// server that answers each with the headers of its step, and checks the
+// wait before each send.
+func checkPacing(t *testing.T, steps []paceStep) {
+	t.Helper()
 	clock := newFakeClock(testStart)
 	i := 0
 	var sentAt []time.Time
@@ -46,6 +40,24 @@ func TestPacingSteps(t *testing.T) {
 			t.Errorf("step %d: waited %v before sending, want %v", k, got, s.wantWait)
 		}
 	}
+}
+
+// TestPacingSteps sends requests one after another to a server whose
+// RateLimit answers are scripted, and checks the wait before each send.
+func TestPacingSteps(t *testing.T) {
+	steps := []paceStep{
+		{0, []string{"RateLimit", `"api";r=1;t=10`}},                                   // 1 left for 10s: space by 5s
+		{5 * time.Second, []string{"RateLimit", `"api";r=0;t=5`}},                      // none left, reset in 5s
+		{5 * time.Second, []string{"RateLimit", `"api";r=100;t=60`}},                   // plenty: stop pacing
+		{0, []string{"RateLimit", `"burst";r=5;t=1, "api";r=50;t=60, "day";r=2;t=30`}}, // widest spacing of the low items: 30s/3
+		{10 * time.Second, []string{"X-RateLimit-Remaining", "20"}},                    // no usable quota: state unchanged
+		{10 * time.Second, nil}, // nothing reported: unchanged
+		{10 * time.Second, []string{"RateLimit-Policy", `"x";q=5;w=1`}},        // policy alone: nothing remaining known
+		{0, []string{"X-RateLimit-Remaining", "0", "X-RateLimit-Reset", "40"}}, // the day quota reset at 40s
+		{40 * time.Second, []string{"RateLimit", "garbage;;"}},
+		{0, nil}, // reset passed: no wait
+	}
+	checkPacing(t, steps)
 }
 
 // TestPacingOffByDefault checks that without Options.Pacing the quota
@@ -156,34 +168,12 @@ func TestPacerMemoryBounded(t *testing.T) {
 // booked under an older, wider one: after waiting out an exhausted quota,
 // a new window with r left is paced at t/(r+1), not at the old interval.
 func TestPacingAfterReset(t *testing.T) {
-	steps := []struct {
-		wantWait time.Duration // before this request is sent
-		kv       []string      // headers of its response
-	}{
+	steps := []paceStep{
 		{0, []string{"RateLimit", `"api";r=0;t=9`}},               // exhausted: wait for the reset
 		{9 * time.Second, []string{"RateLimit", `"api";r=2;t=9`}}, // new window, 2 left: space by 3s
 		{3 * time.Second, []string{"RateLimit", `"api";r=1;t=6`}},
 		{3 * time.Second, []string{"RateLimit", `"api";r=0;t=3`}},
 		{3 * time.Second, nil}, // the reset
 	}
-	clock := newFakeClock(testStart)
-	i := 0
-	var sentAt []time.Time
-	next := rtFunc(func(req *http.Request) (*http.Response, error) {
-		sentAt = append(sentAt, clock.Now())
-		kv := steps[i].kv
-		i++
-		return reply(req, 200, nil, kv...), nil
-	})
-	tr := NewTransport(next, Options{Clock: clock, Pacing: true})
-	for k, s := range steps {
-		before := clock.Now()
-		resp, err := tr.RoundTrip(mustRequest(t, "GET", "http://api.example.test/", nil))
-		if err != nil || resp.StatusCode != 200 {
-			t.Fatalf("step %d: %v, %v", k, resp, err)
-		}
-		if got := sentAt[k].Sub(before); got != s.wantWait {
-			t.Errorf("step %d: waited %v before sending, want %v", k, got, s.wantWait)
-		}
-	}
+	checkPacing(t, steps)
 }
