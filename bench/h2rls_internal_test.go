@@ -128,21 +128,33 @@ func TestRLSLeanCallConcurrent(t *testing.T) {
 		return okAnswer(), nil
 	})
 	l := dialLean(t, addr, keys)
+	allCallers(t, l, 200, func(c int, i int64) error {
+		if got, want := fieldValue(l.streams[c].header, "x-key"), hexOf(keys[i%int64(len(keys))]); got != want {
+			return fmt.Errorf("the server saw key %s; want %s", got, want)
+		}
+		return nil
+	})
+}
+
+// allCallers has every caller c make perCaller calls i at once, through
+// l, and checks each answer with check; it fails t with every caller's
+// first failure.
+func allCallers(t *testing.T, l *leanRLS, perCaller int, check func(c int, i int64) error) {
+	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
-	const perCaller = 200
 	var wg sync.WaitGroup
 	errs := make(chan error, loadCallers)
 	for c := range loadCallers {
 		wg.Go(func() {
 			for j := range perCaller {
 				i := int64(c*perCaller + j)
-				if err := l.do(ctx, c, i); err != nil {
-					errs <- fmt.Errorf("caller %d, call %d: %w", c, i, err)
-					return
+				err := l.do(ctx, c, i)
+				if err == nil {
+					err = check(c, i)
 				}
-				if got, want := fieldValue(l.streams[c].header, "x-key"), hexOf(keys[i%int64(len(keys))]); got != want {
-					errs <- fmt.Errorf("caller %d, call %d: the server saw key %s; want %s", c, i, got, want)
+				if err != nil {
+					errs <- fmt.Errorf("caller %d, call %d: %w", c, i, err)
 					return
 				}
 			}
@@ -379,38 +391,18 @@ func TestRLSLeanCallHPACK(t *testing.T) {
 		return okAnswer(), nil
 	})
 	l := dialLean(t, addr, keys)
-	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
-	defer cancel()
-	const perCaller = 50
-	var wg sync.WaitGroup
-	errs := make(chan error, loadCallers)
-	for c := range loadCallers {
-		wg.Go(func() {
-			for j := range perCaller {
-				i := int64(c*perCaller + j)
-				v := keys[i%int64(len(keys))]
-				if err := l.do(ctx, c, i); err != nil {
-					errs <- fmt.Errorf("caller %d, call %d: %w", c, i, err)
-					return
-				}
-				s := &l.streams[c]
-				hugeWant := ""
-				if huge(v) {
-					hugeWant = pad(v+"h", 40_000)
-				}
-				if fieldValue(s.header, "x-key") != hexOf(v) || fieldValue(s.header, "x-pad") != pad(v+"p", 300) ||
-					fieldValue(s.header, "x-huge") != hugeWant || fieldValue(s.trailer, "x-trailer") != pad(v+"t", 500) {
-					errs <- fmt.Errorf("caller %d, call %d, key %q: fields decoded as\n%v\n%v", c, i, v, s.header, s.trailer)
-					return
-				}
-			}
-		})
-	}
-	wg.Wait()
-	close(errs)
-	for err := range errs {
-		t.Error(err)
-	}
+	allCallers(t, l, 50, func(c int, i int64) error {
+		v, s := keys[i%int64(len(keys))], &l.streams[c]
+		hugeWant := ""
+		if huge(v) {
+			hugeWant = pad(v+"h", 40_000)
+		}
+		if fieldValue(s.header, "x-key") != hexOf(v) || fieldValue(s.header, "x-pad") != pad(v+"p", 300) ||
+			fieldValue(s.header, "x-huge") != hugeWant || fieldValue(s.trailer, "x-trailer") != pad(v+"t", 500) {
+			return fmt.Errorf("key %q: fields decoded as\n%v\n%v", v, s.header, s.trailer)
+		}
+		return nil
+	})
 }
 
 // TestRLSLeanRequestEncoding checks the request written by hand against
