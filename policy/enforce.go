@@ -243,6 +243,7 @@ func (e *Enforcer) Enforce(ctx context.Context, r *Request) Outcome {
 	st.decs = st.decs[:len(st.reqs)]
 
 	var out Outcome
+	decided := false // see the release below
 	if e.gate != nil {
 		if !e.gate.acquire(prio) {
 			if e.observer != nil {
@@ -251,6 +252,13 @@ func (e *Enforcer) Enforce(ctx context.Context, r *Request) Outcome {
 			return Outcome{Verdict: Shed, RetryAfter: e.set.conc.RetryAfter}
 		}
 		out.gate = e.gate
+		// A panic below (in a store, in an Observer) leaves the transport
+		// no Outcome to call Done on: give the slot back here.
+		defer func() {
+			if !decided {
+				e.gate.release()
+			}
+		}()
 	}
 	if st.nEnf > 0 {
 		e.decide(ctx, st, &out)
@@ -258,6 +266,7 @@ func (e *Enforcer) Enforce(ctx context.Context, r *Request) Outcome {
 	if st.nEnf < len(st.reqs) {
 		e.decideShadow(ctx, st)
 	}
+	decided = true
 	return out
 }
 
@@ -468,10 +477,11 @@ func containsPolicy(ps []*Policy, p *Policy) bool {
 
 // storeFailed applies each enforcing policy's on_store_error: a
 // fail-closed policy refuses with 503, a fail-local one decides against
-// the local store with its share of the limit, and a fail-open one lets
-// the request through undecided. A call that failed because the request
-// ended is no failure of the store: the request is Unavailable, and
-// nothing is logged or observed, as nothing was decided.
+// the local store with its share of the limit (waiting a leaky_bucket's
+// turn, as decide does), and a fail-open one lets the request through
+// undecided. A call that failed because the request ended is no failure
+// of the store: the request is Unavailable, and nothing is logged or
+// observed, as nothing was decided.
 func (e *Enforcer) storeFailed(ctx context.Context, st *state, err error, out *Outcome) {
 	if cerr := ctx.Err(); cerr != nil {
 		*out = Outcome{Verdict: Unavailable, Err: cerr, gate: out.gate, Waited: out.Waited}
@@ -517,6 +527,15 @@ func (e *Enforcer) storeFailed(ctx context.Context, st *state, err error, out *O
 			if st.lims[i].Policy.OnStoreError == sluice.FailLocal {
 				decs[i] = st.ldecs[k]
 				k++
+			}
+		}
+		// A leaky_bucket's turn is waited for as when the store decides:
+		// passing at once would let its whole queue through in a burst.
+		if d.Allowed && d.Delay > 0 {
+			if serr := e.clock.Sleep(ctx, d.Delay); serr != nil {
+				out.Verdict, out.Err, out.RetryAfter = Unavailable, serr, d.Delay
+			} else {
+				out.Waited += d.Delay
 			}
 		}
 	}

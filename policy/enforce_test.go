@@ -3,11 +3,17 @@ package policy
 import (
 	"bytes"
 	"context"
+	"errors"
 	"net/http"
 	"net/http/httptest"
+	"net/netip"
+	"slices"
+	"strconv"
 	"testing"
 	"time"
 
+	"github.com/sluicehq/sluice"
+	"github.com/sluicehq/sluice/rate"
 	"github.com/sluicehq/sluice/rate/ratetest"
 	"github.com/sluicehq/sluice/store/memory"
 )
@@ -83,3 +89,82 @@ func TestFormKeySeesTheHandlersAccount(t *testing.T) {
 
 func viaPostFormValue(r *http.Request) string { return r.PostFormValue("username") }
 func viaFormValue(r *http.Request) string     { return r.FormValue("username") }
+
+// downStore is a store that fails every call.
+type downStore struct{}
+
+func (downStore) Decide(context.Context, rate.Request) (rate.Decision, error) {
+	return rate.Decision{}, errors.New("store down")
+}
+
+func (downStore) DecideAll(context.Context, []rate.Request, []rate.Decision) (rate.Decision, error) {
+	return rate.Decision{}, errors.New("store down")
+}
+
+// A leaky_bucket shapes requests whether the shared store or the local
+// fallback decides them: each waits its turn, rather than passing at
+// once with its turn still ahead.
+func TestLocalFallbackWaitsLeakyBucketTurn(t *testing.T) {
+	set, err := Load("test.yaml", []byte(`
+policies:
+  - name: shaped
+    limits: ["leaky_bucket 1/s burst 5"]
+    max_delay: 10s
+    on_store_error: local
+`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, tt := range []struct {
+		name  string
+		store func(rate.Clock) sluice.Store
+	}{
+		{"store", func(c rate.Clock) sluice.Store { return memory.New(memory.Options{Clock: c}) }},
+		{"local fallback", func(rate.Clock) sluice.Store { return downStore{} }},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			clock := ratetest.NewClock(time.Date(2026, 3, 1, 12, 0, 0, 0, time.UTC))
+			e := NewEnforcer(set, tt.store(clock), Options{Clock: clock})
+			for i, want := range []time.Duration{0, time.Second, time.Second} {
+				r := httptest.NewRequest("GET", "/", nil)
+				out := e.Enforce(context.Background(), &Request{HTTP: r, Header: r.Header})
+				out.Done()
+				if out.Verdict != Allow || out.Waited != want {
+					t.Errorf("request %d: %v after waiting %v, want allow after %v", i+1, out.Verdict, out.Waited, want)
+				}
+			}
+		})
+	}
+}
+
+// A plan the application assigns that plans.names does not list ("Pro"
+// for pro, a plan added to billing but not yet to the file) is the
+// default plan, as a plan header naming no plan is: it must not leave
+// the request unlimited by a policy whose limits are all per plan.
+func TestUnknownAssignedPlanIsDefault(t *testing.T) {
+	e := newTestEnforcer(t, `
+plans:
+  names: [free, pro]
+  default: free
+policies:
+  - name: api
+    plans:
+      free: ["1/m"]
+      pro: ["100/m"]
+`)
+	for _, plan := range []string{"Pro", "enterprise"} {
+		t.Run(plan, func(t *testing.T) {
+			var got []Verdict
+			for range 2 {
+				r := httptest.NewRequest("GET", "/", nil)
+				out := e.Enforce(context.Background(), &Request{HTTP: r, Header: r.Header, Plan: plan,
+					Client: netip.MustParsePrefix("192.0.2." + strconv.Itoa(len(plan)) + "/32")})
+				out.Done()
+				got = append(got, out.Verdict)
+			}
+			if !slices.Equal(got, []Verdict{Allow, Refuse}) {
+				t.Errorf("plan %q, two requests a minute: %v, want [allow refuse] (the free plan's 1/m)", plan, got)
+			}
+		})
+	}
+}

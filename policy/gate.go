@@ -41,13 +41,20 @@ func newGate(c Concurrency, f *InFlight) *gate {
 }
 
 // acquire takes a slot for a request of priority p, or reports that the
-// request must be shed.
+// request must be shed. A request it sheds never counts, not even for an
+// instant: were it counted and then taken back, a flood of requests shed
+// at their low threshold would keep the count above the free slots and
+// shed critical requests too.
 func (g *gate) acquire(p Priority) bool {
-	if g.inFlight.Add(1) > g.limit[p] {
-		g.inFlight.Add(-1)
-		return false
+	for {
+		n := g.inFlight.Load()
+		if n >= g.limit[p] {
+			return false
+		}
+		if g.inFlight.CompareAndSwap(n, n+1) {
+			return true
+		}
 	}
-	return true
 }
 
 func (g *gate) release() { g.inFlight.Add(-1) }

@@ -269,6 +269,12 @@ func (ld *loader) duration(n *yaml.Node, what string) (time.Duration, bool) {
 	return d, true
 }
 
+// noItems reports whether n is a list with nothing in it, as list reads
+// one: an empty sequence or an empty value.
+func noItems(n *yaml.Node) bool {
+	return n.Kind == yaml.SequenceNode && len(n.Content) == 0 || n.Kind == yaml.ScalarNode && n.Tag == "!!null"
+}
+
 // list reads a sequence, or a single scalar as a list of one.
 func (ld *loader) list(n *yaml.Node, what string) []*yaml.Node {
 	switch n.Kind {
@@ -471,8 +477,15 @@ func (ld *loader) plans(f field) plans {
 		if km.Kind != yaml.MappingNode {
 			ld.errf(km, "plans.api_keys must map each API key to a plan")
 		} else {
+			seen := map[string]int{} // API key to its line
 			for i := 0; i+1 < len(km.Content); i += 2 {
 				k, _ := ld.str(km.Content[i], "an API key")
+				// The key itself is a secret: say where, not what.
+				if line, dup := seen[k]; dup {
+					ld.errf(km.Content[i], "API key repeated (first at line %d)", line)
+					continue
+				}
+				seen[k] = km.Content[i].Line
 				if plan, ok := known(resolve(km.Content[i+1]), "plan"); ok {
 					pl.keys[k] = plan
 				}
@@ -592,6 +605,9 @@ func (ld *loader) policy(n *yaml.Node, set *Set) *Policy {
 		if s, ok := ld.str(v.val, "priority"); ok {
 			if i := slices.Index(priorityNames[:], s); i >= 0 {
 				p.Priority, p.HasPriority = Priority(i), true
+				if p.Shadow {
+					ld.warnf(v.val, "%s is a shadow policy: its priority %s classifies nothing (a request's priority comes from the enforcing policies it matches); write the priority in an enforcing policy, which may have no limits", what, s)
+				}
 			} else {
 				ld.errf(v.val, "priority %q: want low, normal or critical%s", s, didYouMean(s, priorityNames[:]))
 			}
@@ -609,7 +625,14 @@ func (ld *loader) policy(n *yaml.Node, set *Set) *Policy {
 		// A key listed twice would be decided twice on one counter, every
 		// request taking its cost twice.
 		seen := map[string]*yaml.Node{}
+		if noItems(ksv.val) {
+			ld.errf(ksv.key, "keys of %s lists no key, so the policy would decide nothing; write e.g. keys: [user, ip], or leave keys out to key by ip", what)
+		}
 		for _, kn := range ld.list(ksv.val, "keys") {
+			if noItems(kn) {
+				ld.errf(kn, "a key of %s has no parts, so it would decide nothing; write e.g. keys: [user, ip]", what)
+				continue
+			}
 			k := ld.key(kn, p)
 			if k == nil {
 				continue
@@ -628,7 +651,11 @@ func (ld *loader) policy(n *yaml.Node, set *Set) *Policy {
 			keyAt = append(keyAt, kn)
 		}
 	case hasKey:
-		if k := ld.key(kv.val, p); k != nil {
+		if noItems(kv.val) {
+			// Left blank, as by a template: as surely as empty limits, the
+			// policy would decide nothing.
+			ld.errf(kv.key, "the key of %s has no parts, so the policy would decide nothing; write e.g. key: ip, or leave key out to key by ip", what)
+		} else if k := ld.key(kv.val, p); k != nil {
 			p.keys = append(p.keys, k)
 			keyAt = append(keyAt, kv.val)
 		}
@@ -650,11 +677,17 @@ func (ld *loader) policy(n *yaml.Node, set *Set) *Policy {
 			ld.errf(pm, "plans of %s must map each plan to its limits", what)
 		} else {
 			p.plans = map[string][]*Limit{}
+			at := map[string]int{} // plan to its line
 			for i := 0; i+1 < len(pm.Content); i += 2 {
 				name, ok := ld.str(pm.Content[i], "a plan name")
 				if !ok {
 					continue
 				}
+				if line, dup := at[name]; dup {
+					ld.errf(pm.Content[i], "plan %q repeated in %s (first at line %d)", name, what, line)
+					continue
+				}
+				at[name] = pm.Content[i].Line
 				if set.plans.names != nil && !set.plans.names[name] {
 					ld.errf(pm.Content[i], "plan %q of %s is not in plans.names%s", name, what, didYouMean(name, keys(set.plans.names)))
 				}
@@ -1149,6 +1182,20 @@ func (ld *loader) override(n *yaml.Node, p *Policy, set *Set, what string) (over
 			val = escapeValue(val)
 		}
 		o.when = append(o.when, partValue{label, val})
+	}
+	// An override applies to a key that has every part it names (see
+	// override.matches): parts of different keys would match no key.
+	if good && !slices.ContainsFunc(p.keys, func(k []part) bool {
+		return !slices.ContainsFunc(o.when, func(w partValue) bool {
+			return !slices.ContainsFunc(k, func(pt part) bool { return pt.label == w.part })
+		})
+	}) {
+		names := make([]string, len(o.when))
+		for i, w := range o.when {
+			names[i] = w.part
+		}
+		ld.errf(wm, "override on %s, which no one key of %s has: an override applies only to a key with every part it names; name the parts of one key", andList(names), what)
+		good = false
 	}
 	o.limits = ld.limits(lv.val, p, set)
 	return o, good && len(o.limits) > 0

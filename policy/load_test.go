@@ -167,6 +167,58 @@ policies:
       - when: {user: acme}
         limits: ["10/s"]
 `, 7, 16, []string{`override on "user"`}},
+		// An override applies to the key that has every part it names:
+		// one naming parts of two different keys applies to none, and
+		// the partner it was written for gets the default limits.
+		{"override across keys", `
+policies:
+  - name: a
+    keys: [user, ip]
+    limits: ["1/s"]
+    overrides:
+      - when: {user: acme, ip: 192.0.2.1}
+        limits: ["10/s"]
+`, 7, 15, []string{`override on user and ip, which no one key of policy "a" has`}},
+		// A mapping's repeated entry would silently replace the first.
+		{"repeated API key", `
+plans:
+  names: [free, pro]
+  api_key_header: X-API-Key
+  api_keys:
+    pk_1: pro
+    pk_1: free
+policies:
+  - {name: a, limits: ["1/s"], plans: {pro: ["2/s"]}}
+`, 7, 5, []string{"API key repeated (first at line 6)"}},
+		{"repeated plan of a policy", `
+plans:
+  names: [free, pro]
+policies:
+  - name: a
+    plans:
+      free: ["1/s"]
+      free: ["2/s"]
+`, 8, 7, []string{`plan "free" repeated in policy "a" (first at line 7)`}},
+		// An empty key (a template that left it blank) would leave the
+		// policy deciding nothing, as surely as empty limits.
+		{"empty key", `
+policies:
+  - name: a
+    key:
+    limits: ["1/s"]
+`, 4, 5, []string{"key of policy \"a\" has no parts", "key: ip"}},
+		{"empty key in keys", `
+policies:
+  - name: a
+    keys: [ip, []]
+    limits: ["1/s"]
+`, 4, 16, []string{"key of policy \"a\" has no parts"}},
+		{"empty keys", `
+policies:
+  - name: a
+    keys: []
+    limits: ["1/s"]
+`, 4, 5, []string{"keys of policy \"a\" lists no key"}},
 		{"repeated key", `
 policies:
   - name: a

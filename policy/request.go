@@ -29,7 +29,8 @@ type Request struct {
 	// for an anonymous request.
 	User string
 	// Plan is the plan the application assigned, or "" to let the
-	// policy file's plans section decide.
+	// policy file's plans section decide. A plan plans.names does not
+	// list counts as plans.default.
 	Plan string
 
 	// routed is HTTP as the policies' patterns match it, its path clean

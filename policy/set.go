@@ -46,7 +46,8 @@ func (s *Set) UsesClientIP() bool { return s.usesIP }
 // unlimited (it has no default limits and none for them), one whose every
 // key needs a part some requests lack (user, header:NAME, form:NAME), so
 // that those pass unlimited, a key that can never apply, a plans section
-// no policy uses, a trusted proxy prefix that spans much of the Internet.
+// no policy uses, a trusted proxy prefix that spans much of the Internet,
+// a priority on a shadow policy (which classifies nothing).
 // A Set may serve with warnings; `sluice check` prints them and `sluice
 // serve` logs them. The slice is shared: do not modify it.
 func (s *Set) Warnings() []Problem { return s.warnings }
@@ -262,13 +263,18 @@ func newLimit(p *Policy, name string, l rate.Limit) *Limit {
 var _ http.Handler = (*marker)(nil)
 
 // planOf returns the plan of r: the one the application assigned, else
-// the one its API key maps to, else the one its plan header names (if
-// listed in plans.names), else the default plan.
+// the one its API key maps to, else the one its plan header names, else
+// the default plan. An assigned or named plan that plans.names does not
+// list is the default plan: it has no limits of its own, and a policy
+// with limits only per plan would leave it unlimited.
 func (s *Set) planOf(r *Request) string {
-	if r.Plan != "" {
-		return r.Plan
-	}
 	pl := &s.plans
+	if r.Plan != "" {
+		if pl.names[r.Plan] {
+			return r.Plan
+		}
+		return pl.fallback
+	}
 	if pl.keyHdr != "" {
 		if v, ok := r.header(pl.keyHdr, pl.keyLower); ok {
 			if plan, ok := pl.keys[v]; ok {

@@ -238,6 +238,16 @@ policies:
     limits: ["5/m"]
 `, []warning{{6, 16, []string{`key header:x-api-key of policy "keyless" never applies`, "without X-Api-Key"}}}},
 
+		// Priorities: only enforcing policies classify requests.
+		{"shadow policy with a priority", `
+policies:
+  - name: payments
+    match: "POST /payments"
+    limits: ["1/s"]
+    shadow: true
+    priority: critical
+`, []warning{{7, 15, []string{`policy "payments" is a shadow policy: its priority critical classifies nothing`}}}},
+
 		// Client addresses.
 		{"every address trusted", `
 client_ip:

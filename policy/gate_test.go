@@ -1,0 +1,84 @@
+package policy
+
+import (
+	"context"
+	"net/http/httptest"
+	"sync"
+	"sync/atomic"
+	"testing"
+
+	"github.com/sluicehq/sluice/store/memory"
+)
+
+// A flood of low-priority requests, each shed at once, must not shed a
+// critical request while a slot within its share is free: a low request
+// being turned away holds no slot, even for an instant.
+func TestGateLowFloodSpareSlot(t *testing.T) {
+	g := newGate(Concurrency{MaxInFlight: 100, Shares: [numPriorities]int{50, 80, 100}}, nil)
+	for range 99 {
+		if !g.acquire(Critical) {
+			t.Fatal("could not fill 99 of 100 slots")
+		}
+	}
+	var stop atomic.Bool
+	var wg sync.WaitGroup
+	for range 4 {
+		wg.Go(func() {
+			for !stop.Load() {
+				if g.acquire(Low) {
+					t.Error("a low request admitted past its share of 50")
+					g.release()
+				}
+			}
+		})
+	}
+	shed := 0
+	for range 20000 {
+		if !g.acquire(Critical) {
+			shed++
+			continue
+		}
+		g.release()
+	}
+	stop.Store(true)
+	wg.Wait()
+	if shed > 0 {
+		t.Errorf("%d of 20000 critical requests shed with 99 of 100 slots taken", shed)
+	}
+}
+
+type panickingObserver struct{}
+
+func (panickingObserver) Observe(context.Context, Event) { panic("observer bug") }
+func (panickingObserver) Shed(context.Context, Priority) {}
+
+// A panic while a request is decided (here in the Observer, code of the
+// application's) reaches the transport before it has an Outcome to call
+// Done on: the slot the request took must be given back, or every such
+// panic would shrink the concurrency limit for good.
+func TestEnforcePanicReleasesSlot(t *testing.T) {
+	set, err := Load("t.yaml", []byte(`
+concurrency:
+  max_in_flight: 1
+policies:
+  - {name: a, limits: ["10/s"]}
+`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var inFlight InFlight
+	e := NewEnforcer(set, memory.New(memory.Options{}), Options{Observer: panickingObserver{}, InFlight: &inFlight})
+	func() {
+		defer func() {
+			if recover() == nil {
+				t.Fatal("Enforce did not panic")
+			}
+		}()
+		r := httptest.NewRequest("GET", "/", nil)
+		out := e.Enforce(context.Background(), &Request{HTTP: r, Header: r.Header})
+		out.Done()
+	}()
+	if n := inFlight.N(); n != 0 {
+		t.Errorf("after a panic in Enforce, %d requests in flight, want 0", n)
+	}
+}
