@@ -110,7 +110,10 @@ func (rd *readiness) check(ctx context.Context, s *Server) error {
 	rd.mu.Lock()
 	defer rd.mu.Unlock()
 	if rd.at.IsZero() || time.Since(rd.at) >= readyCache {
-		ctx, cancel := context.WithTimeout(ctx, readyTimeout)
+		// The answer serves every probe of the next second: a prober
+		// that hangs up must not cut the PING short and have its
+		// cancellation cached as Redis's answer.
+		ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), readyTimeout)
 		defer cancel()
 		rd.err = s.st.ping(ctx)
 		if rd.err != nil {
@@ -137,7 +140,10 @@ type TopReport struct {
 	// Refused counts every refusal seen since the server started.
 	Refused uint64 `json:"refused"`
 	// Keys are the most refused store keys, most first. Counts are upper
-	// bounds, each at most Error above the truth (see TopK).
+	// bounds, each at most Error above the truth (see TopK). A key holds
+	// the values it is made of as clients sent them, when they are short
+	// and plain: an IP, or an API key of a policy keyed by its header.
+	// Whoever can reach the admin listener reads them.
 	Keys []TopEntry `json:"keys"`
 }
 

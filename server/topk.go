@@ -2,8 +2,11 @@ package server
 
 import (
 	"container/heap"
+	"crypto/sha256"
+	"encoding/base64"
 	"sort"
 	"sync"
+	"unicode/utf8"
 )
 
 // TopK counts the most frequent keys of an unbounded stream in bounded
@@ -32,6 +35,8 @@ type topEntry struct {
 
 // TopEntry is one key of a TopK report.
 type TopEntry struct {
+	// Key is the key as it was added, or for one longer than 512 bytes,
+	// its start, "…#" and a hash of the whole.
 	Key string `json:"key"`
 	// Count is an upper bound of the key's true count.
 	Count uint64 `json:"count"`
@@ -45,8 +50,10 @@ func NewTopK(k int) *TopK {
 	return &TopK{k: k, index: make(map[string]*topEntry, k)}
 }
 
-// Add counts one occurrence of key.
+// Add counts one occurrence of key. A key longer than 512 bytes is
+// counted, and reported, as its start and a hash of the whole.
 func (t *TopK) Add(key string) {
+	key = topKey(key)
 	t.mu.Lock()
 	defer t.mu.Unlock()
 	t.total++
@@ -111,4 +118,29 @@ func (h *topHeap) Pop() any {
 	e := old[len(old)-1]
 	*h = old[:len(old)-1]
 	return e
+}
+
+// maxTopKey bounds the length of a key TopK keeps, in bytes. Keys come
+// from clients: an Envoy descriptor's stats name holds its values whole
+// under detailed_metric or a limit override, and Envoy passes headers of
+// up to 60 KB or more. The store keys of policies are bounded already
+// (each value at most 64 bytes), and short enough to be kept as they are.
+const maxTopKey = 512
+
+// topKey returns key as TopK keeps it: as it is when it is at most
+// maxTopKey bytes long, else its start, "…#" and a hash of the whole, so
+// that two long keys never share a counter and the start still says
+// what the key is.
+func topKey(key string) string {
+	if len(key) <= maxTopKey {
+		return key
+	}
+	sum := sha256.Sum256([]byte(key))
+	hash := base64.RawURLEncoding.EncodeToString(sum[:16])
+	cut := maxTopKey - len("…#") - len(hash)
+	for cut > 0 && !utf8.RuneStart(key[cut]) {
+		cut--
+	}
+	// A new string: a slice of key would keep all of it.
+	return key[:cut] + "…#" + hash
 }
