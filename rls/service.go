@@ -69,6 +69,11 @@ type Event struct {
 	Key string
 	// Name is the limit's configured name, or "".
 	Name string
+	// StoreKey is the key the descriptor is counted under in the store:
+	// one per distinct descriptor (per client value, say), where Key
+	// names the configured limit. It holds values from the request, so a
+	// consumer that keeps keys must bound how many.
+	StoreKey string
 	// Hits is how many hits the descriptor asked for.
 	Hits uint64
 	// Over reports whether the descriptor was over its limit, whether or
@@ -497,12 +502,13 @@ func (s *Service) respond(domain string, items []item) *rlsv3.RateLimitResponse 
 			st.DurationUntilReset = &p.duration
 			if s.opts.Observe != nil {
 				s.opts.Observe(Event{
-					Domain: domain,
-					Key:    it.m.stat,
-					Name:   it.m.limit.name,
-					Hits:   uint64(it.hits),
-					Over:   it.over,
-					Shadow: it.m.shadow,
+					Domain:   domain,
+					Key:      it.m.stat,
+					StoreKey: it.m.key,
+					Name:     it.m.limit.name,
+					Hits:     uint64(it.hits),
+					Over:     it.over,
+					Shadow:   it.m.shadow,
 				})
 			}
 		}

@@ -39,29 +39,34 @@ policies:
 	}
 }
 
-// An Envoy descriptor under detailed_metric names its limit with the
-// request's values whole, and a header Envoy passes may be tens of
-// kilobytes: /debug/top keeps each key short, so that its thousand keys
-// stay small.
-func TestDebugTopBoundsEnvoyKeys(t *testing.T) {
+// /debug/top counts Envoy's refusals per store key, one per client value,
+// as it does a policy's: two clients of one limit are two entries, and a
+// value of tens of kilobytes (a header Envoy passes) is kept short, so
+// that the thousand keys stay small.
+func TestDebugTopEnvoyKeys(t *testing.T) {
 	dir := t.TempDir()
 	writeFile(t, dir, "edge.yaml", "domain: edge\ndescriptors:\n  - key: user\n    detailed_metric: true\n    rate_limit: {unit: minute, requests_per_unit: 1}\n")
 	ts := startServer(t, "", Options{EnvoyConfigs: []string{dir}})
 	c, _ := envoyClient(t, ts)
-	user := strings.Repeat("u", 100_000)
-	ask(t, c, "edge", "user", user)
-	if r := ask(t, c, "edge", "user", user); r.OverallCode != rlsv3.RateLimitResponse_OVER_LIMIT {
-		t.Fatalf("second request: %v, want OVER_LIMIT", r.OverallCode)
+	long := strings.Repeat("u", 100_000)
+	for _, user := range []string{long, "alice", "alice"} {
+		ask(t, c, "edge", "user", user)
+		if r := ask(t, c, "edge", "user", user); r.OverallCode != rlsv3.RateLimitResponse_OVER_LIMIT {
+			t.Fatalf("second request of %.10q: %v, want OVER_LIMIT", user, r.OverallCode)
+		}
 	}
 	_, body := get(t, ts.Addrs().Admin, "/debug/top")
 	var top TopReport
 	if err := json.Unmarshal([]byte(body), &top); err != nil {
 		t.Fatal(err)
 	}
-	if top.Refused != 1 || len(top.Keys) != 1 {
-		t.Fatalf("/debug/top: %.200s", body)
+	if top.Refused != 4 || len(top.Keys) != 2 {
+		t.Fatalf("/debug/top after 4 refusals of 2 users: %.300s", body)
 	}
-	if k := top.Keys[0].Key; len(k) > 512 || !strings.HasPrefix(k, "rls:edge edge.user_uuu") {
+	if k := top.Keys[0]; k.Count != 3 || !strings.HasPrefix(k.Key, "rls:edge:") || !strings.Contains(k.Key, "alice") {
+		t.Errorf("the most refused: %+v, want alice's store key, 3 times", k)
+	}
+	if k := top.Keys[1].Key; len(k) > 512 || !strings.HasPrefix(k, "rls:edge:") {
 		t.Errorf("/debug/top holds a key of %d bytes, want at most 512: %.60q…", len(k), k)
 	}
 }

@@ -178,12 +178,15 @@ func (m *Metrics) Shed(priority string) { m.shed.WithLabelValues(priority).Inc()
 
 // registerRefusedRatio adds sluice_refused_ratio, read at each scrape
 // from the live counts the dashboard keeps of every decision: the share
-// of the last minute's requests that were refused, by a limit or by a
-// store error failing closed.
+// of the last minute's decisions that refused, by a limit or by a store
+// error failing closed. A request is one decision per policy it is
+// decided against (per descriptor, for Envoy's service), so where every
+// request meets one policy this is the share of requests refused, and
+// where some meet several it is less.
 func registerRefusedRatio(reg prometheus.Registerer, d *dashboard.Dashboard) {
 	reg.MustRegister(prometheus.NewGaugeFunc(prometheus.GaugeOpts{
 		Namespace: "sluice", Name: "refused_ratio",
-		Help: "Share of requests refused over the last minute, all policies.",
+		Help: "Share of decisions that refused over the last minute, all policies (one decision per policy a request is decided against).",
 	}, func() float64 {
 		var passed, refused int64
 		for _, p := range d.Live(60).Policies {

@@ -38,6 +38,9 @@ func (o observer) Shed(_ context.Context, p policy.Priority) { o.s.m.Shed(p.Stri
 // observeRLS counts a decision of Envoy's rate limit service. Its policy
 // label is rls:DOMAIN: the domain is bounded by the configuration, while
 // the descriptor's stat key may hold request values (detailed_metric).
+// A refusal counts in /debug/top under its store key, one per client
+// value, as a policy's do: the stat key would put every client of a limit
+// in one entry.
 func (s *Server) observeRLS(e rls.Event) {
 	name := "rls:" + e.Domain
 	result := ResultAllowed
@@ -50,6 +53,6 @@ func (s *Server) observeRLS(e rls.Event) {
 	s.m.Decision(name, result)
 	s.dash.Record(name, result != ResultRefused)
 	if result == ResultRefused {
-		s.top.Add(name + " " + e.Key)
+		s.top.Add(e.StoreKey)
 	}
 }
