@@ -461,6 +461,7 @@ func (ld *loader) plans(f field) plans {
 	if v, ok := m["header"]; ok {
 		if s, ok := ld.str(v.val, "plans.header"); ok && ld.headerName(v.val, s) {
 			pl.header, pl.headerLower = textproto.CanonicalMIMEHeaderKey(s), strings.ToLower(s)
+			ld.warnf(v.val, "plans.header %s names the plan of a request as its client sent it: any client can ask for the best plan unless a gateway in front sets the header or strips it; api_key_header and api_keys, or the application's policy.WithPlan, tie plans to credentials", s)
 		}
 	}
 	if v, ok := m["api_key_header"]; ok {

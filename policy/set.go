@@ -46,8 +46,9 @@ func (s *Set) UsesClientIP() bool { return s.usesIP }
 // unlimited (it has no default limits and none for them), one whose every
 // key needs a part some requests lack (user, header:NAME, form:NAME), so
 // that those pass unlimited, a key that can never apply, a plans section
-// no policy uses, a trusted proxy prefix that spans much of the Internet,
-// a priority on a shadow policy (which classifies nothing).
+// no policy uses, a plans.header (which names the plan its client
+// asks for), a trusted proxy prefix that spans much of the Internet, a
+// priority on a shadow policy (which classifies nothing).
 // A Set may serve with warnings; `sluice check` prints them and `sluice
 // serve` logs them. The slice is shared: do not modify it.
 func (s *Set) Warnings() []Problem { return s.warnings }

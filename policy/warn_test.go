@@ -109,7 +109,11 @@ plans:
 policies:
   - name: api
     plans: {free: ["10/m"], pro: ["100/m"]}
-`, []warning{{7, 5, []string{`policy "api"`, "none for requests with no plan (plans has no default)"}}}},
+`, []warning{
+			// A plan the client names in a header is the client's choice.
+			{4, 11, []string{"plans.header X-Plan", "any client can ask for the best plan"}},
+			{7, 5, []string{`policy "api"`, "none for requests with no plan (plans has no default)"}},
+		}},
 		{"several gaps", `
 plans:
   names: [free, pro, team]
