@@ -27,7 +27,10 @@
 // mapping of path, host, methods, headers (present, absent or equal) and
 // authenticated (whether WithUser named a user). Patterns are matched by
 // a ServeMux of the policy's own, so they mean exactly what they mean to
-// net/http. No match means every request.
+// net/http, on the clean path a request means: //login and /a/../login
+// are /login, as a router or an upstream that cleans paths would serve
+// them (where ServeMux itself redirects, both the unclean request and the
+// one that follows the redirect count). No match means every request.
 //
 // Keys: a key is built from parts (ip, user, method, header:NAME,
 // path:NAME for a wildcard of the pattern, form:NAME for a form field as
