@@ -15,6 +15,13 @@
 // to four times, before it counts as a failure, so a restart alone fails
 // no decision.
 //
+// An error does not always mean that nothing was decided. A call whose
+// connection broke after Redis ran the script (a proxy or the network cut
+// it before the reply) is decided again by its retry, and counts twice; a
+// call that times out or is given up while on the wire may have been
+// decided in Redis all the same, and has consumed. Both err on the side
+// of refusing: Redis never admits more than a limit allows.
+//
 // # One script call per decision
 //
 // A decision reads the key's state, steps it and writes it back, and

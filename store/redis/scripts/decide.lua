@@ -40,13 +40,15 @@
 -- Numbers. Lua numbers are doubles. Every value here is an integer below
 -- 2^53 (rate.Limit.Validate keeps counts and bursts times periods below
 -- 2^52, and microseconds since the epoch are near 2^51), so sums, products
--- and comparisons are exact. Division is not: a/b rounds to the nearest
--- double. But floor(a/b) is exact for integers |a| < 2^53 and b > 0: if b
--- does not divide a, a/b lies at least 1/b from the integers around it,
--- while rounding moves it by at most half an ulp, |a/b|·2^-53 < 1/b; so
--- floor(a/b) is rate's floorDiv and ceil(a/b) its ceilDiv, for negative
--- times too. For a double |x| < 2^52, Lua's x % 1 is x - floor(x) (its
--- definition, a - floor(a/b)*b, with b = 1), which is exact, and so is
+-- and comparisons are exact. (A refused gcra request's next instant, up to
+-- now + 2·2^52, is not: its retry takes differences first.) Division is
+-- not: a/b rounds to the nearest double. But floor(a/b) is exact for
+-- integers |a| < 2^53 and b > 0: if b does not divide a, a/b lies at
+-- least 1/b from the integers around it, while rounding moves it by at
+-- most half an ulp, |a/b|·2^-53 < 1/b; so floor(a/b) is rate's floorDiv
+-- and ceil(a/b) its ceilDiv, for negative times too. For a double
+-- |x| < 2^52, Lua's x % 1 is x - floor(x) (its definition,
+-- a - floor(a/b)*b, with b = 1), which is exact, and so is
 -- x - x % 1 = floor(x). Otherwise % only checks a string's length.
 --
 -- State. A key holds its algorithm's number as one byte followed by
@@ -178,13 +180,14 @@ while first <= nkeys do
 						bus, brem = tus, trem
 						debt = (tus - at) * n + trem
 					end
-					local ticks = cost * t -- next = base + cost·t ticks
+					local ticks = cost * t -- next = base + cost·t ticks = (bus + q, nrem)
 					local q = ticks / n
 					q = q - q % 1
-					local nus, nrem = bus + q, brem + ticks - q * n
+					local nrem = brem + ticks - q * n
 					if nrem >= n then
-						nus, nrem = nus + 1, nrem - n
+						q, nrem = q + 1, nrem - n
 					end
+					local nus = bus + q
 					allowed = debt + ticks <= b * t
 					if alg == 2 then
 						delay = bus - now -- ⌈base − now⌉
@@ -218,11 +221,15 @@ while first <= nkeys do
 							na, nb, nc = nus, nrem, at
 						end
 					else
-						ticks = b * t -- full = at + b·t ticks
-						q = ticks / n
-						q = q - q % 1
-						local fus, frem = at + q, ticks - q * n
-						local r = nus - fus + at - now
+						ticks = b * t -- full = at + b·t ticks = (fus, frem)
+						local fq = ticks / n
+						fq = fq - fq % 1
+						local fus, frem = at + fq, ticks - fq * n
+						-- Retry is ⌈next − full⌉ + at − now. A refused next
+						-- can lie beyond 2^53 µs (a bucket that takes a
+						-- century to refill, now full), where nus is not
+						-- exact: take the differences first.
+						local r = bus - now + (q - fq)
 						if nrem > frem then
 							r = r + 1
 						end
@@ -346,7 +353,11 @@ while first <= nkeys do
 						start = (start - start % 1) * t
 						stop = start + t
 						if sa > start and sb > 0 then
-							stop = sa + t
+							-- The end of the window holding sa, which a
+							-- limit with another period may have left
+							-- anywhere in it (rate's window(start)).
+							stop = sa / t
+							stop = (stop - stop % 1) * t + t
 						end
 					end
 					local count = 0
