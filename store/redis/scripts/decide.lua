@@ -557,15 +557,16 @@ while first <= nkeys do
 					v = pack('>Bddd', alg, wa, wb, wc)
 				end
 				if expire then
-					local ms = wreset / 1000 -- ⌈reset in ms⌉, at least 1
+					-- ⌈reset in ms⌉ + 1: from Redis 7.2 on, PX may count from
+					-- the time the script started, which may come a little
+					-- before now (TIME, read since): the millisecond keeps
+					-- the key until its state is fresh.
+					local ms = wreset / 1000
 					local c = ms - ms % 1
 					if c < ms then
 						c = c + 1
 					end
-					if c < 1 then
-						c = 1
-					end
-					redis.call('SET', key, v, 'PX', c)
+					redis.call('SET', key, v, 'PX', c + 1)
 				else
 					redis.call('SET', key, v)
 				end
