@@ -223,6 +223,30 @@ func TestStateOfAnotherLimit(t *testing.T) {
 	if next, d := ten.Step(s, now, 0); !d.Allowed || d.Remaining != 0 || next.A != s.A || next.B != s.B {
 		t.Errorf("a look at 10/m with 15 counted: %v, state %+v; want allowed, nothing remaining, the state kept", d, next)
 	}
+
+	// A sliding window's counts from a billion a second, met by 3 a day:
+	// the counts times a day's microseconds pass 2^63. They count as full
+	// windows of 3, and the waits are the formula's.
+	midnight := 1_717_286_400 * sec // aligned to the day
+	fast := Limit{Algorithm: SlidingWindow, Count: 1_000_000_000, Period: time.Second}
+	daily := Limit{Algorithm: SlidingWindow, Count: 3, Period: 24 * time.Hour}
+	s, _ = fast.Step(State{}, midnight-sec, 1_000_000_000)
+	s, d = fast.Step(s, midnight+999_999, 999_999_000)
+	if !d.Allowed || s.B != 999_999_000 || s.C != 1_000_000_000 {
+		t.Fatalf("a billion a second: %v, state %+v", d, s)
+	}
+	noon := midnight + 12*3600*sec
+	// Full this window and the last: the next window has the last one's
+	// 3 weighing on it, and 1 passes when 2 of them have decayed, 8h in.
+	if _, d := daily.Step(s, noon, 1); d.Allowed || d.RetryAfter != 20*time.Hour || d.ResetAfter != 36*time.Hour {
+		t.Errorf("3/d at noon: %v, want refused, retry in 20h, reset in 36h", d)
+	}
+	if _, d := daily.Step(s, midnight+24*3600*sec+7*sec, 1); d.Allowed || d.RetryAfter != 8*time.Hour-7*time.Second {
+		t.Errorf("3/d 7s into the next day: %v, want refused, retry in 7h59m53s", d)
+	}
+	if _, d := daily.Step(s, midnight+35*3600*sec, 1); !d.Allowed {
+		t.Errorf("3/d 11h into the next day: %v, want allowed", d)
+	}
 }
 
 func TestFixedWindowCalendarMonth(t *testing.T) {

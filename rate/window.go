@@ -67,6 +67,11 @@ func (l *Limit) slidingWindow(s *State, now, cost int64, next *State, out *Decis
 		// Time went back: keep counting in the stored window, at its start.
 		start, cur, prev = s.A, s.B, s.C
 	}
+	// A count above this limit's comes from a state another limit left
+	// under the key: it is a full window. That keeps the products below
+	// Count·Period, exact, where another limit's counts times this
+	// period could pass 2^63 and wrap.
+	cur, prev = min(cur, l.Count), min(prev, l.Count)
 	e := max(0, now-start)
 	weighted := prev - prev*e/t // ⌈prev·(T−e)/T⌉
 	if cur+cost+weighted > l.Count {

@@ -82,3 +82,21 @@ func TestFixedWindowPeriodChanged(t *testing.T) {
 		{12 * time.Hour, "w", daily, 1},
 	})
 }
+
+// A sliding window whose limit changed under a key to one with a far
+// smaller count and a longer period (a billion a second, then 3 a day):
+// the old counts times the new period pass 2^63, where Go's int64s wrap,
+// and 2^53, where the script's doubles round. A count above the limit's
+// is taken as the limit's, in both, so both decide alike, and exactly.
+func TestSlidingWindowCountsFromAnotherLimit(t *testing.T) {
+	fast := rate.Limit{Algorithm: rate.SlidingWindow, Count: 1_000_000_000, Period: time.Second}
+	daily := rate.Limit{Algorithm: rate.SlidingWindow, Count: 3, Period: 24 * time.Hour}
+	checkSteps(t, []step{
+		{12*time.Hour - time.Second, "s", fast, 1_000_000_000},
+		{12*time.Hour + 999_999*time.Microsecond, "s", fast, 999_999_000}, // (midnight, 999,999,000, 10⁹)
+		{24 * time.Hour, "s", daily, 1},
+		{24 * time.Hour, "s", daily, 0},
+		{36*time.Hour + 7*time.Second, "s", daily, 1},
+		{47 * time.Hour, "s", daily, 1},
+	})
+}

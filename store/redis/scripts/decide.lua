@@ -396,6 +396,14 @@ while first <= nkeys do
 					elseif sa > start then
 						start, cur, prev = sa, sb, sc
 					end
+					-- A count above this limit's, left by another limit, is
+					-- a full window (rate's clamp): products stay exact.
+					if cur > n then
+						cur = n
+					end
+					if prev > n then
+						prev = n
+					end
 					local e = now - start
 					if e < 0 then
 						e = 0
