@@ -29,7 +29,8 @@
 //
 // A request shed by the concurrency limit, or refused because the store
 // failed under on_store_error: closed, gets 503 Service Unavailable with
-// Retry-After and a problem body of the same shape.
+// Retry-After and a problem body of the same shape, whose type is always
+// about:blank (Options.ProblemType names the 429's problem only).
 //
 // The user a policy keys by (key: user) or matches on (authenticated:
 // true) comes from the request context: an authentication middleware

@@ -34,8 +34,10 @@ type Options struct {
 	// NoLegacyHeaders turns off X-RateLimit-Limit, X-RateLimit-Remaining
 	// and X-RateLimit-Reset.
 	NoLegacyHeaders bool
-	// ProblemType is the "type" member of refusal bodies (RFC 9457).
-	// Empty means "about:blank", whose title is the status phrase.
+	// ProblemType is the "type" member of the bodies of 429 responses
+	// (RFC 9457). Empty means "about:blank", whose title is the status
+	// phrase. 503 bodies (a request shed, a store down) are always
+	// "about:blank": they are no problem of the client's quota.
 	ProblemType string
 }
 
@@ -201,6 +203,10 @@ func (l *limiter) setHeaders(h http.Header, out *policy.Outcome) {
 // Content-Length a GET would get.
 func (l *limiter) problem(w http.ResponseWriter, r *http.Request, status int, out *policy.Outcome) {
 	retry := rate.RetryAfterSeconds(out.RetryAfter)
+	ptype := l.ptype
+	if status != http.StatusTooManyRequests {
+		ptype = "about:blank" // an outage or shedding is not the client's quota
+	}
 	h := w.Header()
 	if _, ok := h[hRetryAfter]; !ok {
 		h[hRetryAfter] = []string{strconv.FormatInt(retry, 10)}
@@ -210,7 +216,7 @@ func (l *limiter) problem(w http.ResponseWriter, r *http.Request, status int, ou
 
 	b := make([]byte, 0, 256)
 	b = append(b, `{"type":`...)
-	b = appendJSONString(b, l.ptype)
+	b = appendJSONString(b, ptype)
 	b = append(b, `,"title":`...)
 	b = appendJSONString(b, http.StatusText(status))
 	b = append(b, `,"status":`...)

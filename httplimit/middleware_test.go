@@ -662,3 +662,24 @@ func TestHeadRefusedHasNoBody(t *testing.T) {
 		t.Errorf("handler served %d requests, want 2 (not the refused ones)", served)
 	}
 }
+
+// Options.ProblemType names the problem of a 429; a 503 (the store is
+// down under on_store_error: closed, or the request was shed) is another
+// problem, and keeps about:blank, so that a client that tells problems
+// apart by their type (RFC 9457, section 3.1.1) does not take an outage
+// for its own quota.
+func TestProblemTypeOnlyForRefusals(t *testing.T) {
+	const quota = "https://iana.org/assignments/http-problem-types#quota-exceeded"
+	e := newEnv(t, `
+policies:
+  - {name: api, limits: ["1/m"], on_store_error: closed}
+`, Options{ProblemType: quota}, nil)
+	e.do(req{})
+	if w := e.do(req{}); w.Code != 429 || !strings.Contains(w.Body.String(), `"type":"`+quota+`"`) {
+		t.Errorf("refused: %d %s, want 429 of type %s", w.Code, w.Body, quota)
+	}
+	e.store.down.Store(true)
+	if w := e.do(req{}); w.Code != 503 || !strings.Contains(w.Body.String(), `"type":"about:blank"`) {
+		t.Errorf("store down: %d %s, want 503 of type about:blank", w.Code, w.Body)
+	}
+}
