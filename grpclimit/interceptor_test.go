@@ -110,7 +110,7 @@ func TestUnaryRefusesAfterLimit(t *testing.T) {
 	if len(md) != 0 {
 		t.Errorf("a refusal sent headers %v: the call is committed, and gRPC retries cannot retry it", md)
 	}
-	for k, want := range map[string]string{"retry-after": "30", "grpc-retry-pushback-ms": "30000", "ratelimit": `"check";r=0;t=60`} {
+	for k, want := range map[string]string{"retry-after": "30", "grpc-retry-pushback-ms": "30000", "ratelimit": `"check";r=0;t=30`} {
 		if got := trailer.Get(k); len(got) != 1 || got[0] != want {
 			t.Errorf("%s trailer %q, want %q", k, got, want)
 		}

@@ -42,8 +42,10 @@ func TestAllowedAndRefused(t *testing.T) {
 		{"second", 0, 200, map[string]string{
 			"RateLimit": `"api";r=0;t=2`, "X-RateLimit-Remaining": "0", "X-RateLimit-Reset": "2", "Retry-After": "",
 		}, nil},
+		// Refused, t is the wait, as Retry-After: more quota comes then
+		// (the draft's t); X-RateLimit-Reset keeps the time until whole.
 		{"refused", 0, 429, map[string]string{
-			"RateLimit-Policy": policyHdr, "RateLimit": `"api";r=0;t=2`,
+			"RateLimit-Policy": policyHdr, "RateLimit": `"api";r=0;t=1`,
 			"X-RateLimit-Limit": "2", "X-RateLimit-Remaining": "0", "X-RateLimit-Reset": "2",
 			"Retry-After": "1", "Cache-Control": "no-store",
 		}, map[string]any{
@@ -54,7 +56,7 @@ func TestAllowedAndRefused(t *testing.T) {
 		// 400 ms later the next unit is still 600 ms away: Retry-After
 		// rounds up.
 		{"refused again", 400 * time.Millisecond, 429, map[string]string{
-			"Retry-After": "1", "RateLimit": `"api";r=0;t=2`, "X-RateLimit-Reset": "2",
+			"Retry-After": "1", "RateLimit": `"api";r=0;t=1`, "X-RateLimit-Reset": "2",
 		}, nil},
 		{"after the wait", 600 * time.Millisecond, 200, map[string]string{
 			"RateLimit": `"api";r=0;t=2`, "X-RateLimit-Remaining": "0",
@@ -652,7 +654,7 @@ func TestHeadRefusedHasNoBody(t *testing.T) {
 	}
 	w := e.do(req{method: "HEAD"})
 	expect(t, "HEAD", w, 429, map[string]string{
-		"Retry-After": "1", "RateLimit": `"api";r=0;t=2`, "Content-Type": "application/problem+json",
+		"Retry-After": "1", "RateLimit": `"api";r=0;t=1`, "Content-Type": "application/problem+json",
 		"Content-Length": wantLen,
 	}, nil)
 	if w.Body.Len() != 0 {

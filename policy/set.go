@@ -202,9 +202,17 @@ func (l *Limit) HeaderPolicy() string { return l.headerPolicy[0] }
 func (l *Limit) HeaderPolicyValues() []string { return l.headerPolicy[:1:1] }
 
 // AppendHeader appends the RateLimit item for a decision of l:
-// `"name";r=50;t=30`, with t the reset in whole seconds rounded up.
+// `"name";r=50;t=30`, with t in whole seconds rounded up until more quota
+// is made available (draft-ietf-httpapi-ratelimit-headers-10): for a
+// refusal, the wait after which the request passes, as Retry-After says
+// (the draft wants Retry-After no earlier than t); otherwise until the
+// quota is whole again.
 func (l *Limit) AppendHeader(dst []byte, d rate.Decision) []byte {
-	return ratefield.AppendRest(append(dst, l.headerName...), d.Remaining, d.ResetAfter)
+	t := d.ResetAfter
+	if !d.Allowed && d.RetryAfter > 0 {
+		t = d.RetryAfter
+	}
+	return ratefield.AppendRest(append(dst, l.headerName...), d.Remaining, t)
 }
 
 // HeaderLimit returns the X-RateLimit-Limit value: the limit's capacity.

@@ -32,8 +32,10 @@ func AppendPolicy(dst []byte, name string, l rate.Limit) []byte {
 }
 
 // AppendItem appends a RateLimit item: `"name";r=R;t=T`, with r the units
-// left (0 at least) and t the whole seconds, rounded up, until the quota is
-// whole again.
+// left (0 at least) and t the whole seconds, rounded up, of reset: until
+// more quota is made available, as the draft says, which callers take to
+// be the wait of a refused request and, for an allowed one, the time until
+// the quota is whole again.
 func AppendItem(dst []byte, name string, remaining int64, reset time.Duration) []byte {
 	dst = AppendString(dst, name)
 	return AppendRest(dst, remaining, reset)
