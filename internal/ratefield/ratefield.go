@@ -23,7 +23,7 @@ import (
 func AppendPolicy(dst []byte, name string, l rate.Limit) []byte {
 	dst = AppendString(dst, name)
 	dst = append(dst, ";q="...)
-	dst = strconv.AppendInt(dst, l.Capacity(), 10)
+	dst = strconv.AppendInt(dst, sfInteger(l.Capacity()), 10)
 	if w, ok := window(l); ok {
 		dst = append(dst, ";w="...)
 		dst = strconv.AppendInt(dst, w, 10)
@@ -45,10 +45,19 @@ func AppendItem(dst []byte, name string, remaining int64, reset time.Duration) [
 // `;r=R;t=T`, for a caller that keeps the quoted name.
 func AppendRest(dst []byte, remaining int64, reset time.Duration) []byte {
 	dst = append(dst, ";r="...)
-	dst = strconv.AppendInt(dst, max(remaining, 0), 10)
+	dst = strconv.AppendInt(dst, sfInteger(max(remaining, 0)), 10)
 	dst = append(dst, ";t="...)
-	return strconv.AppendInt(dst, rate.CeilSeconds(reset), 10)
+	return strconv.AppendInt(dst, sfInteger(rate.CeilSeconds(reset)), 10)
 }
+
+// maxSFInteger is the largest integer a Structured Field holds (RFC 9651:
+// 15 digits). A limit may count up to 2^52, 16 digits: a parser that
+// meets more than 15 refuses the whole field, and the draft has clients
+// ignore a field that does not parse, so a larger value is written as
+// this one.
+const maxSFInteger = 999_999_999_999_999
+
+func sfInteger(v int64) int64 { return min(v, maxSFInteger) }
 
 // AppendString appends s as a Structured Field string (RFC 9651): quoted,
 // with '"' and '\' escaped and bytes outside printable ASCII replaced by
@@ -80,5 +89,7 @@ func window(l rate.Limit) (int64, bool) {
 		// A bucket of Burst refills one unit every Period/Count.
 		w = time.Duration(float64(l.Period) * float64(l.Burst) / float64(l.Count))
 	}
-	return rate.CeilSeconds(w), true
+	// At least 1: the draft's w is a positive integer, and a burst that
+	// comes back within a microsecond still takes some of a second.
+	return max(1, sfInteger(rate.CeilSeconds(w))), true
 }
