@@ -178,7 +178,7 @@ policies:
 	if resp.StatusCode != http.StatusTooManyRequests || resp.Header.Get("Retry-After") != "30" {
 		t.Fatalf("third request: %d, Retry-After %q, body %q; want 429 with Retry-After 30", resp.StatusCode, resp.Header.Get("Retry-After"), body)
 	}
-	if resp.Header.Get("Ratelimit") != `"api";r=0;t=60` || resp.Header.Get("Content-Type") != "application/problem+json" ||
+	if resp.Header.Get("Ratelimit") != `"api";r=0;t=30` || resp.Header.Get("Content-Type") != "application/problem+json" ||
 		!strings.Contains(body, `"status":429`) || !strings.Contains(body, `"retry_after":30`) {
 		t.Errorf("refusal: %v %q", resp.Header, body)
 	}
