@@ -161,11 +161,15 @@ func forwarded(r *http.Request) *http.Request {
 
 // newTransport is the transport to the upstream: http.DefaultTransport's
 // settings, more idle connections per host (every request goes to one),
-// and no proxy from the environment (HTTP_PROXY is for clients, not for
-// a reverse proxy's upstream).
+// no proxy from the environment (HTTP_PROXY is for clients, not for a
+// reverse proxy's upstream), and no compression of its own: net/http
+// would ask for gzip when the client asked for no encoding, and undo it,
+// so that the client got the body re-framed without its Content-Length
+// and the upstream compressed for nothing.
 func newTransport() *http.Transport {
 	t := http.DefaultTransport.(*http.Transport).Clone()
 	t.Proxy = nil
+	t.DisableCompression = true
 	t.MaxIdleConns = 512
 	t.MaxIdleConnsPerHost = 256
 	return t
@@ -182,18 +186,29 @@ func newTransport() *http.Transport {
 // never reads a client's claim as if it were a proxy's. Any of these
 // spelled with underscores (X_Forwarded_For), which CGI-style servers
 // read as the header itself and which no proxy sends, is dropped from
-// everyone. The peer's address is always appended to X-Forwarded-For.
+// everyone. The peer's address is always appended to X-Forwarded-For,
+// unless it has none (a Unix socket; see setForwarded).
+//
+// Request trailers: ReverseProxy gives the outgoing request a copy of
+// the incoming one's Trailer, taken before the body is read, when the
+// trailer's values are not there yet. The outgoing request shares the
+// incoming one's instead, which net/http fills as the body ends, before
+// the transport, having read that end, writes the trailer.
+//
+// Headers set before the proxy runs (the rate limit headers) are kept
+// apart while the upstream answers, see keepHeaders.
 func (s *Server) reverseProxy(set *policy.Set) http.Handler {
 	resolver := set.ClientIP()
 	target := s.target
 	preserveHost := s.o.PreserveHost
-	return &httputil.ReverseProxy{
+	rp := &httputil.ReverseProxy{
 		Rewrite: func(pr *httputil.ProxyRequest) {
 			in, out := pr.In, pr.Out
 			pr.SetURL(target)
 			if preserveHost {
 				out.Host = in.Host
 			}
+			out.Trailer = in.Trailer
 			peer := clientip.PeerOf(in)
 			trusted := resolver.Trusted(peer)
 			for name := range out.Header {
@@ -201,31 +216,99 @@ func (s *Server) reverseProxy(set *policy.Set) http.Handler {
 					delete(out.Header, name)
 				}
 			}
-			if trusted {
-				if v := in.Header["X-Forwarded-For"]; len(v) > 0 {
-					out.Header["X-Forwarded-For"] = v
-				}
-			}
-			pr.SetXForwarded()
-			if trusted {
-				for _, h := range []string{"X-Forwarded-Host", "X-Forwarded-Proto"} {
-					if v := in.Header.Get(h); v != "" {
-						out.Header.Set(h, v)
-					}
-				}
-				if v := in.Header.Values("Forwarded"); len(v) > 0 && peer.IsValid() {
-					out.Header["Forwarded"] = append(v[:len(v):len(v)], forwardedFor(peer))
-				}
-			}
+			setForwarded(out.Header, in, peer, trusted)
 		},
 		Transport: s.trans,
 		// FlushInterval stays 0: ReverseProxy already flushes every write of
 		// a streaming reply (text/event-stream, or no Content-Length) as it
 		// comes, and buffers the rest, which costs far less per request.
-		BufferPool:   proxyBuffers{},
-		ErrorLog:     slog.NewLogLogger(s.log.Handler(), slog.LevelWarn),
-		ErrorHandler: s.proxyError,
+		BufferPool: proxyBuffers{},
+		ErrorLog:   slog.NewLogLogger(s.log.Handler(), slog.LevelWarn),
+		ModifyResponse: func(res *http.Response) error {
+			res.Header = restoreHeaders(res.Request, res.Header)
+			return nil
+		},
+		ErrorHandler: func(w http.ResponseWriter, r *http.Request, err error) {
+			restoreHeaders(r, w.Header())
+			s.proxyError(w, r, err)
+		},
 	}
+	return keepHeaders{rp}
+}
+
+// keepHeaders is a ReverseProxy that keeps the headers set on its
+// response before it runs (the rate limit headers) apart while the
+// upstream answers, and puts them back in front of the final response's
+// own. ReverseProxy writes an informational response (100 Continue, 103
+// Early Hints) with every header set so far and then clears them all:
+// the rate limit headers went out on the 1xx and were missing from the
+// final response.
+type keepHeaders struct{ rp *httputil.ReverseProxy }
+
+// keptHeadersKey is the context key of the headers keepHeaders keeps.
+type keptHeadersKey struct{}
+
+func (k keepHeaders) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	h := w.Header()
+	if len(h) > 0 {
+		r = r.WithContext(context.WithValue(r.Context(), keptHeadersKey{}, h.Clone()))
+		clear(h)
+	}
+	k.rp.ServeHTTP(w, r)
+}
+
+// restoreHeaders puts the headers keepHeaders kept for r in front of
+// those of h, and returns h (a new Header when h was nil).
+func restoreHeaders(r *http.Request, h http.Header) http.Header {
+	kept, _ := r.Context().Value(keptHeadersKey{}).(http.Header)
+	if len(kept) == 0 {
+		return h
+	}
+	if h == nil {
+		h = make(http.Header, len(kept))
+	}
+	for name, v := range kept {
+		h[name] = append(v[:len(v):len(v)], h[name]...)
+	}
+	return h
+}
+
+// setForwarded sets the forwarding headers of h, for a request forwarded
+// for in, whose peer is peer: ProxyRequest.SetXForwarded's, with a
+// trusted peer's values passed on, and with the peer as package clientip
+// reads it. A Unix socket's peer has no IP address, and is appended to
+// neither chain: net/http's RemoteAddr is then the path the peer bound
+// its end to, which it chooses (10.0.0.1:80), and which SetXForwarded
+// wrote into X-Forwarded-For as an address.
+func setForwarded(h http.Header, in *http.Request, peer netip.Addr, trusted bool) {
+	var xff, fwd []string
+	host, proto := in.Host, "http"
+	if in.TLS != nil {
+		proto = "https"
+	}
+	if trusted {
+		xff, fwd = in.Header["X-Forwarded-For"], in.Header["Forwarded"]
+		if v := in.Header.Get("X-Forwarded-Host"); v != "" {
+			host = v
+		}
+		if v := in.Header.Get("X-Forwarded-Proto"); v != "" {
+			proto = v
+		}
+	}
+	if peer.IsValid() {
+		xff = append(xff[:len(xff):len(xff)], peer.String())
+		if len(fwd) > 0 {
+			fwd = append(fwd[:len(fwd):len(fwd)], forwardedFor(peer))
+		}
+	}
+	if len(xff) > 0 {
+		h["X-Forwarded-For"] = []string{strings.Join(xff, ", ")} // one line: many read only the first
+	}
+	if len(fwd) > 0 {
+		h["Forwarded"] = fwd
+	}
+	h["X-Forwarded-Host"] = []string{host}
+	h["X-Forwarded-Proto"] = []string{proto}
 }
 
 // forwardingHeader reports whether name, in any letter case and with
@@ -280,7 +363,8 @@ func forwardedFor(a netip.Addr) string {
 
 // proxyError answers 502 when the upstream cannot be reached, 408 when
 // the client stopped sending its body (Options.BodyTimeout), and 400 when
-// its body could not be read.
+// its body could not be read. It aborts the response of a request
+// canceled on the client's side.
 func (s *Server) proxyError(w http.ResponseWriter, r *http.Request, err error) {
 	// net/http cancels the request as its body's read fails, but the
 	// client may still be there: it is told why, where an answer of
@@ -289,7 +373,12 @@ func (s *Server) proxyError(w http.ResponseWriter, r *http.Request, err error) {
 		return
 	}
 	if errors.Is(err, context.Canceled) {
-		return // the client went away
+		// The client went away, or so net/http thinks: it cancels a
+		// request when the client shuts its sending side, as some do once
+		// their request is sent. An answer of nothing would reach such a
+		// client as an empty 200; aborting closes the connection instead,
+		// and logs nothing.
+		panic(http.ErrAbortHandler)
 	}
 	s.log.Warn("upstream failed", "method", r.Method, "path", r.URL.Path, "error", err.Error())
 	writeProblem(w, http.StatusBadGateway, "the upstream could not be reached")

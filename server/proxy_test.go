@@ -3,6 +3,7 @@ package server
 import (
 	"bufio"
 	"bytes"
+	"compress/gzip"
 	"context"
 	"fmt"
 	"io"
@@ -10,6 +11,8 @@ import (
 	"net"
 	"net/http"
 	"net/http/httptest"
+	"net/http/httptrace"
+	"net/textproto"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -610,5 +613,196 @@ func TestProxyBodyReadAfterHandler(t *testing.T) {
 		if w.Code != 200 || w.late.Load() != 0 {
 			t.Errorf("HTTP/%d: %d, %d deadlines set after the handler returned, want 200 and none", major, w.Code, w.late.Load())
 		}
+	}
+}
+
+// Informational responses pass through: an upstream's 100 Continue and
+// 103 Early Hints reach the client with their own fields, and the final
+// response keeps the rate limit headers. (ReverseProxy writes a 1xx with
+// every header set so far, then clears them all.)
+func TestProxyInformational(t *testing.T) {
+	up := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		w.Header().Set("Link", "</style.css>; rel=preload")
+		w.WriteHeader(http.StatusEarlyHints)
+		w.Header().Del("Link")
+		io.Copy(io.Discard, r.Body) // sends 100 Continue
+		io.WriteString(w, "ok")
+	}))
+	defer up.Close()
+	ts := startServer(t, untrustedPolicy, Options{Upstream: up.URL})
+	var got []string
+	trace := &httptrace.ClientTrace{Got1xxResponse: func(code int, h textproto.MIMEHeader) error {
+		got = append(got, fmt.Sprintf("%d Link=%q RateLimit=%q", code, h.Get("Link"), h.Get("Ratelimit")))
+		return nil
+	}}
+	req, err := http.NewRequest("POST", "http://"+ts.Addrs().Proxy+"/upload", strings.NewReader("a body"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	req.Header.Set("Expect", "100-continue")
+	resp, body := do(t, req.WithContext(httptrace.WithClientTrace(req.Context(), trace)))
+	want := []string{`103 Link="</style.css>; rel=preload" RateLimit=""`, `100 Link="" RateLimit=""`}
+	if strings.Join(got, "\n") != strings.Join(want, "\n") {
+		t.Errorf("informational responses:\n%s\nwant\n%s", strings.Join(got, "\n"), strings.Join(want, "\n"))
+	}
+	if resp.StatusCode != 200 || body != "ok" || resp.Header.Get("Ratelimit") != `"api";r=2;t=20` || resp.Header.Get("Link") != "" {
+		t.Errorf("final response: %d %q, RateLimit %q, Link %q; want 200 ok with the rate limit headers", resp.StatusCode, body, resp.Header.Get("Ratelimit"), resp.Header.Get("Link"))
+	}
+}
+
+// trailerBody is a request body that sets its request's trailer as it
+// ends, as a client computing a checksum would.
+type trailerBody struct {
+	io.Reader
+	trailer http.Header
+}
+
+func (b *trailerBody) Read(p []byte) (int, error) {
+	n, err := b.Reader.Read(p)
+	if err == io.EOF {
+		b.trailer.Set("X-Checksum", "7")
+	}
+	return n, err
+}
+
+func (b *trailerBody) Close() error { return nil }
+
+// Trailers pass through both ways: a client's request trailer reaches the
+// upstream with its value, and an upstream's response trailer reaches
+// the client.
+func TestProxyTrailers(t *testing.T) {
+	up := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		b, _ := io.ReadAll(r.Body)
+		w.Header().Set("Trailer", "X-Upstream-Sum")
+		fmt.Fprintf(w, "%s, trailer %q", b, r.Trailer.Get("X-Checksum"))
+		w.Header().Set("X-Upstream-Sum", "42")
+	}))
+	defer up.Close()
+	ts := startServer(t, untrustedPolicy, Options{Upstream: up.URL})
+	req, err := http.NewRequest("POST", "http://"+ts.Addrs().Proxy+"/upload", nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	req.Trailer = http.Header{"X-Checksum": nil}
+	req.Body, req.ContentLength = &trailerBody{Reader: strings.NewReader("abc"), trailer: req.Trailer}, -1
+	resp, body := do(t, req)
+	if resp.StatusCode != 200 || body != `abc, trailer "7"` {
+		t.Errorf("the upstream answered %d %q, want 200 abc with the trailer 7", resp.StatusCode, body)
+	}
+	if got := resp.Trailer.Get("X-Upstream-Sum"); got != "42" {
+		t.Errorf("the client got the response trailer %q, want 42", got)
+	}
+}
+
+// The upstream gets the Accept-Encoding the client sent, and nothing
+// when it sent none: net/http's transport would ask for gzip and undo
+// it, so a client that asked for no encoding got the body re-framed,
+// without its Content-Length, and the upstream paid for compressing.
+func TestProxyDoesNotAskForCompression(t *testing.T) {
+	const doc = "a document the upstream would rather send compressed"
+	asked := make(chan string, 1)
+	up := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		asked <- r.Header.Get("Accept-Encoding")
+		if !strings.Contains(r.Header.Get("Accept-Encoding"), "gzip") {
+			io.WriteString(w, doc)
+			return
+		}
+		var buf bytes.Buffer
+		zw := gzip.NewWriter(&buf)
+		io.WriteString(zw, doc)
+		zw.Close()
+		w.Header().Set("Content-Encoding", "gzip")
+		w.Write(buf.Bytes())
+	}))
+	defer up.Close()
+	ts := startServer(t, untrustedPolicy, Options{Upstream: up.URL})
+	c := &http.Client{Transport: &http.Transport{DisableCompression: true}}
+	defer c.CloseIdleConnections()
+	resp, err := c.Get("http://" + ts.Addrs().Proxy + "/doc")
+	if err != nil {
+		t.Fatal(err)
+	}
+	body, _ := io.ReadAll(resp.Body)
+	resp.Body.Close()
+	if ae := <-asked; ae != "" {
+		t.Errorf("the upstream was sent Accept-Encoding %q; the client sent none", ae)
+	}
+	if string(body) != doc || resp.ContentLength != int64(len(doc)) || resp.Header.Get("Content-Encoding") != "" {
+		t.Errorf("the client got %q, Content-Length %d, Content-Encoding %q; want the document with its length", body, resp.ContentLength, resp.Header.Get("Content-Encoding"))
+	}
+}
+
+// Behind a Unix socket the peer has no IP address, and net/http's
+// RemoteAddr is the path the peer bound its end to, which it chooses: it
+// is never written into X-Forwarded-For. A trusted proxy's chains (with
+// trust_unix_sockets) are passed on; an untrusted peer's are dropped.
+func TestProxyUnixSocketPeer(t *testing.T) {
+	seen := make(chan string, 1)
+	up := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		seen <- fmt.Sprintf("X-Forwarded-For %q, Forwarded %q", r.Header.Values("X-Forwarded-For"), r.Header.Values("Forwarded"))
+	}))
+	defer up.Close()
+	for _, tc := range []struct {
+		trust bool
+		want  string
+	}{
+		{false, `X-Forwarded-For [], Forwarded []`},
+		{true, `X-Forwarded-For ["203.0.113.7"], Forwarded ["for=203.0.113.7"]`},
+	} {
+		dir := t.TempDir()
+		l, err := net.Listen("unix", dir+"/sluice.sock")
+		if err != nil {
+			t.Fatal(err)
+		}
+		ts := startServer(t, fmt.Sprintf("client_ip: {trust_unix_sockets: %v}\n", tc.trust)+untrustedPolicy,
+			Options{Upstream: up.URL, ProxyListener: l})
+		// The client names its end of the socket as an address of its
+		// choosing, port included.
+		c, err := net.DialUnix("unix", &net.UnixAddr{Name: dir + "/10.0.0.1:80", Net: "unix"}, l.Addr().(*net.UnixAddr))
+		if err != nil {
+			t.Fatal(err)
+		}
+		io.WriteString(c, "GET / HTTP/1.1\r\nHost: x\r\nX-Forwarded-For: 203.0.113.7\r\nForwarded: for=203.0.113.7\r\nConnection: close\r\n\r\n")
+		c.SetReadDeadline(time.Now().Add(5 * time.Second))
+		resp, err := http.ReadResponse(bufio.NewReader(c), nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		resp.Body.Close()
+		c.Close()
+		if got := <-seen; resp.StatusCode != 200 || got != tc.want {
+			t.Errorf("trust_unix_sockets %v: %d, the upstream saw %s; want 200 and %s", tc.trust, resp.StatusCode, got, tc.want)
+		}
+		ts.stop()
+	}
+}
+
+// A client that shuts its sending side once its request is sent (nc -N,
+// scripted clients) has its request canceled by net/http, which reads
+// the end of its stream as the client going away. It must not be told
+// that the request succeeded: the proxy answered an empty 200 when the
+// upstream had answered nothing.
+func TestProxyClientHalfClose(t *testing.T) {
+	up := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		io.Copy(io.Discard, r.Body) // then net/http watches for the proxy going away
+		select {
+		case <-r.Context().Done(): // the proxy gave up on it
+		case <-time.After(5 * time.Second):
+			t.Error("the proxy did not cancel the upstream request")
+		}
+	}))
+	defer up.Close()
+	ts := startServer(t, untrustedPolicy, Options{Upstream: up.URL})
+	c, err := net.Dial("tcp", ts.Addrs().Proxy)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	io.WriteString(c, "POST /orders HTTP/1.1\r\nHost: x\r\nContent-Length: 2\r\n\r\n{}")
+	c.(*net.TCPConn).CloseWrite()
+	c.SetReadDeadline(time.Now().Add(5 * time.Second))
+	got, err := io.ReadAll(c)
+	if status, _, _ := strings.Cut(string(got), "\r\n"); strings.HasPrefix(status, "HTTP/1.1 2") {
+		t.Errorf("a canceled request was answered %q (%v)", status, err)
 	}
 }
