@@ -6,6 +6,7 @@ import (
 	"errors"
 	"io"
 	"log/slog"
+	"net"
 	"net/http"
 	"net/http/httputil"
 	"net/netip"
@@ -21,8 +22,16 @@ import (
 	"github.com/sluicehq/sluice/policy"
 )
 
-// serveProxy serves the data plane on the current generation.
+// serveProxy serves the data plane on the current generation. CONNECT,
+// which asks for a tunnel, not a resource, is no request for the upstream:
+// it is answered 405 here, where the upstream's refusal came back as a 502
+// and a warning in the log for every one a client sent.
 func (s *Server) serveProxy(w http.ResponseWriter, r *http.Request) {
+	if r.Method == http.MethodConnect {
+		w.Header().Set("Allow", "GET, HEAD, POST, PUT, PATCH, DELETE, OPTIONS")
+		writeProblem(w, http.StatusMethodNotAllowed, "the proxy opens no tunnels (CONNECT)")
+		return
+	}
 	s.m.inflight.Inc()
 	defer s.m.inflight.Dec()
 	r, finish := s.boundBody(w, r)
@@ -137,9 +146,6 @@ type sentURLKey struct{}
 // policy package keeps what it reads and gives it again, so the upstream
 // gets the body whole.)
 func toDecide(r *http.Request) *http.Request {
-	if r.Method == http.MethodConnect {
-		return r // not canonicalized by ServeMux either
-	}
 	u := urlpath.CleanURL(r.URL)
 	if u == r.URL {
 		return r
@@ -162,14 +168,20 @@ func forwarded(r *http.Request) *http.Request {
 // newTransport is the transport to the upstream: http.DefaultTransport's
 // settings, more idle connections per host (every request goes to one),
 // no proxy from the environment (HTTP_PROXY is for clients, not for a
-// reverse proxy's upstream), and no compression of its own: net/http
-// would ask for gzip when the client asked for no encoding, and undo it,
-// so that the client got the body re-framed without its Content-Length
-// and the upstream compressed for nothing.
-func newTransport() *http.Transport {
+// reverse proxy's upstream), no compression of its own (net/http would
+// ask for gzip when the client asked for no encoding, and undo it, so
+// that the client got the body re-framed without its Content-Length and
+// the upstream compressed for nothing), and timeout, when above zero, as
+// the bound on connecting and on waiting for the response's headers (see
+// Options.UpstreamTimeout).
+func newTransport(timeout time.Duration) *http.Transport {
 	t := http.DefaultTransport.(*http.Transport).Clone()
 	t.Proxy = nil
 	t.DisableCompression = true
+	if timeout > 0 {
+		t.ResponseHeaderTimeout = timeout
+		t.DialContext = (&net.Dialer{Timeout: timeout, KeepAlive: 30 * time.Second}).DialContext
+	}
 	t.MaxIdleConns = 512
 	t.MaxIdleConnsPerHost = 256
 	return t
@@ -361,9 +373,10 @@ func forwardedFor(a netip.Addr) string {
 	return "for=" + a.String()
 }
 
-// proxyError answers 502 when the upstream cannot be reached, 408 when
-// the client stopped sending its body (Options.BodyTimeout), and 400 when
-// its body could not be read. It aborts the response of a request
+// proxyError answers 502 when the upstream cannot be reached, 504 when it
+// took longer than Options.UpstreamTimeout to connect or to answer, 408
+// when the client stopped sending its body (Options.BodyTimeout), and 400
+// when its body could not be read. It aborts the response of a request
 // canceled on the client's side.
 func (s *Server) proxyError(w http.ResponseWriter, r *http.Request, err error) {
 	// net/http cancels the request as its body's read fails, but the
@@ -381,6 +394,10 @@ func (s *Server) proxyError(w http.ResponseWriter, r *http.Request, err error) {
 		panic(http.ErrAbortHandler)
 	}
 	s.log.Warn("upstream failed", "method", r.Method, "path", r.URL.Path, "error", err.Error())
+	if ne, ok := errors.AsType[net.Error](err); ok && ne.Timeout() {
+		writeProblem(w, http.StatusGatewayTimeout, "the upstream did not answer in time")
+		return
+	}
 	writeProblem(w, http.StatusBadGateway, "the upstream could not be reached")
 }
 

@@ -806,3 +806,59 @@ func TestProxyClientHalfClose(t *testing.T) {
 		t.Errorf("a canceled request was answered %q (%v)", status, err)
 	}
 }
+
+// An upstream that accepts the request and does not answer is answered
+// 504 after UpstreamTimeout, as NGINX's proxy_read_timeout would, where
+// the request waited for as long as its client did; one that answers in
+// time streams for as long as it takes.
+func TestProxyUpstreamTimeout(t *testing.T) {
+	const bound = 200 * time.Millisecond
+	release := make(chan struct{})
+	up := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if r.URL.Path == "/hang" {
+			select {
+			case <-release:
+			case <-r.Context().Done():
+			}
+			return
+		}
+		w.WriteHeader(200)
+		w.(http.Flusher).Flush()
+		time.Sleep(2 * bound) // headers in time, then a slow body
+		io.WriteString(w, "done")
+	}))
+	defer up.Close()
+	defer close(release)
+	ts := startServer(t, "policies: [{name: api, key: ip, limits: [\"100/m\"]}]\n", Options{Upstream: up.URL, UpstreamTimeout: bound})
+	start := time.Now()
+	resp, body := get(t, ts.Addrs().Proxy, "/hang")
+	if took := time.Since(start); resp.StatusCode != http.StatusGatewayTimeout || took > 20*bound ||
+		resp.Header.Get("Content-Type") != "application/problem+json" || resp.Header.Get("RateLimit") == "" {
+		t.Errorf("a hung upstream: %d after %v, %v %q; want 504 problem+json with the RateLimit fields after about %v", resp.StatusCode, took, resp.Header, body, bound)
+	}
+	if resp, body := get(t, ts.Addrs().Proxy, "/slow-body"); resp.StatusCode != 200 || body != "done" {
+		t.Errorf("a slow body after headers in time: %d %q, want 200 done", resp.StatusCode, body)
+	}
+}
+
+// CONNECT asks for a tunnel the proxy does not open: 405 from sluice,
+// where it reached the upstream and came back 502, with a warning logged
+// for each.
+func TestProxyConnect(t *testing.T) {
+	up := newUpstream(t)
+	ts := startServer(t, "policies: [{name: api, key: ip, limits: [\"100/m\"]}]\n", Options{Upstream: up.URL})
+	c, err := net.Dial("tcp", ts.Addrs().Proxy)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	fmt.Fprintf(c, "CONNECT example.com:443 HTTP/1.1\r\nHost: example.com:443\r\n\r\n")
+	c.SetReadDeadline(time.Now().Add(5 * time.Second))
+	line, _ := bufio.NewReader(c).ReadString('\n')
+	if strings.TrimSpace(line) != "HTTP/1.1 405 Method Not Allowed" {
+		t.Errorf("CONNECT: %q, want 405", line)
+	}
+	if strings.Contains(ts.logs.String(), "upstream failed") {
+		t.Errorf("CONNECT logged an upstream failure:\n%s", ts.logs.String())
+	}
+}

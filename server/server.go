@@ -44,6 +44,7 @@ const (
 	DefaultWatchInterval   = 2 * time.Second
 	DefaultShutdownTimeout = 15 * time.Second
 	DefaultBodyTimeout     = time.Minute
+	DefaultUpstreamTimeout = time.Minute
 	DefaultStoreTimeout    = 50 * time.Millisecond
 	DefaultTopKeys         = 1000
 )
@@ -85,6 +86,13 @@ type Options struct {
 	// or UpstreamDemo. Empty means the demo upstream when running on the
 	// demo config, and no reverse proxy otherwise.
 	Upstream string
+	// UpstreamTimeout bounds how long the proxy waits for the upstream's
+	// response headers once the request is sent, and for a connection to
+	// it, as NGINX's proxy_read_timeout and proxy_connect_timeout: an
+	// upstream that takes longer is answered 504 Gateway Timeout. A
+	// response that has begun streams for as long as it takes. Zero means
+	// DefaultUpstreamTimeout (a minute); negative means no bound.
+	UpstreamTimeout time.Duration
 	// PreserveHost sends the client's Host header to the upstream. By
 	// default the upstream gets its own host name (as NGINX does), and the
 	// client's in X-Forwarded-Host.
@@ -242,6 +250,9 @@ func New(o Options) (_ *Server, err error) {
 	if s.o.BodyTimeout == 0 {
 		s.o.BodyTimeout = DefaultBodyTimeout
 	}
+	if s.o.UpstreamTimeout == 0 {
+		s.o.UpstreamTimeout = DefaultUpstreamTimeout
+	}
 	if s.o.TopKeys <= 0 {
 		s.o.TopKeys = DefaultTopKeys
 	}
@@ -255,7 +266,7 @@ func New(o Options) (_ *Server, err error) {
 			return nil, fmt.Errorf("%w: upstream %q: want an http:// or https:// URL, or %q", ErrOptions, o.Upstream, UpstreamDemo)
 		}
 		s.target, s.proxy = u, true
-		s.trans = newTransport()
+		s.trans = newTransport(s.o.UpstreamTimeout)
 	}
 	if o.ConfigFile == "" && !s.demo && o.Upstream != "" {
 		return nil, fmt.Errorf("%w: a reverse proxy needs a policy file (--config)", ErrOptions)

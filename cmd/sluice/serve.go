@@ -48,6 +48,12 @@ wins over its variable):
                           (SLUICE_UPSTREAM), or "demo" for the demo
                           upstream. Default: none (no proxy listener),
                           except on the demo config.
+  --upstream-timeout DUR  how long the proxy waits to connect to the
+                          upstream and for its response headers before it
+                          answers 504, as NGINX's proxy_read_timeout; a
+                          response that has begun streams as long as it
+                          takes; 0 means no bound (SLUICE_UPSTREAM_TIMEOUT).
+                          Default 1m.
   --preserve-host         send the client's Host header to the upstream
                           (SLUICE_PRESERVE_HOST). Default: the upstream's
                           own host; the client's is in X-Forwarded-Host.
@@ -137,12 +143,12 @@ func (l *listFlag) Set(v string) error {
 
 // serveFlags parses the flags and environment of sluice serve.
 type serveFlags struct {
-	o                            server.Options
-	envoy                        listFlag
-	watch, shutdown, bodyTimeout time.Duration
-	logFormat                    string
-	logLevel                     string
-	printDemo                    bool
+	o                                             server.Options
+	envoy                                         listFlag
+	watch, shutdown, bodyTimeout, upstreamTimeout time.Duration
+	logFormat                                     string
+	logLevel                                      string
+	printDemo                                     bool
 }
 
 func parseServeFlags(args []string, getenv func(string) string, stderr io.Writer) (*serveFlags, error) {
@@ -166,6 +172,7 @@ func parseServeFlags(args []string, getenv func(string) string, stderr io.Writer
 	fs.DurationVar(&f.watch, "watch-interval", server.DefaultWatchInterval, "")
 	fs.DurationVar(&f.shutdown, "shutdown-timeout", server.DefaultShutdownTimeout, "")
 	fs.DurationVar(&f.bodyTimeout, "body-timeout", server.DefaultBodyTimeout, "")
+	fs.DurationVar(&f.upstreamTimeout, "upstream-timeout", server.DefaultUpstreamTimeout, "")
 	fs.StringVar(&f.logFormat, "log-format", "text", "")
 	fs.StringVar(&f.logLevel, "log-level", "info", "")
 	fs.BoolVar(&f.printDemo, "print-demo-config", false, "")
@@ -176,8 +183,8 @@ func parseServeFlags(args []string, getenv func(string) string, stderr io.Writer
 		"grpc-listen": "SLUICE_GRPC_LISTEN", "admin-listen": "SLUICE_ADMIN_LISTEN", "pprof": "SLUICE_PPROF",
 		"tls-cert": "SLUICE_TLS_CERT", "tls-key": "SLUICE_TLS_KEY", "tls-client-ca": "SLUICE_TLS_CLIENT_CA",
 		"watch-interval": "SLUICE_WATCH_INTERVAL", "shutdown-timeout": "SLUICE_SHUTDOWN_TIMEOUT",
-		"body-timeout": "SLUICE_BODY_TIMEOUT",
-		"log-format":   "SLUICE_LOG_FORMAT", "log-level": "SLUICE_LOG_LEVEL",
+		"body-timeout": "SLUICE_BODY_TIMEOUT", "upstream-timeout": "SLUICE_UPSTREAM_TIMEOUT",
+		"log-format": "SLUICE_LOG_FORMAT", "log-level": "SLUICE_LOG_LEVEL",
 	}
 	for name, key := range env {
 		if v := getenv(key); v != "" {
@@ -218,6 +225,14 @@ func parseServeFlags(args []string, getenv func(string) string, stderr io.Writer
 	f.o.ShutdownTimeout = f.shutdown
 	if f.o.MaxKeys < 0 {
 		return nil, fmt.Errorf("--max-keys must not be negative (0 means the policy file's, or 1048576)")
+	}
+	switch {
+	case f.upstreamTimeout < 0:
+		return nil, fmt.Errorf("--upstream-timeout must not be negative (0 means no bound)")
+	case f.upstreamTimeout == 0:
+		f.o.UpstreamTimeout = -1
+	default:
+		f.o.UpstreamTimeout = f.upstreamTimeout
 	}
 	switch {
 	case f.bodyTimeout < 0:

@@ -309,6 +309,7 @@ func TestServeExitCodes(t *testing.T) {
 		{[]string{"--tls-client-ca", "ca.crt"}, "--tls-client-ca"},
 		{[]string{"--body-timeout", "-1s"}, "--body-timeout"},
 		{[]string{"--max-keys", "-5"}, "--max-keys"},
+		{[]string{"--upstream-timeout", "-1s"}, "--upstream-timeout"},
 	} {
 		args := append([]string{"serve", "--listen", "off", "--check-listen", "off", "--grpc-listen", "127.0.0.1:0", "--admin-listen", "off"}, tt.args...)
 		code, _, stderr := runCLI(t, args...)
@@ -387,16 +388,17 @@ func TestServeSIGHUPAtStart(t *testing.T) {
 // Environment variables set what flags do not; flags win.
 func TestServeEnv(t *testing.T) {
 	env := map[string]string{
-		"SLUICE_LISTEN":        "127.0.0.1:18080",
-		"SLUICE_ADMIN_LISTEN":  "off",
-		"SLUICE_ENVOY_CONFIG":  "a.yaml, b",
-		"SLUICE_PPROF":         "true",
-		"SLUICE_LOG_LEVEL":     "debug",
-		"SLUICE_TLS_CERT":      "tls.crt",
-		"SLUICE_TLS_KEY":       "tls.key",
-		"SLUICE_TLS_CLIENT_CA": "ca.crt",
-		"SLUICE_BODY_TIMEOUT":  "30s",
-		"SLUICE_MAX_KEYS":      "5000",
+		"SLUICE_LISTEN":           "127.0.0.1:18080",
+		"SLUICE_ADMIN_LISTEN":     "off",
+		"SLUICE_ENVOY_CONFIG":     "a.yaml, b",
+		"SLUICE_PPROF":            "true",
+		"SLUICE_LOG_LEVEL":        "debug",
+		"SLUICE_TLS_CERT":         "tls.crt",
+		"SLUICE_TLS_KEY":          "tls.key",
+		"SLUICE_TLS_CLIENT_CA":    "ca.crt",
+		"SLUICE_BODY_TIMEOUT":     "30s",
+		"SLUICE_MAX_KEYS":         "5000",
+		"SLUICE_UPSTREAM_TIMEOUT": "5s",
 	}
 	f, err := parseServeFlags([]string{"--admin-listen", "127.0.0.1:19090"}, func(k string) string { return env[k] }, io.Discard)
 	if err != nil {
@@ -405,7 +407,7 @@ func TestServeEnv(t *testing.T) {
 	if f.o.Listen != "127.0.0.1:18080" || f.o.AdminListen != "127.0.0.1:19090" || !f.o.Pprof ||
 		strings.Join(f.o.EnvoyConfigs, "|") != "a.yaml|b" || f.logLevel != "debug" ||
 		f.o.TLSCert != "tls.crt" || f.o.TLSKey != "tls.key" || f.o.TLSClientCA != "ca.crt" || f.o.BodyTimeout != 30*time.Second ||
-		f.o.MaxKeys != 5000 {
+		f.o.MaxKeys != 5000 || f.o.UpstreamTimeout != 5*time.Second {
 		t.Errorf("options %+v", f.o)
 	}
 	// --body-timeout 0 turns the bound off, where the Options' zero is
