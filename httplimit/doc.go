@@ -16,8 +16,11 @@
 //
 // (the first two from draft-ietf-httpapi-ratelimit-headers-10, the last
 // three the older convention, each family switchable in Options; t and
-// X-RateLimit-Reset are whole seconds rounded up). Shadow policies send
-// none.
+// X-RateLimit-Reset are whole seconds rounded up; on a refusal t is the
+// wait, as Retry-After). Shadow policies send none. Middlewares stacked
+// (one for the API, one for a route) each add their item to the
+// RateLimit and RateLimit-Policy lists; the X-RateLimit-* fields, which
+// hold one value, are the innermost's.
 //
 // A refused request gets 429 Too Many Requests, the same headers, a
 // Retry-After in whole seconds rounded up and never 0, and an RFC 9457

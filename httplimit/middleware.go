@@ -149,6 +149,18 @@ type headerBlock struct {
 	text [88]byte
 }
 
+// addItems returns the values of a RateLimit or RateLimit-Policy field
+// with this middleware's item added: a field is a list of quota policies,
+// and a middleware stacked in front of this one (one for the whole API,
+// one for a route) has written its own, which the client must see too.
+// Alone, the field is the item, with no copy.
+func addItems(prior, item []string) []string {
+	if len(prior) == 0 {
+		return item
+	}
+	return append(prior[:len(prior):len(prior)], item...)
+}
+
 // setHeaders sets the rate limit headers of the most restrictive limit,
 // and Retry-After when the request is refused. It allocates once: the
 // values that vary live in one headerBlock, and the ones that do not are
@@ -176,8 +188,8 @@ func (l *limiter) setHeaders(h http.Header, out *policy.Outcome) {
 		start := len(b)
 		b = lim.AppendHeader(b, d)
 		value(start)
-		h[hRateLimitPolicy] = lim.HeaderPolicyValues()
-		h[hRateLimit] = blk.vals[n-1][:]
+		h[hRateLimitPolicy] = addItems(h[hRateLimitPolicy], lim.HeaderPolicyValues())
+		h[hRateLimit] = addItems(h[hRateLimit], blk.vals[n-1][:])
 	}
 	if l.legacy {
 		start := len(b)

@@ -6,6 +6,7 @@ import (
 	"log/slog"
 	"net/http"
 	"net/http/httptest"
+	"slices"
 	"strings"
 	"sync"
 	"testing"
@@ -683,5 +684,26 @@ policies:
 	e.store.down.Store(true)
 	if w := e.do(req{}); w.Code != 503 || !strings.Contains(w.Body.String(), `"type":"about:blank"`) {
 		t.Errorf("store down: %d %s, want 503 of type about:blank", w.Code, w.Body)
+	}
+}
+
+// Two middlewares stacked, one for the whole API and one for a route, each
+// add their item to the RateLimit fields (lists of quota policies), where
+// the inner one's replaced the outer one's and hid a quota nearly spent.
+func TestStackedMiddlewaresListBoth(t *testing.T) {
+	inner := newEnv(t, `
+policies:
+  - {name: search, limits: ["10/m"]}
+`, Options{}, nil)
+	outer := newEnv(t, `
+policies:
+  - {name: api, limits: ["2/m"]}
+`, Options{}, inner.h)
+	w := outer.do(req{path: "/search"})
+	if got, want := w.Header().Values("RateLimit"), []string{`"api";r=1;t=30`, `"search";r=9;t=6`}; !slices.Equal(got, want) {
+		t.Errorf("RateLimit %q, want %q", got, want)
+	}
+	if got := w.Header().Values("RateLimit-Policy"); len(got) != 2 {
+		t.Errorf("RateLimit-Policy %q, want the two policies", got)
 	}
 }
