@@ -38,14 +38,14 @@ func (e *LineError) Unwrap() error { return e.Err }
 //	time,key[,cost]
 //
 // The time is either seconds from the start, with up to six decimals
-// (0, 9.9, 12.000250), or an RFC 3339 instant (2025-06-01T12:00:09.9Z);
-// one file uses one kind. The key names whose counter the request counts
-// against; the cost, a whole number from 1, defaults to 1. Lines may come
-// in any order. A first line whose first field starts with a letter
-// (such as "time,key,cost") is a header and skipped; so are blank lines
-// (empty or holding only spaces) and lines starting with #. Spaces around
-// fields are ignored, and so is a byte order mark at the start, as
-// spreadsheets write before "CSV UTF-8".
+// (0, 9.9, 12.000250), or an RFC 3339 instant (2025-06-01T12:00:09.9Z)
+// from 1970 on; one file uses one kind. The key names whose counter the
+// request counts against; the cost, a whole number from 1, defaults to 1.
+// Lines may come in any order. A first line whose first field starts
+// with a letter (such as "time,key,cost") is a header and skipped; so are
+// blank lines (empty or holding only spaces) and lines starting with #.
+// Spaces around fields are ignored, and so is a byte order mark at the
+// start, as spreadsheets write before "CSV UTF-8".
 //
 // ReadCSV returns the requests, with At measured from start, and start:
 // the Unix epoch for times in seconds (so fixed windows start at second
@@ -133,6 +133,9 @@ func readCSV(r io.Reader, maxEvents int, maxBytes int64) (events []Event, start 
 			}
 			if kind == relative {
 				return fail("time %q is an RFC 3339 instant, but earlier lines use seconds; use one kind", ts)
+			}
+			if t.UnixMicro() < 0 {
+				return fail("time %q is before 1970: sluice's algorithms count time from the Unix epoch, 1970-01-01T00:00:00Z", ts)
 			}
 			kind = absolute
 			abs = append(abs, t.UnixMicro())

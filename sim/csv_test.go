@@ -103,6 +103,9 @@ func TestReadCSVErrors(t *testing.T) {
 		{"mixed kinds", "0,a\n2025-06-01T12:00:00Z,a\n", 2, "use one kind"},
 		{"mixed kinds the other way", "2025-06-01T12:00:00Z,a\n0,a\n", 2, "use one kind"},
 		{"span", "2025-06-01T12:00:00Z,a\n2025-06-01T13:00:00Z,a\n", 0, "span more than 3600 seconds"},
+		// Package rate counts time from the Unix epoch: a fresh key's state
+		// is at 0 µs, so earlier instants would find every bucket spent.
+		{"before 1970", "1970-01-01T00:00:00Z,a\n1969-12-31T23:59:59.5Z,a\n", 2, "before 1970"},
 		{"empty key", "0, \n", 1, "empty key"},
 		{"long key", "0," + strings.Repeat("k", MaxKeyLen+1) + "\n", 1, "longer than"},
 		{"control key", "0,\"a\tb\"\n", 1, "control character"},

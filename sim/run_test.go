@@ -517,6 +517,7 @@ func TestRunInvalid(t *testing.T) {
 		{"instances", func(s *Scenario) { s.Instances = MaxInstances + 1 }, "instances"},
 		{"too long", func(s *Scenario) { s.Events[0].At = MaxSeconds * sec }, "at most 3600s"},
 		{"bad setup", func(s *Scenario) { s.Setups = []Setup{Setup(9)} }, "invalid setup"},
+		{"before 1970", func(s *Scenario) { s.Start = time.Date(1969, 6, 1, 0, 0, 0, 0, time.UTC) }, "before 1970"},
 	}
 	for _, tt := range tests {
 		s := ok

@@ -154,6 +154,8 @@ type Scenario struct {
 	Instances int
 	// Start is the instant of second 0. The zero value means the Unix
 	// epoch, so fixed windows start at second 0 whatever their Period.
+	// It cannot be earlier: package rate counts time from the epoch, and
+	// a key's fresh state is at the epoch.
 	Start time.Time
 	// Seconds is how long the scenario lasts, one column per second.
 	// Zero means up to the second of the last event. Every event must
@@ -236,6 +238,9 @@ func (s Scenario) Validate() error {
 	if s.Limit.Calendar != rate.NoCalendar {
 		return fail("monthly limits cannot be simulated second by second; use a period such as 10s or 1m")
 	}
+	if s.startMicros() < 0 {
+		return fail("starts at %s, before 1970: sluice's algorithms count time from the Unix epoch", s.Start.UTC().Format(time.RFC3339Nano))
+	}
 	for _, a := range s.algorithms() {
 		if err := s.LimitFor(a).Validate(); err != nil {
 			return fail("limit for %s: %v", a, err)
@@ -286,8 +291,12 @@ func describeLimit(l rate.Limit) string {
 }
 
 // describeBucket returns how a bucket algorithm applies l: "burst 10,
-// refilled 1 every 1s".
+// refilled 1 every 1s", or "burst 3000000, refilled 3000000 every 1s" when
+// one unit refills in less than a microsecond.
 func describeBucket(l rate.Limit) string {
 	every := l.Period / time.Duration(l.Count)
+	if every < time.Microsecond {
+		return fmt.Sprintf("burst %d, refilled %d every %v", l.Capacity(), l.Count, l.Period)
+	}
 	return fmt.Sprintf("burst %d, refilled 1 every %v", l.Capacity(), every.Round(time.Microsecond))
 }

@@ -11,6 +11,7 @@ import (
 	"strings"
 	"testing"
 	"time"
+	"unicode/utf8"
 
 	"github.com/sluicehq/sluice/internal/chart"
 	"github.com/sluicehq/sluice/rate"
@@ -241,5 +242,55 @@ func TestWriteText(t *testing.T) {
 		if !found {
 			t.Errorf("no line %q in:\n%s", label, out)
 		}
+	}
+}
+
+// TestWriteTextAligned: the seconds column is as wide as its widest
+// label, so a scenario of 1000 seconds or more keeps its table straight.
+func TestWriteTextAligned(t *testing.T) {
+	sc, _ := Builtin("steady", Params{Seconds: 1001})
+	sc.Algorithms = []rate.Algorithm{rate.FixedWindow}
+	r, err := Run(context.Background(), sc)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var b strings.Builder
+	if err := WriteText(&b, r); err != nil {
+		t.Fatal(err)
+	}
+	want := -1
+	for _, line := range strings.Split(b.String(), "\n") {
+		head, _, ok := strings.Cut(line, "│")
+		if !ok {
+			head, _, ok = strings.Cut(line, "┼")
+		}
+		if !ok {
+			continue
+		}
+		n := utf8.RuneCountInString(head)
+		if want < 0 {
+			want = n
+		}
+		if n != want {
+			t.Errorf("line %q: rule at column %d, want %d", line, n, want)
+		}
+	}
+}
+
+// TestBucketNoteFineRefill: a bucket that refills faster than once a
+// microsecond says its rate, not a refill "every 0s".
+func TestBucketNoteFineRefill(t *testing.T) {
+	sc := Scenario{Name: "fast", Limit: rate.Limit{Count: 3_000_000, Period: sec},
+		Algorithms: []rate.Algorithm{rate.GCRA}, Events: []Event{{Key: "k"}}}
+	r, err := Run(context.Background(), sc)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var b strings.Builder
+	if err := WriteText(&b, r); err != nil {
+		t.Fatal(err)
+	}
+	if want := "gcra: burst 3000000, refilled 3000000 every 1s\n"; !strings.Contains(b.String(), want) {
+		t.Errorf("output lacks %q:\n%s", want, b.String())
 	}
 }

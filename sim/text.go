@@ -118,7 +118,7 @@ func writeTable(w *bufio.Writer, rows []Row) {
 	if len(clients) < 2 || len(clients) > maxTextClients {
 		clients = nil
 	}
-	first := 3
+	first := max(3, len(strconv.Itoa(len(rows[0].PerSecond)-1)))
 	for _, c := range clients {
 		first = max(first, min(utf8.RuneCountInString(c.Client), 16))
 	}

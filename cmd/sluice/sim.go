@@ -179,6 +179,8 @@ func parseSimFlags(args []string) (*simFlags, error) {
 	}
 	fs.Visit(func(fl *flag.Flag) { f.set[fl.Name] = true })
 	switch {
+	case f.set["csv"] && f.csv == "":
+		return nil, errors.New("--csv needs a file name")
 	case f.set["csv"] && f.set["scenario"]:
 		return nil, errors.New("--csv and --scenario both name the traffic; give one")
 	case f.set["csv"] && !f.set["limit"]:
@@ -193,7 +195,7 @@ func parseSimFlags(args []string) (*simFlags, error) {
 	return f, nil
 }
 
-// scenario_ builds the scenario the flags ask for.
+// buildScenario builds the scenario the flags ask for.
 func (f *simFlags) buildScenario() (sim.Scenario, error) {
 	var sc sim.Scenario
 	if f.csv != "" {
@@ -208,7 +210,7 @@ func (f *simFlags) buildScenario() (sim.Scenario, error) {
 		}
 		sc = sim.Scenario{
 			Name:    filepath.Base(f.csv),
-			Summary: fmt.Sprintf("%d requests from %s", len(events), filepath.Base(f.csv)),
+			Summary: fmt.Sprintf("%d request%s from %s", len(events), plural(len(events)), filepath.Base(f.csv)),
 			Start:   start,
 			Seconds: f.seconds,
 			Events:  events,

@@ -178,6 +178,7 @@ func TestSimBadFlags(t *testing.T) {
 		{[]string{"--csv", csvFile}, "--csv needs --limit"},
 		{[]string{"--csv", csvFile, "--scenario", "flood", "--limit", "1/s"}, "give one"},
 		{[]string{"--svg"}, "flag needs an argument"},
+		{[]string{"--csv", "", "--limit", "1/s"}, "--csv needs a file name"},
 		{[]string{"boundary"}, `unexpected argument "boundary"`},
 	}
 	for _, tt := range tests {
@@ -323,5 +324,24 @@ func TestBinary(t *testing.T) {
 	var exit *exec.ExitError
 	if !errors.As(err, &exit) || exit.ExitCode() != 2 || !strings.Contains(stderr.String(), "unknown scenario") {
 		t.Errorf("bad flag: %v, stderr %q; want exit 2 and a message", err, stderr.String())
+	}
+}
+
+// TestSimCSVSummary: the summary counts the file's requests in words
+// that fit the count.
+func TestSimCSVSummary(t *testing.T) {
+	dir := t.TempDir()
+	for data, want := range map[string]string{
+		"0,a\n":      "1 request from t.csv\n",
+		"0,a\n1,b\n": "2 requests from t.csv\n",
+	} {
+		f := filepath.Join(dir, "t.csv")
+		if err := os.WriteFile(f, []byte(data), 0o644); err != nil {
+			t.Fatal(err)
+		}
+		code, stdout, stderr := runCLI(t, "sim", "--csv", f, "--limit", "1/s")
+		if code != 0 || !strings.Contains(stdout, want) {
+			t.Errorf("%q: exit %d, stderr %q, stdout lacks %q:\n%s", data, code, stderr, want, stdout)
+		}
 	}
 }
