@@ -22,7 +22,8 @@ const (
 	// report the full capacity as remaining.
 	FailOpen FailureMode = iota
 	// FailClosed refuses every request, with FallbackOptions.RetryAfter:
-	// protection first.
+	// protection first. A look (cost 0), which spends nothing, passes
+	// with nothing remaining.
 	FailClosed
 	// FailLocal decides in a local store, each instance with its share of
 	// every limit: Count and Burst divided by FallbackOptions.Instances,
@@ -160,9 +161,9 @@ type FallbackOptions struct {
 type FallbackStats struct {
 	// Down reports whether the primary is considered down now.
 	Down bool
-	// Primary counts decisions the primary made; Fallback counts those the
-	// failure mode made (with FailError, the calls it answered with an
-	// error).
+	// Primary counts decisions the primary made, the refusals from its
+	// deny cache included; Fallback counts those the failure mode made
+	// (with FailError, the calls it answered with an error).
 	Primary, Fallback uint64
 	// Failures counts calls to the primary that failed or timed out,
 	// those ended by their caller's deadline after MaxSilence included.
@@ -223,6 +224,9 @@ type Fallback struct {
 	silentAt    atomic.Uint64
 
 	primaryN, fallbackN, failures, probes, outages, recoveries atomic.Uint64
+	// cachedN counts the primary's decisions from its deny cache, which
+	// primaryN leaves out: they are no sign of life.
+	cachedN atomic.Uint64
 }
 
 var _ Store = (*Fallback)(nil)
@@ -317,6 +321,7 @@ func (f *Fallback) DecideAllSource(ctx context.Context, reqs []rate.Request, out
 				// the primary would answer the same without I/O, and that
 				// success would end the silence (see silentFor): asked
 				// here, it does not.
+				f.cachedN.Add(1)
 				return d, SourcePrimary, nil
 			}
 		}
@@ -329,22 +334,27 @@ func (f *Fallback) DecideAllSource(ctx context.Context, reqs []rate.Request, out
 		f.probes.Add(1)
 	}
 	cctx, cancel := ctx, context.CancelFunc(func() {})
+	timer := false
 	if f.timeout > 0 {
 		// A caller whose own deadline comes first (Envoy sends one with
 		// every call) needs no timer of ours: its deadline ends the call,
 		// and hung tells whether that is the primary's failure.
 		if dl, ok := ctx.Deadline(); !ok || time.Until(dl) > f.timeout {
 			cctx, cancel = context.WithTimeout(ctx, f.timeout)
+			timer = true
 		}
 	}
 	d, err := f.primary.DecideAll(cctx, reqs, out)
+	// Our Timeout, which comes before the caller's deadline, ended the
+	// call: it took too long, however near the caller's deadline is now.
+	timedOut := err != nil && timer && errors.Is(cctx.Err(), context.DeadlineExceeded)
 	cancel()
 	if err == nil {
 		f.primaryN.Add(1)
 		f.up(probe)
 		return d, SourcePrimary, nil
 	}
-	if ctx.Err() != nil || errors.Is(err, context.DeadlineExceeded) && deadlineNear(ctx) {
+	if !timedOut && (ctx.Err() != nil || errors.Is(err, context.DeadlineExceeded) && deadlineNear(ctx)) {
 		// The caller's context ended the call, or was about to: a store
 		// may see the deadline pass a moment before the context says so
 		// (the Redis client sets its connections' deadlines from the
@@ -457,7 +467,7 @@ type cachedDecider interface {
 func (f *Fallback) Stats() FallbackStats {
 	return FallbackStats{
 		Down:       f.down.Load(),
-		Primary:    f.primaryN.Load(),
+		Primary:    f.primaryN.Load() + f.cachedN.Load(),
 		Fallback:   f.fallbackN.Load(),
 		Failures:   f.failures.Load(),
 		Probes:     f.probes.Load(),
@@ -469,10 +479,12 @@ func (f *Fallback) Stats() FallbackStats {
 // startProbe reports whether this call should probe the primary: the
 // backoff has passed and no other probe is in flight.
 func (f *Fallback) startProbe() bool {
+	// Both under mu: a probe that fails moves next before it frees its
+	// place (see fail), so no call sees the old next with the place free
+	// and probes again at once, whatever the backoff.
 	f.mu.Lock()
-	due := !f.clock.Now().Before(f.next)
-	f.mu.Unlock()
-	return due && f.probing.CompareAndSwap(false, true)
+	defer f.mu.Unlock()
+	return !f.clock.Now().Before(f.next) && f.probing.CompareAndSwap(false, true)
 }
 
 // up records a success of the primary.
@@ -540,6 +552,11 @@ func (f *Fallback) fallback(ctx context.Context, reqs []rate.Request, out []rate
 		for i, r := range reqs {
 			c := r.Limit.Capacity()
 			out[i] = rate.Decision{Limit: c, RetryAfter: f.retryAfter, ResetAfter: f.retryAfter}
+			if r.Cost == 0 {
+				// A look spends nothing, so it is never refused (see
+				// rate.Request): it passes, with nothing known left.
+				out[i].Allowed, out[i].RetryAfter = true, 0
+			}
 		}
 		return rate.Combine(out[:len(reqs)]), SourceFailClosed, nil
 	case FailLocal:

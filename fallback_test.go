@@ -882,3 +882,106 @@ func BenchmarkFallback(b *testing.B) {
 		})
 	}
 }
+
+// A look (cost 0) consumes nothing and is never refused, by any store:
+// fail_closed too admits it while the primary is down, reporting nothing
+// remaining, and refuses the requests that would spend. WaitN(0) through
+// it returns at once.
+func TestFallbackFailClosedLooks(t *testing.T) {
+	f, b, _, _ := setup(t, sluice.FallbackOptions{Mode: sluice.FailClosed})
+	b.state.Store(1)
+	look := rate.Request{Key: "k", Limit: tenPerMinute}
+	spend := rate.Request{Key: "j", Limit: tenPerMinute, Cost: 1}
+	for range 2 { // the call that finds the primary failing, then one not sent
+		out := make([]rate.Decision, 2)
+		d, src, err := f.DecideAllSource(context.Background(), []rate.Request{look, spend}, out)
+		if err != nil || d.Allowed || src != sluice.SourceFailClosed {
+			t.Fatalf("a look and a spend: %v %v %v, want refused by fail_closed", d, src, err)
+		}
+		if !out[0].Allowed || out[0].Remaining != 0 || out[1].Allowed {
+			t.Errorf("a look and a spend: %v and %v, want the look alone allowed (0 remaining), the spend refused", out[0], out[1])
+		}
+		if d := decisionOf(t, f, look); !d.Allowed || d.Remaining != 0 || d.RetryAfter != 0 {
+			t.Errorf("a look alone: %v, want allowed, 0 remaining", d)
+		}
+	}
+	// The limiter's clock is another fake one, far enough ahead that a
+	// context deadline set from it is a real one in the future.
+	waits := ratetest.NewClock(start)
+	lim, err := sluice.NewLimiter(sluice.LimiterOptions{Limits: []rate.Limit{tenPerMinute}, Store: f, Clock: waits})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := lim.WaitN(withDeadline(t, waits, 10*time.Second), "k", 0); err != nil {
+		t.Errorf("WaitN(0) while down: %v, want nil at once", err)
+	}
+	if slept, n := waits.Slept(); n != 0 {
+		t.Errorf("WaitN(0) while down slept %v in %d calls, want none", slept, n)
+	}
+}
+
+// A refusal from the primary's deny cache is the primary's decision, as
+// its Source says: Stats counts it among the primary's, so that Primary
+// and Fallback add up to every decision made.
+func TestFallbackStatsCountCachedRefusals(t *testing.T) {
+	clk := ratetest.NewClock(time.Date(2024, 6, 1, 12, 0, 0, 0, time.UTC))
+	w := &withDenyCache{breakable: &breakable{Store: memory.New(memory.Options{Clock: clk})}, denied: "spammer"}
+	f := sluice.NewFallback(w, sluice.FallbackOptions{Mode: sluice.FailOpen, Clock: clk})
+	spam := rate.Request{Key: "spammer", Limit: tenPerMinute, Cost: 1}
+	other := rate.Request{Key: "anyone", Limit: tenPerMinute, Cost: 1}
+	decisionOf(t, f, other) // the primary's
+	w.state.Store(1)
+	decisionOf(t, f, other) // fails: fail_open's
+	for range 3 {
+		if d := decisionOf(t, f, spam); d.Allowed {
+			t.Fatalf("the spammer while down: %v, want the cached refusal", d)
+		}
+	}
+	decisionOf(t, f, other) // fail_open's
+	if st := f.Stats(); st.Primary != 4 || st.Fallback != 2 {
+		t.Errorf("stats %+v: want 4 decisions by the primary (3 from its cache), 2 by the failure mode", st)
+	}
+}
+
+// A call that the Fallback's own Timeout ends is a failure of the primary,
+// decided by the failure mode, even when the caller's deadline is due
+// within a moment of it (a client that allows a little more than the
+// Timeout): the caller's deadline did not end the call, the Timeout did.
+func TestFallbackTimeoutJustBeforeTheCallersDeadline(t *testing.T) {
+	f, b, _, _ := setup(t, sluice.FallbackOptions{Timeout: 20 * time.Millisecond, Mode: sluice.FailClosed})
+	b.state.Store(2)
+	d, src, err := callBy(f, 21*time.Millisecond, rate.Request{Key: "k", Limit: tenPerMinute, Cost: 1})
+	if err != nil || d.Allowed || src != sluice.SourceFailClosed {
+		t.Errorf("%v %v %v, want refused by fail_closed", d, src, err)
+	}
+	if st := f.Stats(); !st.Down || st.Failures != 1 {
+		t.Errorf("stats %+v: want down after 1 failure, the call the Timeout ended", st)
+	}
+}
+
+// Calls from many goroutines at one instant, a probe due, the primary
+// failing: the probe that fails moves the next one a backoff away, so it
+// is the only one, however the calls interleave. A call that saw the
+// probe due before it failed must not probe again once it has. A stress
+// test: without the guarantee, it fails in most runs with -race.
+func TestFallbackOneProbeAtAnInstant(t *testing.T) {
+	r := rate.Request{Key: "k", Limit: tenPerMinute, Cost: 1}
+	for i := range 300 {
+		clk := ratetest.NewClock(time.Date(2024, 6, 1, 12, 0, 0, 0, time.UTC))
+		f := sluice.NewFallback(unreachable{}, sluice.FallbackOptions{MinBackoff: time.Second, Clock: clk})
+		f.Decide(context.Background(), r) // fails: the primary is down
+		clk.Advance(time.Second)          // a probe is due
+		var wg sync.WaitGroup
+		for range 8 {
+			wg.Go(func() {
+				for range 100 {
+					f.Decide(context.Background(), r)
+				}
+			})
+		}
+		wg.Wait()
+		if st := f.Stats(); st.Probes != 1 {
+			t.Fatalf("run %d: stats %+v, want 1 probe at one instant, the backoff doubled after it", i, st)
+		}
+	}
+}

@@ -252,11 +252,11 @@ func (l *Limiter) Wait(ctx context.Context, key string) error {
 // itself, a worker draining a queue). It sleeps on the limiter's Clock.
 //
 // If ctx has a deadline, WaitN never starts a wait that cannot end before
-// it: when the request could pass only then or later, it returns at once
-// an error
-// wrapping [ErrWouldExceedDeadline] that says how long it would have had to
-// wait. If ctx ends while it sleeps, it returns ctx's error. A cost that
-// can never pass returns its error at once, as in AllowN.
+// it: when the request could pass only then or later (or less than 2µs
+// before), it returns at once an error wrapping [ErrWouldExceedDeadline]
+// that says how long it would have had to wait. If ctx ends while it
+// sleeps, it returns ctx's error. A cost that can never pass returns its
+// error at once, as in AllowN.
 //
 // WaitN holds nothing while it sleeps: when the wait is over it asks again,
 // and if other callers have spent what it waited for, it waits again. So
@@ -278,7 +278,7 @@ func (l *Limiter) WaitN(ctx context.Context, key string, n int64) error {
 		if bounded {
 			// Whatever is admitted must go ahead strictly before the
 			// deadline, when ctx is done; the steps count in µs.
-			if left = deadline.Sub(l.clock.Now()); left < 2*time.Microsecond {
+			if left = deadline.Sub(l.clock.Now()); left < minWaitLeft {
 				return fmt.Errorf("sluice: wait for %q: %w", key, context.DeadlineExceeded)
 			}
 			for i := range reqs {
@@ -298,15 +298,24 @@ func (l *Limiter) WaitN(ctx context.Context, key string, n int64) error {
 			}
 			return nil
 		}
-		if need := l.wait(out); bounded && need >= left {
-			return fmt.Errorf("sluice: %q would have to wait %v, %v left: %w", key, need, left, ErrWouldExceedDeadline)
-		}
 		// A refusal always names a positive wait; never spin on a zero.
-		if err := l.clock.Sleep(ctx, max(d.RetryAfter, time.Microsecond)); err != nil {
+		sleep := max(d.RetryAfter, time.Microsecond)
+		// Refuse at once a turn at or after the deadline, and a sleep
+		// after which too little would be left to ask again.
+		if need := l.wait(out); bounded && (need >= left || sleep > left-minWaitLeft) {
+			return fmt.Errorf("sluice: %q would have to wait %v, %v left: %w", key, max(need, sleep), left, ErrWouldExceedDeadline)
+		}
+		if err := l.clock.Sleep(ctx, sleep); err != nil {
 			return err
 		}
 	}
 }
+
+// minWaitLeft is the least time before its context's deadline that WaitN
+// asks the store with: it must admit only what goes ahead strictly before
+// the deadline, and a MaxDelay of 1µs is the shortest it can ask for (0
+// means no bound).
+const minWaitLeft = 2 * time.Microsecond
 
 // wait returns how long until the refused request whose per-limit
 // decisions are ds could go ahead. That is RetryAfter for most limits. A

@@ -638,3 +638,33 @@ func TestWaitUnderContention(t *testing.T) {
 		t.Errorf("slept %v in %d calls, want 3s in 3: one wait per token lost", slept, n)
 	}
 }
+
+// TestWaitTurnJustBeforeTheDeadline: Wait never sleeps for a turn that
+// comes too close to the deadline for the request to be asked again
+// (within 2µs of it): it refuses at once, as it does for a turn after
+// the deadline, rather than sleep and then fail.
+func TestWaitTurnJustBeforeTheDeadline(t *testing.T) {
+	for _, tt := range []struct {
+		extra  time.Duration // the deadline is 1s (the turn) + extra away
+		passes bool
+	}{
+		{0, false},
+		{time.Microsecond, false},
+		{1500 * time.Nanosecond, false},
+		{2 * time.Microsecond, true},
+	} {
+		clock := ratetest.NewClock(start)
+		lim := newLimiter(t, clock, "1/s")
+		if d, _ := lim.Allow(context.Background(), "a"); !d.Allowed {
+			t.Fatalf("first request refused: %v", d)
+		}
+		err := lim.Wait(withDeadline(t, clock, time.Second+tt.extra), "a")
+		slept, _ := clock.Slept()
+		switch {
+		case tt.passes && (err != nil || slept != time.Second):
+			t.Errorf("deadline 1s+%v: Wait = %v after sleeping %v, want nil after 1s", tt.extra, err, slept)
+		case !tt.passes && (!errors.Is(err, sluice.ErrWouldExceedDeadline) || slept != 0):
+			t.Errorf("deadline 1s+%v: Wait = %v after sleeping %v, want ErrWouldExceedDeadline at once", tt.extra, err, slept)
+		}
+	}
+}
