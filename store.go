@@ -24,6 +24,9 @@ type Store interface {
 	// to out[i] (out must be at least as long as reqs) and returns their
 	// combination (see [rate.Combine]). When the whole is refused, out[i]
 	// still says whether reqs[i] alone would have passed, and its Remaining
-	// is what is left without this request.
+	// is what is left without this request. A key may appear more than
+	// once: each of its requests is decided on the state the ones before
+	// it left, as if they had been admitted (the memory and Redis stores
+	// both do so).
 	DecideAll(ctx context.Context, reqs []rate.Request, out []rate.Decision) (rate.Decision, error)
 }
