@@ -30,6 +30,7 @@ func Run(t *testing.T, newStore NewStore) {
 	t.Run("LimitChanged", func(t *testing.T) { testLimitChanged(t, newStore) })
 	t.Run("AllOrNothing", func(t *testing.T) { testAllOrNothing(t, newStore) })
 	t.Run("InvalidRequests", func(t *testing.T) { testInvalidRequests(t, newStore) })
+	t.Run("KeyTwice", func(t *testing.T) { testKeyTwice(t, newStore) })
 	t.Run("Random", func(t *testing.T) { testRandom(t, newStore, false) })
 	t.Run("RandomLimitChanges", func(t *testing.T) { testRandom(t, newStore, true) })
 }
@@ -87,15 +88,29 @@ func (h *harness) back(t time.Time) time.Time {
 func (h *harness) want(reqs []rate.Request) (rate.Decision, []rate.Decision) {
 	now := rate.Micros(h.now)
 	outs := make([]rate.Decision, len(reqs))
-	states := make([]rate.State, len(reqs))
+	// A key given twice: each of its requests is decided on the state the
+	// ones before it left, as if they had been admitted.
+	before := make([]rate.State, len(reqs))
+	states := map[string]rate.State{}
+	state := func(key string) rate.State {
+		if s, ok := states[key]; ok {
+			return s
+		}
+		return h.model[key]
+	}
 	all := true
 	for i, r := range reqs {
-		states[i], outs[i] = r.Limit.StepWithin(h.model[r.Key], now, r.Cost, r.MaxDelay)
-		all = all && outs[i].Allowed
+		before[i] = state(r.Key)
+		next, out := r.Limit.StepWithin(before[i], now, r.Cost, r.MaxDelay)
+		outs[i] = out
+		if out.Allowed {
+			states[r.Key] = next
+		}
+		all = all && out.Allowed
 	}
 	if all {
 		for i, r := range reqs {
-			h.model[r.Key] = states[i]
+			h.model[r.Key] = states[r.Key]
 			h.expires[r.Key] = h.now.Add(outs[i].ResetAfter)
 		}
 	} else {
@@ -103,7 +118,7 @@ func (h *harness) want(reqs []rate.Request) (rate.Decision, []rate.Decision) {
 		// reports what is left without it.
 		for i, r := range reqs {
 			if outs[i].Allowed {
-				_, peek := r.Limit.Step(h.model[r.Key], now, 0)
+				_, peek := r.Limit.Step(before[i], now, 0)
 				outs[i].Remaining, outs[i].ResetAfter = peek.Remaining, peek.ResetAfter
 			}
 		}
@@ -436,6 +451,25 @@ func testAllOrNothing(t *testing.T, newStore NewStore) {
 	for range 3 {
 		h.decide(third, perMinute, perSecond)
 	}
+}
+
+// testKeyTwice: a key given twice in one DecideAll is decided on the state
+// its first request left, and the whole stays all or nothing.
+func testKeyTwice(t *testing.T, newStore NewStore) {
+	h := newHarness(t, newStore)
+	window := rate.Request{Key: "{k}:w", Limit: rate.Limit{Algorithm: rate.FixedWindow, Count: 3, Period: time.Minute}, Cost: 2}
+	bucket := rate.Request{Key: "{k}:b", Limit: rate.Limit{Algorithm: rate.GCRA, Count: 4, Period: time.Second}, Cost: 1}
+	tight := rate.Request{Key: "{k}:t", Limit: rate.Limit{Algorithm: rate.FixedWindow, Count: 1, Period: time.Minute}, Cost: 1}
+	h.at(epoch)
+	if d := h.decide(window, window); d.Allowed {
+		t.Errorf("2 + 2 of 3 in one call: %v, want refused", d)
+	}
+	h.decide(bucket, bucket, bucket)
+	h.decide(bucket, bucket, tight)
+	h.decide(bucket, tight, bucket) // the tight limit is spent: all refused
+	h.at(epoch.Add(500 * time.Millisecond))
+	h.decide(bucket, bucket)
+	h.decide(window, bucket, window)
 }
 
 // testInvalidRequests: a cost that can never pass or is negative is an
