@@ -2,6 +2,8 @@ package dashboard_test
 
 import (
 	"context"
+	"io"
+	"net/http"
 	"net/http/httptest"
 	"os"
 	"path/filepath"
@@ -228,5 +230,42 @@ func TestBrowser(t *testing.T) {
 	after := b.problems()[before:]
 	if len(after) != 1 || !strings.Contains(after[0], "400") || !strings.Contains(after[0], "/api/sim") {
 		t.Errorf("after the CSV error the page reported %q, want only the 400 of api/sim", after)
+	}
+}
+
+// With the playground off, the page says so and how to turn it on, the
+// API refuses simulations with 403, and the live picture still draws:
+// the script's playground part finds no form and leaves the rest alone.
+func TestBrowserPlaygroundOff(t *testing.T) {
+	clock := ratetest.NewClock(time.Date(2026, 3, 14, 12, 0, 0, 0, time.UTC))
+	d := dashboard.New(dashboard.Options{Clock: clock, NoPlayground: true})
+	d.Record("api", true)
+	d.Record("api", false)
+	srv := httptest.NewServer(d)
+	defer srv.Close()
+
+	resp, err := http.Post(srv.URL+"/api/sim", "application/json", strings.NewReader(`{"scenario":"boundary"}`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	body, _ := io.ReadAll(resp.Body)
+	resp.Body.Close()
+	if resp.StatusCode != http.StatusForbidden || !strings.Contains(string(body), "sluice serve --playground") {
+		t.Errorf("POST api/sim with the playground off: %d %s, want 403 saying how to turn it on", resp.StatusCode, body)
+	}
+
+	b := startBrowser(t, 1280, 900)
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	b.navigate(ctx, srv.URL+"/")
+	b.waitFor(ctx, `document.querySelectorAll("#live-picture svg g.row").length === 1`)
+	var state struct {
+		Form bool
+		Text string
+	}
+	b.eval(ctx, `({Form: document.getElementById("sim-form") !== null,
+		Text: document.getElementById("playground").textContent})`, &state)
+	if state.Form || !strings.Contains(state.Text, "sluice serve --playground") {
+		t.Errorf("the page with the playground off: form %v, text %q", state.Form, state.Text)
 	}
 }

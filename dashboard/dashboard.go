@@ -56,6 +56,11 @@ type Options struct {
 	// beyond it is answered 429 with Retry-After. Zero means
 	// DefaultMaxRunning.
 	MaxRunning int
+	// NoPlayground turns the playground off: POST api/sim answers 403,
+	// and the page says how to turn it on. A simulation may take a core
+	// for Timeout, so a server whose admin listener others can reach (a
+	// scraper's network) need not run anyone's.
+	NoPlayground bool
 	// Logger receives the handler's log records. Nil means none.
 	Logger *slog.Logger
 }
@@ -75,9 +80,11 @@ type Dashboard struct {
 	maxBody int64
 	timeout time.Duration
 	running chan struct{} // one token per running simulation
-	log     *slog.Logger
-	page    []byte // the rendered index page
-	infos   []ScenarioInfo
+	// noPlayground turns POST api/sim off (Options.NoPlayground).
+	noPlayground bool
+	log          *slog.Logger
+	page         []byte // the rendered index page
+	infos        []ScenarioInfo
 }
 
 //go:embed web
@@ -91,6 +98,8 @@ func New(opts Options) *Dashboard {
 		timeout: opts.Timeout,
 		log:     opts.Logger,
 		infos:   scenarios(),
+
+		noPlayground: opts.NoPlayground,
 	}
 	if d.clock == nil {
 		d.clock = rate.SystemClock{}
@@ -236,6 +245,7 @@ type pageData struct {
 	Scenarios  []ScenarioInfo
 	Algorithms []rate.Algorithm
 	Setups     []sim.Setup
+	Playground bool  // the playground runs simulations
 	Window     int   // seconds of live data kept
 	Spans      []int // the live spans offered, in seconds
 	MaxBody    string
@@ -276,6 +286,7 @@ func setupHint(s sim.Setup) string {
 // renderPage renders the page once: it depends only on the options.
 func (d *Dashboard) renderPage() []byte {
 	data := pageData{
+		Playground: !d.noPlayground,
 		Scenarios:  d.infos,
 		Algorithms: rate.Algorithms(),
 		Setups:     sim.Setups(),

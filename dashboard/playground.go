@@ -123,8 +123,16 @@ func scenarios() []ScenarioInfo {
 	return out
 }
 
+// playgroundOff says why the playground does not run, and how to turn it
+// on in sluice serve.
+const playgroundOff = "the playground is off on this server; sluice serve --playground turns it on"
+
 // serveSim is POST api/sim.
 func (d *Dashboard) serveSim(w http.ResponseWriter, r *http.Request) {
+	if d.noPlayground {
+		writeProblem(w, newProblem(http.StatusForbidden, "", playgroundOff).p)
+		return
+	}
 	req, err := d.readSimRequest(w, r)
 	if err != nil {
 		d.fail(w, r, err)

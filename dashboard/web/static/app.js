@@ -71,7 +71,9 @@
 
   // ---- Playground ----
 
+  pollLive();
   const form = $('sim-form');
+  if (!form) return; // the playground is off on this server
   const scenario = $('scenario');
   const runButton = $('run');
   const simStatus = $('sim-status');
@@ -248,6 +250,5 @@
     scenario.value = wanted;
   }
   applySource();
-  pollLive();
   if (params.get('run') === '1') run();
 })();
