@@ -150,6 +150,12 @@ type Options struct {
 	// TopKeys is how many refused keys /debug/top tracks. Zero means
 	// DefaultTopKeys.
 	TopKeys int
+	// Playground lets the dashboard on the admin listener run
+	// simulations (POST api/sim), each up to a core's time for ten
+	// seconds. It is on for the built-in demo, and off otherwise unless
+	// set, so that whoever reaches the admin listener (a scraper's
+	// network) cannot spend the server's CPU.
+	Playground bool
 	// Logger receives the server's logs. Nil means none.
 	Logger *slog.Logger
 	// Clock is the clock of decisions in memory, waits and the dashboard.
@@ -293,7 +299,7 @@ func New(o Options) (_ *Server, err error) {
 	if s.tls != nil {
 		s.tls.reloads = registerTLS(s.reg, func() time.Time { return s.tls.cur.Load().cert.Leaf.NotAfter })
 	}
-	s.dash = dashboard.New(dashboard.Options{Clock: s.clock, Logger: s.log})
+	s.dash = dashboard.New(dashboard.Options{Clock: s.clock, Logger: s.log, NoPlayground: !o.Playground && !s.demo})
 	registerRefusedRatio(s.reg, s.dash)
 	s.top = NewTopK(s.o.TopKeys)
 

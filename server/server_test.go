@@ -473,3 +473,28 @@ policies:
 		t.Error("no key in the master")
 	}
 }
+
+// The dashboard's playground spends the server's CPU on anyone's
+// simulation: off for a policy file unless Options.Playground, on for the
+// built-in demo a newcomer runs.
+func TestPlayground(t *testing.T) {
+	sim := func(ts *testServer) int {
+		t.Helper()
+		resp, err := http.Post("http://"+ts.Addrs().Admin+"/api/sim", "application/json", strings.NewReader(`{"scenario":"boundary"}`))
+		if err != nil {
+			t.Fatal(err)
+		}
+		resp.Body.Close()
+		return resp.StatusCode
+	}
+	const file = "policies: [{name: api, key: ip, limits: [\"10/m\"]}]\n"
+	if code := sim(startServer(t, file, Options{})); code != http.StatusForbidden {
+		t.Errorf("a simulation on a server with a policy file: %d, want 403", code)
+	}
+	if code := sim(startServer(t, file, Options{Playground: true})); code != http.StatusOK {
+		t.Errorf("a simulation with Playground: %d, want 200", code)
+	}
+	if code := sim(startServer(t, "", Options{})); code != http.StatusOK {
+		t.Errorf("a simulation on the demo: %d, want 200", code)
+	}
+}

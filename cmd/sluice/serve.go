@@ -90,6 +90,9 @@ wins over its variable):
                           The TLS files are reloaded on SIGHUP and when
                           they change, as the configuration is; a pair
                           that does not load keeps the previous one.
+  --playground            let the dashboard run simulations (SLUICE_PLAYGROUND);
+                          each may take a core for ten seconds, so it is off
+                          unless asked, except on the demo config.
   --pprof                 serve /debug/pprof/ on the admin listener
                           (SLUICE_PPROF).
   --watch-interval DUR    how often the configuration and TLS files are
@@ -169,6 +172,7 @@ func parseServeFlags(args []string, getenv func(string) string, stderr io.Writer
 	fs.StringVar(&f.o.TLSKey, "tls-key", "", "")
 	fs.StringVar(&f.o.TLSClientCA, "tls-client-ca", "", "")
 	fs.BoolVar(&f.o.Pprof, "pprof", false, "")
+	fs.BoolVar(&f.o.Playground, "playground", false, "")
 	fs.DurationVar(&f.watch, "watch-interval", server.DefaultWatchInterval, "")
 	fs.DurationVar(&f.shutdown, "shutdown-timeout", server.DefaultShutdownTimeout, "")
 	fs.DurationVar(&f.bodyTimeout, "body-timeout", server.DefaultBodyTimeout, "")
@@ -180,7 +184,7 @@ func parseServeFlags(args []string, getenv func(string) string, stderr io.Writer
 	env := map[string]string{
 		"config": "SLUICE_CONFIG", "upstream": "SLUICE_UPSTREAM", "preserve-host": "SLUICE_PRESERVE_HOST",
 		"redis": "SLUICE_REDIS", "max-keys": "SLUICE_MAX_KEYS", "listen": "SLUICE_LISTEN", "check-listen": "SLUICE_CHECK_LISTEN",
-		"grpc-listen": "SLUICE_GRPC_LISTEN", "admin-listen": "SLUICE_ADMIN_LISTEN", "pprof": "SLUICE_PPROF",
+		"grpc-listen": "SLUICE_GRPC_LISTEN", "admin-listen": "SLUICE_ADMIN_LISTEN", "pprof": "SLUICE_PPROF", "playground": "SLUICE_PLAYGROUND",
 		"tls-cert": "SLUICE_TLS_CERT", "tls-key": "SLUICE_TLS_KEY", "tls-client-ca": "SLUICE_TLS_CLIENT_CA",
 		"watch-interval": "SLUICE_WATCH_INTERVAL", "shutdown-timeout": "SLUICE_SHUTDOWN_TIMEOUT",
 		"body-timeout": "SLUICE_BODY_TIMEOUT", "upstream-timeout": "SLUICE_UPSTREAM_TIMEOUT",

@@ -399,6 +399,7 @@ func TestServeEnv(t *testing.T) {
 		"SLUICE_BODY_TIMEOUT":     "30s",
 		"SLUICE_MAX_KEYS":         "5000",
 		"SLUICE_UPSTREAM_TIMEOUT": "5s",
+		"SLUICE_PLAYGROUND":       "true",
 	}
 	f, err := parseServeFlags([]string{"--admin-listen", "127.0.0.1:19090"}, func(k string) string { return env[k] }, io.Discard)
 	if err != nil {
@@ -407,7 +408,7 @@ func TestServeEnv(t *testing.T) {
 	if f.o.Listen != "127.0.0.1:18080" || f.o.AdminListen != "127.0.0.1:19090" || !f.o.Pprof ||
 		strings.Join(f.o.EnvoyConfigs, "|") != "a.yaml|b" || f.logLevel != "debug" ||
 		f.o.TLSCert != "tls.crt" || f.o.TLSKey != "tls.key" || f.o.TLSClientCA != "ca.crt" || f.o.BodyTimeout != 30*time.Second ||
-		f.o.MaxKeys != 5000 || f.o.UpstreamTimeout != 5*time.Second {
+		f.o.MaxKeys != 5000 || f.o.UpstreamTimeout != 5*time.Second || !f.o.Playground {
 		t.Errorf("options %+v", f.o)
 	}
 	// --body-timeout 0 turns the bound off, where the Options' zero is
