@@ -139,7 +139,9 @@ func LoadDir(dir string) (*Config, error) {
 // YAML nodes and two files with the same domain are all errors. The
 // error lists every problem found (up to 20), each as "file:line:
 // message" ([ConfigError]), joined with [errors.Join]. Booleans may also
-// be written as the reference's YAML 1.1 reads them: yes, no, on, off.
+// be written as the reference's YAML 1.1 reads them: yes, no, on, off. A
+// key with no value ("shadow_mode:", "rate_limit:" with its lines
+// commented out) is read as absent, as the reference reads it.
 func Parse(files ...File) (*Config, error) {
 	p := &parser{}
 	cfg := &Config{domains: make(map[string]*domain)}
@@ -363,7 +365,13 @@ func (p *parser) mapping(n *yaml.Node, what string, want ...string) []pair {
 				continue
 			}
 			seen[k.Value] = k.Line
-			out = append(out, pair{key: k.Value, k: k, v: deref(v)})
+			// A key with no value is absent, as the reference's decoder
+			// leaves its field at zero: "rate_limit:" with its lines
+			// commented out is no limit.
+			if v = deref(v); isNull(v) && k.Value != "key" && k.Value != "domain" {
+				continue
+			}
+			out = append(out, pair{key: k.Value, k: k, v: v})
 		}
 	}
 	add(n, false)
@@ -462,12 +470,15 @@ func (p *parser) uint32(pr pair) (uint32, bool) {
 func (p *parser) parseFile(data []byte) *domain {
 	var doc yaml.Node
 	if err := yaml.Unmarshal(data, &doc); err != nil {
-		line := 0
+		line, msg := 0, strings.TrimPrefix(err.Error(), "yaml: ")
 		var te *yaml.TypeError
 		if !errors.As(err, &te) {
-			line = yamlErrorLine(err.Error())
+			if line = yamlErrorLine(err.Error()); line > 0 {
+				// The line leads the message: say it once, as file:line.
+				msg = strings.TrimPrefix(msg, "line "+strconv.Itoa(line)+": ")
+			}
 		}
-		p.errorf(line, "invalid YAML: %s", strings.TrimPrefix(err.Error(), "yaml: "))
+		p.errorf(line, "invalid YAML: %s", msg)
 		return nil
 	}
 	if at, cycle := yamlalias.Check(&doc, maxAliased); at != nil {

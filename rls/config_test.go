@@ -271,7 +271,7 @@ descriptors:
 		{
 			name: "YAML syntax error",
 			yaml: "domain: d\ndescriptors:\n  - key: a\n    value: b: c\n",
-			want: `test.yaml:4: invalid YAML: line 4: mapping values are not allowed in this context`,
+			want: `test.yaml:4: invalid YAML: mapping values are not allowed in this context`,
 		},
 		{
 			name: "unknown algorithm (sluice extension)",
@@ -515,5 +515,49 @@ descriptors:
 		if err != nil || !ok || m.limit.perUnit != 5 {
 			t.Errorf("tenant %s: %+v, %v, %v; want 5 per second", tenant, m.limit, ok, err)
 		}
+	}
+}
+
+// A key with no value (or ~, null) reads as absent, as the reference's
+// decoder leaves its field at zero: a rate_limit whose lines are commented
+// out is no limit, an empty shadow_mode is false. What the reference would
+// read as 0 requests_per_unit is still refused here as missing.
+func TestParseEmptyValuesAreAbsent(t *testing.T) {
+	cfg := parse(t, `domain: d
+descriptors:
+  - key: disabled
+    rate_limit:
+      # unit: second
+      # requests_per_unit: 10
+  - key: a
+    value: ~
+    shadow_mode:
+    detailed_metric: null
+    value_to_metric:
+    rate_limit:
+      unit: minute
+      requests_per_unit: 5
+      unit_multiplier:
+      name:
+      replaces:
+  - key: b
+    rate_limit: {unlimited: true, unit: }
+  - key: c
+    descriptors:
+`)
+	nodes := cfg.domains["d"].root.anyValue
+	if n := nodes["disabled"]; n == nil || n.limit != nil {
+		t.Errorf("disabled: %+v, want a descriptor with no limit", n)
+	}
+	if a := nodes["a"]; a == nil || a.shadow || a.detailed || a.toMetric || a.limit == nil ||
+		a.limit.perUnit != 5 || a.limit.multiplier != 1 || a.limit.name != "" || len(a.limit.replaces) != 0 {
+		t.Errorf("a: %+v, want 5 a minute and no options", a)
+	}
+	if b := nodes["b"]; b == nil || b.limit == nil || !b.limit.unlimited {
+		t.Errorf("b: %+v, want unlimited", b)
+	}
+	_, err := Parse(File{Name: "test.yaml", Data: []byte("domain: d\ndescriptors:\n  - key: a\n    rate_limit: {unit: second, requests_per_unit: }\n")})
+	if want := "test.yaml:4: rate_limit needs requests_per_unit (0 refuses every request)"; err == nil || err.Error() != want {
+		t.Errorf("empty requests_per_unit: %v, want %s", err, want)
 	}
 }

@@ -156,6 +156,11 @@ func statName(domain string, entries []*ratelimitv3.RateLimitDescriptor_Entry, n
 		switch {
 		case shared != nil && shared[i] != "":
 			parts[i] = n.part
+		case detailed && shared == nil:
+			// The reference writes key_value here even for an empty
+			// value; when a shared wildcard is elsewhere in the path,
+			// it writes the key alone (the next case).
+			parts[i] = e.GetKey() + "_" + e.GetValue()
 		case detailed, n.toMetric:
 			parts[i] = statPart(e.GetKey(), e.GetValue())
 		default:

@@ -150,6 +150,9 @@ descriptors:
     value: pre*
     value_to_metric: true
     rate_limit: {unit: second, requests_per_unit: 1}
+  - key: k
+    detailed_metric: true
+    rate_limit: {unit: second, requests_per_unit: 1}
 `)
 	for _, tt := range []struct {
 		d    *ratelimitv3.RateLimitDescriptor
@@ -162,6 +165,10 @@ descriptors:
 		// A shared wildcard keeps its pattern, even under detailed_metric.
 		{desc("g", "prefix1", "h", "v", "i", "w"), "d.g_pre*.h_v.i_w"},
 		{desc("j", "prefix2"), "d.j_prefix2"},
+		// detailed_metric writes key_value for every entry, an empty
+		// value included, as the reference does.
+		{desc("k", ""), "d.k_"},
+		{desc("c", ""), "d.c"},
 	} {
 		m, ok, err := cfg.lookup("d", tt.d, false)
 		if err != nil || !ok {
