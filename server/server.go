@@ -14,11 +14,14 @@ import (
 	"sync/atomic"
 	"time"
 
+	rlsv3 "github.com/envoyproxy/go-control-plane/envoy/service/ratelimit/v3"
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/collectors"
 	"github.com/redis/rueidis"
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/credentials"
+	"google.golang.org/grpc/health"
+	healthpb "google.golang.org/grpc/health/grpc_health_v1"
 
 	"github.com/sluicehq/sluice/dashboard"
 	"github.com/sluicehq/sluice/policy"
@@ -200,9 +203,17 @@ type Server struct {
 	ready    readiness
 
 	lis     listeners
-	servers []*http.Server
+	servers []*http.Server // the proxy and check listeners'
+	admin   *http.Server   // shut down last: /readyz answers 503 during the drain
 	grpc    *grpc.Server
 	runOnce sync.Once
+	// serving counts the proxy and check requests whose handlers run,
+	// upgraded ones included: http.Server.Shutdown does not wait for a
+	// hijacked connection (a websocket through the proxy), shutdown does.
+	serving atomic.Int64
+	// hardStop cancels the requests' context, at the shutdown timeout:
+	// it ends the upgraded connections http.Server.Close leaves open.
+	hardStop context.CancelFunc
 }
 
 // Addrs are the addresses a Server listens on; empty for a listener that
@@ -415,19 +426,23 @@ func (s *Server) run(ctx context.Context) error {
 	defer s.st.close()
 	ctx, cancel := context.WithCancel(ctx)
 	defer cancel()
+	// Requests outlive ctx, which ends when the shutdown begins: they
+	// get the shutdown timeout to finish, and are cut at its end.
+	reqCtx, hardStop := context.WithCancel(context.WithoutCancel(ctx))
+	defer hardStop()
+	s.hardStop = hardStop
 	errc := make(chan error, 4)
 	// The proxy and check listeners serve TLS when it is on, the admin
 	// listener never: it binds loopback by default and answers probes
 	// and scrapers that speak plain HTTP.
-	serve := func(name string, l net.Listener, h http.Handler, useTLS bool) {
+	serve := func(name string, l net.Listener, h http.Handler, useTLS bool) *http.Server {
 		srv := &http.Server{
 			Handler:           h,
 			ReadHeaderTimeout: 10 * time.Second,
 			IdleTimeout:       2 * time.Minute,
 			ErrorLog:          slog.NewLogLogger(s.log.Handler(), slog.LevelWarn),
-			BaseContext:       func(net.Listener) context.Context { return context.WithoutCancel(ctx) },
+			BaseContext:       func(net.Listener) context.Context { return reqCtx },
 		}
-		s.servers = append(s.servers, srv)
 		mode := "off"
 		if useTLS {
 			// HTTP/2 where the client offers it, as net/http negotiates.
@@ -446,15 +461,16 @@ func (s *Server) run(ctx context.Context) error {
 				errc <- fmt.Errorf("%s listener: %w", name, err)
 			}
 		}()
+		return srv
 	}
 	if s.lis.proxy != nil {
-		serve("proxy", s.lis.proxy, http.HandlerFunc(s.serveProxy), s.tls != nil)
+		s.servers = append(s.servers, serve("proxy", s.lis.proxy, s.counted(http.HandlerFunc(s.serveProxy)), s.tls != nil))
 	}
 	if s.lis.check != nil {
-		serve("check", s.lis.check, s.checkMux(), s.tls != nil)
+		s.servers = append(s.servers, serve("check", s.lis.check, s.counted(s.checkMux()), s.tls != nil))
 	}
 	if s.lis.admin != nil {
-		serve("admin", s.lis.admin, s.adminMux(), false)
+		s.admin = serve("admin", s.lis.admin, s.adminMux(), false)
 	}
 	if s.lis.grpc != nil {
 		// A fixed pool of stream workers reuses goroutines (and their grown
@@ -467,7 +483,8 @@ func (s *Server) run(ctx context.Context) error {
 			mode = s.tls.mode()
 		}
 		s.grpc = grpc.NewServer(opts...)
-		s.rls.Register(s.grpc)
+		rlsv3.RegisterRateLimitServiceServer(s.grpc, s.rls)
+		healthpb.RegisterHealthServer(s.grpc, drainingHealth{s.rls.Health(), &s.draining})
 		s.log.Info("listening", "listener", "grpc", "addr", s.lis.grpc.Addr().String(), "tls", mode)
 		go func() {
 			if err := s.grpc.Serve(s.lis.grpc); err != nil && !errors.Is(err, grpc.ErrServerStopped) {
@@ -516,8 +533,19 @@ func (s *Server) hello() {
 	}
 }
 
+// counted counts the requests h serves in s.serving.
+func (s *Server) counted(h http.Handler) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		s.serving.Add(1)
+		defer s.serving.Add(-1)
+		h.ServeHTTP(w, r)
+	})
+}
+
 // shutdown stops every listener, letting requests in flight finish within
-// the shutdown timeout.
+// the shutdown timeout. The admin listener stops last, so that probes
+// read 503 from /readyz, and scrapers the metrics, while the others
+// drain.
 func (s *Server) shutdown() {
 	s.draining.Store(true)
 	if s.rls != nil {
@@ -548,5 +576,56 @@ func (s *Server) shutdown() {
 		})
 	}
 	wg.Wait()
+	// Upgraded connections (websockets) are no longer the http.Servers'
+	// to wait for or close: their handlers are, until the timeout, which
+	// cancels their context (the proxy then closes both ends). Polled,
+	// as http.Server.Shutdown polls its connections.
+	for s.serving.Load() > 0 && ctx.Err() == nil {
+		time.Sleep(10 * time.Millisecond)
+	}
+	if n := s.serving.Load(); n > 0 {
+		s.log.Warn("requests still open at the shutdown timeout (websockets, other upgrades) were cut", "requests", n)
+		s.hardStop()
+	}
+	if s.admin != nil {
+		if err := s.admin.Shutdown(ctx); err != nil {
+			s.admin.Close()
+		}
+	}
 	s.log.Info("stopped")
+}
+
+// drainingHealth is the gRPC health service, whose Watch streams end once
+// they have told the client NOT_SERVING at shutdown: GracefulStop waits
+// for every stream, and a client watching the health (grpc-go's
+// client-side health checking) would hold it for the whole timeout.
+type drainingHealth struct {
+	*health.Server
+	draining *atomic.Bool
+}
+
+func (h drainingHealth) Watch(req *healthpb.HealthCheckRequest, stream healthpb.Health_WatchServer) error {
+	ctx, cancel := context.WithCancel(stream.Context())
+	defer cancel()
+	// A pointer: health.Server keys its watchers by the stream.
+	return h.Server.Watch(req, &endingWatch{Health_WatchServer: stream, ctx: ctx, end: cancel, draining: h.draining})
+}
+
+// endingWatch ends a Watch, through its context, once it has sent
+// NOT_SERVING while the server drains.
+type endingWatch struct {
+	healthpb.Health_WatchServer
+	ctx      context.Context
+	end      context.CancelFunc
+	draining *atomic.Bool
+}
+
+func (w *endingWatch) Context() context.Context { return w.ctx }
+
+func (w *endingWatch) Send(m *healthpb.HealthCheckResponse) error {
+	err := w.Health_WatchServer.Send(m)
+	if m.GetStatus() == healthpb.HealthCheckResponse_NOT_SERVING && w.draining.Load() {
+		w.end()
+	}
+	return err
 }
