@@ -50,6 +50,8 @@ func (a pt) ticksSince(b pt, n int64) int64 { return (a.us-b.us)*n + a.rem - b.r
 //
 // As a leaky bucket the same instant is when the queue drains: an admitted
 // request starts its turn at max(TAT, now), so its Delay is that minus now.
+// A caller who waits at most maxDelay is refused a later turn, and is told
+// as Remaining only the turns that come within it.
 //
 // The state also keeps the latest time it has seen. A step at an earlier
 // time (a clock stepped back) is taken at that latest time, so it can
@@ -91,6 +93,9 @@ func (l *Limit) gcra(s *State, now, cost, maxDelay int64, next *State, out *Deci
 	if debt > 0 {
 		remaining -= int64(uint64(debt+t-1) / uint64(t))
 	}
+	if maxDelay > 0 && l.Algorithm == LeakyBucket {
+		remaining = turnsBy(nt, now+maxDelay, n, t, remaining)
+	}
 	out.set(true, b, remaining, dur(max(0, nt.ceilSub(pt{now, 0}))), 0, dur(delay))
 	if debt+need == 0 {
 		put(next, 0, 0, 0) // the bucket is full: nothing to remember
@@ -116,7 +121,11 @@ func (l *Limit) gcraRefuse(s *State, now, at, cost, maxDelay int64, next *State,
 	}
 	nt := base.addTicks(cost*t, n)
 	full := pt{at, 0}.addTicks(b*t, n) // at + B·I
-	out.set(false, b, remainingTicks(full, base, n, t),
+	remaining := remainingTicks(full, base, n, t)
+	if maxDelay > 0 && l.Algorithm == LeakyBucket {
+		remaining = turnsBy(base, now+maxDelay, n, t, remaining)
+	}
+	out.set(false, b, remaining,
 		dur(max(0, tat.ceilSub(pt{now, 0}))), dur(max(wait, nt.ceilSub(full)+at-now)), 0)
 	keep(s, next)
 }
@@ -139,6 +148,26 @@ func remainingTicks(full, at pt, n, t int64) int64 {
 		return 0
 	}
 	return full.ticksSince(at, n) / t
+}
+
+// turnsBy returns how many of most unit requests queued from e on, whose
+// turns come at e, e + I, e + 2I, ..., have theirs no later than by: what
+// a leaky_bucket's caller who waits at most until by can still send.
+func turnsBy(e pt, by, n, t, most int64) int64 {
+	d := by - e.us
+	if most <= 0 || d < 0 {
+		return 0
+	}
+	// Past most·I + 1µs every turn comes in time; short of it, d·n stays
+	// within B·T + N, exact.
+	if d > most*t/n+1 {
+		return most
+	}
+	ticks := d*n - e.rem // by − e
+	if ticks < 0 {
+		return 0
+	}
+	return min(most, ticks/t+1)
 }
 
 // tokenBucket keeps how far the bucket is below full (its debt) and when

@@ -18,7 +18,9 @@ type Decision struct {
 	// (Count for the window algorithms, Burst for the bucket ones).
 	Limit int64
 	// Remaining is how many more units of cost would pass right now, after
-	// this decision. It is never negative.
+	// this decision. It is never negative. For a leaky_bucket decided with a
+	// MaxDelay, it counts only the places in the queue whose turn comes
+	// within that delay.
 	Remaining int64
 	// ResetAfter is how long until the key's state is back to fresh (a full
 	// bucket, an empty window) if nothing else arrives.

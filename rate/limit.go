@@ -3,6 +3,7 @@ package rate
 import (
 	"errors"
 	"fmt"
+	"math"
 	"strconv"
 	"strings"
 	"time"
@@ -313,12 +314,13 @@ func unitDuration(u string) (time.Duration, bool) {
 
 // parsePeriod reads a Go duration that may also use d for days: 10s, 1m30s,
 // 2d, 1d12h.
-func parsePeriod(s string) (time.Duration, error) {
+func parsePeriod(text string) (time.Duration, error) {
+	s := text
 	var days int64
 	if i := strings.IndexByte(s, 'd'); i > 0 {
 		n, err := strconv.ParseInt(s[:i], 10, 64)
 		if err != nil || n < 0 || n > int64(MaxExact/(24*time.Hour/time.Microsecond)) {
-			return 0, fmt.Errorf("invalid duration %q", s)
+			return 0, fmt.Errorf("invalid duration %q", text)
 		}
 		days, s = n, s[i+1:]
 		if s == "" {
@@ -326,8 +328,11 @@ func parsePeriod(s string) (time.Duration, error) {
 		}
 	}
 	d, err := time.ParseDuration(s)
-	if err != nil {
-		return 0, fmt.Errorf("invalid duration %q", s)
+	// After the days, a negative duration (1d-12h) is refused, as
+	// ParseDuration refuses 1h-30m, and so is a sum past the largest
+	// Duration, which would wrap.
+	if err != nil || days > 0 && (d < 0 || d > math.MaxInt64-time.Duration(days)*24*time.Hour) {
+		return 0, fmt.Errorf("invalid duration %q", text)
 	}
 	return time.Duration(days)*24*time.Hour + d, nil
 }

@@ -60,6 +60,10 @@ func TestParseLimitErrors(t *testing.T) {
 		{"10 per 0s", "period must be positive"},
 		{"10 per -1s", "period must be positive"},
 		{"10 per 1ns", "whole number of microseconds"},
+		// Days and a duration that together pass time.Duration's
+		// 292 years, and a negative duration after the days.
+		{"1 per 52124d2562047h", "invalid duration"},
+		{"10 per 1d-12h", "invalid duration"},
 		{"ten/s", "neither a count nor an algorithm"},
 		{"10/s burst 0", "burst: must be at least 1"},
 		{"10/s burst", "only \"burst N\""},

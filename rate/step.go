@@ -30,7 +30,10 @@ type State struct {
 //
 // Step is pure: the same (l, s, now, cost) always gives the same result,
 // which is what lets the Redis store run the same definition in Lua. Cost
-// must be between 0 and l.Capacity() (see [Request.Check]); l must be valid.
+// must be between 0 and l.Capacity() (see [Request.Check]); l must be valid;
+// now must not be negative (before 1970): the zero State's times read as
+// the epoch, so gcra, token_bucket and sliding_window would take such a
+// step as at the epoch, and a leaky_bucket would delay it until then.
 // Time may go backwards: a step never gives back what an earlier step at a
 // later time took.
 func (l Limit) Step(s State, now, cost int64) (State, Decision) {

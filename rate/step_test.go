@@ -189,6 +189,79 @@ func TestLeakyBucketDelays(t *testing.T) {
 	}
 }
 
+// A caller who waits at most MaxDelay can use only the places in the queue
+// whose turn comes within it: Remaining counts those, so a refusal never
+// says that units remain.
+func TestLeakyBucketMaxDelayRemaining(t *testing.T) {
+	// 2 per second, a queue of 4: turns every 500ms. Waiting at most
+	// 700ms, a caller can take the turns at +0 and +500ms, not +1s.
+	l := Limit{Algorithm: LeakyBucket, Count: 2, Period: time.Second, Burst: 4}
+	const wait = 700 * time.Millisecond
+	steps := []struct {
+		at        int64
+		cost      int64
+		ok        bool
+		remaining int64
+		delay     time.Duration
+		retry     time.Duration
+	}{
+		{0, 0, true, 2, 0, 0},                      // turns at 0 and 500ms
+		{0, 1, true, 1, 0, 0},                      // next turn at 500ms
+		{0, 1, true, 0, 500 * time.Millisecond, 0}, // next turn at 1s: too late
+		{0, 1, false, 0, 0, 300 * time.Millisecond},
+		{0, 0, true, 0, 0, 0},
+		{300_000, 1, true, 0, 700 * time.Millisecond, 0}, // next turn at 1.5s, 1.2s away
+		{800_000, 1, true, 0, 700 * time.Millisecond, 0}, // next turn at 2s, 1.2s away
+		// Its turn 800ms away: refused, though 2 places are free.
+		{1_200_000, 1, false, 0, 0, 100 * time.Millisecond},
+	}
+	s := State{}
+	for i, st := range steps {
+		next, d := l.StepWithin(s, st.at, st.cost, wait)
+		if d.Allowed != st.ok || d.Remaining != st.remaining || d.Delay != st.delay || d.RetryAfter != st.retry {
+			t.Fatalf("step %d at %dµs cost %d: %v, want ok=%t remaining=%d delay=%v retry=%v", i, st.at, st.cost, d, st.ok, st.remaining, st.delay, st.retry)
+		}
+		if d.Allowed {
+			s = next
+		}
+	}
+
+	// At random: Remaining unit requests pass at once under the same
+	// MaxDelay and one more does not; RetryAfter is the least wait.
+	for _, spec := range []string{"3 per 7s burst 5", "5 per 1us burst 9", "2 per 3us burst 7"} {
+		l := mustLimit(t, "leaky_bucket "+spec)
+		rng := rand.New(rand.NewPCG(5, uint64(len(spec))))
+		s, now, p := State{}, int64(0), l.periodMicros()
+		for i := range 5000 {
+			now += rng.Int64N(p/2 + 2)
+			cost := rng.Int64N(l.Capacity() + 1)
+			maxDelay := dur(1 + rng.Int64N(2*p))
+			next, d := l.StepWithin(s, now, cost, maxDelay)
+			if d.Allowed {
+				s = next
+			} else {
+				w := micros(d.RetryAfter)
+				if _, d2 := l.StepWithin(s, now+w, cost, maxDelay); !d2.Allowed {
+					t.Fatalf("%v step %d: refused again after RetryAfter %v: %v", l, i, d.RetryAfter, d2)
+				}
+				if _, d2 := l.StepWithin(s, now+w-1, cost, maxDelay); d2.Allowed {
+					t.Fatalf("%v step %d: RetryAfter %v is not the least wait", l, i, d.RetryAfter)
+				}
+			}
+			probe := s
+			for k := range d.Remaining {
+				var pd Decision
+				if probe, pd = l.StepWithin(probe, now, 1, maxDelay); !pd.Allowed {
+					t.Fatalf("%v step %d (%v, max delay %v): Remaining %d but unit %d refused", l, i, d, maxDelay, d.Remaining, k+1)
+				}
+			}
+			if _, pd := l.StepWithin(probe, now, 1, maxDelay); pd.Allowed {
+				t.Fatalf("%v step %d (%v, max delay %v): Remaining %d but one more passed", l, i, d, maxDelay, d.Remaining)
+			}
+		}
+	}
+}
+
 // TestStateOfAnotherLimit: a limit changed under a key meets the state the
 // old limit left there.
 func TestStateOfAnotherLimit(t *testing.T) {

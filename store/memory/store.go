@@ -376,7 +376,7 @@ func (s *Store) DecideAll(_ context.Context, reqs []rate.Request, out []rate.Dec
 			if slot := sh.find(reqs[i].Key, hashes[i]); slot >= 0 {
 				st = sh.state(&sh.table[slot])
 			}
-			_, peek := reqs[i].Limit.Step(st, now, 0)
+			_, peek := reqs[i].Limit.StepWithin(st, now, 0, reqs[i].MaxDelay)
 			out[i].Remaining, out[i].ResetAfter = peek.Remaining, peek.ResetAfter
 		}
 	}

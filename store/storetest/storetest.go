@@ -118,7 +118,7 @@ func (h *harness) want(reqs []rate.Request) (rate.Decision, []rate.Decision) {
 		// reports what is left without it.
 		for i, r := range reqs {
 			if outs[i].Allowed {
-				_, peek := r.Limit.Step(before[i], now, 0)
+				_, peek := r.Limit.StepWithin(before[i], now, 0, r.MaxDelay)
 				outs[i].Remaining, outs[i].ResetAfter = peek.Remaining, peek.ResetAfter
 			}
 		}

@@ -244,6 +244,37 @@ while first <= nkeys do
 						end
 						eus, erem = tus, trem
 					end
+					if alg == 2 and remaining > 0 then
+						-- A caller who waits at most maxdelay is told only the
+						-- places whose turn comes within it (rate's turnsBy):
+						-- turns at e, e + I, e + 2I, ... from the next one.
+						local md = ARGV[a + 6] + 0
+						if md > 0 then
+							local eu, er = bus, brem
+							if allowed then
+								eu, er = nus, nrem
+							end
+							local d = now + md - eu
+							if d < 0 then
+								remaining = 0
+							else
+								local most = remaining * t / n -- ⌊remaining·I⌋ µs
+								most = most - most % 1
+								if d <= most + 1 then -- else every turn is in time
+									local k = d * n - er
+									if k < 0 then
+										remaining = 0
+									else
+										k = k / t
+										k = k - k % 1 + 1
+										if k < remaining then
+											remaining = k
+										end
+									end
+								end
+							end
+						end
+					end
 					reset = eus - now -- ⌈end − now⌉, at least 0
 					if erem > 0 then
 						reset = reset + 1
