@@ -520,12 +520,19 @@ func (s *Server) run(ctx context.Context) error {
 func (s *Server) hello() {
 	a := s.Addrs()
 	if s.demo {
-		scheme := "http://"
-		if s.tls != nil {
-			scheme = "https://"
+		msg := "running the built-in demo configuration (no --config given)"
+		if a.Proxy != "" {
+			scheme := "http://"
+			if s.tls != nil {
+				scheme = "https://"
+			}
+			msg += "; try: curl -i " + scheme + a.Proxy + "/hello"
 		}
-		s.log.Info("running the built-in demo configuration (no --config given); try: curl -i "+scheme+a.Proxy+"/hello",
-			"dashboard", "http://"+a.Admin+"/")
+		var attrs []any
+		if a.Admin != "" {
+			attrs = append(attrs, "dashboard", "http://"+a.Admin+"/")
+		}
+		s.log.Info(msg, attrs...)
 		return
 	}
 	if a.Admin != "" {

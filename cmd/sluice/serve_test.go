@@ -453,3 +453,13 @@ func TestCheckCommand(t *testing.T) {
 		t.Errorf("no file: exit %d, want 2", code)
 	}
 }
+
+// The demo's greeting names only the listeners that are on: with the
+// proxy and admin listeners off it suggested curl -i http:///hello.
+func TestServeDemoGreetingListenersOff(t *testing.T) {
+	p := startSluice(t, []string{"check"}, "--listen", "off", "--admin-listen", "off", "--grpc-listen", "off")
+	m := p.waitLog("running the built-in demo configuration (no --config given)")
+	if _, ok := m["dashboard"]; ok {
+		t.Errorf("greeting %v names a dashboard with the admin listener off", m)
+	}
+}
