@@ -9,13 +9,26 @@
 // the header is walked from the right, the hop nearest to this server, and
 // the first address that is not a trusted proxy is the client: everything
 // to its left was written by the client or by proxies it chose, so it is
-// never read.
+// never read. When the hop a trusted proxy wrote is not an address
+// ("unknown", an obfuscated identifier, garbage, an element with no
+// "for"), the walk stops there and the client is the proxy to its right,
+// or the peer: every such request shares that proxy's key.
 //
 // Addresses are normalized (IPv4-mapped IPv6 becomes IPv4, zones and ports
-// are dropped) and then grouped: an IPv6 client usually holds a whole /64,
-// so by default every address in one /64 is one client, while an IPv4
-// address is a client on its own (/32). Both prefix lengths are
-// configurable.
+// are dropped) and then grouped: an IPv6 host picks any address in its
+// /64, so by default every address in one /64 is one client, while an
+// IPv4 address is a client on its own (/32). Both prefix lengths are
+// configurable, and a network is often delegated more than a /64 (a /56
+// or a /48, 256 or 65,536 of them): a client holding one can take a fresh
+// key in each /64, unless Options.IPv6Prefix is set shorter. An address in
+// the NAT64 well-known prefix 64:ff9b::/96 is an IPv4 client seen through
+// a translator and is grouped as that IPv4 address; other forms that
+// embed an IPv4 address (6to4, Teredo, a translator's own prefix) are
+// grouped as the IPv6 addresses they are.
+//
+// A request with no IP address at all (a Unix socket peer, untrusted or
+// with no usable header) has the invalid Prefix: a caller that counts it
+// counts all such requests as one client.
 //
 // # Where to start
 //

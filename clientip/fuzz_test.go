@@ -76,3 +76,38 @@ func appearsIn(a netip.Addr, s string) bool {
 	}
 	return false
 }
+
+// FuzzClientWrittenPrefix checks the property the walk exists for: what
+// the client writes to the left of the hops trusted proxies append, on the
+// same line or on earlier ones, never changes the client they name.
+func FuzzClientWrittenPrefix(f *testing.F) {
+	for _, s := range []string{"", `x="`, `for="\`, `a=",b=";c="`, `for=1.1.1.1;x="\`, `"`, `\`, `a="\"`, ";", ",,"} {
+		f.Add(s)
+	}
+	fwd := mustResolver(f, Options{TrustedProxies: prefixes("10.0.0.0/8"), Header: Forwarded, IPv6Prefix: 128})
+	xff := mustResolver(f, Options{TrustedProxies: prefixes("10.0.0.0/8"), IPv6Prefix: 128})
+	peer := netip.MustParseAddr("10.0.0.2")
+	v4 := netip.MustParseAddr("203.0.113.9")
+	v6 := netip.MustParseAddr("2001:db8::9")
+	f.Fuzz(func(t *testing.T, c string) {
+		for _, tt := range []struct {
+			r      *Resolver
+			values []string
+			want   netip.Addr
+		}{
+			{fwd, []string{c + ", for=203.0.113.9"}, v4},
+			{fwd, []string{c + ",for=203.0.113.9;proto=https"}, v4},
+			{fwd, []string{c + `, for="[2001:db8::9]:443";by=10.0.0.2;host="example.com"`}, v6},
+			{fwd, []string{c + `, for="203.0.113.9:_x", for=10.0.0.3`}, v4},
+			{fwd, []string{c, `for="[2001:db8::9]"`}, v6},
+			{fwd, []string{c, `for=203.0.113.9`, `for=10.0.0.3`}, v4},
+			{xff, []string{c + ", 203.0.113.9"}, v4},
+			{xff, []string{c + ",203.0.113.9, 10.0.0.3"}, v4},
+			{xff, []string{c, "[2001:db8::9]:1"}, v6},
+		} {
+			if got := tt.r.Client(peer, tt.values); got != tt.want {
+				t.Fatalf("%q: client %v, want %v", tt.values, got, tt.want)
+			}
+		}
+	})
+}

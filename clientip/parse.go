@@ -213,10 +213,19 @@ func (p *fwdParser) ows() {
 	}
 }
 
-// element reads one forwarded-element and returns its "for" value.
+// element reads one forwarded-element and returns its "for" value. The
+// grammar lets a pair be empty ("for=192.0.2.1;", ";;"): an empty pair
+// is skipped.
 func (p *fwdParser) element() (forValue string, ok bool) {
 	for {
 		p.ows()
+		if p.i >= len(p.s) || p.s[p.i] == ',' {
+			return forValue, true
+		}
+		if p.s[p.i] == ';' {
+			p.i++
+			continue
+		}
 		name := p.token()
 		if name == "" || p.i >= len(p.s) || p.s[p.i] != '=' {
 			return "", false

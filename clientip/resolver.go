@@ -36,9 +36,11 @@ type Options struct {
 	// client, from 8 to 32. Zero means 32: every address is a client.
 	IPv4Prefix int
 	// IPv6Prefix is how many leading bits of an IPv6 address name one
-	// client, from 16 to 128. Zero means 64, the block one subscriber or
-	// host usually holds: counting /128s would let a client rotate
-	// through billions of keys.
+	// client, from 16 to 128. Zero means 64, the block one host picks its
+	// addresses from: counting /128s would let a client rotate through
+	// billions of keys. A subscriber is often delegated a /56 or a /48,
+	// 256 or 65,536 /64s, and takes a fresh key in each: 56 or 48 counts
+	// such a network as one client, and everyone behind it together.
 	IPv6Prefix int
 }
 
@@ -186,14 +188,25 @@ func (r *Resolver) client(peer netip.Addr, values []string) netip.Addr {
 	return client
 }
 
+// nat64 is the well-known prefix of RFC 6052. A translator (RFC 7915)
+// writes an IPv4 address as an IPv6 one by putting it in the last 32 bits,
+// and no host has an address of its own there.
+var nat64 = netip.MustParsePrefix("64:ff9b::/96")
+
 // Group returns the prefix that names a's client: a, normalized, masked
-// to Options.IPv4Prefix or Options.IPv6Prefix bits. The invalid Addr gives
-// the invalid Prefix.
+// to Options.IPv4Prefix or Options.IPv6Prefix bits. An address in
+// 64:ff9b::/96 is an IPv4 client seen through a translator, and is grouped
+// as the IPv4 address in its last 32 bits: by /64, all IPv4 clients would
+// be one. The invalid Addr gives the invalid Prefix.
 func (r *Resolver) Group(a netip.Addr) netip.Prefix {
 	if !a.IsValid() {
 		return netip.Prefix{}
 	}
 	a = Normalize(a)
+	if nat64.Contains(a) {
+		b := a.As16()
+		a = netip.AddrFrom4([4]byte(b[12:]))
+	}
 	bits := r.v6
 	if a.Is4() {
 		bits = r.v4

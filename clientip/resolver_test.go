@@ -186,6 +186,11 @@ func TestForwardedClient(t *testing.T) {
 		// Garbage between trusted hops still stops the walk there.
 		{`for=203.0.113.9, junk, for=10.3.3.3`, "10.3.3.3"},
 		{`for=203.0.113.9, for=10.3.3.3 junk`, "10.0.0.2"},
+		// Empty pairs, which RFC 7239 allows before, between and after
+		// the pairs of an element: the element still names its client.
+		{`for=203.0.113.9;`, "203.0.113.9"},
+		{`;for=203.0.113.9`, "203.0.113.9"},
+		{`proto=https;;for=203.0.113.9 ; , for=10.3.3.3;`, "203.0.113.9"},
 		// Hidden ports.
 		{`for="203.0.113.9:_abc"`, "203.0.113.9"},
 		{`for="[2001:db8:cafe::17]:_p-1.x_Y"`, "2001:db8:cafe::17"},
@@ -222,6 +227,28 @@ func TestGroupAndTrustedNormalize(t *testing.T) {
 	}
 	if a := netip.MustParseAddr("::ffff:10.0.0.2"); !r.Trusted(a) {
 		t.Errorf("Trusted(%v) = false, want true: it is 10.0.0.2", a)
+	}
+}
+
+// Behind a stateless IPv4/IPv6 translator (SIIT, RFC 7915), an IPv6
+// server sees every IPv4 client as an address in the well-known prefix
+// 64:ff9b::/96 with the client's IPv4 address in the last 32 bits
+// (RFC 6052). Grouped by /64 as other IPv6 addresses are, all the IPv4
+// clients in the world would share one key, and one of them could get all
+// the others refused; each must instead be the IPv4 client it stands for.
+func TestGroupNAT64(t *testing.T) {
+	r := mustResolver(t, Options{IPv4Prefix: 24})
+	for _, tt := range []struct{ addr, want string }{
+		{"64:ff9b::203.0.113.7", "203.0.113.0/24"},
+		{"64:ff9b::198.51.100.1", "198.51.100.0/24"},
+		{"64:ff9b::c633:6401", "198.51.100.0/24"},
+		// Outside the /96: an ordinary IPv6 address.
+		{"64:ff9b::1:203.0.113.7", "64:ff9b::/64"},
+		{"64:ff9b:1::203.0.113.7", "64:ff9b:1::/64"},
+	} {
+		if got := r.Group(netip.MustParseAddr(tt.addr)); got.String() != tt.want {
+			t.Errorf("Group(%s) = %v, want %s", tt.addr, got, tt.want)
+		}
 	}
 }
 
