@@ -415,10 +415,26 @@ func broad(p netip.Prefix) bool {
 	if a.Is4In6() && bits >= 96 {
 		a, bits = a.Unmap(), bits-96
 	}
-	if a.IsPrivate() || a.IsLinkLocalUnicast() {
+	// Private or link-local from its first address to its last: a prefix
+	// that starts in 10/8 and is wider (10.0.0.0/7) also holds the public
+	// 11.0.0.0/8.
+	last := lastAddr(a, bits)
+	if a.IsPrivate() && last.IsPrivate() || a.IsLinkLocalUnicast() && last.IsLinkLocalUnicast() {
 		return false
 	}
 	return a.Is4() && bits < 8 || !a.Is4() && bits < 16
+}
+
+// lastAddr returns the last address of the prefix of a (masked) of bits.
+func lastAddr(a netip.Addr, bits int) netip.Addr {
+	b := a.AsSlice()
+	for i := range b {
+		if keep := bits - 8*i; keep < 8 {
+			b[i] |= byte(0xff >> max(keep, 0))
+		}
+	}
+	last, _ := netip.AddrFromSlice(b)
+	return last
 }
 
 func (ld *loader) plans(f field) plans {

@@ -262,6 +262,12 @@ policies:
 			{3, 33, []string{"trusted proxy 0.0.0.0/0 spans much of the Internet", "X-Forwarded-For"}},
 			{3, 44, []string{"trusted proxy ::/0"}},
 		}},
+		{"private start, public end", `
+client_ip:
+  trusted_proxies: [10.0.0.0/7]
+policies:
+  - {name: api, limits: ["5/m"]}
+`, []warning{{3, 21, []string{"trusted proxy 10.0.0.0/7 spans much of the Internet"}}}},
 		{"private and proxy ranges trusted", `
 client_ip:
   trusted_proxies: [10.0.0.0/8, "fc00::/7", 173.245.48.0/20, "2400:cb00::/32", 127.0.0.1]
