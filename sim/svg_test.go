@@ -204,15 +204,7 @@ func TestSVGLong(t *testing.T) {
 
 func TestWriteText(t *testing.T) {
 	sc, _ := Builtin("calm-burst", Params{})
-	r, err := Run(context.Background(), sc)
-	if err != nil {
-		t.Fatal(err)
-	}
-	var b strings.Builder
-	if err := WriteText(&b, r); err != nil {
-		t.Fatal(err)
-	}
-	out := b.String()
+	out := textOf(t, sc)
 	for _, want := range []string{
 		"calm-burst: limit 10 per 10s",
 		"token_bucket, leaky_bucket, gcra: burst 10, refilled 1 every 1s",
@@ -250,16 +242,9 @@ func TestWriteText(t *testing.T) {
 func TestWriteTextAligned(t *testing.T) {
 	sc, _ := Builtin("steady", Params{Seconds: 1001})
 	sc.Algorithms = []rate.Algorithm{rate.FixedWindow}
-	r, err := Run(context.Background(), sc)
-	if err != nil {
-		t.Fatal(err)
-	}
-	var b strings.Builder
-	if err := WriteText(&b, r); err != nil {
-		t.Fatal(err)
-	}
+	text := textOf(t, sc)
 	want := -1
-	for _, line := range strings.Split(b.String(), "\n") {
+	for _, line := range strings.Split(text, "\n") {
 		head, _, ok := strings.Cut(line, "│")
 		if !ok {
 			head, _, ok = strings.Cut(line, "┼")
@@ -282,6 +267,15 @@ func TestWriteTextAligned(t *testing.T) {
 func TestBucketNoteFineRefill(t *testing.T) {
 	sc := Scenario{Name: "fast", Limit: rate.Limit{Count: 3_000_000, Period: sec},
 		Algorithms: []rate.Algorithm{rate.GCRA}, Events: []Event{{Key: "k"}}}
+	text := textOf(t, sc)
+	if want := "gcra: burst 3000000, refilled 3000000 every 1s\n"; !strings.Contains(text, want) {
+		t.Errorf("output lacks %q:\n%s", want, text)
+	}
+}
+
+// textOf runs sc and returns what WriteText writes of it.
+func textOf(t *testing.T, sc Scenario) string {
+	t.Helper()
 	r, err := Run(context.Background(), sc)
 	if err != nil {
 		t.Fatal(err)
@@ -290,7 +284,5 @@ func TestBucketNoteFineRefill(t *testing.T) {
 	if err := WriteText(&b, r); err != nil {
 		t.Fatal(err)
 	}
-	if want := "gcra: burst 3000000, refilled 3000000 every 1s\n"; !strings.Contains(b.String(), want) {
-		t.Errorf("output lacks %q:\n%s", want, b.String())
-	}
+	return b.String()
 }

@@ -230,21 +230,12 @@ func parseServeFlags(args []string, getenv func(string) string, stderr io.Writer
 	if f.o.MaxKeys < 0 {
 		return nil, fmt.Errorf("--max-keys must not be negative (0 means the policy file's, or 1048576)")
 	}
-	switch {
-	case f.upstreamTimeout < 0:
-		return nil, fmt.Errorf("--upstream-timeout must not be negative (0 means no bound)")
-	case f.upstreamTimeout == 0:
-		f.o.UpstreamTimeout = -1
-	default:
-		f.o.UpstreamTimeout = f.upstreamTimeout
+	var err error
+	if f.o.UpstreamTimeout, err = bound("--upstream-timeout", f.upstreamTimeout); err != nil {
+		return nil, err
 	}
-	switch {
-	case f.bodyTimeout < 0:
-		return nil, fmt.Errorf("--body-timeout must not be negative (0 means no bound)")
-	case f.bodyTimeout == 0:
-		f.o.BodyTimeout = -1
-	default:
-		f.o.BodyTimeout = f.bodyTimeout
+	if f.o.BodyTimeout, err = bound("--body-timeout", f.bodyTimeout); err != nil {
+		return nil, err
 	}
 	opts := &slog.HandlerOptions{Level: lvl}
 	if f.logFormat == "json" {
@@ -310,4 +301,16 @@ func runServe(ctx context.Context, args []string, stdout, stderr io.Writer) int 
 		return exitFailure
 	}
 	return exitOK
+}
+
+// bound turns a timeout flag, where 0 means no bound, into the Options
+// value, where 0 means the default and a negative value no bound.
+func bound(flag string, d time.Duration) (time.Duration, error) {
+	switch {
+	case d < 0:
+		return 0, fmt.Errorf("%s must not be negative (0 means no bound)", flag)
+	case d == 0:
+		return -1, nil
+	}
+	return d, nil
 }
