@@ -215,14 +215,8 @@ policies:
 
 // Shutdown: readiness turns false, and a request in flight finishes.
 func TestShutdownDrains(t *testing.T) {
-	entered, release := make(chan struct{}), make(chan struct{})
-	up := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		close(entered)
-		<-release
-		io.WriteString(w, "finished")
-	}))
-	defer up.Close()
-	ts := startServer(t, limit3, Options{Upstream: up.URL})
+	up, entered, release := heldUpstream(t)
+	ts := startServer(t, limit3, Options{Upstream: up})
 
 	type result struct {
 		code int
@@ -497,4 +491,18 @@ func TestPlayground(t *testing.T) {
 	if code := sim(startServer(t, "", Options{})); code != http.StatusOK {
 		t.Errorf("a simulation on the demo: %d, want 200", code)
 	}
+}
+
+// heldUpstream starts an upstream whose one request closes entered as it
+// arrives and answers "finished" once release is closed.
+func heldUpstream(t *testing.T) (url string, entered, release chan struct{}) {
+	t.Helper()
+	entered, release = make(chan struct{}), make(chan struct{})
+	up := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		close(entered)
+		<-release
+		io.WriteString(w, "finished")
+	}))
+	t.Cleanup(up.Close)
+	return up.URL, entered, release
 }

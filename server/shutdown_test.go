@@ -18,15 +18,9 @@ import (
 // While the proxy drains, the admin listener still answers: /readyz says
 // 503, as probes and load balancers should read it, and /metrics serves.
 func TestShutdownReadyzAnswers503(t *testing.T) {
-	entered, release := make(chan struct{}), make(chan struct{})
-	up := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		close(entered)
-		<-release
-		io.WriteString(w, "finished")
-	}))
-	defer up.Close()
+	up, entered, release := heldUpstream(t)
 	defer close(release)
-	ts := startServer(t, limit3, Options{Upstream: up.URL})
+	ts := startServer(t, limit3, Options{Upstream: up})
 	go http.Get("http://" + ts.Addrs().Proxy + "/slow")
 	<-entered
 	ts.cancel()
