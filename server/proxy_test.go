@@ -641,7 +641,15 @@ func TestProxyInformational(t *testing.T) {
 	}
 	req.Header.Set("Expect", "100-continue")
 	resp, body := do(t, req.WithContext(httptrace.WithClientTrace(req.Context(), trace)))
+	// The 100 may come twice: net/http's server sends its own as the
+	// transport reads the body, and may do so before ReverseProxy relays
+	// the upstream's (both goroutines are net/http's). Any number of them
+	// is valid HTTP; what matters is that none carries the rate limit
+	// headers.
 	want := []string{`103 Link="</style.css>; rel=preload" RateLimit=""`, `100 Link="" RateLimit=""`}
+	if len(got) == 3 && got[2] == got[1] {
+		got = got[:2]
+	}
 	if strings.Join(got, "\n") != strings.Join(want, "\n") {
 		t.Errorf("informational responses:\n%s\nwant\n%s", strings.Join(got, "\n"), strings.Join(want, "\n"))
 	}
