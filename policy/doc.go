@@ -40,7 +40,9 @@
 // is keyed as one value for all such requests); key: [ip, user] combines
 // parts into one key, keys: [user, ip] limits each separately (a login
 // must pass both). A key with a part the request lacks does not apply to
-// it. The default key is ip. Stored keys read
+// it. The default key is ip; every request whose client has no IP
+// address (a peer on a Unix socket, with nothing trusted to say more) has
+// the one ip value "unknown", and so shares one counter. Stored keys read
 // prefix:policy:tag:part=value|part=value, where tag is a hash of the
 // limit, so a reload keeps the counters of unchanged limits and starts
 // changed ones afresh; values longer than 64 bytes or holding | { } # or
