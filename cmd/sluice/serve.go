@@ -112,11 +112,13 @@ wins over its variable):
   --help                  show this help.
 
 Signals: SIGHUP reloads the configuration and the TLS files; SIGTERM and
-SIGINT stop the server gracefully.
+SIGINT stop the server gracefully, and a second one during the drain stops
+it at once (exit 1), cutting the requests still in flight.
 
 Exit codes: 0 stopped by a signal, 1 failed at run time (a listener could
-not open, Redis could not be reached at start), 2 usage error, 3 a
-configuration file or the TLS files do not load at start.
+not open, Redis could not be reached at start) or stopped at once by a
+second signal, 2 usage error, 3 a configuration file or the TLS files do
+not load at start.
 `
 
 // Exit codes of sluice serve.
@@ -269,6 +271,12 @@ func runServe(ctx context.Context, args []string, stdout, stderr io.Writer) int 
 	hup := make(chan os.Signal, 1)
 	signal.Notify(hup, syscall.SIGHUP)
 	defer signal.Stop(hup)
+	// The first SIGTERM or SIGINT ends ctx (see main) and starts the
+	// drain; a second one, from an operator who will not wait out
+	// --shutdown-timeout, ends the process.
+	stops := make(chan os.Signal, 2)
+	signal.Notify(stops, os.Interrupt, syscall.SIGTERM)
+	defer signal.Stop(stops)
 	log := f.o.Logger
 	srv, err := server.New(f.o)
 	if err != nil {
@@ -293,6 +301,15 @@ func runServe(ctx context.Context, args []string, stdout, stderr io.Writer) int 
 			case <-hup:
 				log.Info("SIGHUP: reloading the configuration")
 				_ = srv.Reload(ctx) // a failure is logged and counted; the old configuration serves on
+			}
+		}
+	}()
+	go func() {
+		for n := 0; ; {
+			<-stops
+			if n++; n == 2 {
+				log.Warn("a second signal: stopping now, cutting the requests still in flight")
+				os.Exit(exitFailure)
 			}
 		}
 	}()

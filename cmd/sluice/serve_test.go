@@ -463,3 +463,30 @@ func TestServeDemoGreetingListenersOff(t *testing.T) {
 		t.Errorf("greeting %v names a dashboard with the admin listener off", m)
 	}
 }
+
+// A second SIGTERM during the drain stops sluice at once (exit 1), for an
+// operator who will not wait out --shutdown-timeout for a request that
+// hangs.
+func TestServeSecondSignalStopsAtOnce(t *testing.T) {
+	entered, release := make(chan struct{}, 1), make(chan struct{})
+	up := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		entered <- struct{}{}
+		<-release
+	}))
+	defer up.Close()
+	defer close(release)
+	cfg := filepath.Join(t.TempDir(), "sluice.yaml")
+	if err := os.WriteFile(cfg, []byte("policies:\n  - {name: api, limits: [\"100/m\"]}\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	p := startSluice(t, []string{"proxy"}, "--config", cfg, "--upstream", up.URL, "--shutdown-timeout", "1m")
+	go http.Get("http://" + p.addrs["proxy"] + "/hang")
+	<-entered
+	p.cmd.Process.Signal(syscall.SIGTERM)
+	p.waitLog("shutting down")
+	start := time.Now()
+	p.cmd.Process.Signal(syscall.SIGTERM)
+	if code := p.wait(); code != 1 || time.Since(start) > 10*time.Second {
+		t.Errorf("after a second SIGTERM: exit %d after %v, want 1 at once", code, time.Since(start))
+	}
+}
