@@ -7,7 +7,6 @@ import (
 	"strings"
 
 	"github.com/sluicehq/sluice/clientip"
-	"github.com/sluicehq/sluice/internal/urlpath"
 )
 
 // The headers a gateway describes the original request with, as Traefik's
@@ -78,9 +77,9 @@ func checkPassed(w http.ResponseWriter, r *http.Request) {
 //
 // The URI is the client's own (NGINX's $request_uri), which the gateway
 // and the application may read more leniently than net/http does: a
-// fragment is cut off, as parsers of request targets do, and the path is
-// decided clean (see urlpath.CleanURL), so that neither /login#x nor //login
-// escapes a policy on /login.
+// fragment is cut off, as parsers of request targets do, and the
+// policies match the path clean (see package policy), so that neither
+// /login#x nor //login escapes a policy on /login.
 //
 // The check request's body, if the gateway sends one, is the original
 // request's (Traefik with forwardBody: true): a policy keyed by a form
@@ -104,9 +103,6 @@ func forwardedRequest(r *http.Request, resolver *clientip.Resolver) (*http.Reque
 	}
 	if method == "" || !validMethod(method) {
 		method = http.MethodGet
-	}
-	if method != http.MethodConnect {
-		u = urlpath.CleanURL(u)
 	}
 	out := r.Clone(r.Context())
 	out.Method, out.URL, out.RequestURI = method, u, uri

@@ -131,9 +131,7 @@ func (s *Server) build(g *generation) {
 		} else {
 			upstream = s.reverseProxy(g.set)
 		}
-		g.proxy = mw(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-			upstream.ServeHTTP(w, forwarded(r))
-		}))
+		g.proxy = mw(upstream)
 	}
 	g.check = mw(http.HandlerFunc(checkPassed))
 }

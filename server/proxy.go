@@ -10,7 +10,6 @@ import (
 	"net/http"
 	"net/http/httputil"
 	"net/netip"
-	"net/url"
 	"os"
 	"strings"
 	"sync"
@@ -18,7 +17,6 @@ import (
 	"time"
 
 	"github.com/sluicehq/sluice/clientip"
-	"github.com/sluicehq/sluice/internal/urlpath"
 	"github.com/sluicehq/sluice/policy"
 )
 
@@ -37,7 +35,7 @@ func (s *Server) serveProxy(w http.ResponseWriter, r *http.Request) {
 	r, finish := s.boundBody(w, r)
 	defer finish()
 	g := s.gen.Load()
-	g.proxy.ServeHTTP(w, toDecide(r))
+	g.proxy.ServeHTTP(w, r)
 }
 
 // boundBody returns r with its body bounded by Options.BodyTimeout (see
@@ -133,36 +131,6 @@ func (b *idleBody) finish() {
 	b.mu.Lock()
 	b.done = true
 	b.mu.Unlock()
-}
-
-// sentURLKey is the context key under which toDecide keeps the URL a
-// request came with, when the policies see it cleaned.
-type sentURLKey struct{}
-
-// toDecide returns r as the policies in front of the upstream see it. A
-// path with . or .. segments or repeated slashes is decided clean (see
-// urlpath.CleanURL), so that POST //login counts as the POST /login it
-// means. forwarded undoes it. (A policy keyed by a form field reads the body; the
-// policy package keeps what it reads and gives it again, so the upstream
-// gets the body whole.)
-func toDecide(r *http.Request) *http.Request {
-	u := urlpath.CleanURL(r.URL)
-	if u == r.URL {
-		return r
-	}
-	d := r.WithContext(context.WithValue(r.Context(), sentURLKey{}, r.URL))
-	d.URL = u
-	return d
-}
-
-// forwarded returns the request toDecide made, as it is to be forwarded:
-// with the URL it came with.
-func forwarded(r *http.Request) *http.Request {
-	if u, ok := r.Context().Value(sentURLKey{}).(*url.URL); ok {
-		r = r.WithContext(r.Context())
-		r.URL = u
-	}
-	return r
 }
 
 // newTransport is the transport to the upstream: http.DefaultTransport's
