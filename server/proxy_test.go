@@ -118,6 +118,20 @@ policies:
 // A websocket handshake and its frames pass through: the proxy answers
 // 101 and then copies bytes both ways.
 func TestProxyWebsocket(t *testing.T) {
+	ts := startServer(t, untrustedPolicy, Options{Upstream: wsUpstream(t).URL})
+	conn, br, header := dialWebsocket(t, ts)
+	if header.Get("Ratelimit") == "" {
+		t.Fatalf("handshake: %v, want 101 with rate limit headers", header)
+	}
+	fmt.Fprintf(conn, "ping\n")
+	line, err := br.ReadString('\n')
+	if err != nil || line != "echo: ping\n" {
+		t.Fatalf("after the upgrade: %q, %v", line, err)
+	}
+}
+
+// wsUpstream answers an upgrade, then echoes lines until it reads "bye".
+func wsUpstream(t *testing.T) *httptest.Server {
 	up := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		if !strings.EqualFold(r.Header.Get("Upgrade"), "websocket") {
 			http.Error(w, "want an upgrade", 400)
@@ -131,33 +145,36 @@ func TestProxyWebsocket(t *testing.T) {
 		defer conn.Close()
 		rw.WriteString("HTTP/1.1 101 Switching Protocols\r\nUpgrade: websocket\r\nConnection: Upgrade\r\n\r\n")
 		rw.Flush()
-		line, _ := rw.ReadString('\n')
-		rw.WriteString("echo: " + line)
-		rw.Flush()
+		for {
+			line, err := rw.ReadString('\n')
+			if err != nil || line == "bye\n" {
+				return
+			}
+			rw.WriteString("echo: " + line)
+			rw.Flush()
+		}
 	}))
-	defer up.Close()
-	ts := startServer(t, untrustedPolicy, Options{Upstream: up.URL})
+	t.Cleanup(up.Close)
+	return up
+}
 
-	conn, err := net.DialTimeout("tcp", ts.Addrs().Proxy, 5*time.Second)
+// dialWebsocket opens a websocket through the proxy, and returns it and
+// the handshake's response header.
+func dialWebsocket(t *testing.T, ts *testServer) (net.Conn, *bufio.Reader, http.Header) {
+	t.Helper()
+	conn, err := net.Dial("tcp", ts.Addrs().Proxy)
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer conn.Close()
-	conn.SetDeadline(time.Now().Add(5 * time.Second))
+	t.Cleanup(func() { conn.Close() })
+	conn.SetDeadline(time.Now().Add(10 * time.Second))
 	fmt.Fprintf(conn, "GET /ws HTTP/1.1\r\nHost: x\r\nConnection: Upgrade\r\nUpgrade: websocket\r\nSec-WebSocket-Version: 13\r\nSec-WebSocket-Key: dGhlIHNhbXBsZSBub25jZQ==\r\n\r\n")
 	br := bufio.NewReader(conn)
 	resp, err := http.ReadResponse(br, nil)
-	if err != nil {
-		t.Fatal(err)
+	if err != nil || resp.StatusCode != http.StatusSwitchingProtocols {
+		t.Fatalf("handshake: %v %v", resp, err)
 	}
-	if resp.StatusCode != http.StatusSwitchingProtocols || resp.Header.Get("Ratelimit") == "" {
-		t.Fatalf("handshake: %d %v, want 101 with rate limit headers", resp.StatusCode, resp.Header)
-	}
-	fmt.Fprintf(conn, "ping\n")
-	line, err := br.ReadString('\n')
-	if err != nil || line != "echo: ping\n" {
-		t.Fatalf("after the upgrade: %q, %v", line, err)
-	}
+	return conn, br, resp.Header
 }
 
 // A chunk the upstream flushes reaches the client while the upstream is

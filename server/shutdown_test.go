@@ -1,13 +1,10 @@
 package server
 
 import (
-	"bufio"
 	"context"
 	"fmt"
 	"io"
-	"net"
 	"net/http"
-	"net/http/httptest"
 	"strings"
 	"testing"
 	"time"
@@ -39,54 +36,13 @@ func TestShutdownReadyzAnswers503(t *testing.T) {
 	}
 }
 
-// wsUpstream answers an upgrade, then echoes lines until it reads "bye".
-func wsUpstream(t *testing.T) *httptest.Server {
-	up := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		conn, rw, err := http.NewResponseController(w).Hijack()
-		if err != nil {
-			t.Error(err)
-			return
-		}
-		defer conn.Close()
-		rw.WriteString("HTTP/1.1 101 Switching Protocols\r\nUpgrade: websocket\r\nConnection: Upgrade\r\n\r\n")
-		rw.Flush()
-		for {
-			line, err := rw.ReadString('\n')
-			if err != nil || line == "bye\n" {
-				return
-			}
-			rw.WriteString("echo: " + line)
-			rw.Flush()
-		}
-	}))
-	t.Cleanup(up.Close)
-	return up
-}
-
-// dialWebsocket opens a websocket through the proxy.
-func dialWebsocket(t *testing.T, ts *testServer) (net.Conn, *bufio.Reader) {
-	t.Helper()
-	conn, err := net.Dial("tcp", ts.Addrs().Proxy)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { conn.Close() })
-	conn.SetDeadline(time.Now().Add(10 * time.Second))
-	fmt.Fprintf(conn, "GET /ws HTTP/1.1\r\nHost: x\r\nConnection: Upgrade\r\nUpgrade: websocket\r\n\r\n")
-	br := bufio.NewReader(conn)
-	if resp, err := http.ReadResponse(br, nil); err != nil || resp.StatusCode != 101 {
-		t.Fatalf("handshake: %v %v", resp, err)
-	}
-	return conn, br
-}
-
 // A websocket open at shutdown is a request in flight: it gets the
 // shutdown timeout to end, and is cut (both ends closed) at the timeout,
 // where http.Server.Shutdown forgets hijacked connections at once.
 func TestShutdownWaitsForUpgradedConnections(t *testing.T) {
 	up := wsUpstream(t)
 	ts := startServer(t, untrustedPolicy, Options{Upstream: up.URL})
-	conn, br := dialWebsocket(t, ts)
+	conn, br, _ := dialWebsocket(t, ts)
 	ts.cancel()
 	eventually(t, "the drain to begin", func() bool { return ts.draining.Load() })
 	select {
@@ -111,7 +67,7 @@ func TestShutdownWaitsForUpgradedConnections(t *testing.T) {
 
 	// One that does not end is cut at the timeout.
 	ts = startServer(t, untrustedPolicy, Options{Upstream: up.URL, ShutdownTimeout: 200 * time.Millisecond})
-	_, br = dialWebsocket(t, ts)
+	_, br, _ = dialWebsocket(t, ts)
 	if err := ts.stop(); err != nil {
 		t.Fatal(err)
 	}
