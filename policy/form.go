@@ -77,6 +77,8 @@ func formValue(r *http.Request, name string) (string, bool) {
 			return b.value(r, name)
 		case b.cut:
 			return "", false // the body's fields come before the query's
+		case r.Form != nil:
+			return r.Form.Get(name), true // parseForm read a url-encoded body
 		}
 	}
 	if r.MultipartForm == nil {

@@ -1202,11 +1202,7 @@ func (ld *loader) override(n *yaml.Node, p *Policy, set *Set, what string) (over
 	}
 	// An override applies to a key that has every part it names (see
 	// override.matches): parts of different keys would match no key.
-	if good && !slices.ContainsFunc(p.keys, func(k []part) bool {
-		return !slices.ContainsFunc(o.when, func(w partValue) bool {
-			return !slices.ContainsFunc(k, func(pt part) bool { return pt.label == w.part })
-		})
-	}) {
+	if good && !slices.ContainsFunc(p.keys, o.fits) {
 		names := make([]string, len(o.when))
 		for i, w := range o.when {
 			names[i] = w.part
@@ -1216,6 +1212,16 @@ func (ld *loader) override(n *yaml.Node, p *Policy, set *Set, what string) (over
 	}
 	o.limits = ld.limits(lv.val, p, set)
 	return o, good && len(o.limits) > 0
+}
+
+// fits reports whether key has every part o names.
+func (o *override) fits(key []part) bool {
+	for _, w := range o.when {
+		if !slices.ContainsFunc(key, func(pt part) bool { return pt.label == w.part }) {
+			return false
+		}
+	}
+	return true
 }
 
 // validName reports whether s is a name for a policy, plan or prefix.

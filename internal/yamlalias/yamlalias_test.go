@@ -41,11 +41,7 @@ func TestCheck(t *testing.T) {
 
 // An alias inside the node it names would have no end.
 func TestCheckCycle(t *testing.T) {
-	var doc yaml.Node
-	if err := yaml.Unmarshal([]byte("a: &a [x, *a]\n"), &doc); err != nil {
-		t.Fatal(err)
-	}
-	if at, cycle := Check(&doc, 1000); at == nil || !cycle {
+	if at, cycle := Check(parse(t, "a: &a [x, *a]\n"), 1000); at == nil || !cycle {
 		t.Errorf("Check(cycle) = %v, %v; want the alias, cycle", at, cycle)
 	}
 }
