@@ -165,7 +165,7 @@ func (t *Transport) RoundTrip(req *http.Request) (*http.Response, error) {
 		sent := o.Clock.Now()
 		resp, err := t.next.RoundTrip(cur)
 		now := o.Clock.Now()
-		if err == nil && t.pacer != nil {
+		if err == nil && resp != nil && t.pacer != nil {
 			t.pacer.observe(host, resp.Header, sent, now)
 		}
 
@@ -206,7 +206,7 @@ func (t *Transport) RoundTrip(req *http.Request) (*http.Response, error) {
 		if !told {
 			wait = t.Backoff(attempt)
 		}
-		if hasDeadline && wait+now.Sub(sent) >= deadline.Sub(now) {
+		if hasDeadline && addSat(wait, now.Sub(sent)) >= deadline.Sub(now) {
 			// The retry could not complete in time: after the wait it
 			// would need as long as this attempt took. The caller gets
 			// the server's answer now, not its own deadline later.

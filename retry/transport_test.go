@@ -710,3 +710,36 @@ func TestNilResponseBody(t *testing.T) {
 		t.Errorf("nil response and nil error gave %v, %v; want an error", resp, err)
 	}
 }
+
+// TestNilResponseWithPacing: with Pacing on, a wrapped RoundTripper that
+// returns neither a response nor an error gets the same error, without a
+// panic: there are no quota headers to read.
+func TestNilResponseWithPacing(t *testing.T) {
+	none := rtFunc(func(*http.Request) (*http.Response, error) { return nil, nil })
+	tr := NewTransport(none, Options{Clock: newFakeClock(testStart), Pacing: true})
+	if resp, err := tr.RoundTrip(mustRequest(t, "GET", "http://example.test/", nil)); resp != nil || err == nil {
+		t.Errorf("nil response and nil error with Pacing: %v, %v; want an error", resp, err)
+	}
+}
+
+// TestNoRetryTheDeadlineWouldCutHugeWait: a Retry-After at the largest
+// Duration, honoured (MaxRetryAfter as large), plus the attempt's time
+// does not wrap around to a short wait: the deadline still returns the
+// 429 at once.
+func TestNoRetryTheDeadlineWouldCutHugeWait(t *testing.T) {
+	clock := newFakeClock(testStart)
+	n := 0
+	next := rtFunc(func(req *http.Request) (*http.Response, error) {
+		n++
+		clock.Advance(time.Millisecond)
+		return reply(req, 429, nil, "Retry-After", "99999999999999"), nil
+	})
+	tr := NewTransport(next, Options{Clock: clock, MaxRetryAfter: math.MaxInt64})
+	ctx, cancel := context.WithDeadline(context.Background(), clock.Now().Add(time.Hour))
+	defer cancel()
+	resp, err := tr.RoundTrip(mustRequest(t, "GET", "http://example.test/", nil).WithContext(ctx))
+	if err != nil || resp.StatusCode != 429 || n != 1 || len(clock.Sleeps()) != 0 {
+		t.Fatalf("%v, %v after %d attempts and sleeps %v; want the 429 after 1, no sleep", resp, err, n, clock.Sleeps())
+	}
+	resp.Body.Close()
+}
