@@ -189,12 +189,13 @@ while first <= nkeys do
 					end
 					local nus = bus + q
 					allowed = debt + ticks <= b * t
+					local maxdelay = 0 -- a leaky_bucket's; 0: no bound
 					if alg == 2 then
+						maxdelay = ARGV[a + 6] + 0
 						delay = bus - now -- ⌈base − now⌉
 						if brem > 0 then
 							delay = delay + 1
 						end
-						local maxdelay = ARGV[a + 6] + 0
 						if maxdelay > 0 and delay > maxdelay then
 							allowed = false
 							retry = delay - maxdelay
@@ -244,32 +245,29 @@ while first <= nkeys do
 						end
 						eus, erem = tus, trem
 					end
-					if alg == 2 and remaining > 0 then
+					if maxdelay > 0 and remaining > 0 then
 						-- A caller who waits at most maxdelay is told only the
 						-- places whose turn comes within it (rate's turnsBy):
 						-- turns at e, e + I, e + 2I, ... from the next one.
-						local md = ARGV[a + 6] + 0
-						if md > 0 then
-							local eu, er = bus, brem
-							if allowed then
-								eu, er = nus, nrem
-							end
-							local d = now + md - eu
-							if d < 0 then
-								remaining = 0
-							else
-								local most = remaining * t / n -- ⌊remaining·I⌋ µs
-								most = most - most % 1
-								if d <= most + 1 then -- else every turn is in time
-									local k = d * n - er
-									if k < 0 then
-										remaining = 0
-									else
-										k = k / t
-										k = k - k % 1 + 1
-										if k < remaining then
-											remaining = k
-										end
+						local eu, er = bus, brem
+						if allowed then
+							eu, er = nus, nrem
+						end
+						local d = now + maxdelay - eu
+						if d < 0 then
+							remaining = 0
+						else
+							local most = remaining * t / n -- ⌊remaining·I⌋ µs
+							most = most - most % 1
+							if d <= most + 1 then -- else every turn is in time
+								local k = d * n - er
+								if k < 0 then
+									remaining = 0
+								else
+									k = k / t
+									k = k - k % 1 + 1
+									if k < remaining then
+										remaining = k
 									end
 								end
 							end
