@@ -126,7 +126,7 @@ func RegisterRedis(reg prometheus.Registerer, stats func() redis.Stats) {
 // within it, read from stats at each scrape. Evictions that keep rising
 // mean max_keys is too small for the keys the traffic brings: an evicted
 // key starts again from fresh.
-func registerMemory(reg prometheus.Registerer, name string, stats func() memory.Stats, max int) {
+func registerMemory(reg prometheus.Registerer, name string, stats func() memory.Stats) {
 	labels := prometheus.Labels{"store": name}
 	reg.MustRegister(
 		prometheus.NewGaugeFunc(prometheus.GaugeOpts{
@@ -136,20 +136,12 @@ func registerMemory(reg prometheus.Registerer, name string, stats func() memory.
 		prometheus.NewGaugeFunc(prometheus.GaugeOpts{
 			Namespace: "sluice", Name: "memory_max_keys", ConstLabels: labels,
 			Help: "The most keys a store in memory holds (store.max_keys) before a new key evicts an old one.",
-		}, func() float64 { return float64(maxKeys(max)) }),
+		}, func() float64 { return float64(stats().MaxKeys) }),
 		prometheus.NewCounterFunc(prometheus.CounterOpts{
 			Namespace: "sluice", Name: "memory_evictions_total", ConstLabels: labels,
 			Help: "Keys a store in memory evicted to make room while their state was not fresh; each forgot a count.",
 		}, func() float64 { return float64(stats().Evictions) }),
 	)
-}
-
-// maxKeys returns the bound a memory store given MaxKeys n keeps.
-func maxKeys(n int) int {
-	if n == 0 {
-		return memory.DefaultMaxKeys
-	}
-	return n
 }
 
 // registerTLS adds the TLS series: sluice_tls_reloads_total, and

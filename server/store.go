@@ -40,9 +40,9 @@ func (s *Server) openStore(c policy.StoreConfig) (*storeHandle, error) {
 	s.local = memory.New(memory.Options{Clock: s.clock, MaxKeys: c.MaxKeys})
 	if !c.IsRedis() {
 		ms := memory.New(memory.Options{Clock: s.clock, MaxKeys: c.MaxKeys})
-		registerMemory(s.reg, "memory", ms.Stats, c.MaxKeys)
+		registerMemory(s.reg, "memory", ms.Stats)
 		h.store = newInstrumented(ms, "memory", s.m)
-		s.log.Info("store: in memory (counters are this process's own)", "max_keys", maxKeys(c.MaxKeys))
+		s.log.Info("store: in memory (counters are this process's own)", "max_keys", ms.Stats().MaxKeys)
 		return h, nil
 	}
 	var co rueidis.ClientOption
@@ -74,7 +74,7 @@ func (s *Server) openStore(c policy.StoreConfig) (*storeHandle, error) {
 	// call, where a bound per decision would cost one per request.
 	rs := redis.New(client, redis.Options{DisableDenyCache: c.NoDenyCache, Clock: s.clock, CallTimeout: timeout})
 	RegisterRedis(s.reg, rs.Stats)
-	registerMemory(s.reg, "local", s.local.Stats, c.MaxKeys)
+	registerMemory(s.reg, "local", s.local.Stats)
 	// The breaker counts the store's timeouts and errors as failures and
 	// probes Redis with backoff while it is down; the instrumentation
 	// outside it counts what requests see, ErrStoreDown included. A

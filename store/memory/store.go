@@ -76,12 +76,18 @@ type Store struct {
 	// the shard, the low half its slot, so the two stay independent.
 	mask   uint64
 	shards []shard
+	// maxKeys is the most keys the shards hold in all, or -1.
+	maxKeys int
 }
 
 // Stats are counters for metrics.
 type Stats struct {
 	// Keys is the number of keys held.
 	Keys int
+	// MaxKeys is the most keys the store holds before a new one evicts
+	// an old one: Options.MaxKeys (DefaultMaxKeys for 0) rounded down to
+	// a multiple of the shards, each holding its share; -1 for no bound.
+	MaxKeys int
 	// Evictions counts keys removed to make room while their state was
 	// not yet fresh: each one forgot a state.
 	Evictions uint64
@@ -130,6 +136,10 @@ func New(opts Options) *Store {
 	perShard := -1
 	if maxKeys > 0 {
 		perShard = max(1, maxKeys/n)
+	}
+	s.maxKeys = -1
+	if perShard > 0 {
+		s.maxKeys = perShard * n
 	}
 	for i := range s.shards {
 		s.shards[i].max = perShard
@@ -442,7 +452,7 @@ func (s *Store) Len() int {
 
 // Stats returns the store's counters.
 func (s *Store) Stats() Stats {
-	var st Stats
+	st := Stats{MaxKeys: s.maxKeys}
 	for i := range s.shards {
 		sh := &s.shards[i]
 		sh.mu.Lock()
