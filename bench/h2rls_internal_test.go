@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"math/rand/v2"
 	"net"
+	"slices"
 	"strings"
 	"sync"
 	"testing"
@@ -15,6 +16,7 @@ import (
 	corev3 "github.com/envoyproxy/go-control-plane/envoy/config/core/v3"
 	ratelimitv3 "github.com/envoyproxy/go-control-plane/envoy/extensions/common/ratelimit/v3"
 	rlsv3 "github.com/envoyproxy/go-control-plane/envoy/service/ratelimit/v3"
+	"golang.org/x/net/http2/hpack"
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/metadata"
@@ -403,6 +405,69 @@ func TestRLSLeanCallHPACK(t *testing.T) {
 		}
 		return nil
 	})
+}
+
+// TestRLSLeanRequestBlocks checks the request header blocks: decoded in
+// turn by one decoder, as the server does, the first and every next block
+// give the same fields; every field but :path is named by its index in
+// next; and a real server sees them on every call, its deadline included.
+func TestRLSLeanRequestBlocks(t *testing.T) {
+	const addr = "127.0.0.1:8081"
+	want := []hpack.HeaderField{
+		{Name: ":method", Value: "POST"}, {Name: ":scheme", Value: "http"},
+		{Name: ":path", Value: rlsPath}, {Name: ":authority", Value: addr},
+		{Name: "content-type", Value: "application/grpc"}, {Name: "te", Value: "trailers"},
+		{Name: "grpc-timeout", Value: fmt.Sprintf("%dS", int64(loadTimeout/time.Second))},
+		{Name: "user-agent", Value: "sluice-bench"},
+	}
+	first, next := requestBlocks(addr)
+	dec := hpack.NewDecoder(4096, nil)
+	for i, block := range [][]byte{first, next, next, next} {
+		got, err := dec.DecodeFull(block)
+		if err != nil {
+			t.Fatalf("block %d: %v", i, err)
+		}
+		if !slices.Equal(got, want) {
+			t.Fatalf("block %d decodes as\n%v\nwant\n%v", i, got, want)
+		}
+	}
+	// :path's literal (one byte of name index, one of length, the
+	// Huffman-coded path), then one byte for each other field.
+	if pathLen := 2 + int(hpack.HuffmanEncodeLength(rlsPath)); len(next) != pathLen+len(want)-1 {
+		t.Errorf("next is %d bytes; want %d: every field but :path indexed", len(next), pathLen+len(want)-1)
+	}
+
+	keys := leanTestKeys(8)
+	addr2, _ := startFakeRLS(t, func(ctx context.Context, value string) (*rlsv3.RateLimitResponse, error) {
+		md, _ := metadata.FromIncomingContext(ctx)
+		if _, ok := ctx.Deadline(); !ok || !slices.Contains(md.Get("user-agent"), "sluice-bench") {
+			return nil, status.Errorf(codes.InvalidArgument, "no deadline, or user-agent %q", md.Get("user-agent"))
+		}
+		return okAnswer(), nil
+	})
+	allCallers(t, dialLean(t, addr2, keys), 20, func(int, int64) error { return nil })
+}
+
+// TestAppendHPACKInt checks the integer encoding against RFC 7541's
+// examples (C.1) and the prefix's flag bits.
+func TestAppendHPACKInt(t *testing.T) {
+	for _, c := range []struct {
+		n     uint
+		flags byte
+		v     uint64
+		want  []byte
+	}{
+		{5, 0, 10, []byte{0x0a}},
+		{5, 0, 1337, []byte{0x1f, 0x9a, 0x0a}},
+		{8, 0, 42, []byte{0x2a}},
+		{7, 0x80, 126, []byte{0xfe}},
+		{7, 0x80, 127, []byte{0xff, 0x00}},
+		{4, 0x10, 15 + 128, []byte{0x1f, 0x80, 0x01}},
+	} {
+		if got := appendHPACKInt([]byte{0xaa}, c.n, c.flags, c.v); !slices.Equal(got, append([]byte{0xaa}, c.want...)) {
+			t.Errorf("%d with a %d-bit prefix, flags %#x: % x; want aa % x", c.v, c.n, c.flags, got, c.want)
+		}
+	}
 }
 
 // TestRLSLeanRequestEncoding checks the request written by hand against

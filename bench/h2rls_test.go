@@ -27,7 +27,7 @@ import (
 // by hand. grpc-go's client spends about as much CPU on a call as the
 // server under test does, and shares the machine's cores with it; Envoy,
 // the client in production, is a lean C++ HTTP/2 client. This one does
-// the least a correct unary gRPC call needs: one header block encoded once
+// the least a correct unary gRPC call needs: header blocks encoded once
 // per connection, a request message appended by hand, one write per call,
 // and one reader goroutine per connection handing each answer to the
 // caller waiting for it.
@@ -136,11 +136,14 @@ type h2Conn struct {
 	nc         net.Conn
 	fr         *http2.Framer // the reader's to read; writing needs wmu
 	bw         *bufio.Writer // under fr: a call's frames leave in one write
-	block      []byte        // the request header block, the same for every call
 	readerDone chan struct{}
+	// first and next are the request header blocks: first for the
+	// connection's first call, next for every later one (requestBlocks).
+	first, next []byte
 
 	wmu    sync.Mutex // serializes writes, and so orders stream ids on the wire
 	nextID uint32     // the next stream id: odd, increasing; guarded by wmu
+	sent1  bool       // the first block went out; guarded by wmu
 
 	mu           sync.Mutex // guards what follows; taken after wmu, never before
 	cond         sync.Cond  // on mu: sendWindow grew, or err was set
@@ -152,6 +155,60 @@ type h2Conn struct {
 	err          error  // why new calls fail: GOAWAY, or the connection broke
 }
 
+// requestBlocks returns the request header blocks for calls to addr, as
+// Envoy's HTTP/2 codec encodes them: the fields Envoy's gRPC client sends
+// with a rate limit call, where every field but :path goes into the
+// server's HPACK dynamic table the first time (first) and is named by its
+// index from then on (next). nghttp2 never indexes :path, and neither
+// does QUICHE's encoder (Envoy's other codec) any pseudo-header but
+// :authority, so :path is a literal in every block, its name taken from
+// the static table. The header table the server allows is the protocol's
+// default, 4096 bytes, far more than these fields take, so nothing is
+// ever evicted and next stays valid for the connection's life.
+//
+// A grpc-timeout makes the server set a deadline and its timer, as
+// Envoy's (a fixed timeout, 20ms by default, so the same field every
+// time) and grpc-go's (the load's two minutes) do; it is the load's bound
+// here too, so that a slow moment of the machine fails no call.
+func requestBlocks(addr string) (first, next []byte) {
+	var buf bytes.Buffer
+	enc := hpack.NewEncoder(&buf) // into a bytes.Buffer: writes cannot fail
+	block := func() []byte {
+		buf.Reset()
+		enc.WriteField(hpack.HeaderField{Name: ":method", Value: "POST"})
+		enc.WriteField(hpack.HeaderField{Name: ":scheme", Value: "http"})
+		// A literal without indexing, with name index 4 (:path) of the
+		// static table and a Huffman-coded value (RFC 7541 6.2.2, 5.2).
+		b := appendHPACKInt(buf.AvailableBuffer(), 4, 0x00, 4)
+		b = appendHPACKInt(b, 7, 0x80, uint64(hpack.HuffmanEncodeLength(rlsPath)))
+		buf.Write(hpack.AppendHuffmanString(b, rlsPath))
+		for _, f := range []hpack.HeaderField{
+			{Name: ":authority", Value: addr},
+			{Name: "content-type", Value: "application/grpc"}, {Name: "te", Value: "trailers"},
+			{Name: "grpc-timeout", Value: strconv.FormatInt(int64(loadTimeout/time.Second), 10) + "S"},
+			{Name: "user-agent", Value: "sluice-bench"},
+		} {
+			enc.WriteField(f)
+		}
+		return bytes.Clone(buf.Bytes())
+	}
+	return block(), block()
+}
+
+// appendHPACKInt appends v as an HPACK integer with an n-bit prefix (RFC
+// 7541 5.1), the bits above the prefix in its first byte set to flags.
+func appendHPACKInt(b []byte, n uint, flags byte, v uint64) []byte {
+	limit := uint64(1)<<n - 1
+	if v < limit {
+		return append(b, flags|byte(v))
+	}
+	b = append(b, flags|byte(limit))
+	for v -= limit; v >= 128; v >>= 7 {
+		b = append(b, byte(v)|0x80)
+	}
+	return append(b, byte(v))
+}
+
 // dialH2 connects to addr with HTTP/2 over cleartext (prior knowledge)
 // and starts the connection's reader.
 func dialH2(addr string) (*h2Conn, error) {
@@ -159,28 +216,9 @@ func dialH2(addr string) (*h2Conn, error) {
 	if err != nil {
 		return nil, err
 	}
-	// A dynamic table of size 0, said at the start of the block: the
-	// block adds nothing to the server's table, so it is valid as is for
-	// every call, whatever came before it.
-	var block bytes.Buffer
-	enc := hpack.NewEncoder(&block)
-	enc.SetMaxDynamicTableSizeLimit(0)
-	// The fields Envoy's gRPC client sends with a rate limit call. A
-	// grpc-timeout makes the server set a deadline and its timer, as
-	// Envoy's (20ms by default) and grpc-go's (the load's two minutes)
-	// do; it is the load's bound here too, so that a slow moment of the
-	// machine fails no call.
-	for _, f := range []hpack.HeaderField{
-		{Name: ":method", Value: "POST"}, {Name: ":scheme", Value: "http"},
-		{Name: ":path", Value: rlsPath}, {Name: ":authority", Value: addr},
-		{Name: "content-type", Value: "application/grpc"}, {Name: "te", Value: "trailers"},
-		{Name: "grpc-timeout", Value: strconv.FormatInt(int64(loadTimeout/time.Second), 10) + "S"},
-		{Name: "user-agent", Value: "sluice-bench"},
-	} {
-		enc.WriteField(f) // into a bytes.Buffer: cannot fail
-	}
+	first, next := requestBlocks(addr)
 	c := &h2Conn{
-		nc: nc, bw: bufio.NewWriter(nc), block: block.Bytes(), readerDone: make(chan struct{}),
+		nc: nc, bw: bufio.NewWriter(nc), first: first, next: next, readerDone: make(chan struct{}),
 		nextID: 1, streams: map[uint32]*h2Stream{}, sendWindow: h2DefaultWindow,
 		streamWindow: h2DefaultWindow, maxStreams: math.MaxUint32,
 	}
@@ -248,7 +286,13 @@ func (c *h2Conn) roundTrip(ctx context.Context, s *h2Stream) error {
 	c.streams[s.id] = s
 	c.sendWindow -= n
 	c.mu.Unlock()
-	err = c.fr.WriteHeaders(http2.HeadersFrameParam{StreamID: s.id, BlockFragment: c.block, EndHeaders: true})
+	block := c.next
+	if !c.sent1 {
+		// Blocks are decoded in the order they are written, which wmu
+		// makes the order of this test.
+		block, c.sent1 = c.first, true
+	}
+	err = c.fr.WriteHeaders(http2.HeadersFrameParam{StreamID: s.id, BlockFragment: block, EndHeaders: true})
 	if err == nil {
 		err = c.fr.WriteData(s.id, true, s.req)
 	}
