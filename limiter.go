@@ -29,7 +29,8 @@ type LimiterOptions struct {
 	// named limiter's ("api:alice" is limiter api's alice). A ':' or '%' in
 	// the name is written "%3A" or "%25", so that no name and key can make
 	// up another name's key (name "a" with key "b:c" and name "a:b" with
-	// key "c").
+	// key "c"), and a brace "%7B" or "%7D", so that the name is no Redis
+	// Cluster hash tag putting all its keys in one slot.
 	Name string
 	// Store keeps the keys' states. If nil, the limiter creates a memory
 	// store (package store/memory) with its default options and Clock.
@@ -119,9 +120,9 @@ func escapeKey(key string) string {
 	return keyBraces.Replace(key)
 }
 
-// nameColons writes the colons of a Name, and the '%' that writes them
-// (see LimiterOptions.Name).
-var nameColons = strings.NewReplacer("%", "%25", ":", "%3A")
+// nameEscapes writes the colons and braces of a Name, and the '%' that
+// writes them (see LimiterOptions.Name).
+var nameEscapes = strings.NewReplacer("%", "%25", ":", "%3A", "{", "%7B", "}", "%7D")
 
 // NewLimiter returns a limiter configured by opts. It fails if there is no
 // limit, a limit is invalid, or two limits are the same.
@@ -137,7 +138,7 @@ func NewLimiter(opts LimiterOptions) (*Limiter, error) {
 	}
 	if opts.Name != "" {
 		// The prefix ends at its only ':', so two names never share keys.
-		l.prefix = nameColons.Replace(opts.Name) + ":"
+		l.prefix = nameEscapes.Replace(opts.Name) + ":"
 	}
 	for i, lim := range l.limits {
 		if err := lim.Validate(); err != nil {

@@ -480,7 +480,8 @@ type shared struct{ sluice.Store }
 // TestLimiterKeysWithBraces: keys holding braces or '|' are users' keys
 // like any other. Each is kept apart from every other user's, in Redis
 // too, where with several limits a user's limits share a Cluster slot of
-// its own; the memory store takes them as they are.
+// its own, whatever braces the limiter's Name holds; the memory store
+// takes them as they are.
 func TestLimiterKeysWithBraces(t *testing.T) {
 	ctx := context.Background()
 	users := []string{"", "a", "{a}", "a}|gcra 10/s", "a}", "}a", "{a", "}", "{", "{}", "a{b}c", "a|b", "{(", "{)", "a{(b{)c"}
@@ -492,6 +493,9 @@ func TestLimiterKeysWithBraces(t *testing.T) {
 		{"api", []string{"10/s"}},
 		{"", []string{"10/s", "1000/d"}},
 		{"api", []string{"10/s", "fixed_window 1000/d"}},
+		{"{api}", []string{"10/s"}},
+		{"a{pi}", []string{"10/s", "1000/d"}},
+		{"}{", []string{"10/s"}},
 	} {
 		for _, redis := range []bool{false, true} {
 			clock := ratetest.NewClock(start)
