@@ -37,7 +37,9 @@ type Options struct {
 	// Redis, even one Redis has just refused.
 	DisableDenyCache bool
 	// DenyCacheSize bounds how many refused requests the deny cache
-	// remembers. Zero means DefaultDenyCacheSize.
+	// remembers. Zero means DefaultDenyCacheSize. The cache is 32 shards
+	// with equal bounds, so the bound is the size rounded down to a
+	// multiple of 32, and at least 32.
 	DenyCacheSize int
 	// Clock is the local clock the deny cache counts down with; nil means
 	// rate.SystemClock. Decisions never read it: they take Redis's TIME.
