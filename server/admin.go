@@ -5,10 +5,15 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"io"
+	"net"
 	"net/http"
 	"net/http/pprof"
+	"net/netip"
 	"strconv"
+	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus/promhttp"
@@ -26,21 +31,117 @@ import (
 //	/debug/top      the most refused keys, JSON; ?n=20
 //	/debug/pprof/   with Options.Pprof
 //	/               the dashboard
+//
+// /metrics, /healthz and /readyz answer whatever name the Host header
+// gives: scrapers and probes reach them by names of their own, and they
+// hold no client's key. Every other route (those below /debug/, the
+// dashboard, and whatever falls through to it) answers only a Host that
+// is an IP address, localhost or a name under .localhost, or one of
+// Options.AdminHosts; any other gets 421 (see hostGuard). Without this, a
+// web page open in a browser on the admin listener's machine could point
+// its own name at 127.0.0.1 (DNS rebinding) and, as the same origin, read
+// the refused keys, the dashboard's data and heap profiles, or start CPU
+// profiles.
 func (s *Server) adminMux() http.Handler {
 	mux := http.NewServeMux()
 	mux.Handle("GET /metrics", promhttp.HandlerFor(s.reg, promhttp.HandlerOpts{Registry: s.reg}))
 	mux.HandleFunc("GET /healthz", serveHealthz)
 	mux.HandleFunc("GET /readyz", s.serveReadyz)
-	mux.HandleFunc("GET /debug/top", s.serveTop)
+	// The rest sits behind the guard, so that a route added here is
+	// guarded unless it is added above on purpose.
+	guarded := http.NewServeMux()
+	guarded.HandleFunc("GET /debug/top", s.serveTop)
 	if s.o.Pprof {
-		mux.HandleFunc("/debug/pprof/", pprof.Index)
-		mux.HandleFunc("/debug/pprof/cmdline", pprof.Cmdline)
-		mux.HandleFunc("/debug/pprof/profile", pprof.Profile)
-		mux.HandleFunc("/debug/pprof/symbol", pprof.Symbol)
-		mux.HandleFunc("/debug/pprof/trace", pprof.Trace)
+		guarded.HandleFunc("/debug/pprof/", pprof.Index)
+		guarded.HandleFunc("/debug/pprof/cmdline", pprof.Cmdline)
+		guarded.HandleFunc("/debug/pprof/profile", pprof.Profile)
+		guarded.HandleFunc("/debug/pprof/symbol", pprof.Symbol)
+		guarded.HandleFunc("/debug/pprof/trace", pprof.Trace)
 	}
-	mux.Handle("/", s.dash)
+	guarded.Handle("/", s.dash)
+	mux.Handle("/", s.hostGuard(guarded))
 	return mux
+}
+
+// hostGuard serves h to the requests whose Host names the admin listener
+// as its operators do, and answers the others 421 Misdirected Request
+// (RFC 9110 15.5.20: this server does not answer for that name). It is
+// not 403: no credential would change the answer, the name would.
+//
+// Let through, as hostName reads them:
+//   - an IP address: a page whose origin is an address cannot rebind it;
+//   - localhost and names under .localhost, which browsers resolve to
+//     loopback themselves (RFC 6761), never asking a DNS server;
+//   - Options.AdminHosts, which the operator vouches for;
+//   - an empty Host, or none (HTTP/1.0): every browser sends one.
+func (s *Server) hostGuard(h http.Handler) http.Handler {
+	allowed := make(map[string]bool, len(s.o.AdminHosts))
+	for _, n := range s.o.AdminHosts {
+		if n = hostName(n); n != "" {
+			allowed[n] = true
+		}
+	}
+	// When a refusal was last logged, in Unix nanoseconds: a page that
+	// tries in a loop is logged once a minute.
+	var logged atomic.Int64
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		name := hostName(r.Host)
+		if r.Host == "" || rebindProof(name) || allowed[name] {
+			h.ServeHTTP(w, r)
+			return
+		}
+		if now, last := time.Now().UnixNano(), logged.Load(); now-last >= int64(time.Minute) && logged.CompareAndSwap(last, now) {
+			s.log.Warn("admin listener: refused a request by a name not allowed",
+				"host", r.Host, "path", r.URL.Path, "remote", r.RemoteAddr,
+				"hint", "a web page trying DNS rebinding, or a name to allow with --admin-host; logged at most once a minute")
+		}
+		w.Header().Set("Content-Type", "text/plain; charset=utf-8")
+		w.Header().Set("X-Content-Type-Options", "nosniff")
+		w.Header().Set("Cache-Control", "no-store")
+		w.WriteHeader(http.StatusMisdirectedRequest)
+		_, _ = io.WriteString(w, "421 Misdirected Request: the admin listener serves this only by an IP address,\n"+
+			"by localhost, or by a name allowed with sluice serve --admin-host NAME (SLUICE_ADMIN_HOST);\n"+
+			"/metrics, /healthz and /readyz answer by any name.\n")
+		if plainName(name) {
+			fmt.Fprintf(w, "To reach it as %s: --admin-host %s\n", name, name)
+		}
+	})
+}
+
+// hostName is the name a Host header gives, as hostGuard compares it: in
+// lower case, without its port, an IPv6 address's brackets or a trailing
+// dot.
+func hostName(host string) string {
+	if h, _, err := net.SplitHostPort(host); err == nil {
+		host = h
+	} else if len(host) > 1 && host[0] == '[' && host[len(host)-1] == ']' {
+		host = host[1 : len(host)-1]
+	}
+	return strings.TrimSuffix(strings.ToLower(host), ".")
+}
+
+// rebindProof reports whether name (see hostName) is an IP address,
+// localhost, or a name under .localhost: names no DNS answer can point
+// elsewhere, which need no Options.AdminHosts.
+func rebindProof(name string) bool {
+	if _, err := netip.ParseAddr(name); err == nil {
+		return true
+	}
+	return name == "localhost" || strings.HasSuffix(name, ".localhost")
+}
+
+// plainName reports whether name is made of what a DNS name is made of,
+// and so is worth suggesting to --admin-host as it stands.
+func plainName(name string) bool {
+	if name == "" || len(name) > 253 {
+		return false
+	}
+	for _, c := range name {
+		if !('a' <= c && c <= 'z' || '0' <= c && c <= '9' || c == '-' || c == '.' || c == '_') {
+			return false
+		}
+	}
+	return true
 }
 
 func serveHealthz(w http.ResponseWriter, _ *http.Request) {

@@ -70,3 +70,115 @@ func TestDebugTopEnvoyKeys(t *testing.T) {
 		t.Errorf("/debug/top holds a key of %d bytes, want at most 512: %.60q…", len(k), k)
 	}
 }
+
+// The admin listener's dashboard, /debug/top and /debug/pprof/ answer
+// only by an IP address, localhost or an allowed name: a web page that
+// points its own name at 127.0.0.1 (DNS rebinding) makes the browser send
+// that name as Host, and is refused. /metrics, /healthz and /readyz,
+// which hold no client's key, answer by any name, as scrapers use.
+func TestAdminHostGuard(t *testing.T) {
+	ts := newServer(t, "", Options{Pprof: true, AdminHosts: []string{"Dash.Example.COM.", "ops.example:9090"}})
+	admin := ts.adminMux()
+	guarded := []string{"/debug/top", "/debug/pprof/", "/debug/pprof/cmdline", "/", "/api/live?seconds=60"}
+	for _, tt := range []struct {
+		host string
+		want int
+	}{
+		{"127.0.0.1:9090", 200},
+		{"127.0.0.1", 200},
+		{"[::1]:9090", 200},
+		{"[::1]", 200},
+		{"10.1.2.3:9090", 200}, // a pod's address
+		{"localhost", 200},
+		{"localhost:9090", 200},
+		{"LOCALHOST.", 200},
+		{"foo.localhost", 200},
+		{"foo.localhost.:9090", 200},
+		{"dash.example.com", 200},
+		{"DASH.example.com:443", 200},
+		{"dash.example.com.", 200},
+		{"ops.example", 200},
+		{"", 200}, // no browser sends an empty Host, or none
+		{"evil.example", 421},
+		{"evil.example:9090", 421},
+		{"127.0.0.1.evil.example", 421},
+		{"localhost.evil.example", 421},
+		{"dash.example.com.evil.example", 421},
+		{"localhost:9090:9090", 421},
+		{"example.com", 421},
+	} {
+		for _, path := range guarded {
+			req := httptest.NewRequest("GET", path, nil)
+			req.Host = tt.host
+			w := httptest.NewRecorder()
+			admin.ServeHTTP(w, req)
+			if w.Code != tt.want {
+				t.Errorf("GET %s, Host %q: %d, want %d", path, tt.host, w.Code, tt.want)
+			}
+		}
+	}
+	for _, path := range []string{"/metrics", "/healthz", "/readyz"} {
+		for _, host := range []string{"evil.example", "sluice.monitoring.svc:9090", "127.0.0.1:9090"} {
+			req := httptest.NewRequest("GET", path, nil)
+			req.Host = host
+			w := httptest.NewRecorder()
+			admin.ServeHTTP(w, req)
+			if w.Code != 200 {
+				t.Errorf("GET %s, Host %q: %d, want 200", path, host, w.Code)
+			}
+		}
+	}
+	// The exemption is of those routes, not of their paths: POST
+	// /metrics falls through to the dashboard, behind the guard.
+	req := httptest.NewRequest("POST", "/metrics", nil)
+	req.Host = "evil.example"
+	w := httptest.NewRecorder()
+	admin.ServeHTTP(w, req)
+	if w.Code != http.StatusMisdirectedRequest {
+		t.Errorf("POST /metrics, Host evil.example: %d, want 421", w.Code)
+	}
+}
+
+// A refusal says, in plain text, how to allow the name; it is logged,
+// once a minute at most, so that a page trying in a loop does not flood
+// the log.
+func TestAdminHostRefusal(t *testing.T) {
+	ts := startServer(t, "", Options{})
+	for range 3 {
+		req, err := http.NewRequest("GET", "http://"+ts.Addrs().Admin+"/debug/top", nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		req.Host = "Evil.Example:9090"
+		resp, body := do(t, req)
+		if resp.StatusCode != http.StatusMisdirectedRequest || !strings.HasPrefix(resp.Header.Get("Content-Type"), "text/plain") ||
+			!strings.Contains(body, "--admin-host evil.example\n") || strings.Contains(body, "refused") {
+			t.Fatalf("/debug/top by evil.example: %d %q\n%s", resp.StatusCode, resp.Header.Get("Content-Type"), body)
+		}
+	}
+	if n := strings.Count(ts.logs.String(), "refused a request by a name not allowed"); n != 1 {
+		t.Errorf("3 refusals in a row logged %d times, want once:\n%s", n, ts.logs.String())
+	}
+	// A Host that is no host name is not suggested to --admin-host.
+	req, _ := http.NewRequest("GET", "http://"+ts.Addrs().Admin+"/", nil)
+	req.Host = "evil+example"
+	if resp, body := do(t, req); resp.StatusCode != http.StatusMisdirectedRequest || strings.Contains(body, "To reach it") {
+		t.Errorf("/ by %q: %d\n%s", req.Host, resp.StatusCode, body)
+	}
+}
+
+func TestHostName(t *testing.T) {
+	for host, want := range map[string]string{
+		"127.0.0.1:9090":     "127.0.0.1",
+		"[::1]:9090":         "::1",
+		"[::1]":              "::1",
+		"::1":                "::1",
+		"LOCALHOST.":         "localhost",
+		"Dash.Example.com.:": "dash.example.com",
+		"":                   "",
+	} {
+		if got := hostName(host); got != want {
+			t.Errorf("hostName(%q) = %q, want %q", host, got, want)
+		}
+	}
+}

@@ -132,6 +132,14 @@ type Options struct {
 	// closes them.
 	ProxyListener, CheckListener, GRPCListener, AdminListener net.Listener
 
+	// AdminHosts are the names, besides IP addresses, localhost and the
+	// names under .localhost, by which the admin listener's dashboard,
+	// /debug/top and /debug/pprof/ may be reached: a request whose Host
+	// names anything else is answered 421 Misdirected Request, so that a
+	// web page cannot read them through a browser by DNS rebinding.
+	// /metrics, /healthz and /readyz answer by any name. A name matches
+	// whatever its case, trailing dot or port. Nil allows no name.
+	AdminHosts []string
 	// Pprof mounts net/http/pprof under /debug/pprof/ on the admin
 	// listener.
 	Pprof bool

@@ -77,6 +77,15 @@ wins over its variable):
                           dashboard (SLUICE_ADMIN_LISTEN).
                           Default 127.0.0.1:9090.
                           Any listener can be turned off with "off".
+  --admin-host NAME       also serve the dashboard, /debug/top and
+                          /debug/pprof/ when reached by this name, such as
+                          the one operators browse to; repeatable or
+                          comma-separated (SLUICE_ADMIN_HOST). Otherwise
+                          they answer only by an IP address, localhost or
+                          a name under .localhost, and 421 by any other
+                          name, so that a web page cannot read them
+                          through a browser by DNS rebinding. /metrics,
+                          /healthz and /readyz answer by any name.
   --tls-cert FILE         serve the proxy, check and gRPC listeners over
                           TLS (1.2 at least; HTTP/2 where the client
                           offers it) with this PEM certificate chain, the
@@ -149,7 +158,7 @@ func (l *listFlag) Set(v string) error {
 // serveFlags parses the flags and environment of sluice serve.
 type serveFlags struct {
 	o                                             server.Options
-	envoy                                         listFlag
+	envoy, adminHost                              listFlag
 	watch, shutdown, bodyTimeout, upstreamTimeout time.Duration
 	logFormat                                     string
 	logLevel                                      string
@@ -170,6 +179,7 @@ func parseServeFlags(args []string, getenv func(string) string, stderr io.Writer
 	fs.StringVar(&f.o.CheckListen, "check-listen", server.DefaultCheckListen, "")
 	fs.StringVar(&f.o.GRPCListen, "grpc-listen", server.DefaultGRPCListen, "")
 	fs.StringVar(&f.o.AdminListen, "admin-listen", server.DefaultAdminListen, "")
+	fs.Var(&f.adminHost, "admin-host", "")
 	fs.StringVar(&f.o.TLSCert, "tls-cert", "", "")
 	fs.StringVar(&f.o.TLSKey, "tls-key", "", "")
 	fs.StringVar(&f.o.TLSClientCA, "tls-client-ca", "", "")
@@ -199,13 +209,15 @@ func parseServeFlags(args []string, getenv func(string) string, stderr io.Writer
 			}
 		}
 	}
-	if v := getenv("SLUICE_ENVOY_CONFIG"); v != "" {
-		for _, p := range strings.Split(v, ",") {
-			if p = strings.TrimSpace(p); p != "" {
-				f.envoy.vals = append(f.envoy.vals, p)
+	for key, l := range map[string]*listFlag{"SLUICE_ENVOY_CONFIG": &f.envoy, "SLUICE_ADMIN_HOST": &f.adminHost} {
+		if v := getenv(key); v != "" {
+			for _, p := range strings.Split(v, ",") {
+				if p = strings.TrimSpace(p); p != "" {
+					l.vals = append(l.vals, p)
+				}
 			}
+			l.fromEnv = true
 		}
-		f.envoy.fromEnv = true
 	}
 	if err := fs.Parse(args); err != nil {
 		return nil, err
@@ -221,6 +233,10 @@ func parseServeFlags(args []string, getenv func(string) string, stderr io.Writer
 		return nil, fmt.Errorf("--log-level %q: want debug, info, warn or error", f.logLevel)
 	}
 	f.o.EnvoyConfigs = f.envoy.vals
+	var err error
+	if f.o.AdminHosts, err = adminHosts(f.adminHost.vals); err != nil {
+		return nil, err
+	}
 	f.o.WatchInterval = f.watch
 	if f.watch <= 0 {
 		f.o.WatchInterval = -1
@@ -232,7 +248,6 @@ func parseServeFlags(args []string, getenv func(string) string, stderr io.Writer
 	if f.o.MaxKeys < 0 {
 		return nil, fmt.Errorf("--max-keys must not be negative (0 means the policy file's, or 1048576)")
 	}
-	var err error
 	if f.o.UpstreamTimeout, err = bound("--upstream-timeout", f.upstreamTimeout); err != nil {
 		return nil, err
 	}
@@ -330,4 +345,26 @@ func bound(flag string, d time.Duration) (time.Duration, error) {
 		return -1, nil
 	}
 	return d, nil
+}
+
+// adminHosts splits the values of --admin-host at commas, and refuses
+// what is not a host name: a URL or a wildcard would never match a
+// request's Host, and a port would suggest it is compared, which it is
+// not.
+func adminHosts(vals []string) ([]string, error) {
+	var names []string
+	for _, v := range vals {
+		for _, n := range strings.Split(v, ",") {
+			if n = strings.TrimSpace(n); n == "" {
+				continue
+			}
+			if strings.Trim(n, ".") == "" || strings.ContainsFunc(n, func(c rune) bool {
+				return !('a' <= c && c <= 'z' || 'A' <= c && c <= 'Z' || '0' <= c && c <= '9' || c == '-' || c == '.' || c == '_')
+			}) {
+				return nil, fmt.Errorf("--admin-host (SLUICE_ADMIN_HOST) %q: want a host name such as dash.example.com, with no scheme, port, path or wildcard (IP addresses and localhost need none)", n)
+			}
+			names = append(names, n)
+		}
+	}
+	return names, nil
 }

@@ -310,6 +310,7 @@ func TestServeExitCodes(t *testing.T) {
 		{[]string{"--body-timeout", "-1s"}, "--body-timeout"},
 		{[]string{"--max-keys", "-5"}, "--max-keys"},
 		{[]string{"--upstream-timeout", "-1s"}, "--upstream-timeout"},
+		{[]string{"--admin-host", "http://dash.example.com"}, "--admin-host"},
 	} {
 		args := append([]string{"serve", "--listen", "off", "--check-listen", "off", "--grpc-listen", "127.0.0.1:0", "--admin-listen", "off"}, tt.args...)
 		code, _, stderr := runCLI(t, args...)
@@ -425,6 +426,73 @@ func TestServeEnv(t *testing.T) {
 	if _, err := parseServeFlags(nil, func(k string) string { return map[string]string{"SLUICE_PPROF": "maybe"}[k] }, io.Discard); err == nil ||
 		!strings.Contains(err.Error(), "SLUICE_PPROF") {
 		t.Errorf("a bad environment value: %v", err)
+	}
+}
+
+// --admin-host, repeatable or comma-separated, and SLUICE_ADMIN_HOST,
+// comma-separated, name the hosts the admin listener's dashboard answers
+// by; a flag replaces the variable's list. What is not a host name is a
+// usage error, named.
+func TestServeAdminHost(t *testing.T) {
+	env := map[string]string{"SLUICE_ADMIN_HOST": "dash.example.com, sluice.ops.internal.,"}
+	getenv := func(k string) string { return env[k] }
+	f, err := parseServeFlags(nil, getenv, io.Discard)
+	if err != nil || strings.Join(f.o.AdminHosts, "|") != "dash.example.com|sluice.ops.internal." {
+		t.Errorf("SLUICE_ADMIN_HOST: %q %v", f.o.AdminHosts, err)
+	}
+	f, err = parseServeFlags([]string{"--admin-host", "a.example,B.example", "--admin-host", "c"}, getenv, io.Discard)
+	if err != nil || strings.Join(f.o.AdminHosts, "|") != "a.example|B.example|c" {
+		t.Errorf("--admin-host should replace the environment's list: %q %v", f.o.AdminHosts, err)
+	}
+	if f, err := parseServeFlags(nil, func(string) string { return "" }, io.Discard); err != nil || f.o.AdminHosts != nil {
+		t.Errorf("no --admin-host: %q %v, want none", f.o.AdminHosts, err)
+	}
+	for _, bad := range []string{"http://dash.example.com", "dash.example.com:9090", "*.example.com", "dash.example.com/", ".", "[::1]"} {
+		if _, err := parseServeFlags([]string{"--admin-host", bad}, getenv, io.Discard); err == nil || !strings.Contains(err.Error(), "--admin-host") {
+			t.Errorf("--admin-host %q: %v, want an error naming the flag", bad, err)
+		}
+	}
+	if _, err := parseServeFlags(nil, func(k string) string { return map[string]string{"SLUICE_ADMIN_HOST": "a.example,https://b"}[k] }, io.Discard); err == nil ||
+		!strings.Contains(err.Error(), "SLUICE_ADMIN_HOST") {
+		t.Errorf("a bad SLUICE_ADMIN_HOST: %v", err)
+	}
+	code, stdout, _ := runCLI(t, "serve", "--help")
+	if code != 0 || !strings.Contains(stdout, "--admin-host NAME") || !strings.Contains(stdout, "SLUICE_ADMIN_HOST") {
+		t.Errorf("--help does not tell of --admin-host: exit %d", code)
+	}
+}
+
+// The binary's admin listener refuses its dashboard and /debug/top by a
+// name it was not given, and serves them by one it was, and by its
+// address; /metrics answers by any name.
+func TestServeAdminHostBinary(t *testing.T) {
+	p := startSluice(t, []string{"proxy", "check", "admin"}, "--admin-host", "dash.example.com")
+	admin := p.addrs["admin"]
+	for _, tt := range []struct {
+		host, path string
+		want       int
+	}{
+		{"evil.example", "/debug/top", 421},
+		{"evil.example", "/", 421},
+		{"evil.example", "/metrics", 200},
+		{"Dash.Example.com.:9090", "/debug/top", 200},
+		{admin, "/debug/top", 200},
+		{"localhost", "/", 200},
+	} {
+		req, err := http.NewRequest("GET", "http://"+admin+tt.path, nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		req.Host = tt.host
+		resp, err := http.DefaultClient.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		io.Copy(io.Discard, resp.Body)
+		resp.Body.Close()
+		if resp.StatusCode != tt.want {
+			t.Errorf("GET %s by %s: %d, want %d", tt.path, tt.host, resp.StatusCode, tt.want)
+		}
 	}
 }
 
