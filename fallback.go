@@ -167,6 +167,9 @@ type FallbackStats struct {
 	Primary, Fallback uint64
 	// Failures counts calls to the primary that failed or timed out,
 	// those ended by their caller's deadline after MaxSilence included.
+	// A call sent before the primary's latest recovery counts if it
+	// failed or timed out, though it does not take the primary down; if
+	// its caller's deadline ended it, it does not count.
 	Failures uint64
 	// Probes counts calls sent to the primary while it was down.
 	Probes uint64
@@ -184,9 +187,13 @@ type FallbackStats struct {
 // after MinBackoff, then after twice as long each time a probe fails, up to
 // MaxBackoff. The first probe that succeeds brings the primary back. So a
 // dead server costs one slow call per backoff period, not one per request.
-// Each transition is logged once and counted in [Fallback.Stats]. With
-// [FailError] the failure mode is the caller's: the calls it would have
-// decided return an error instead.
+// Only calls sent since the primary's latest transition move it: a call
+// sent before an outage and answered after it does not bring the primary
+// back (the answer may predate the outage), and one sent before a recovery
+// that fails after it, hung in the outage that is over, does not take the
+// primary down again. Each transition is logged once and counted in
+// [Fallback.Stats]. With [FailError] the failure mode is the caller's: the
+// calls it would have decided return an error instead.
 //
 // Requests that could never be decided (an invalid limit, a cost above the
 // capacity, a negative cost) return their error without a fallback, and so
@@ -208,7 +215,11 @@ type Fallback struct {
 	log        *slog.Logger
 	clock      rate.Clock
 
-	down    atomic.Bool
+	// gen counts the primary's transitions, down and back up: it is odd
+	// while the primary is down. A call takes it when it is sent, and what
+	// becomes of the call counts for the primary only as news of that gen
+	// (see fail and up). Written under mu, read without.
+	gen     atomic.Uint64
 	probing atomic.Bool
 	mu      sync.Mutex // guards the fields below
 	backoff time.Duration
@@ -311,8 +322,8 @@ func (f *Fallback) DecideAllSource(ctx context.Context, reqs []rate.Request, out
 		// bring a dead primary back.
 		return rate.Combine(nil), SourcePrimary, nil
 	}
-	probe := false
-	down := f.down.Load()
+	gen := f.gen.Load()
+	down := gen&1 == 1
 	if down || f.silentAt.Load() == f.primaryN.Load()+1 {
 		if c, ok := f.primary.(cachedDecider); ok {
 			if d, ok := c.DecideCached(reqs, out); ok {
@@ -326,12 +337,15 @@ func (f *Fallback) DecideAllSource(ctx context.Context, reqs []rate.Request, out
 			}
 		}
 	}
+	probe := false
 	if down {
-		if !f.startProbe() {
+		var send bool
+		if gen, send = f.startProbe(); !send {
 			return f.fallback(ctx, reqs, out, nil)
 		}
-		probe = true
-		f.probes.Add(1)
+		if probe = gen&1 == 1; probe {
+			f.probes.Add(1)
+		}
 	}
 	cctx, cancel := ctx, context.CancelFunc(func() {})
 	timer := false
@@ -351,7 +365,9 @@ func (f *Fallback) DecideAllSource(ctx context.Context, reqs []rate.Request, out
 	cancel()
 	if err == nil {
 		f.primaryN.Add(1)
-		f.up(probe)
+		if probe {
+			f.up(gen)
+		}
 		return d, SourcePrimary, nil
 	}
 	if !timedOut && (ctx.Err() != nil || errors.Is(err, context.DeadlineExceeded) && deadlineNear(ctx)) {
@@ -362,16 +378,13 @@ func (f *Fallback) DecideAllSource(ctx context.Context, reqs []rate.Request, out
 		// its deadline. The primary failed too if it is hung, or if this
 		// was a probe; a failed probe then doubles the backoff rather than
 		// leave the next call to probe again.
-		if f.hung(ctx, probe) {
+		if f.fail(ctx, err, gen, probe, true) {
 			f.failures.Add(1)
-			f.fail(err, probe)
-		} else if probe {
-			f.probing.Store(false)
 		}
 		return rate.Decision{}, SourcePrimary, err
 	}
 	f.failures.Add(1)
-	f.fail(err, probe)
+	f.fail(ctx, err, gen, probe, false)
 	return f.fallback(ctx, reqs, out, err)
 }
 
@@ -389,14 +402,15 @@ func (f *Fallback) DecideAllSource(ctx context.Context, reqs []rate.Request, out
 // client went away, whatever the primary does.
 //
 // A probe needs no bound: the primary is down already and has completed
-// no call since (a success would have brought it back), so a probe left
-// unanswered is a failed probe however the primary went down. Held to the
+// no call since but those sent before it went down (a probe's success
+// would have brought it back), so a probe left unanswered is a failed
+// probe however the primary went down. Held to the
 // bound, a probe soon after an outage that an error began would leave the
 // next call to probe again, and a primary that fails and then hangs would
 // take every call as a probe, each waiting out its caller's deadline. A
-// silence that this probe's call starts (the primary answered meanwhile)
-// is none.
-func (f *Fallback) hung(ctx context.Context, probe bool) bool {
+// silence that this probe's call starts (the primary answered a call sent
+// before the outage meanwhile) is none. Requires that mu is held.
+func (f *Fallback) hung(ctx context.Context, probe bool, now time.Time) bool {
 	if f.silence < 0 || !deadlineNear(ctx) {
 		return false
 	}
@@ -404,9 +418,7 @@ func (f *Fallback) hung(ctx context.Context, probe bool) bool {
 	if probe {
 		bound = 0
 	}
-	f.mu.Lock()
-	defer f.mu.Unlock()
-	return f.silentFor(f.clock.Now()) > bound
+	return f.silentFor(now) > bound
 }
 
 // deadlineSlack is how near its deadline a context that ended, or a call
@@ -466,7 +478,7 @@ type cachedDecider interface {
 // Stats returns the counters.
 func (f *Fallback) Stats() FallbackStats {
 	return FallbackStats{
-		Down:       f.down.Load(),
+		Down:       f.gen.Load()&1 == 1,
 		Primary:    f.primaryN.Load() + f.cachedN.Load(),
 		Fallback:   f.fallbackN.Load(),
 		Failures:   f.failures.Load(),
@@ -476,48 +488,72 @@ func (f *Fallback) Stats() FallbackStats {
 	}
 }
 
-// startProbe reports whether this call should probe the primary: the
-// backoff has passed and no other probe is in flight.
-func (f *Fallback) startProbe() bool {
-	// Both under mu: a probe that fails moves next before it frees its
+// startProbe reports whether a call that found the primary down is sent,
+// and the gen it is sent in: as a probe if the primary is still down, the
+// backoff has passed and no other probe is in flight; as an ordinary call
+// if a probe has brought the primary back since the call found it down.
+func (f *Fallback) startProbe() (gen uint64, send bool) {
+	// All under mu: a probe that fails moves next before it frees its
 	// place (see fail), so no call sees the old next with the place free
-	// and probes again at once, whatever the backoff.
+	// and probes again at once, whatever the backoff; one that succeeds
+	// brings the primary back before it frees its place (see up), so no
+	// call probes a primary that is up.
 	f.mu.Lock()
 	defer f.mu.Unlock()
-	return !f.clock.Now().Before(f.next) && f.probing.CompareAndSwap(false, true)
+	gen = f.gen.Load()
+	if gen&1 == 0 {
+		return gen, true
+	}
+	return gen, !f.clock.Now().Before(f.next) && f.probing.CompareAndSwap(false, true)
 }
 
-// up records a success of the primary.
-func (f *Fallback) up(probe bool) {
-	if probe {
-		f.probing.Store(false)
-	}
-	if !f.down.Load() {
-		return
-	}
+// up records the success of a probe sent in gen, which brings the primary
+// back. Only a probe does: an ordinary call sent before the outage and
+// answered after it may have been answered before it.
+func (f *Fallback) up(gen uint64) {
 	f.mu.Lock()
 	defer f.mu.Unlock()
-	if !f.down.Load() {
+	defer f.probing.Store(false) // under mu, once the primary is up
+	if f.gen.Load() != gen {
 		return
 	}
-	f.down.Store(false)
+	f.gen.Store(gen + 1)
 	f.lastErr = nil
 	f.recoveries.Add(1)
 	f.log.Info("sluice: store recovered", "down_for", f.clock.Now().Sub(f.since).Round(time.Millisecond))
 }
 
-// fail records a failure of the primary: the first takes it down, a failed
-// probe doubles the backoff.
-func (f *Fallback) fail(err error, probe bool) {
+// fail records a failure of the primary in a call sent in gen, and reports
+// whether it counted: the first failure takes the primary down, a failed
+// probe doubles the backoff. A call that its caller's context ended
+// (byCaller) counts only if the primary is hung (see hung).
+//
+// A call sent before the primary's latest recovery never counts: the probe
+// that brought it back was answered since, so the failure is news of the
+// old outage, not of the primary now. Such a call, hung in an outage that
+// is over, would otherwise take a healthy primary down again for a
+// backoff period.
+func (f *Fallback) fail(ctx context.Context, err error, gen uint64, probe, byCaller bool) bool {
 	f.mu.Lock()
 	defer f.mu.Unlock()
+	if probe {
+		defer f.probing.Store(false) // under mu, once next has moved
+	}
+	// gen/2 counts the recoveries before the call was sent.
+	cur := f.gen.Load()
+	if cur/2 != gen/2 {
+		return false
+	}
 	now := f.clock.Now()
+	if byCaller && !f.hung(ctx, probe, now) {
+		return false
+	}
 	// A failure is silence too: a probe that the caller's deadline ends
 	// while the primary stays down counts from the outage on.
 	f.silentFor(now)
 	switch {
-	case !f.down.Load():
-		f.down.Store(true)
+	case cur&1 == 0: // up, as when the call was sent
+		f.gen.Store(cur + 1)
 		f.outages.Add(1)
 		f.since = now
 		f.backoff = f.minBackoff
@@ -533,9 +569,7 @@ func (f *Fallback) fail(err error, probe bool) {
 		f.next = now.Add(f.backoff)
 		f.lastErr = err
 	}
-	if probe {
-		f.probing.Store(false)
-	}
+	return true
 }
 
 // fallback decides by the failure mode. err is the primary's failure, or

@@ -985,3 +985,254 @@ func TestFallbackOneProbeAtAnInstant(t *testing.T) {
 		}
 	}
 }
+
+// held is a breakable store whose calls for the key "held" each wait for
+// the test to answer them: arrived receives a call's answer channel once
+// the call has reached the store, and the call returns the error sent on
+// it, errHang meaning that it waits for its context to end, or, given
+// nil, decides. The other keys go to the breakable store.
+type held struct {
+	*breakable
+	arrived chan chan error
+}
+
+var errHang = errors.New("hangs until its context ends")
+
+func (h *held) DecideAll(ctx context.Context, reqs []rate.Request, out []rate.Decision) (rate.Decision, error) {
+	if len(reqs) == 0 || reqs[0].Key != "held" {
+		return h.breakable.DecideAll(ctx, reqs, out)
+	}
+	h.calls.Add(1)
+	answer := make(chan error)
+	h.arrived <- answer
+	switch err := <-answer; err {
+	case nil:
+		return h.breakable.Store.DecideAll(ctx, reqs, out)
+	case errHang:
+		<-ctx.Done()
+		return rate.Decision{}, ctx.Err()
+	default:
+		return rate.Decision{}, err
+	}
+}
+
+func (h *held) Decide(ctx context.Context, r rate.Request) (rate.Decision, error) {
+	var out [1]rate.Decision
+	return h.DecideAll(ctx, []rate.Request{r}, out[:])
+}
+
+func setupHeld(t *testing.T, opts sluice.FallbackOptions) (*sluice.Fallback, *held, *ratetest.Clock, *logLines) {
+	t.Helper()
+	clk := ratetest.NewClock(time.Date(2024, 6, 1, 12, 0, 0, 0, time.UTC))
+	h := &held{breakable: &breakable{Store: memory.New(memory.Options{Clock: clk})}, arrived: make(chan chan error)}
+	logs := &logLines{}
+	opts.Clock = clk
+	opts.Logger = slog.New(slog.NewTextHandler(logs, nil))
+	return sluice.NewFallback(h, opts), h, clk, logs
+}
+
+// outcome is what a Fallback returned for a call.
+type outcome struct {
+	d   rate.Decision
+	src sluice.Source
+	err error
+}
+
+// inFlight is a call for the key "held", sent to the held store and not
+// answered yet.
+type inFlight struct {
+	answer chan error
+	done   chan outcome
+}
+
+// send starts a call for the key "held" and returns once it has reached
+// the primary.
+func (h *held) send(t *testing.T, f *sluice.Fallback, ctx context.Context) inFlight {
+	t.Helper()
+	c := inFlight{done: make(chan outcome, 1)}
+	go func() {
+		d, src, err := f.DecideAllSource(ctx, []rate.Request{{Key: "held", Limit: tenPerMinute, Cost: 1}}, make([]rate.Decision, 1))
+		c.done <- outcome{d, src, err}
+	}()
+	select {
+	case c.answer = <-h.arrived:
+	case o := <-c.done:
+		t.Fatalf("the call was not sent to the primary: %v %v %v", o.d, o.src, o.err)
+	}
+	return c
+}
+
+// reply makes the primary end the call with err (see held), and returns
+// what the Fallback returned.
+func (c inFlight) reply(err error) outcome {
+	c.answer <- err
+	return <-c.done
+}
+
+// dueCtx is the context of a call whose deadline is now, though it has
+// not ended yet: a store that reports its deadline passed is believed, as
+// the Redis client is, which sees it pass on its connection first.
+type dueCtx struct{ context.Context }
+
+func (dueCtx) Deadline() (time.Time, bool) { return time.Now(), true }
+
+// A call sent before an outage that fails only once a probe has brought
+// the primary back, an error, the Fallback's own Timeout or its caller's
+// deadline ending it, tells of the old outage, not of the primary now: it
+// does not take the recovered primary down again. Its own error or
+// failure mode decision is still the caller's, and an error or a timeout
+// still counts among the Failures.
+func TestFallbackOldCallFailingAfterRecovery(t *testing.T) {
+	deadline := fmt.Errorf("read: %w", context.DeadlineExceeded)
+	for _, c := range []struct {
+		name     string
+		opts     sluice.FallbackOptions
+		ctx      context.Context
+		end      error // how the primary ends the old calls
+		old      int   // how many old calls
+		want     outcome
+		failures uint64
+	}{
+		{"error", sluice.FallbackOptions{Mode: sluice.FailError}, context.Background(), errDown, 1,
+			outcome{src: sluice.SourceError, err: errDown}, 2},
+		{"timeout", sluice.FallbackOptions{Mode: sluice.FailClosed, Timeout: 20 * time.Millisecond}, context.Background(), errHang, 1,
+			outcome{src: sluice.SourceFailClosed}, 2},
+		// Two calls ended by their callers' deadlines further apart than
+		// MaxSilence, the primary idle after the probe.
+		{"callers' deadlines", sluice.FallbackOptions{Mode: sluice.FailLocal, Timeout: -1, MaxSilence: 50 * time.Millisecond}, dueCtx{context.Background()}, deadline, 2,
+			outcome{src: sluice.SourcePrimary, err: context.DeadlineExceeded}, 1},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			c.opts.MinBackoff = 100 * time.Millisecond
+			f, h, clk, logs := setupHeld(t, c.opts)
+			r := rate.Request{Key: "k", Limit: tenPerMinute, Cost: 1}
+			if _, src := decideN(t, f, 1, r); src[sluice.SourcePrimary] != 1 {
+				t.Fatalf("healthy: sources %v", src)
+			}
+			var old []inFlight
+			for range c.old {
+				old = append(old, h.send(t, f, c.ctx))
+			}
+			h.state.Store(1) // another call fails: down
+			if _, src := decideN(t, f, 1, r); src[sluice.SourcePrimary] != 0 {
+				t.Fatalf("the failing call: sources %v", src)
+			}
+			h.state.Store(0)
+			clk.Advance(100 * time.Millisecond) // the probe brings it back
+			if _, src := decideN(t, f, 1, r); src[sluice.SourcePrimary] != 1 {
+				t.Fatalf("the probe: sources %v", src)
+			}
+			for i, call := range old {
+				clk.Advance(51 * time.Millisecond)
+				o := call.reply(c.end)
+				if o.src != c.want.src || !errors.Is(o.err, c.want.err) || (c.want.err == nil) != (o.err == nil) {
+					t.Errorf("old call %d: %v %v %v, want %v %v", i, o.d, o.src, o.err, c.want.src, c.want.err)
+				}
+			}
+			st := f.Stats()
+			if st.Down || st.Outages != 1 || st.Recoveries != 1 || st.Failures != c.failures {
+				t.Errorf("stats %+v: want up, 1 outage, 1 recovery, %d failures", st, c.failures)
+			}
+			calls := h.calls.Load()
+			if _, src := decideN(t, f, 1, r); src[sluice.SourcePrimary] != 1 || h.calls.Load() != calls+1 {
+				t.Errorf("after the old calls: sources %v, want decided by the primary", src)
+			}
+			if lines := logs.lines(); len(lines) != 2 {
+				t.Errorf("log %q: want one line down, one line up", lines)
+			}
+		})
+	}
+}
+
+// A call sent before the primary failed and answered after it may have
+// been answered before the failure: it is the primary's decision, but it
+// brings the primary back no more than an old failure takes it down. The
+// next calls go to the failure mode, not to the failing primary, until a
+// probe is answered.
+func TestFallbackOldAnswerIsNoRecovery(t *testing.T) {
+	f, h, clk, logs := setupHeld(t, sluice.FallbackOptions{Mode: sluice.FailClosed, MinBackoff: 100 * time.Millisecond})
+	r := rate.Request{Key: "k", Limit: tenPerMinute, Cost: 1}
+	if _, src := decideN(t, f, 1, r); src[sluice.SourcePrimary] != 1 {
+		t.Fatalf("healthy: sources %v", src)
+	}
+	old := h.send(t, f, context.Background())
+	h.state.Store(1)
+	if _, src := decideN(t, f, 1, r); src[sluice.SourceFailClosed] != 1 {
+		t.Fatalf("the failing call: sources %v", src)
+	}
+	if o := old.reply(nil); o.err != nil || o.src != sluice.SourcePrimary || !o.d.Allowed {
+		t.Fatalf("the old call answered: %v %v %v, want admitted by the primary", o.d, o.src, o.err)
+	}
+	calls := h.calls.Load()
+	if _, src := decideN(t, f, 3, r); src[sluice.SourceFailClosed] != 3 || h.calls.Load() != calls {
+		t.Errorf("after the old answer: sources %v, %d calls sent to the failing primary; want 3 by fail_closed, none sent", src, h.calls.Load()-calls)
+	}
+	if st := f.Stats(); !st.Down || st.Outages != 1 || st.Recoveries != 0 || st.Primary != 2 {
+		t.Errorf("stats %+v: want down, 1 outage, no recovery, 2 decisions by the primary", st)
+	}
+	h.state.Store(0)
+	clk.Advance(100 * time.Millisecond)
+	if _, src := decideN(t, f, 1, r); src[sluice.SourcePrimary] != 1 {
+		t.Fatalf("the probe: sources %v", src)
+	}
+	if st := f.Stats(); st.Down || st.Recoveries != 1 || st.Probes != 1 {
+		t.Errorf("stats %+v: want up, 1 recovery, by the 1 probe", st)
+	}
+	if lines := logs.lines(); len(lines) != 2 {
+		t.Errorf("log %q: want one line down, one line up", lines)
+	}
+}
+
+// pausesInCache is a breakable store with a deny cache that holds a call
+// for the key "paused" when the Fallback asks it, as it does of a primary
+// down, until the test resumes it.
+type pausesInCache struct {
+	*breakable
+	asked, resume chan struct{}
+}
+
+func (p *pausesInCache) DecideCached(reqs []rate.Request, out []rate.Decision) (rate.Decision, bool) {
+	if reqs[0].Key == "paused" {
+		p.asked <- struct{}{}
+		<-p.resume
+	}
+	return rate.Decision{}, false
+}
+
+// A call that found the primary down, a probe due, and reaches it only
+// after another call's probe has brought it back, is no probe: an
+// ordinary call of the primary up, held to MaxSilence if its caller's
+// deadline ends it, and not counted among the Probes.
+func TestFallbackNoProbeOnceRecovered(t *testing.T) {
+	clk := ratetest.NewClock(time.Date(2024, 6, 1, 12, 0, 0, 0, time.UTC))
+	p := &pausesInCache{breakable: &breakable{Store: memory.New(memory.Options{Clock: clk})}, asked: make(chan struct{}), resume: make(chan struct{})}
+	f := sluice.NewFallback(p, sluice.FallbackOptions{Mode: sluice.FailClosed, Timeout: -1, MaxSilence: 50 * time.Millisecond, MinBackoff: 100 * time.Millisecond, Clock: clk})
+	r := rate.Request{Key: "k", Limit: tenPerMinute, Cost: 1}
+	p.state.Store(1)
+	decideN(t, f, 1, r) // down
+	clk.Advance(100 * time.Millisecond)
+	done := make(chan error, 1)
+	go func() {
+		_, _, err := callBy(f, shortDeadline, rate.Request{Key: "paused", Limit: tenPerMinute, Cost: 1})
+		done <- err
+	}()
+	<-p.asked // it found the primary down
+	p.state.Store(0)
+	if _, src := decideN(t, f, 1, r); src[sluice.SourcePrimary] != 1 {
+		t.Fatalf("the probe: sources %v", src)
+	}
+	// Slow now: a call that its caller's deadline ends starts a silence,
+	// and the paused one ends 1ms into it, far within MaxSilence.
+	p.state.Store(2)
+	if _, _, err := callBy(f, shortDeadline, r); !errors.Is(err, context.DeadlineExceeded) {
+		t.Fatalf("the slow call: %v, want DeadlineExceeded", err)
+	}
+	clk.Advance(time.Millisecond)
+	close(p.resume)
+	if err := <-done; !errors.Is(err, context.DeadlineExceeded) {
+		t.Fatalf("the paused call: %v, want its caller's DeadlineExceeded", err)
+	}
+	if st := f.Stats(); st.Down || st.Outages != 1 || st.Probes != 1 || st.Failures != 1 {
+		t.Errorf("stats %+v: want up, 1 outage, 1 probe, 1 failure", st)
+	}
+}
