@@ -17,6 +17,7 @@ import (
 	"github.com/sluicehq/sluice"
 	"github.com/sluicehq/sluice/clientip"
 	"github.com/sluicehq/sluice/internal/yamlalias"
+	"github.com/sluicehq/sluice/internal/yamlpos"
 	"github.com/sluicehq/sluice/rate"
 )
 
@@ -71,7 +72,7 @@ func Load(name string, data []byte) (*Set, error) {
 	ld := &loader{file: name}
 	var doc yaml.Node
 	if err := yaml.Unmarshal(data, &doc); err != nil {
-		ld.yamlError(err)
+		ld.yamlError(data, err)
 		return nil, ld.err()
 	}
 	if len(doc.Content) == 0 {
@@ -127,14 +128,17 @@ func byPosition(ps []Problem) []Problem {
 
 var yamlLine = regexp.MustCompile(`^yaml: line (\d+): (.*)$`)
 
-// yamlError turns the YAML parser's errors into problems.
-func (ld *loader) yamlError(err error) {
+// yamlError turns the YAML parser's errors on data into problems. The
+// parser names no line for many syntax errors and, for others, a line
+// above the mistake: yamlpos finds the mistake's line and column.
+func (ld *loader) yamlError(data []byte, err error) {
 	var te *yaml.TypeError
-	msgs := []string{err.Error()}
-	if errors.As(err, &te) {
-		msgs = te.Errors
+	if !errors.As(err, &te) {
+		at := yamlpos.Locate(data, err)
+		ld.probs = append(ld.probs, Problem{File: ld.file, Line: max(at.Line, 1), Column: max(at.Column, 1), Message: "invalid YAML: " + at.Message})
+		return
 	}
-	for _, m := range msgs {
+	for _, m := range te.Errors {
 		p := Problem{File: ld.file, Line: 1, Column: 1, Message: "invalid YAML: " + strings.TrimPrefix(m, "yaml: ")}
 		if sm := yamlLine.FindStringSubmatch(m); sm != nil {
 			p.Line, _ = strconv.Atoi(sm[1])

@@ -149,9 +149,9 @@ policies:
     limits: ["1/s"]
     limits: ["2/s"]
 `, 5, 5, []string{`field "limits" repeated`}},
-		// The YAML parser reports the line where the construct it could not
-		// finish began.
-		{"yaml syntax", "policies:\n  - name: a\n   limits: x\n", 1, 1, []string{"invalid YAML: did not find expected '-' indicator"}},
+		// The line of the mistake, not the one where the construct the YAML
+		// parser could not finish began (see yamlsyntax_test.go).
+		{"yaml syntax", "policies:\n  - name: a\n   limits: x\n", 3, 4, []string{"invalid YAML: did not find expected '-' indicator"}},
 		{"bad proxy", `
 client_ip:
   trusted_proxies: [10.0.0.0/33]

@@ -16,6 +16,7 @@ import (
 	"google.golang.org/protobuf/types/known/wrapperspb"
 
 	"github.com/sluicehq/sluice/internal/yamlalias"
+	"github.com/sluicehq/sluice/internal/yamlpos"
 	"github.com/sluicehq/sluice/rate"
 )
 
@@ -473,10 +474,10 @@ func (p *parser) parseFile(data []byte) *domain {
 		line, msg := 0, strings.TrimPrefix(err.Error(), "yaml: ")
 		var te *yaml.TypeError
 		if !errors.As(err, &te) {
-			if line = yamlErrorLine(err.Error()); line > 0 {
-				// The line leads the message: say it once, as file:line.
-				msg = strings.TrimPrefix(msg, "line "+strconv.Itoa(line)+": ")
-			}
+			// The parser names no line for many syntax errors and, for
+			// others, a line above the mistake.
+			at := yamlpos.Locate(data, err)
+			line, msg = at.Line, at.Message
 		}
 		p.errorf(line, "invalid YAML: %s", msg)
 		return nil
@@ -513,21 +514,6 @@ func (p *parser) parseFile(data []byte) *domain {
 		return nil
 	}
 	return d
-}
-
-// yamlErrorLine extracts the line from a YAML syntax error ("yaml: line
-// 3: ...").
-func yamlErrorLine(msg string) int {
-	_, rest, ok := strings.Cut(msg, "line ")
-	if !ok {
-		return 0
-	}
-	end := strings.IndexFunc(rest, func(r rune) bool { return r < '0' || r > '9' })
-	if end <= 0 {
-		return 0
-	}
-	n, _ := strconv.Atoi(rest[:end])
-	return n
 }
 
 var (

@@ -32,9 +32,12 @@ func FuzzParse(f *testing.F) {
 	f.Fuzz(func(t *testing.T, data []byte, key, value string) {
 		cfg, err := Parse(File{Name: "fuzz.yaml", Data: data})
 		if err != nil {
-			// YAML breaks lines at \n, \r\n and a lone \r: at most
-			// this many lines.
-			lines := strings.Count(string(data), "\n") + strings.Count(string(data), "\r") + 1
+			// YAML breaks lines at \n, \r\n, a lone \r, NEL, LS and
+			// PS: at most this many lines.
+			lines := 1
+			for _, b := range []string{"\n", "\r", "\u0085", "\u2028", "\u2029"} {
+				lines += strings.Count(string(data), b)
+			}
 			for _, e := range unjoin(err) {
 				var ce *ConfigError
 				if !errors.As(e, &ce) {
