@@ -30,7 +30,11 @@
 // net/http, on the clean path a request means: //login and /a/../login
 // are /login, as a router or an upstream that cleans paths would serve
 // them (where ServeMux itself redirects, both the unclean request and the
-// one that follows the redirect count). No match means every request.
+// one that follows the redirect count). Hosts and methods match whatever
+// their case, and hosts without a final dot (API.Example.com. is
+// api.example.com, post is POST), as the gateways and applications that
+// serve such requests read them; a method key counts them as one. No
+// match means every request.
 //
 // Keys: a key is built from parts (ip, user, method, header:NAME,
 // path:NAME for a wildcard of the pattern, form:NAME for a form field as

@@ -153,7 +153,13 @@ func appendPart(dst []byte, p *part, r *Request, pathVals []string) ([]byte, boo
 		if r.HTTP == nil {
 			return dst, false
 		}
-		return appendValue(dst, r.HTTP.Method), true
+		// In upper case, as the policies match it (see methodIn): post
+		// and POST are one method to the applications that serve them.
+		m := r.HTTP.Method
+		if strings.IndexFunc(m, func(c rune) bool { return 'a' <= c && c <= 'z' }) >= 0 {
+			m = strings.ToUpper(m)
+		}
+		return appendValue(dst, m), true
 	case partHeader:
 		v, ok := r.header(p.name, p.lower)
 		if !ok {

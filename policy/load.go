@@ -1016,6 +1016,9 @@ func (ld *loader) match(n *yaml.Node, what string) matcher {
 	if path == "" {
 		path = "/"
 	}
+	// Requests are matched by their host in lower case, without a final
+	// dot (see routedHost); so is the pattern.
+	host, _ = routedHost(host)
 	mux, mk, err := newMux(host + path)
 	if err != nil {
 		ld.errf(pathNode, "%v", err)

@@ -121,9 +121,14 @@ func (m *matcher) matches(r *Request) bool {
 	return true
 }
 
+// methodIn reports whether method is one of methods (upper case), GET
+// standing for HEAD too. Case does not count: methods are case-sensitive,
+// but a gateway that passes post on as it came (Traefik) and applications
+// that serve it as POST (Django, Flask) would let it escape a policy on
+// POST.
 func methodIn(method string, methods []string) bool {
 	for _, m := range methods {
-		if m == method || m == http.MethodGet && method == http.MethodHead {
+		if strings.EqualFold(m, method) || m == http.MethodGet && strings.EqualFold(method, http.MethodHead) {
 			return true
 		}
 	}

@@ -4,6 +4,7 @@ import (
 	"context"
 	"net/http"
 	"net/netip"
+	"strings"
 
 	"github.com/sluicehq/sluice/internal/urlpath"
 )
@@ -39,22 +40,45 @@ type Request struct {
 }
 
 // routed returns r with its path as a ServeMux routes it (see
-// urlpath.CleanURL): r itself when the path is clean, else a shallow copy
-// that only the policies' patterns read. ServeMux would answer /a/../login
-// or //login with a redirect, which matches no policy, where a reverse
-// proxy, a router that cleans paths or a gRPC server's unknown-service
-// handler serves the request as /login. CONNECT's target is no path.
+// urlpath.CleanURL) and its host as gateways and servers route it (see
+// routedHost): r itself when both are already so, else a shallow copy
+// that only the policies' patterns read. ServeMux would answer
+// /a/../login or //login with a redirect, which matches no policy, where a
+// reverse proxy, a router that cleans paths or a gRPC server's
+// unknown-service handler serves the request as /login. CONNECT's target
+// is no path.
 func routed(r *http.Request) *http.Request {
 	if r.Method == http.MethodConnect || r.URL == nil {
 		return r
 	}
 	u := urlpath.CleanURL(r.URL)
-	if u == r.URL {
+	host, hostOK := routedHost(r.Host)
+	if u == r.URL && hostOK {
 		return r
 	}
 	c := *r
-	c.URL = u
+	c.URL, c.Host = u, host
 	return &c
+}
+
+// routedHost returns host (a Host header, its port kept) in lower case and
+// without the final dot of a fully qualified name, and whether it was so
+// already. Names are matched as DNS matches them: a gateway (Traefik) or
+// an application that ignores the host serves API.Example.COM and
+// api.example.com. as api.example.com, and a policy on api.example.com
+// must count them, where ServeMux, which the patterns go through, compares
+// hosts byte for byte.
+func routedHost(host string) (string, bool) {
+	name, port := host, ""
+	if i := strings.LastIndexByte(host, ':'); i >= 0 && !strings.Contains(host[i:], "]") {
+		name, port = host[:i], host[i:]
+	}
+	dot := strings.HasSuffix(name, ".")
+	upper := strings.IndexFunc(name, func(c rune) bool { return 'A' <= c && c <= 'Z' }) >= 0
+	if !dot && !upper {
+		return host, true
+	}
+	return strings.ToLower(strings.TrimSuffix(name, ".")) + port, false
 }
 
 // header returns the first value of a header field and whether it is
