@@ -5,6 +5,7 @@ import (
 	"net/url"
 	"strconv"
 	"strings"
+	"sync/atomic"
 
 	"github.com/sluicehq/sluice/clientip"
 )
@@ -30,15 +31,18 @@ const hSluiceStatus = "X-Sluice-Status"
 //	                         status in X-Sluice-Status
 func (s *Server) checkMux() http.Handler {
 	mux := http.NewServeMux()
-	mux.HandleFunc("/check", s.serveCheck(false))
-	mux.HandleFunc("/check/traefik", s.serveCheck(false))
-	mux.HandleFunc("/check/nginx", s.serveCheck(true))
+	untrusted := new(atomic.Pointer[generation])
+	mux.HandleFunc("/check", s.serveCheck(false, untrusted))
+	mux.HandleFunc("/check/traefik", s.serveCheck(false, untrusted))
+	mux.HandleFunc("/check/nginx", s.serveCheck(true, untrusted))
 	mux.HandleFunc("/healthz", serveHealthz)
 	return mux
 }
 
 // serveCheck decides the request a gateway describes, without serving it.
-func (s *Server) serveCheck(nginx bool) http.HandlerFunc {
+// untrusted holds the generation that last warned of a gateway it does
+// not trust, so that the warning comes once per configuration.
+func (s *Server) serveCheck(nginx bool, untrusted *atomic.Pointer[generation]) http.HandlerFunc {
 	return func(w http.ResponseWriter, r *http.Request) {
 		s.m.inflight.Inc()
 		defer s.m.inflight.Dec()
@@ -50,8 +54,19 @@ func (s *Server) serveCheck(nginx bool) http.HandlerFunc {
 			writeProblem(w, http.StatusBadRequest, "X-Forwarded-Uri is not a request URI")
 			return
 		}
-		if nginx {
-			w = &nginxWriter{ResponseWriter: w}
+		// A check that describes a request and is decided as itself comes
+		// from a peer not trusted: a gateway left out of trusted_proxies
+		// has every request decided as the check itself, and counted as its own.
+		if orig == r && (r.Header.Get(hForwardedURI) != "" || r.Header.Get(hForwardedMethod) != "") && untrusted.Swap(g) != g {
+			s.log.Warn("a check describes a request in X-Forwarded-Method and -Uri, but its peer is not in client_ip.trusted_proxies: "+
+				"the check is decided as itself; add the gateway's address to trusted_proxies", "peer", r.RemoteAddr)
+		}
+		// The policies answer a HEAD request with no body, as its client
+		// expects; the check that asks about it is a GET (Traefik's
+		// forwardAuth, NGINX's subrequest), whose answer must be whole.
+		noBody := orig.Method == http.MethodHead && r.Method != http.MethodHead
+		if nginx || noBody {
+			w = &checkWriter{ResponseWriter: w, nginx: nginx, noBody: noBody}
 		}
 		g.check.ServeHTTP(w, orig)
 	}
@@ -74,6 +89,10 @@ func checkPassed(w http.ResponseWriter, r *http.Request) {
 // client can choose what it is counted as. The client address comes from
 // the forwarding header as the policies' resolver reads it. ok is false
 // for a trusted request whose URI does not parse.
+//
+// A missing or malformed method is taken as GET. The policies match the
+// method and host whatever their case, and the host without a final dot,
+// as gateways route them (Traefik describes them as the client wrote them).
 //
 // The URI is the client's own (NGINX's $request_uri), which the gateway
 // and the application may read more leniently than net/http does: a
@@ -101,7 +120,7 @@ func forwardedRequest(r *http.Request, resolver *clientip.Resolver) (*http.Reque
 	if err != nil {
 		return nil, false
 	}
-	if method == "" || !validMethod(method) {
+	if !validMethod(method) {
 		method = http.MethodGet
 	}
 	out := r.Clone(r.Context())
@@ -133,15 +152,32 @@ func validMethod(m string) bool {
 	return m != ""
 }
 
-// nginxWriter turns refusals into the 403 NGINX's auth_request
-// understands, with the real status in X-Sluice-Status for the
-// error_page location to answer with.
-type nginxWriter struct{ http.ResponseWriter }
+// checkWriter is the ResponseWriter a check is answered through when its
+// answer needs changing. For NGINX (nginx), it turns refusals into the
+// 403 auth_request understands, with the real status in X-Sluice-Status
+// for the error_page location to answer with. For a check about a HEAD
+// request that is not a HEAD itself (noBody), it drops the Content-Length
+// of the body the policies, answering as to the HEAD, do not write: the
+// gateway would wait for that body, find the connection closed, and
+// answer its client 500 (Traefik) for a refusal. The client of a HEAD
+// gets no body whatever the length.
+type checkWriter struct {
+	http.ResponseWriter
+	nginx  bool
+	noBody bool
+}
 
-func (w *nginxWriter) WriteHeader(code int) {
-	if code == http.StatusTooManyRequests || code == http.StatusServiceUnavailable {
+func (w *checkWriter) WriteHeader(code int) {
+	if w.nginx && (code == http.StatusTooManyRequests || code == http.StatusServiceUnavailable) {
 		w.Header().Set(hSluiceStatus, strconv.Itoa(code))
 		code = http.StatusForbidden
 	}
+	if w.noBody {
+		w.Header().Del("Content-Length")
+	}
 	w.ResponseWriter.WriteHeader(code)
 }
+
+// Unwrap returns the ResponseWriter underneath, for
+// http.ResponseController.
+func (w *checkWriter) Unwrap() http.ResponseWriter { return w.ResponseWriter }

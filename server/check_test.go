@@ -95,14 +95,34 @@ func traefikExample(t *testing.T) []string {
 
 // A check from a peer that is not a trusted proxy is decided as itself:
 // its X-Forwarded-* headers cannot make it count as another request or
-// another client.
+// another client. A gateway left out of trusted_proxies would see nothing
+// limited (or everything counted as one client), so it is logged: once
+// per configuration, not once per request.
 func TestCheckUntrustedIsCheckedAsItself(t *testing.T) {
-	ts := startServer(t, strings.Replace(checkPolicy, "127.0.0.1", "10.0.0.0/8", 1), Options{})
+	policy := strings.Replace(checkPolicy, "127.0.0.1", "10.0.0.0/8", 1)
+	ts := startServer(t, policy, Options{})
+	const warning = "is not in client_ip.trusted_proxies"
 	for range 3 {
 		resp, _ := get(t, ts.Addrs().Check, "/check", "X-Forwarded-Method", "POST", "X-Forwarded-Uri", "/login", "X-Forwarded-For", "203.0.113.5")
 		if resp.StatusCode != 200 || resp.Header.Get("Ratelimit") != "" {
 			t.Fatalf("untrusted check: %d %v; want 200 with no limit (GET /check matches no policy)", resp.StatusCode, resp.Header)
 		}
+	}
+	if n := strings.Count(ts.logs.String(), warning); n != 1 {
+		t.Errorf("3 checks from an untrusted gateway logged %d warnings, want 1:\n%s", n, ts.logs.String())
+	}
+	// A reload that still leaves the gateway out says so again, once.
+	writeFile(t, ts.dir, "sluice.yaml", policy+"\n")
+	if err := ts.Reload(t.Context()); err != nil {
+		t.Fatal(err)
+	}
+	for range 2 {
+		get(t, ts.Addrs().Check, "/check/nginx", "X-Forwarded-Method", "POST", "X-Forwarded-Uri", "/login")
+	}
+	// A plain check (a health probe) from an untrusted peer is no gateway.
+	get(t, ts.Addrs().Check, "/check")
+	if n := strings.Count(ts.logs.String(), warning); n != 2 {
+		t.Errorf("after a reload, %d warnings, want 2:\n%s", n, ts.logs.String())
 	}
 }
 
@@ -386,6 +406,92 @@ func TestCheckForwardedURIForms(t *testing.T) {
 	for _, uri := range []string{"login", "/%zz", "/" + strings.Repeat("%", 100)} {
 		if resp := check("POST", uri); resp.StatusCode != http.StatusBadRequest {
 			t.Errorf("POST %q: %d, want 400", uri, resp.StatusCode)
+		}
+	}
+}
+
+// A HEAD request is decided as itself (a GET policy covers it), but
+// Traefik asks about it with a GET: the refusal must be a whole answer to
+// that GET, or Traefik, reading the body it was promised, answers the
+// client 500. With preserveRequestMethod the check is a HEAD itself, and
+// has no body.
+func TestCheckForwardedHEAD(t *testing.T) {
+	ts := startServer(t, strings.Replace(checkPolicy, `"POST /login"`, `"GET /login"`, 1), Options{})
+	for i, c := range []struct {
+		method, path string
+		refused      int
+	}{
+		{"GET", "/check", http.StatusTooManyRequests},
+		{"GET", "/check/nginx", http.StatusForbidden},
+		{"HEAD", "/check", http.StatusTooManyRequests},
+		{"HEAD", "/check/nginx", http.StatusForbidden},
+	} {
+		client := fmt.Sprintf("203.0.113.%d", i+1)
+		for n, want := range []int{200, 200, c.refused} {
+			req, err := http.NewRequest(c.method, "http://"+ts.Addrs().Check+c.path, nil)
+			if err != nil {
+				t.Fatal(err)
+			}
+			req.Header.Set("X-Forwarded-Method", "HEAD")
+			req.Header.Set("X-Forwarded-Uri", "/login")
+			req.Header.Set("X-Forwarded-For", client)
+			resp, err := http.DefaultClient.Do(req)
+			if err != nil {
+				t.Fatal(err)
+			}
+			body, err := io.ReadAll(resp.Body)
+			resp.Body.Close()
+			if err != nil || resp.StatusCode != want || resp.Header.Get("Ratelimit") == "" {
+				t.Errorf("%s %s about HEAD /login, #%d: %d, RateLimit %q, body %q, read error %v; want %d and a whole answer",
+					c.method, c.path, n+1, resp.StatusCode, resp.Header.Get("Ratelimit"), body, err, want)
+			}
+			if want != 200 && resp.Header.Get("Retry-After") != "30" {
+				t.Errorf("%s %s about HEAD /login: Retry-After %q, want 30", c.method, c.path, resp.Header.Get("Retry-After"))
+			}
+		}
+	}
+}
+
+// Traefik routes a host name in any letter case, and with the final dot
+// of a fully qualified name, and describes the request with the Host the
+// client wrote: a policy on api.example.com decides them all, as NGINX's
+// $host (lower case, no final dot) has it decide.
+func TestCheckForwardedHostForms(t *testing.T) {
+	ts := startServer(t, `
+client_ip: {trusted_proxies: [127.0.0.1]}
+policies:
+  - name: api
+    match: "api.example.com/"
+    key: ip
+    limits: ["100/m"]
+`, Options{})
+	for _, host := range []string{
+		"api.example.com", "API.Example.COM", "api.example.com.", "Api.Example.Com.:8443", "api.example.com:443",
+	} {
+		resp, _ := get(t, ts.Addrs().Check, "/check", "X-Forwarded-Method", "GET", "X-Forwarded-Uri", "/",
+			"X-Forwarded-Host", host, "X-Forwarded-For", "203.0.113.5")
+		if resp.StatusCode != 200 || resp.Header.Get("Ratelimit") == "" {
+			t.Errorf("Host %q: %d, RateLimit %q; want 200 decided by the api policy", host, resp.StatusCode, resp.Header.Get("Ratelimit"))
+		}
+	}
+	for _, host := range []string{"www.example.com", "api.example.com..", "api.example.com.evil", "xapi.example.com"} {
+		resp, _ := get(t, ts.Addrs().Check, "/check", "X-Forwarded-Method", "GET", "X-Forwarded-Uri", "/",
+			"X-Forwarded-Host", host, "X-Forwarded-For", "203.0.113.5")
+		if resp.StatusCode != 200 || resp.Header.Get("Ratelimit") != "" {
+			t.Errorf("Host %q: %d, RateLimit %q; want 200 and no policy", host, resp.StatusCode, resp.Header.Get("Ratelimit"))
+		}
+	}
+}
+
+// Traefik passes a method in lower case on as it came, and Django and
+// Flask (Werkzeug) read it in upper case: post /login is a POST /login to
+// them, and must not escape the policy on POST /login.
+func TestCheckForwardedMethodCase(t *testing.T) {
+	ts := startServer(t, checkPolicy, Options{})
+	for i, method := range []string{"post", "Post", "POST"} {
+		resp, _ := get(t, ts.Addrs().Check, "/check", "X-Forwarded-Method", method, "X-Forwarded-Uri", "/login", "X-Forwarded-For", "203.0.113.5")
+		if want := []int{200, 200, 429}[i]; resp.StatusCode != want || resp.Header.Get("Ratelimit") == "" {
+			t.Errorf("%s /login: %d, RateLimit %q; want %d, decided by the login policy", method, resp.StatusCode, resp.Header.Get("Ratelimit"), want)
 		}
 	}
 }
