@@ -24,11 +24,13 @@
 //     it does not wait for them one after the other under the lock.
 //
 // Memory: an idle key costs about 100 bytes, its 64-byte line in a table
-// kept 60% to 75% full, key included when it is up to 27 bytes long (a
-// longer key adds its bytes to the arena); a sliding_log key also holds
-// its timestamps. The garbage collector never scans the tables. Keys whose
-// state is fresh cost nothing: they are deleted when a decision leaves
-// them fresh, and reclaimed a few at a time once time has made them fresh.
+// kept 60% to 75% full while keys come, key included when it is up to 27
+// bytes long (a longer key adds its bytes to the arena); a sliding_log key
+// also holds its timestamps. When keys go, a table shrinks once it is less
+// than a quarter full, so after a burst a key may cost up to 256 bytes.
+// The garbage collector never scans the tables. Keys whose state is fresh
+// cost nothing: they are deleted when a decision leaves them fresh, and
+// reclaimed a few at a time once time has made them fresh.
 // MaxKeys bounds the total; see [Store] for what eviction forgets.
 //
 // Time is read from Options.Clock once per decision, in microseconds; tests

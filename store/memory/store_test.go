@@ -764,3 +764,73 @@ func TestDecideKeyErrors(t *testing.T) {
 		t.Errorf("invalid requests stored %d keys", s.Len())
 	}
 }
+
+// TestBoundsOfLimits: a limit past the bounds of rate.Limit.Validate (a
+// count times a period beyond exact arithmetic, a sliding_log that would
+// keep millions of timestamps a key) is refused with Check's error by
+// Decide, DecideKey and DecideAll alike, as the Redis store refuses it; a
+// limit at those bounds is decided.
+func TestBoundsOfLimits(t *testing.T) {
+	ctx := context.Background()
+	const us = time.Microsecond
+	hour := int64(time.Hour / us)
+	day := 24 * time.Hour
+	tests := []struct {
+		limit rate.Limit
+		ok    bool
+	}{
+		{rate.Limit{Algorithm: rate.GCRA, Count: rate.MaxExact / hour, Period: time.Hour}, true},
+		{rate.Limit{Algorithm: rate.GCRA, Count: rate.MaxExact/hour + 1, Period: time.Hour}, false},
+		{rate.Limit{Algorithm: rate.GCRA, Count: 1 << 40, Period: 1 << 24 * us}, false}, // count × period wraps to 0
+		{rate.Limit{Algorithm: rate.TokenBucket, Count: 10, Burst: rate.MaxExact/hour + 1, Period: time.Hour}, false},
+		{rate.Limit{Algorithm: rate.LeakyBucket, Count: rate.MaxExact/hour + 1, Period: time.Hour}, false},
+		{rate.Limit{Algorithm: rate.SlidingWindow, Count: rate.MaxExact / hour, Period: time.Hour}, true},
+		{rate.Limit{Algorithm: rate.SlidingWindow, Count: rate.MaxExact/hour + 1, Period: time.Hour}, false},
+		{rate.Limit{Algorithm: rate.FixedWindow, Count: rate.MaxExact, Period: day}, true},
+		{rate.Limit{Algorithm: rate.FixedWindow, Count: rate.MaxExact + 1, Period: day}, false},
+		{rate.Limit{Algorithm: rate.FixedWindow, Count: 1, Period: rate.MaxExact * us}, true},
+		{rate.Limit{Algorithm: rate.FixedWindow, Count: 1, Period: (rate.MaxExact + 1) * us}, false},
+		{rate.Limit{Algorithm: rate.SlidingLog, Count: rate.MaxLogCount, Period: day}, true},
+		{rate.Limit{Algorithm: rate.SlidingLog, Count: rate.MaxLogCount + 1, Period: time.Second}, false},
+		{rate.Limit{Algorithm: rate.SlidingLog, Count: rate.MaxLogCount + 1, Period: day}, false},
+		{rate.Limit{Algorithm: rate.SlidingLog, Count: 2, Period: (rate.MaxExact + 1) * us}, false},
+		{rate.Limit{Algorithm: rate.SlidingLog, Count: 1 << 40, Period: time.Second}, false},
+	}
+	for _, tt := range tests {
+		t.Run(tt.limit.String(), func(t *testing.T) {
+			s := memory.New(memory.Options{Clock: ratetest.NewClock(start)})
+			r := rate.Request{Key: "k", Limit: tt.limit, Cost: 1}
+			want := r.Check()
+			if (want == nil) != tt.ok {
+				t.Fatalf("Check() = %v: the test's limit is on the wrong side of the bound", want)
+			}
+			expect := func(name string, d rate.Decision, err error) {
+				t.Helper()
+				switch {
+				case want == nil && (err != nil || !d.Allowed || d.Remaining != tt.limit.Capacity()-1):
+					t.Errorf("%s: %v, %v; want allowed with %d left", name, d, err, tt.limit.Capacity()-1)
+				case want != nil && (err == nil || err.Error() != want.Error()):
+					t.Errorf("%s: %v, %v; want the error %q", name, d, err, want)
+				}
+			}
+			d, err := s.Decide(ctx, r)
+			expect("Decide", d, err)
+			s = memory.New(memory.Options{Clock: ratetest.NewClock(start)})
+			d, err = s.DecideKey(ctx, r.Key, &r.Limit, r.Cost)
+			expect("DecideKey", d, err)
+			s = memory.New(memory.Options{Clock: ratetest.NewClock(start)})
+			d, err = s.DecideAll(ctx, []rate.Request{r}, make([]rate.Decision, 1))
+			expect("DecideAll", d, err)
+			if want != nil && s.Len() != 0 {
+				t.Errorf("an invalid request stored %d keys", s.Len())
+			}
+		})
+	}
+	// Stepping this one would ask for 2^61 timestamps and panic with the
+	// shard's lock held, leaving every key of the shard stuck.
+	huge := rate.Limit{Algorithm: rate.SlidingLog, Count: 1 << 60, Period: time.Second}
+	s := memory.New(memory.Options{Clock: ratetest.NewClock(start)})
+	if _, err := s.Decide(ctx, rate.Request{Key: "k", Limit: huge, Cost: huge.Count}); err == nil {
+		t.Errorf("%v at full cost: no error", huge)
+	}
+}

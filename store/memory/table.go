@@ -81,8 +81,10 @@ func tickOf(now int64) int64 {
 // Deletion shifts the following entries back rather than leaving
 // tombstones. The table's length is not a power of two: the home slot of
 // hash h is h·len/2^32, so the table can grow by a quarter at a time and
-// stay between 60% and 75% full, which is what keeps an idle key at about
-// 100 bytes with its 64-byte line.
+// stay between 60% and 75% full while keys come, which is what keeps an
+// idle key at about 100 bytes with its 64-byte line. When keys go it
+// shrinks, to two thirds full, only once it is under a quarter full, so
+// that a shard near either threshold does not resize back and forth.
 type shard struct {
 	// lines tells where table is, apart from the fields mu guards: those
 	// lines move between cores with every decision, this one only when

@@ -5,6 +5,7 @@ import (
 	"math"
 	"math/rand/v2"
 	"reflect"
+	"runtime"
 	"strings"
 	"testing"
 	"unsafe"
@@ -180,7 +181,7 @@ func TestSweepWraps(t *testing.T) {
 	s.max = -1
 	for i := range 100 {
 		key := fmt.Sprint(i)
-		s.commit(key, uint32(i*2654435761)|1, rate.State{A: 1}, int64(i)<<tickShift, 0, nil)
+		s.commit(key, uint32(i)*2654435761|1, rate.State{A: 1}, int64(i)<<tickShift, 0, nil)
 	}
 	s.cursor = 37
 	rounds := 2 * len(s.table)
@@ -307,4 +308,132 @@ func (s *shard) keyOf(e *entry) string {
 		return string(s.long(e))
 	}
 	return string(e.key[:e.klen])
+}
+
+// TestDefaultShards: with Options.Shards zero, each shard holds at least
+// 64 keys when MaxKeys allows it, whatever GOMAXPROCS is (four times it
+// need not be a power of two), and MaxKeys is spread over as many shards
+// as that allows.
+func TestDefaultShards(t *testing.T) {
+	defer runtime.GOMAXPROCS(runtime.GOMAXPROCS(0))
+	for _, procs := range []int{1, 2, 5, 6, 20, 24, 100} {
+		runtime.GOMAXPROCS(procs)
+		for _, maxKeys := range []int{64, 100, 3000, 4000, 5000, 1 << 20} {
+			s := New(Options{MaxKeys: maxKeys})
+			n := len(s.shards)
+			if per := s.shards[0].max; per < 64 {
+				t.Errorf("GOMAXPROCS %d, MaxKeys %d: %d shards of %d keys, want at least 64 each", procs, maxKeys, n, per)
+			}
+			if n < max(64, 4*procs) && maxKeys/(2*n) >= 64 {
+				t.Errorf("GOMAXPROCS %d, MaxKeys %d: %d shards, when %d could hold 64 keys each", procs, maxKeys, n, 2*n)
+			}
+		}
+	}
+}
+
+// TestShardChurnAgainstMap is TestShardAgainstMap with everything that
+// removes keys behind a caller's back: a bound that evicts, a sweeper
+// that reclaims, time that passes. Keys of every kind (empty, short,
+// inline, in the arena) with states of every kind (three words, or
+// sliding_log timestamps) come and go in a table small enough that the
+// arena and the timestamps' side table are compacted again and again. A
+// key may disappear only by eviction, or by reclaiming once its expiry
+// has passed; every key left must read its own bytes and state.
+func TestShardChurnAgainstMap(t *testing.T) {
+	type held struct {
+		st      rate.State
+		expires int64
+	}
+	for _, hashBits := range []uint{2, 32} {
+		for _, bound := range []int{-1, 7, 50} {
+			t.Run(fmt.Sprint(hashBits, "bits/max", bound), func(t *testing.T) {
+				rng := rand.New(rand.NewPCG(uint64(hashBits), uint64(bound+1)))
+				s := &shard{}
+				s.max = bound
+				hash := func(k string) uint32 { return fnv(k)&^(math.MaxUint32>>hashBits) | 1 }
+				ref := map[string]held{}
+				// forget drops from ref the keys the shard no longer holds,
+				// which must have expired by now unless one was evicted.
+				forget := func(step int, now int64, evicted bool) {
+					t.Helper()
+					for k, h := range ref {
+						if s.find(k, hash(k)) >= 0 {
+							continue
+						}
+						if !evicted && h.expires > now {
+							t.Fatalf("step %d: %q, fresh only at %d, reclaimed at %d", step, k, h.expires, now)
+						}
+						delete(ref, k)
+					}
+				}
+				now := int64(1000) << tickShift
+				for step := range 8000 {
+					n := rng.IntN(120)
+					var key string
+					switch n % 4 {
+					case 0:
+						key = strings.Repeat("L", 20+n%17) + fmt.Sprint(n) // 23 to 39 bytes
+					case 1:
+						key = fmt.Sprint(n)[:1]
+					default:
+						key = fmt.Sprint("key-", n)
+					}
+					if n == 3 {
+						key = ""
+					}
+					var st rate.State
+					switch rng.IntN(5) {
+					case 0: // back to fresh
+					case 1, 2:
+						st.Log = make([]int64, 1+rng.IntN(3))
+						for i := range st.Log {
+							st.Log[i] = int64(10*step + i)
+						}
+					default:
+						st = rate.State{A: int64(step) + 1, B: int64(n), C: 3}
+					}
+					expires := now + 1 + rng.Int64N(50<<tickShift)
+					evictions := s.evictions
+					s.commit(key, hash(key), st, expires, now, nil)
+					if fresh(&st) {
+						delete(ref, key)
+					} else {
+						if s.find(key, hash(key)) < 0 {
+							t.Fatalf("step %d: %q lost as it was committed", step, key)
+						}
+						ref[key] = held{st, expires}
+					}
+					forget(step, now, s.evictions != evictions)
+					if rng.IntN(4) == 0 {
+						s.sweep(now, 1+rng.IntN(6))
+						forget(step, now, false)
+					}
+					if rng.IntN(8) == 0 {
+						now += rng.Int64N(10 << tickShift)
+					}
+					if s.max >= 0 && s.n > s.max {
+						t.Fatalf("step %d: %d entries, over the bound %d", step, s.n, s.max)
+					}
+					if step%7 != 0 {
+						continue
+					}
+					s.check(t)
+					if s.n != len(ref) {
+						t.Fatalf("step %d: %d entries, want %d", step, s.n, len(ref))
+					}
+					for k, want := range ref {
+						i := s.find(k, hash(k))
+						got := s.state(&s.table[i])
+						if s.keyOf(&s.table[i]) != k || got.A != want.st.A || got.B != want.st.B || got.C != want.st.C ||
+							fmt.Sprint(got.Log) != fmt.Sprint(want.st.Log) {
+							t.Fatalf("step %d: %q holds %q = %+v, want %+v", step, k, s.keyOf(&s.table[i]), got, want.st)
+						}
+					}
+				}
+				if bound < 0 && s.evictions != 0 || bound == 7 && s.evictions == 0 || s.expired == 0 {
+					t.Errorf("%d evictions and %d expired: the test should exercise both where there is a bound", s.evictions, s.expired)
+				}
+			})
+		}
+	}
 }
