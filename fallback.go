@@ -163,7 +163,9 @@ type FallbackStats struct {
 	Down bool
 	// Primary counts decisions the primary made, the refusals from its
 	// deny cache included; Fallback counts those the failure mode made
-	// (with FailError, the calls it answered with an error).
+	// (with FailError, the calls it answered with an error). A call the
+	// local store of FailLocal answered with an error, as when its caller's
+	// context ended, made none.
 	Primary, Fallback uint64
 	// Failures counts calls to the primary that failed or timed out,
 	// those ended by their caller's deadline after MaxSilence included.
@@ -573,11 +575,13 @@ func (f *Fallback) fail(ctx context.Context, err error, gen uint64, probe, byCal
 }
 
 // fallback decides by the failure mode. err is the primary's failure, or
-// nil if the call was not sent because the primary is down.
+// nil if the call was not sent because the primary is down. It counts what
+// the mode decided, and with FailError what it answered: a local store's
+// error, its caller's context ended or its own failure, decided nothing.
 func (f *Fallback) fallback(ctx context.Context, reqs []rate.Request, out []rate.Decision, err error) (rate.Decision, Source, error) {
-	f.fallbackN.Add(1)
 	switch f.mode {
 	case FailError:
+		f.fallbackN.Add(1)
 		if err == nil {
 			err = f.downError()
 		}
@@ -592,11 +596,17 @@ func (f *Fallback) fallback(ctx context.Context, reqs []rate.Request, out []rate
 				out[i].Allowed, out[i].RetryAfter = true, 0
 			}
 		}
+		f.fallbackN.Add(1)
 		return rate.Combine(out[:len(reqs)]), SourceFailClosed, nil
 	case FailLocal:
 		d, err := f.decideLocal(ctx, reqs, out)
-		return d, SourceLocal, err
+		if err != nil {
+			return rate.Decision{}, SourceLocal, err
+		}
+		f.fallbackN.Add(1)
+		return d, SourceLocal, nil
 	}
+	f.fallbackN.Add(1)
 	for i, r := range reqs {
 		c := r.Limit.Capacity()
 		out[i] = rate.Decision{Allowed: true, Limit: c, Remaining: c - r.Cost}
@@ -618,27 +628,51 @@ func (f *Fallback) downError() error {
 
 // decideLocal decides reqs in the local store with each limit divided by
 // the number of instances. A request whose cost exceeds its share is
-// refused, and the others only report what they have left.
+// refused, with f.retryAfter, and refuses the group.
+//
+// The other requests are still decided with their own costs, as DecideAll
+// promises, in a group that the local store is made to refuse: the too
+// costly requests become looks, and two more close the group on the key
+// of the first of them, its whole share and then one unit, which no state
+// admits once the share is spent. So nothing is consumed, and each other
+// request says whether it alone would pass, with its exact wait, on the
+// state the requests before it would leave; a too costly one, which can
+// never pass here, leaves that state as it found it.
 func (f *Fallback) decideLocal(ctx context.Context, reqs []rate.Request, out []rate.Decision) (rate.Decision, error) {
 	local := make([]rate.Request, len(reqs))
-	tooBig := false
+	tooBig := -1
 	for i, r := range reqs {
 		r.Limit = r.Limit.Share(f.instances)
 		local[i] = r
-		tooBig = tooBig || r.Cost > r.Limit.Capacity()
+		if tooBig < 0 && r.Cost > r.Limit.Capacity() {
+			tooBig = i
+		}
 	}
-	if !tooBig {
+	if tooBig < 0 {
 		return f.local.DecideAll(ctx, local, out)
 	}
 	for i := range local {
-		local[i].Cost = 0 // only look
+		if local[i].Cost > local[i].Limit.Capacity() {
+			local[i].Cost = 0
+		}
 	}
-	if _, err := f.local.DecideAll(ctx, local, out); err != nil {
+	full := rate.Request{Key: local[tooBig].Key, Limit: local[tooBig].Limit, Cost: local[tooBig].Limit.Capacity()}
+	more := full
+	more.Cost = 1
+	local = append(local, full, more)
+	dec := make([]rate.Decision, len(local))
+	d, err := f.local.DecideAll(ctx, local, dec)
+	if err != nil {
 		return rate.Decision{}, err
 	}
-	for i, r := range local {
-		if reqs[i].Cost > r.Limit.Capacity() {
-			out[i] = rate.Decision{Limit: r.Limit.Capacity(), Remaining: out[i].Remaining, RetryAfter: f.retryAfter, ResetAfter: out[i].ResetAfter}
+	if d.Allowed {
+		// A store that admits a key past its capacity keeps no limit.
+		return rate.Decision{}, fmt.Errorf("fallback: the local store admitted %v past its capacity", full.Limit)
+	}
+	for i, r := range reqs {
+		out[i] = dec[i]
+		if c := local[i].Limit.Capacity(); r.Cost > c {
+			out[i] = rate.Decision{Limit: c, Remaining: dec[i].Remaining, RetryAfter: f.retryAfter, ResetAfter: dec[i].ResetAfter}
 		}
 	}
 	return rate.Combine(out[:len(reqs)]), nil

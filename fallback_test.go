@@ -261,6 +261,155 @@ func TestFallbackLocalShare(t *testing.T) {
 	}
 }
 
+// Each decision of a group the failure mode refuses says what its request
+// alone would get (see Store.DecideAll): refused or allowed as it would
+// be, with the same wait, and when allowed, what is left without it. With
+// fail_local a cost above an instance's share refuses the group without
+// hiding the others' refusals, and the group consumes nothing.
+func TestFallbackGroupDecisionsAlone(t *testing.T) {
+	const instances = 4
+	for _, mode := range []sluice.FailureMode{sluice.FailOpen, sluice.FailClosed, sluice.FailLocal} {
+		for _, alg := range rate.Algorithms() {
+			t.Run(mode.String()+"/"+alg.String(), func(t *testing.T) {
+				f, b, _, _ := setup(t, sluice.FallbackOptions{Mode: mode, Instances: instances})
+				b.state.Store(1)
+				lim := rate.Limit{Algorithm: alg, Count: 10, Period: time.Minute}
+				share := lim.Share(instances).Capacity()
+				if share >= lim.Capacity() {
+					t.Fatalf("%v: a share of %d, not below the capacity %d", lim, share, lim.Capacity())
+				}
+				// Fails the primary; with fail_local, spends the key's share.
+				decisionOf(t, f, rate.Request{Key: "spent", Limit: lim, Cost: share})
+				reqs := []rate.Request{
+					{Key: "spent", Limit: lim, Cost: 1},
+					{Key: "fresh", Limit: lim, Cost: 1},
+					{Key: "look", Limit: lim},
+					{Key: "big", Limit: lim, Cost: share + 1},
+				}
+				out := make([]rate.Decision, len(reqs))
+				d, err := f.DecideAll(context.Background(), reqs, out)
+				if err != nil {
+					t.Fatal(err)
+				}
+				if d != rate.Combine(out) {
+					t.Errorf("group: %v, want the combination of %v", d, out)
+				}
+				if mode == sluice.FailLocal && d.Allowed {
+					t.Errorf("group: %v, want refused by the cost %d above the share of %d", d, share+1, share)
+				}
+				// Distinct keys: deciding each alone after the group leaves
+				// the others' states as the group found them.
+				for i, r := range reqs {
+					alone := decisionOf(t, f, r)
+					got, want := out[i], alone
+					if alone.Allowed && !d.Allowed {
+						// What is left without it; its ResetAfter is that of
+						// the state without it too.
+						want.Remaining += r.Cost
+						got.ResetAfter = want.ResetAfter
+					}
+					if got != want {
+						t.Errorf("%s of cost %d in the group: %v; alone: %v", r.Key, r.Cost, out[i], alone)
+					}
+					if r.Key == "fresh" && mode == sluice.FailLocal && alone.Remaining != share-1 {
+						t.Errorf("fresh alone after the group: %v, want %d remaining of the share of %d: the refused group consumed", alone, share-1, share)
+					}
+				}
+			})
+		}
+	}
+}
+
+// A key twice in a group that a cost above an instance's share refuses:
+// with fail_local, the second is decided on what the first would leave.
+func TestFallbackLocalShareRepeatedKey(t *testing.T) {
+	f, b, _, _ := setup(t, sluice.FallbackOptions{Mode: sluice.FailLocal, Instances: 4})
+	b.state.Store(1)
+	share := tenPerMinute.Share(4).Capacity()
+	reqs := []rate.Request{
+		{Key: "k", Limit: tenPerMinute, Cost: share},
+		{Key: "big", Limit: tenPerMinute, Cost: share + 1},
+		{Key: "k", Limit: tenPerMinute, Cost: 1},
+	}
+	out := make([]rate.Decision, len(reqs))
+	d, src, err := f.DecideAllSource(context.Background(), reqs, out)
+	if err != nil || d.Allowed || src != sluice.SourceLocal {
+		t.Fatalf("group: %v %v %v, want refused locally", d, src, err)
+	}
+	if !out[0].Allowed || out[0].Remaining != share || out[1].Allowed || out[2].Allowed || out[2].RetryAfter <= 0 {
+		t.Errorf("k's share, the big cost, k again: %v, want the first allowed (%d left without it), the others refused", out, share)
+	}
+	if d := decisionOf(t, f, reqs[0]); !d.Allowed || d.Remaining != 0 {
+		t.Errorf("k's share alone after the group: %v, want allowed, the group consumed nothing", d)
+	}
+}
+
+// A local store that admits a key past its capacity (answers admits
+// everything) has consumed what the group a cost above the share refuses
+// must not: that is an error, not a refusal the store did not make.
+func TestFallbackLocalAdmitsPastCapacity(t *testing.T) {
+	f, b, _, _ := setup(t, sluice.FallbackOptions{Mode: sluice.FailLocal, Instances: 4, Local: answers{}})
+	b.state.Store(1)
+	big := rate.Request{Key: "g", Limit: tenPerMinute, Cost: tenPerMinute.Share(4).Capacity() + 1}
+	reqs := []rate.Request{{Key: "k", Limit: tenPerMinute, Cost: 1}, big}
+	d, src, err := f.DecideAllSource(context.Background(), reqs, make([]rate.Decision, len(reqs)))
+	if err == nil || src != sluice.SourceLocal {
+		t.Errorf("%v %v %v, want an error", d, src, err)
+	}
+	if st := f.Stats(); st.Fallback != 0 {
+		t.Errorf("stats %+v: the error counted as a decision", st)
+	}
+}
+
+// cancelsCaller is a local store whose calls end as their caller goes
+// away in the middle of them.
+type cancelsCaller struct{ cancel context.CancelFunc }
+
+func (c cancelsCaller) Decide(ctx context.Context, r rate.Request) (rate.Decision, error) {
+	return c.DecideAll(ctx, []rate.Request{r}, make([]rate.Decision, 1))
+}
+
+func (c cancelsCaller) DecideAll(ctx context.Context, _ []rate.Request, _ []rate.Decision) (rate.Decision, error) {
+	c.cancel()
+	return rate.Decision{}, ctx.Err()
+}
+
+// A call the local store answers with an error decided nothing: Stats
+// counts it neither among the failure mode's decisions nor the primary's,
+// whether or not a cost above the share refuses the group.
+func TestFallbackStatsLocalErrors(t *testing.T) {
+	clk := ratetest.NewClock(time.Date(2024, 6, 1, 12, 0, 0, 0, time.UTC))
+	local := &breakable{Store: memory.New(memory.Options{Clock: clk})}
+	f, b, _, _ := setup(t, sluice.FallbackOptions{Mode: sluice.FailLocal, Instances: 4, Local: local})
+	b.state.Store(1)
+	r := rate.Request{Key: "k", Limit: tenPerMinute, Cost: 1}
+	big := rate.Request{Key: "g", Limit: tenPerMinute, Cost: tenPerMinute.Share(4).Capacity() + 1}
+	decisionOf(t, f, r) // fails the primary, decided locally
+	local.state.Store(1)
+	for _, reqs := range [][]rate.Request{{r}, {r, big}} {
+		_, src, err := f.DecideAllSource(context.Background(), reqs, make([]rate.Decision, len(reqs)))
+		if !errors.Is(err, errDown) || src != sluice.SourceLocal {
+			t.Errorf("%d requests, the local store failing: %v %v, want its error", len(reqs), src, err)
+		}
+	}
+	local.state.Store(0)
+	decisionOf(t, f, r)
+	if st := f.Stats(); st.Fallback != 2 || st.Primary != 0 {
+		t.Errorf("stats %+v: want 2 decisions by the failure mode, the local store's errors not counted", st)
+	}
+
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	g, p, _, _ := setup(t, sluice.FallbackOptions{Mode: sluice.FailLocal, Local: cancelsCaller{cancel}})
+	p.state.Store(1)
+	if _, err := g.Decide(ctx, r); !errors.Is(err, context.Canceled) {
+		t.Errorf("the caller gone during the local call: %v, want context.Canceled", err)
+	}
+	if st := g.Stats(); st.Fallback != 0 || st.Primary != 0 {
+		t.Errorf("stats %+v: the call its caller ended counted as a decision", st)
+	}
+}
+
 // While down, the primary is probed with one call at a time, after a
 // backoff that doubles with each failed probe; the first probe that
 // succeeds brings it back, and that is logged once.
