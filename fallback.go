@@ -26,9 +26,12 @@ const (
 	// with nothing remaining.
 	FailClosed
 	// FailLocal decides in a local store, each instance with its share of
-	// every limit: Count and Burst divided by FallbackOptions.Instances,
-	// rounded up, at least 1. The fleet as a whole then admits about the
-	// limit, if traffic is spread evenly over the instances.
+	// every limit among FallbackOptions.Instances (see
+	// [rate.Limit.Share]): a bucket refills at exactly that fraction of
+	// the rate and holds its burst divided, rounded up; a window gets its
+	// count divided, rounded down. If traffic is spread evenly over the
+	// instances, the fleet as a whole then admits no more than the limit,
+	// but for a bucket's burst, by at most Instances−1 units once.
 	FailLocal
 	// FailError decides nothing: it reports. A call that finds the primary
 	// failing returns the primary's error, and every call after it, until

@@ -236,8 +236,8 @@ func TestFallbackFailError(t *testing.T) {
 	}
 }
 
-// FailLocal divides Count and Burst by the number of instances, rounding
-// up, and refuses a cost above an instance's share.
+// FailLocal decides with each instance's share of the limits (see
+// rate.Limit.Share), and refuses a cost above an instance's share.
 func TestFallbackLocalShare(t *testing.T) {
 	f, b, _, _ := setup(t, sluice.FallbackOptions{Mode: sluice.FailLocal, Instances: 4})
 	b.state.Store(1)

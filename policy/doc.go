@@ -69,7 +69,8 @@
 //
 // Store failures: on_store_error is open (let the request through, the
 // default), closed (503, not 429: the client did nothing wrong) or local
-// (decide in this process, with each limit divided by instances).
+// (decide in this process, with each limit shared among instances, see
+// rate.Limit.Share).
 // Every failure is reported to the Observer; the first after a success,
 // and the recovery, are logged. A call cut short because the request
 // itself ended is not reported: the request is Unavailable, and nothing

@@ -10,6 +10,9 @@
 //
 //	10/s   100/m   1000/h   5000/d   10000/month   10 per 10s   20/s burst 40
 //
+// [Limit.Share] splits a limit among instances that decide alone while a
+// shared store is down, as exactly as whole units allow.
+//
 // # Which algorithm
 //
 //	gcra            the default: a token bucket in one number. Smooth,

@@ -4,6 +4,7 @@ import (
 	"errors"
 	"fmt"
 	"math"
+	"math/bits"
 	"strconv"
 	"strings"
 	"time"
@@ -68,18 +69,156 @@ func (l Limit) Capacity() int64 {
 	return l.Count
 }
 
-// Share returns one of n instances' share of l, for instances that each
-// decide alone (a fallback while a shared store is down): Count and Burst
-// divided by n, rounded up and at least 1. n below 2 returns l.
+// Share returns one instance's share of l, for n instances that each
+// decide alone (a fallback while a shared store is down). Together the n
+// shares admit what l admits as nearly as whole units allow and, where
+// they cannot match it, less rather than more, but for the cases said
+// below. A share is valid; n below 2 returns l, and so does an l that is
+// not valid, so that deciding with it reports why.
+//
+// gcra, token_bucket and leaky_bucket: a share refills at exactly 1/n of
+// l's rate, Count per n×Period with the fraction reduced (on 4 instances
+// 10/s is 5 per 2s, 5/m is 5 per 4m, 1/s is 1 per 4s), and holds Burst/n
+// rounded up, at least 1 (Burst 0 counting as Count): that is its
+// capacity, the Decision.Limit it reports. In any span of time D the
+// fleet admits at most n×⌈Burst/n⌉ + D×Count/Period: what l admits, plus
+// at most n−1 units once, however long the outage lasts. Where Count or
+// Burst times n×Period would pass Validate's bound of 2^52 µs, the
+// fraction is reduced to its lowest terms (1000000/h on 3 instances is 1
+// per 10.8ms); if even that passes it, the rate is rounded down to one
+// that fits: by less than a millionth, unless ⌈Burst/n⌉ leaves the
+// share's period no room to be twice as long. Only if 1 per
+// ⌈n×Period/Count⌉ does not fit either (Count below n, and a period of
+// decades or a vast n) does a share refill faster than 1/n of l, at the
+// slowest rate valid: 1 per 2^52 µs/⌈Burst/n⌉.
+//
+// fixed_window, sliding_window and sliding_log: a share keeps l's windows
+// and gets ⌊Count/n⌋ units. The fleet never admits more than Count in one
+// window (fixed_window) or in any Period (sliding_log), nor do the
+// instances' counts summed take sliding_window's estimate past Count; it
+// admits up to n−1 units a window fewer than l, more if traffic is spread
+// unevenly. (Windows n times as long would admit l's rate on average, but
+// up to n×Count in one window.) Where Count is below n, a share gets 1
+// unit per k windows, k = ⌈n/Count⌉, a Period of k×Period: the fleet
+// admits at most n ≤ k×Count in each of those, no more than l admits in
+// the k windows, but up to n in one of them, as any split into whole
+// units must. Two cases admit more: a monthly limit with Count below n
+// gives each instance 1 a month (a calendar month cannot be stretched),
+// so the fleet up to n; and k×Period is capped at 2^52 µs (142 years).
 func (l Limit) Share(n int64) Limit {
-	if n <= 1 {
+	if n <= 1 || l.Validate() != nil {
 		return l
 	}
-	l.Count = max(1, (l.Count+n-1)/n)
-	if l.Burst > 0 {
-		l.Burst = max(1, (l.Burst+n-1)/n)
+	if l.Algorithm.HasBurst() {
+		return l.shareBucket(n)
 	}
+	if l.Count >= n || l.Calendar == Month {
+		l.Count = max(1, l.Count/n)
+		return l
+	}
+	t := l.periodMicros()
+	k := min((n-1)/l.Count+1, MaxExact/t) // ⌈n/Count⌉ windows, capped
+	l.Count, l.Period = 1, dur(k*t)
 	return l
+}
+
+// shareBucket is Share for the bucket algorithms, for a valid l and n ≥ 2.
+func (l Limit) shareBucket(n int64) Limit {
+	b := (l.burst()-1)/n + 1 // ⌈B/n⌉
+	t := l.periodMicros()
+	// Count/(n·T) per µs is c/(m·T) in lower terms, and c/h per m·(T/h)
+	// µs in the lowest. The first keeps Count where it can, for a share
+	// that reads as l does.
+	g := gcd(l.Count, n)
+	c, m := l.Count/g, n/g
+	h := gcd(c, t)
+	for _, d := range [2]int64{1, h} {
+		if p := t / d; m <= MaxExact/p && max(c/d, b) <= MaxExact/(m*p) {
+			return l.bucketShare(c/d, m*p, b)
+		}
+	}
+	// Rounded down: x per ⌈x·n·T/Count⌉ µs, at most Count/(n·T), for the
+	// largest count x that fits with that period. A larger x takes a
+	// period no shorter, so once x does not fit no larger one does: the
+	// largest is found by bisection, below the c/h that did not fit.
+	c, t = c/h, t/h
+	fits := func(x int64) (int64, bool) {
+		p, ok := mulMulDivCeil(uint64(x), uint64(m), uint64(t), uint64(c))
+		return int64(p), ok && p <= uint64(MaxExact/max(x, b))
+	}
+	lo, hi := int64(0), c // fits(lo) or lo == 0; !fits(hi)
+	for hi-lo > 1 {
+		mid := lo + (hi-lo)/2
+		if _, ok := fits(mid); ok {
+			lo = mid
+		} else {
+			hi = mid
+		}
+	}
+	if p, ok := fits(lo); lo > 0 && ok {
+		// Where a microsecond holds many units, the largest count can
+		// need a period a microsecond longer than a slightly smaller
+		// count does: ⌊(p−1)·c/(m·t)⌋ per p−1 µs, which fits as well,
+		// may be faster.
+		if q, ok := mulDivFloor(uint64(p-1), uint64(c), uint64(t)); ok && p > 1 {
+			x := int64(q / uint64(m))
+			h1, l1 := bits.Mul64(uint64(x), uint64(p))
+			h2, l2 := bits.Mul64(uint64(lo), uint64(p-1))
+			if h1 > h2 || h1 == h2 && l1 > l2 { // x/(p−1) > lo/p
+				return l.bucketShare(x, p-1, b)
+			}
+		}
+		return l.bucketShare(lo, p, b)
+	}
+	// Not even 1 unit fits: the slowest rate a burst of b allows.
+	return l.bucketShare(1, MaxExact/b, b)
+}
+
+// bucketShare returns l's algorithm with count per period µs and a burst
+// of b, written as Burst 0 when it is the count.
+func (l Limit) bucketShare(count, period, b int64) Limit {
+	if b == count {
+		b = 0
+	}
+	return Limit{Algorithm: l.Algorithm, Count: count, Period: dur(period), Burst: b}
+}
+
+// mulMulDivCeil returns ⌈a·b·c/d⌉ for d > 0, and false if it is 2^64 or
+// more.
+func mulMulDivCeil(a, b, c, d uint64) (uint64, bool) {
+	h1, l1 := bits.Mul64(a, b)
+	h2, l2 := bits.Mul64(l1, c)
+	h3, l3 := bits.Mul64(h1, c)
+	hi, carry := bits.Add64(h2, l3, 0)
+	if h3 != 0 || carry != 0 || hi >= d {
+		return 0, false
+	}
+	q, r := bits.Div64(hi, l2, d)
+	if r != 0 {
+		if q == math.MaxUint64 {
+			return 0, false
+		}
+		q++
+	}
+	return q, true
+}
+
+// mulDivFloor returns ⌊a·b/d⌋ for d > 0, and false if it is 2^64 or more.
+func mulDivFloor(a, b, d uint64) (uint64, bool) {
+	hi, lo := bits.Mul64(a, b)
+	if hi >= d {
+		return 0, false
+	}
+	q, _ := bits.Div64(hi, lo, d)
+	return q, true
+}
+
+// gcd returns the greatest common divisor of a, b > 0.
+func gcd(a, b int64) int64 {
+	for b != 0 {
+		a, b = b, a%b
+	}
+	return a
 }
 
 // periodMicros returns Period in microseconds.

@@ -198,26 +198,6 @@ func TestCombine(t *testing.T) {
 	}
 }
 
-func TestShare(t *testing.T) {
-	tests := []struct {
-		l    Limit
-		n    int64
-		want Limit
-	}{
-		{Limit{Count: 10, Period: time.Second}, 1, Limit{Count: 10, Period: time.Second}},
-		{Limit{Count: 10, Period: time.Second}, 0, Limit{Count: 10, Period: time.Second}},
-		{Limit{Count: 10, Period: time.Second}, 4, Limit{Count: 3, Period: time.Second}},
-		{Limit{Count: 10, Period: time.Second, Burst: 21}, 4, Limit{Count: 3, Period: time.Second, Burst: 6}},
-		{Limit{Count: 2, Period: time.Second, Burst: 1}, 5, Limit{Count: 1, Period: time.Second, Burst: 1}},
-		{Limit{Algorithm: FixedWindow, Count: 10000, Calendar: Month}, 3, Limit{Algorithm: FixedWindow, Count: 3334, Calendar: Month}},
-	}
-	for _, tt := range tests {
-		if got := tt.l.Share(tt.n); got != tt.want {
-			t.Errorf("%v.Share(%d) = %v, want %v", tt.l, tt.n, got, tt.want)
-		}
-	}
-}
-
 func TestRetryAfterSeconds(t *testing.T) {
 	for _, tt := range []struct {
 		d           time.Duration
