@@ -85,3 +85,65 @@ func TestCluster(t *testing.T) {
 		t.Fatalf("8 keys landed on %d masters, want 3", len(owners))
 	}
 }
+
+// A slot moves between masters with its keys, ASK and TRYAGAIN answering
+// in between, and a replica takes over from its master.
+func TestClusterChanges(t *testing.T) {
+	c := StartClusterWithReplicas(t, 3, 1)
+	if len(c.Replicas) != 3 {
+		t.Fatalf("%d replicas, want 3", len(c.Replicas))
+	}
+	from, err := c.Owner("{m}a")
+	if err != nil {
+		t.Fatal(err)
+	}
+	to := c.Nodes[0]
+	if to == from {
+		to = c.Nodes[1]
+	}
+	from.MustDo("SET", "{m}a", "1")
+	from.MustDo("SET", "{m}b", "2")
+	slot := c.Slot("{m}a")
+
+	c.BeginMigration(slot, from, to)
+	if got := from.MustDo("GET", "{m}a"); got != "1" {
+		t.Errorf("GET of a key not yet moved = %q, want 1", got)
+	}
+	if _, err := from.Do("GET", "{m}c"); err == nil || !strings.HasPrefix(err.Error(), "ASK") {
+		t.Errorf("GET of a missing key while migrating: %v, want ASK", err)
+	}
+	if n := c.MigrateKeys(slot, from, to, 1); n != 1 {
+		t.Fatalf("moved %d keys, want 1", n)
+	}
+	// One key on each side: several keys at once cannot be served.
+	if _, err := from.Do("MGET", "{m}a", "{m}b"); err == nil || !strings.HasPrefix(err.Error(), "TRYAGAIN") && !strings.HasPrefix(err.Error(), "ASK") {
+		t.Errorf("MGET across the migration on the source: %v, want ASK or TRYAGAIN", err)
+	}
+	for c.MigrateKeys(slot, from, to, 10) > 0 {
+	}
+	c.EndMigration(slot, to)
+	if o, err := c.Owner("{m}a"); err != nil || o != to {
+		t.Fatalf("owner after the move: %v, %v; want %s", o, err, to.Addr())
+	}
+	if got := to.MustDo("MGET", "{m}a", "{m}b"); got != "1\n2" {
+		t.Errorf("MGET on the new owner = %q", got)
+	}
+	if _, err := from.Do("GET", "{m}a"); err == nil || !strings.HasPrefix(err.Error(), "MOVED") {
+		t.Errorf("GET on the old owner: %v, want MOVED", err)
+	}
+
+	// The new owner's replica takes over, with the keys.
+	var replica *Server
+	for i, m := range c.Nodes {
+		if m == to {
+			replica = c.Replicas[i]
+		}
+	}
+	c.Failover(replica)
+	if o, err := c.Owner("{m}a"); err != nil || o != replica {
+		t.Fatalf("owner after the failover: %v, %v; want %s", o, err, replica.Addr())
+	}
+	if got := replica.MustDo("GET", "{m}b"); got != "2" {
+		t.Errorf("GET on the promoted replica = %q, want 2", got)
+	}
+}

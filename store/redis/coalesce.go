@@ -184,6 +184,10 @@ func (c *coalescer) send(batch []*pendingCall) {
 	c.s.stats.coalesced.Add(1)
 	res, err := c.s.call(ctx, keys, args)
 	cancel()
+	if isTryAgain(err) {
+		c.split(batch)
+		return
+	}
 	if err == nil && len(res) != replyPerRequest*nk {
 		err = errReplyLength(len(res), nk)
 	}
@@ -197,6 +201,30 @@ func (c *coalescer) send(batch []*pendingCall) {
 		}
 		close(p.done)
 	}
+}
+
+// split sends each group of a batch that Redis answered TRYAGAIN in a call
+// of its own, all at once, each with its caller's context.
+//
+// The batch's slot is moving between cluster masters: the old master
+// redirects a script to the new one (ASK) unless it holds all its keys,
+// and the new one runs a script only if it holds all its keys or has just
+// one, answering TRYAGAIN otherwise. So a batch of keys that the two
+// masters hold between them, or of new keys, runs nowhere until the move
+// ends, while each key alone runs at once on one master or the other. Most
+// groups are one key: coalescing must not make them wait for a move, nor
+// fail them when it has stopped midway. A group of several keys answered
+// TRYAGAIN again waits for the move as a caller alone would (see
+// Store.waitMigration).
+func (c *coalescer) split(batch []*pendingCall) {
+	var wg sync.WaitGroup
+	for _, p := range batch {
+		wg.Go(func() {
+			p.res, p.err = c.s.call(p.ctx, p.keys, p.args)
+			close(p.done)
+		})
+	}
+	wg.Wait()
 }
 
 // batchContext returns a context for a batch: it ends when the latest of

@@ -87,19 +87,54 @@
 // decision's ResetAfter), and is deleted when a decision leaves it fresh,
 // so idle keys cost Redis nothing.
 //
+// # When the cluster changes
+//
+// Resharding moves a slot from one master to another, key by key. The
+// client follows MOVED and ASK by itself; a script on several keys (a
+// request over keys with one tag, or a coalesced batch) that neither
+// master holds all of while they move, or none of which exist yet, is
+// answered TRYAGAIN. Redis answers all three before it runs anything, so
+// sending the script again counts nothing twice. A coalesced batch
+// answered TRYAGAIN goes again at once as its callers' groups, each in a
+// call of its own: a single key is served on one side or the other. A
+// group of several keys is sent again after pauses, within its caller's
+// deadline, CallTimeout and a second, until its slot has moved; if the
+// resharding stopped midway, it fails with the TRYAGAIN (counted in
+// Stats.TryAgain) until redis-cli --cluster fix ends the move.
+//
+// When a master dies, decisions on its slots fail at once (its address
+// refuses connections), and once the other masters agree it has failed
+// (the node timeout), with Redis's default cluster-require-full-coverage,
+// every decision fails with CLUSTERDOWN until its replica has won an
+// election, about a second later. A [sluice.Fallback] decides those by its
+// failure mode. Decisions then resume by themselves: failed calls make the
+// client refresh its map of the cluster, and the script is loaded on the
+// new master on NOSCRIPT. What the dead master decided and had not yet
+// passed to its replica is lost, since Redis replicates asynchronously:
+// those keys have counted less. A failover by CLUSTER FAILOVER, which
+// waits for the replica to catch up, fails and loses nothing. A master
+// restarted empty answers CLUSTERDOWN until it has rejoined the cluster
+// (the node timeout), and then loads the script on NOSCRIPT.
+//
+// Each key's decisions take the TIME of the master that holds it: when a
+// key moves to another master, its decisions continue on that master's
+// clock, and one that is behind reads as time going backwards (which the
+// steps allow for, as package rate's do). Keep the masters' clocks
+// synchronised.
+//
 // # Coalescing
 //
 // Under load, much of what a script call costs Redis does not depend on
 // the work inside it: reading the command, entering the script, TIME,
 // writing the reply. So by default concurrent decisions share calls: while
 // a couple of calls are on the wire, new decisions queue, and the next call
-// carries all of them (up to 256 keys, per cluster slot). Each caller's
-// requests remain their own group, decided all or nothing, independently of
-// the other groups in the call. A caller alone never waits for company: its
-// decision goes out at once. A caller that gives up while queued (its
-// context ends, or it has queued for longer than Options.CallTimeout) is
-// left out of the next call: nothing is decided for it.
-// Options.DisableCoalescing turns it off.
+// carries all of them (up to 256 keys, per cluster slot: a batch never
+// spans slots, let alone nodes). Each caller's requests remain their own
+// group, decided all or nothing, independently of the other groups in the
+// call. A caller alone never waits for company: its decision goes out at
+// once. A caller that gives up while queued (its context ends, or it has
+// queued for longer than Options.CallTimeout) is left out of the next
+// call: nothing is decided for it. Options.DisableCoalescing turns it off.
 //
 // # The deny cache
 //
@@ -122,7 +157,8 @@
 //
 // # Files
 //
-//   - store.go: Store, Options, New, Dial; argument and reply encoding.
+//   - store.go: Store, Options, New, Dial; script calls, their retries
+//     and TRYAGAIN; argument and reply encoding.
 //   - scripts/decide.lua: the steps in Lua, the all-or-nothing commit, and
 //     the check that writes nothing.
 //   - crossslot.go: requests whose keys span several cluster slots.

@@ -41,3 +41,16 @@ func Queued(s *Store, k string) int {
 // Retryable reports whether a script call that failed with err under ctx
 // is sent again.
 func Retryable(ctx context.Context, err error) bool { return retryable(ctx, err) }
+
+// InFlight returns how many calls are on the wire from the coalescer that
+// request key k goes through.
+func InFlight(s *Store, k string) int {
+	var sl uint16
+	if s.cluster {
+		sl = slot(s.Key(k))
+	}
+	c := s.co.get(sl)
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.inFlight
+}

@@ -38,6 +38,14 @@ type Stats struct {
 	// on its connection (Redis restarted, a proxy closed it); the retries
 	// are not in ScriptCalls.
 	Retries uint64
+	// TryAgain counts script calls that Redis answered TRYAGAIN: their
+	// keys were in a cluster slot moving between masters, and neither
+	// master held them all (see the package documentation). The script
+	// did not run; a coalesced batch is sent again as its callers'
+	// groups, and a group after a pause, and those calls count in
+	// ScriptCalls. TryAgain rising long after a resharding means a slot
+	// was left midway through its move (redis-cli --cluster fix ends it).
+	TryAgain uint64
 	// Errors counts the calls that could not decide because Redis failed,
 	// timed out or returned something unexpected, or because the caller's
 	// context ended. Invalid requests (rate.Request.Check) are not counted.
@@ -48,7 +56,7 @@ type Stats struct {
 type counters struct {
 	decisions, refused, scriptCalls, denyHits atomic.Uint64
 	coalesced, crossSlot, crossSlotRaces      atomic.Uint64
-	errors, retries                           atomic.Uint64
+	errors, retries, tryAgain                 atomic.Uint64
 }
 
 // Stats returns the store's counters.
@@ -63,6 +71,7 @@ func (s *Store) Stats() Stats {
 		CrossSlotRaces:   s.stats.crossSlotRaces.Load(),
 		Errors:           s.stats.errors.Load(),
 		Retries:          s.stats.retries.Load(),
+		TryAgain:         s.stats.tryAgain.Load(),
 	}
 	if s.deny != nil {
 		st.DenyCacheEntries = s.deny.len()

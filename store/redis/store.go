@@ -60,7 +60,10 @@ type Options struct {
 	// so a decision waits at most about twice CallTimeout, however many
 	// queue. One timer per call rather than per decision is what it saves
 	// under load; a caller's own context deadline bounds its wait as well.
-	// Zero means no bound but the caller's context.
+	// (On a Redis Cluster, a request over several keys of a slot that is
+	// moving between masters waits up to one more CallTimeout for the move
+	// to end; see the package documentation.) Zero means no bound but the
+	// caller's context.
 	CallTimeout time.Duration
 
 	// pinned, if set, replaces Redis's TIME in the script (tests only).
@@ -270,19 +273,88 @@ func groupArgs(reqs []rate.Request, mark string) []string {
 
 // decideGroup decides (or checks, as args end) reqs, whose keys share slot
 // sl, as one group in one script call, through the coalescer if there is
-// one, and writes their decisions to out.
+// one, and writes their decisions to out. A call answered TRYAGAIN is sent
+// again after a pause (see waitMigration).
 func (s *Store) decideGroup(ctx context.Context, sl uint16, reqs []rate.Request, keys, args []string, out []rate.Decision) error {
-	var res []int64
-	var err error
-	if s.co != nil {
-		res, err = s.co.get(sl).exec(ctx, keys, args)
-	} else {
-		res, err = s.call(ctx, keys, args)
+	res, err := s.callGroup(ctx, sl, keys, args)
+	if isTryAgain(err) {
+		res, err = s.waitMigration(ctx, sl, keys, args, err)
 	}
 	if err != nil {
 		return fmt.Errorf("redis store: %w", err)
 	}
 	return decodeReply(res, reqs, out)
+}
+
+// callGroup runs the script for one group, through the coalescer if there
+// is one.
+func (s *Store) callGroup(ctx context.Context, sl uint16, keys, args []string) ([]int64, error) {
+	if s.co != nil {
+		return s.co.get(sl).exec(ctx, keys, args)
+	}
+	return s.call(ctx, keys, args)
+}
+
+// waitMigration sends a group that Redis answered TRYAGAIN (err) again,
+// after a pause, until it is answered otherwise or its time is up.
+//
+// A script on several keys of a slot that is moving between cluster
+// masters, some of which have moved and some not (or that do not exist
+// yet), is answered TRYAGAIN: neither master can run it until the move
+// ends. (The client follows MOVED and ASK by itself, but leaves TRYAGAIN
+// to its caller.) The script has not run, so sending it again counts
+// nothing twice. A slot moves in milliseconds, unless the resharding
+// stopped midway, which only an operator ends: so the pauses, doubling
+// from minMigrationPause up to maxMigrationPause, and the calls after
+// them, end within the caller's deadline and CallTimeout or
+// maxMigrationWait, whichever is shorter; the decision then fails with the
+// TRYAGAIN (or, if a call was on the wire, with the deadline).
+//
+// The group waits outside the coalescer, so that the slot's other
+// decisions (most often one key each, which the move does not hold up)
+// do not queue behind it.
+func (s *Store) waitMigration(ctx context.Context, sl uint16, keys, args []string, err error) ([]int64, error) {
+	wait := maxMigrationWait
+	if s.timeout > 0 {
+		wait = min(wait, s.timeout)
+	}
+	ctx, cancel := context.WithTimeout(ctx, wait)
+	defer cancel()
+	end, _ := ctx.Deadline()
+	var res []int64
+	for pause := minMigrationPause; isTryAgain(err); pause = min(2*pause, maxMigrationPause) {
+		if !time.Now().Add(pause).Before(end) || !sleep(ctx, pause) {
+			break
+		}
+		res, err = s.callGroup(ctx, sl, keys, args)
+	}
+	return res, err
+}
+
+// The pauses of waitMigration.
+const (
+	minMigrationPause = time.Millisecond
+	maxMigrationPause = 50 * time.Millisecond
+	maxMigrationWait  = time.Second
+)
+
+// isTryAgain reports whether err is Redis Cluster's TRYAGAIN.
+func isTryAgain(err error) bool {
+	re, ok := rueidis.IsRedisErr(err)
+	return ok && re.IsTryAgain()
+}
+
+// sleep waits for d and reports true, or reports false as soon as ctx
+// ends.
+func sleep(ctx context.Context, d time.Duration) bool {
+	t := time.NewTimer(d)
+	defer t.Stop()
+	select {
+	case <-t.C:
+		return true
+	case <-ctx.Done():
+		return false
+	}
 }
 
 // call runs the script once, the only place that does: it puts the now
@@ -308,6 +380,9 @@ func (s *Store) call(ctx context.Context, keys, args []string) ([]int64, error) 
 	for try := 0; err != nil && try < maxRetries && retryable(ctx, err); try++ {
 		s.stats.retries.Add(1)
 		res, err = decideScript.Exec(ctx, s.client, keys, args).AsIntSlice()
+	}
+	if isTryAgain(err) {
+		s.stats.tryAgain.Add(1)
 	}
 	return res, err
 }
