@@ -113,6 +113,10 @@ func RegisterRedis(reg prometheus.Registerer, stats func() redis.Stats) {
 			Namespace: "sluice", Name: "redis_retries_total",
 			Help: "Script calls sent again because the one before failed on its connection (Redis restarted, a proxy closed it).",
 		}, func() float64 { return float64(stats().Retries) }),
+		prometheus.NewCounterFunc(prometheus.CounterOpts{
+			Namespace: "sluice", Name: "redis_tryagain_total",
+			Help: "Script calls Redis Cluster answered TRYAGAIN, their slot moving between masters; rising long after a resharding, a slot was left midway (redis-cli --cluster fix).",
+		}, func() float64 { return float64(stats().TryAgain) }),
 		prometheus.NewGaugeFunc(prometheus.GaugeOpts{
 			Namespace: "sluice", Name: "deny_cache_entries",
 			Help: "Refusals the deny cache holds now.",

@@ -277,8 +277,10 @@ policies:
 	if resp, _ := get(t, ts.Addrs().Admin, "/readyz"); resp.StatusCode != 200 {
 		t.Fatalf("/readyz with Redis up: %d", resp.StatusCode)
 	}
-	if ts.metric("sluice_deny_cache_hits_total") == "" {
-		t.Error("no deny cache metric")
+	for _, name := range []string{"sluice_deny_cache_hits_total", "sluice_redis_script_calls_total", "sluice_redis_retries_total", "sluice_redis_tryagain_total"} {
+		if ts.metric(name) == "" {
+			t.Errorf("no %s", name)
+		}
 	}
 	rs.Kill()
 	ts.ready.forget()
