@@ -29,9 +29,12 @@ const (
 	// every limit among FallbackOptions.Instances (see
 	// [rate.Limit.Share]): a bucket refills at exactly that fraction of
 	// the rate and holds its burst divided, rounded up; a window gets its
-	// count divided, rounded down. If traffic is spread evenly over the
-	// instances, the fleet as a whole then admits no more than the limit,
-	// but for a bucket's burst, by at most Instances−1 units once.
+	// count divided, rounded down, or 1 unit per as many windows as it
+	// takes where the count is below Instances. However traffic is spread
+	// over the instances, the fleet as a whole then admits no more than
+	// the limit, but for a bucket's burst, by at most Instances−1 units
+	// once, and a window's count below Instances, up to Instances in one
+	// window; only traffic spread evenly gets the whole limit.
 	FailLocal
 	// FailError decides nothing: it reports. A call that finds the primary
 	// failing returns the primary's error, and every call after it, until
@@ -636,33 +639,33 @@ func (f *Fallback) downError() error {
 // The other requests are still decided with their own costs, as DecideAll
 // promises, in a group that the local store is made to refuse: the too
 // costly requests become looks, and two more close the group on the key
-// of the first of them, its whole share and then one unit, which no state
-// admits once the share is spent. So nothing is consumed, and each other
-// request says whether it alone would pass, with its exact wait, on the
-// state the requests before it would leave; a too costly one, which can
-// never pass here, leaves that state as it found it.
+// of the first of them, one unit and then its whole share, which no state
+// admits both of. So nothing is consumed, and each other request says
+// whether it alone would pass, with its exact wait, on the state the
+// requests before it would leave; a too costly one, which can never pass
+// here, leaves that state as it found it. The unit goes first so that the
+// share is never admitted on the way, which for a sliding_log would log a
+// timestamp for each of its units on every such refusal.
 func (f *Fallback) decideLocal(ctx context.Context, reqs []rate.Request, out []rate.Decision) (rate.Decision, error) {
 	local := make([]rate.Request, len(reqs))
 	tooBig := -1
 	for i, r := range reqs {
 		r.Limit = r.Limit.Share(f.instances)
-		local[i] = r
-		if tooBig < 0 && r.Cost > r.Limit.Capacity() {
-			tooBig = i
+		if r.Cost > r.Limit.Capacity() {
+			if tooBig < 0 {
+				tooBig = i
+			}
+			r.Cost = 0
 		}
+		local[i] = r
 	}
 	if tooBig < 0 {
 		return f.local.DecideAll(ctx, local, out)
 	}
-	for i := range local {
-		if local[i].Cost > local[i].Limit.Capacity() {
-			local[i].Cost = 0
-		}
-	}
-	full := rate.Request{Key: local[tooBig].Key, Limit: local[tooBig].Limit, Cost: local[tooBig].Limit.Capacity()}
-	more := full
-	more.Cost = 1
-	local = append(local, full, more)
+	unit := rate.Request{Key: local[tooBig].Key, Limit: local[tooBig].Limit, Cost: 1}
+	full := unit
+	full.Cost = full.Limit.Capacity()
+	local = append(local, unit, full)
 	dec := make([]rate.Decision, len(local))
 	d, err := f.local.DecideAll(ctx, local, dec)
 	if err != nil {

@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"runtime"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -341,6 +342,35 @@ func TestFallbackLocalShareRepeatedKey(t *testing.T) {
 	}
 	if d := decisionOf(t, f, reqs[0]); !d.Allowed || d.Remaining != 0 {
 		t.Errorf("k's share alone after the group: %v, want allowed, the group consumed nothing", d)
+	}
+}
+
+// A cost above an instance's share of a sliding_log is refused without
+// the local store logging the share's timestamps on the way: that refusal
+// costs about what any other does, however large the share, and a client
+// repeating it during an outage costs no more than one within its share.
+func TestFallbackLocalTooCostlyLog(t *testing.T) {
+	f, b, _, _ := setup(t, sluice.FallbackOptions{Mode: sluice.FailLocal, Instances: 2})
+	b.state.Store(1)
+	lim := rate.Limit{Algorithm: rate.SlidingLog, Count: rate.MaxLogCount, Period: time.Hour}
+	share := lim.Share(2).Capacity()
+	r := rate.Request{Key: "k", Limit: lim, Cost: share + 1}
+	decide := func() {
+		t.Helper()
+		if d, err := f.Decide(context.Background(), r); err != nil || d.Allowed {
+			t.Fatalf("cost %d over a share of %d: %v %v, want refused", r.Cost, share, d, err)
+		}
+	}
+	decide() // fails the primary
+	var before, after runtime.MemStats
+	runtime.ReadMemStats(&before)
+	const calls = 10
+	for range calls {
+		decide()
+	}
+	runtime.ReadMemStats(&after)
+	if per := (after.TotalAlloc - before.TotalAlloc) / calls; per > 16<<10 {
+		t.Errorf("a refusal allocated %d bytes: the local store logged the share's %d timestamps", per, share)
 	}
 }
 

@@ -160,8 +160,8 @@ func (l Limit) shareBucket(n int64) Limit {
 		// need a period a microsecond longer than a slightly smaller
 		// count does: ⌊(p−1)·c/(m·t)⌋ per p−1 µs, which fits as well,
 		// may be faster.
-		if q, ok := mulDivFloor(uint64(p-1), uint64(c), uint64(t)); ok && p > 1 {
-			x := int64(q / uint64(m))
+		if q, ok := mulDivDivFloor(uint64(p-1), uint64(c), uint64(t), uint64(m)); ok && p > 1 {
+			x := int64(q)
 			h1, l1 := bits.Mul64(uint64(x), uint64(p))
 			h2, l2 := bits.Mul64(uint64(lo), uint64(p-1))
 			if h1 > h2 || h1 == h2 && l1 > l2 { // x/(p−1) > lo/p
@@ -203,13 +203,17 @@ func mulMulDivCeil(a, b, c, d uint64) (uint64, bool) {
 	return q, true
 }
 
-// mulDivFloor returns ⌊a·b/d⌋ for d > 0, and false if it is 2^64 or more.
-func mulDivFloor(a, b, d uint64) (uint64, bool) {
+// mulDivDivFloor returns ⌊a·b/(d·e)⌋ for d, e > 0, and false if it is
+// 2^64 or more. a·b/d may pass 2^64 where the result does not: it is kept
+// in 128 bits, as ⌊⌊a·b/d⌋/e⌋ is ⌊a·b/(d·e)⌋.
+func mulDivDivFloor(a, b, d, e uint64) (uint64, bool) {
 	hi, lo := bits.Mul64(a, b)
-	if hi >= d {
+	qh := hi / d
+	ql, _ := bits.Div64(hi%d, lo, d)
+	if qh >= e {
 		return 0, false
 	}
-	q, _ := bits.Div64(hi, lo, d)
+	q, _ := bits.Div64(qh, ql, e)
 	return q, true
 }
 

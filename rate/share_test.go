@@ -65,6 +65,12 @@ func TestShareTable(t *testing.T) {
 		{"3 per 1125899906842624us", 5, "gcra 1 per 21718d17h57m24.737707s"},
 		{"4503599627370495 per 1us burst 999", 2, "gcra 2251799813685247 per 1µs burst 500"},
 		{"2 per 1us burst 4503599627370496", 3, "gcra 1 per 2µs burst 1501199875790166"}, // the burst leaves 2µs at most
+		// Many units a microsecond: the largest count that fits,
+		// 374115270590, needs 12038µs and is 35 millionths slow; 12037µs
+		// and the count it holds are short of the exact rate by less than
+		// a unit.
+		{"3695376227266022 per 1us", 118902826, "gcra 374097446999 per 12.037ms burst 31078961"},
+		{"token_bucket 1308685599140029 per 1us", 29951051931, "token_bucket 14027830402 per 321.046ms burst 43695"},
 		// Neither fits: 1 per 2^52 µs/⌈Burst/n⌉, faster than 1/n of l.
 		{"1 per 1125899906842624us", 5, "gcra 1 per 52124d23h53m47.370496s"},
 		{"1 per 1125899906842624us burst 4", 2, "gcra 1 per 26062d11h56m53.685248s burst 2"},
@@ -128,6 +134,9 @@ func TestShareProperties(t *testing.T) {
 		}
 		tried++
 		n := ns[rng.IntN(len(ns))] - rng.Int64N(2)
+		if rng.IntN(2) == 0 {
+			n = 2 + rng.Int64N(1<<(1+rng.IntN(62))) // between the listed ones
+		}
 		s := l.Share(n)
 		if err := s.Validate(); err != nil {
 			t.Fatalf("%#v.Share(%d) = %#v: %v", l, n, s, err)
