@@ -910,7 +910,7 @@ func appendNew(list []string, s string) []string {
 func (ld *loader) match(n *yaml.Node, what string) matcher {
 	var m matcher
 	var path, host string
-	var pathNode *yaml.Node
+	var pathNode, hostNode *yaml.Node
 	if n.Kind == yaml.ScalarNode {
 		s := strings.TrimSpace(n.Value)
 		if method, rest, ok := strings.Cut(s, " "); ok {
@@ -931,7 +931,7 @@ func (ld *loader) match(n *yaml.Node, what string) matcher {
 			ld.errf(n, "pattern %q has no path; write e.g. \"GET /search\" or \"api.example.com/\"", n.Value)
 			return m
 		}
-		pathNode = n
+		pathNode, hostNode = n, n
 	} else {
 		f := ld.fields(n, "match of "+what, "path", "methods", "host", "headers", "authenticated")
 		if v, ok := f["path"]; ok {
@@ -948,6 +948,7 @@ func (ld *loader) match(n *yaml.Node, what string) matcher {
 		}
 		if v, ok := f["host"]; ok {
 			host, _ = ld.str(v.val, "host")
+			hostNode = v.val
 			if strings.ContainsAny(host, "/ ") {
 				ld.errf(v.val, "host %q must be a host name such as api.example.com", host)
 				host = ""
@@ -1017,7 +1018,15 @@ func (ld *loader) match(n *yaml.Node, what string) matcher {
 		path = "/"
 	}
 	// Requests are matched by their host in lower case, without a final
-	// dot (see routedHost); so is the pattern.
+	// dot (see routedHost); so is the pattern. ServeMux matches a request
+	// by its host without the port: a pattern's port would match none.
+	if name, port, bracketed := splitHost(host); port != "" {
+		if bracketed {
+			name = "[" + name + "]"
+		}
+		ld.errf(hostNode, "host %q has a port: a policy matches its host on every port, as the request's port is not compared; write %q", host, name)
+		return m
+	}
 	host, _ = routedHost(host)
 	mux, mk, err := newMux(host + path)
 	if err != nil {

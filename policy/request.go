@@ -62,23 +62,41 @@ func routed(r *http.Request) *http.Request {
 }
 
 // routedHost returns host (a Host header, its port kept) in lower case and
-// without the final dot of a fully qualified name, and whether it was so
-// already. Names are matched as DNS matches them: a gateway (Traefik) or
-// an application that ignores the host serves API.Example.COM and
-// api.example.com. as api.example.com, and a policy on api.example.com
-// must count them, where ServeMux, which the patterns go through, compares
-// hosts byte for byte.
+// without the final dot of a fully qualified name, an IPv6 address without
+// its brackets when it has no port, and whether it was so already. Names
+// are matched as DNS matches them: a gateway (Traefik) or an application
+// that ignores the host serves API.Example.COM and api.example.com. as
+// api.example.com, and a policy on api.example.com must count them, where
+// ServeMux, which the patterns go through, compares hosts byte for byte.
+// ServeMux cuts the port off [2001:db8::1]:443 and compares 2001:db8::1,
+// but compares [2001:db8::1] as it comes: without brackets, both are the
+// address a pattern names.
 func routedHost(host string) (string, bool) {
-	name, port := host, ""
-	if i := strings.LastIndexByte(host, ':'); i >= 0 && !strings.Contains(host[i:], "]") {
-		name, port = host[:i], host[i:]
-	}
+	name, port, bracketed := splitHost(host)
 	dot := strings.HasSuffix(name, ".")
 	upper := strings.IndexFunc(name, func(c rune) bool { return 'A' <= c && c <= 'Z' }) >= 0
-	if !dot && !upper {
+	switch {
+	case !dot && !upper && !(bracketed && port == ""):
 		return host, true
+	case bracketed && port != "":
+		return "[" + strings.ToLower(name) + "]" + port, false
 	}
 	return strings.ToLower(strings.TrimSuffix(name, ".")) + port, false
+}
+
+// splitHost splits a Host header into its name, without the brackets of
+// an IPv6 address, and its port, with its colon, if any. An address
+// without brackets has no port.
+func splitHost(host string) (name, port string, bracketed bool) {
+	if strings.HasPrefix(host, "[") {
+		if i := strings.IndexByte(host, ']'); i > 0 {
+			return host[1:i], host[i+1:], true
+		}
+	}
+	if i := strings.IndexByte(host, ':'); i >= 0 && strings.Count(host, ":") == 1 {
+		return host[:i], host[i:], false
+	}
+	return host, "", false
 }
 
 // header returns the first value of a header field and whether it is

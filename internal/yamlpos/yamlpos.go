@@ -15,6 +15,7 @@ package yamlpos
 
 import (
 	"bytes"
+	"cmp"
 	"errors"
 	"strconv"
 	"strings"
@@ -43,12 +44,17 @@ type Pos struct {
 //
 // The place is the first character at which data fails with err: data
 // up to and including it, with the lines after it left empty, fails with
-// the very error err; data up to the character before does not. When
-// that character closes a quoted scalar, the place is where the scalar
-// opens: a quote mark too many or too few there is the likely mistake,
-// and the scalar may run over many lines to the next quote mark. When
-// data does not fail with err at all, or is UTF-16, the line is the one
-// the library names, if any, and Column is 0.
+// the very error err; data up to the character before does not. If that
+// data fails in another way, the character may be only where the
+// message changes. In a flow collection left open, it changes from one
+// item to the next: the place is the last item of a flow collection on
+// the character's line, after which the bracket is missing, if data
+// starts to fail with err there. When the character closes a quoted
+// scalar, the place is where the scalar opens: a quote mark too many or
+// too few there is the likely mistake, and the scalar may run over many
+// lines to the next quote mark. When data does not fail with err at
+// all, or is UTF-16, the line is the one the library names, if any, and
+// Column is 0.
 //
 // A *yaml.TypeError is not placed: its messages carry their own lines.
 func Locate(data []byte, err error) Pos {
@@ -90,15 +96,28 @@ func locate(data []byte, err error, parse func([]byte) error) Pos {
 	}
 	n := len(d.lines)
 	k, i := d.first(fails, n, d.lines[n-1].chars)
-	// A quoted scalar runs over lines to the next quote mark of its kind,
-	// an apostrophe in a comment for one: when the text fails at that
-	// mark, the text just before it fails in another way, with the quote
-	// left open. If that other error starts at a quote mark of the same
-	// kind, the scalar opens there.
-	if q := d.char(k, i); q == '\'' || q == '"' {
-		if e := parse(d.cut(k, i-1)); e != nil {
-			qk, qi := d.first(failsWith(parse, e.Error()), k, i-1)
-			if d.char(qk, qi) == q {
+	// The search finds where the text starts to fail with err. When the
+	// text just before fails too, in another way, that is only where the
+	// message changes, and the mistake may lie before it.
+	if e := parse(d.cut(k, i-1)); e != nil {
+		// A flow collection left open fails with one message cut after
+		// an item and with another cut after a comma: the search lands
+		// on any of its items, or on a quote mark of one. The place is
+		// the last item on line k, after which the bracket is missing
+		// (or the comma, after which an item is), if the text starts to
+		// fail with err there. After a mistake, the text fails with err
+		// all along, and does not start to.
+		if j := d.lastItem(k); j > 0 && fails(d.cut(k, j)) && !fails(d.cut(k, j-1)) {
+			p.Line, p.Column = k, d.column(k, j)
+			return p
+		}
+		// A quoted scalar runs over lines to the next quote mark of its
+		// kind, an apostrophe in a comment for one: when the text fails
+		// at that mark, the text just before it fails with the quote
+		// left open. If that other error starts at a quote mark of the
+		// same kind, the scalar opens there.
+		if q := d.char(k, i); q == '\'' || q == '"' {
+			if qk, qi := d.first(failsWith(parse, e.Error()), k, i-1); d.char(qk, qi) == q {
 				k, i = qk, qi
 			}
 		}
@@ -266,6 +285,51 @@ func (d *doc) first(fails func([]byte) bool, lastLine, last int) (k, i int) {
 		}
 	}
 	return k, hi
+}
+
+// lastItem returns the place of the first character of the last item of
+// a flow collection on line k: the first that is not a space after the
+// last comma or opening bracket, not counting those in a quoted scalar or
+// a comment; or that separator's if no item follows it; or 0 if there is
+// none. It reads the line as YAML's flow context does, as far as is
+// needed to find that place; the library is asked whether it is the one.
+func (d *doc) lastItem(k int) int {
+	l := d.lines[k-1]
+	after, item := 0, 0 // the last separator, the item after it
+	var quote rune
+	// Whether the character before is a space or a separator, or there
+	// is none: a quote mark there opens a scalar, a # a comment.
+	start := true
+	for at, j := l.start, 1; at < l.end; j++ {
+		r, w := utf8.DecodeRune(d.data[at:l.end])
+		at += w
+		switch {
+		case quote == '"' && r == '\\':
+			if at < l.end { // the escaped character
+				_, w := utf8.DecodeRune(d.data[at:l.end])
+				at += w
+				j++
+			}
+		case quote != 0:
+			if r == quote {
+				quote = 0 // '' in a single-quoted scalar reopens it
+			}
+		case r == '#' && start:
+			return cmp.Or(item, after)
+		case r == ',' || r == '[' || r == '{':
+			after, item = j, 0
+		case r == ' ' || r == '\t':
+		default:
+			if after > 0 && item == 0 {
+				item = j
+			}
+			if start && (r == '\'' || r == '"') {
+				quote = r
+			}
+		}
+		start = quote == 0 && strings.ContainsRune(" \t,[{", r)
+	}
+	return cmp.Or(item, after)
 }
 
 // char returns the i-th character of line k, or -1 if there is none.

@@ -28,6 +28,25 @@ func TestLocate(t *testing.T) {
 		{"mistake after comments and blank lines", "a: 1\n\n# c\n\n  b: 2\n", 5, 3, "did not find expected key"},
 		{"unclosed flow list", "policies:\n  - [a\n", 2, 6, "did not find expected ',' or ']'"},
 		{"unclosed flow mapping", "a: {x: 1\nb: 2\n", 2, 2, "did not find expected ',' or '}'"},
+		// Cut after an item, the text fails with one message, cut after
+		// a comma with another: the place is the last item, after which
+		// the bracket is missing, not whichever item a search lands on.
+		{"unclosed flow list of many items", "a: [1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15, 16\n", 1, 56, "did not find expected ',' or ']'"},
+		{"unclosed flow list ending in a comma", "policies:\n  - name: a\n    limits: [1/s, 2/m, 3/h, 4/d,\n", 3, 32, "did not find expected node content"},
+		{"unclosed flow list of quoted items", "a: ['x, y', \"[z, w\", 'it''s', v\n", 1, 31, "did not find expected ',' or ']'"},
+		{"unclosed flow list before a comment", "a: [1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15, 16  # the limits\n", 1, 56, "did not find expected ',' or ']'"},
+		// Inside a flow collection, cut before a mistake, the text fails
+		// too, with the collection left open: the mistake is still the
+		// place.
+		{"unknown escape in a flow mapping", "policies:\n  - name: a\n    match: {path: \"/a\\q\", methods: [GET]}\n", 3, 23, "found unknown escape character"},
+		{"flow collections too deep", strings.Repeat("[", 10001) + "\n", 1, 10001, "exceeded max depth of 10000"},
+		{"unclosed flow mapping around a list", "policies:\n  - name: a\n    match: {path: /x, methods: [GET, POST]\n", 3, 42, "did not find expected ',' or '}'"},
+		// Closed by the wrong bracket, the collection is not left open:
+		// the mistake is the bracket.
+		{"flow list closed by a brace", "a: [1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15, 16}\n", 1, 58, "did not find expected ',' or ']'"},
+		// The key below a mapping left open is read into it: the text
+		// fails from where the brace is missing, after the list.
+		{"unclosed flow mapping before a key", "policies:\n  - name: a\n    match: {path: /x, methods: [GET, POST]\n    key: ip\n", 3, 42, "did not find expected ',' or '}'"},
 		{"extra closing bracket", "a: [1, 2]]\n", 1, 10, "did not find expected key"},
 		{"mapping value in a plain scalar", "a: b: c\n", 1, 5, "mapping values are not allowed in this context"},
 		{"scalar with no colon", "a: 1\nb: 2\nc\nd: 3\n", 3, 1, "could not find expected ':'"},
@@ -85,9 +104,10 @@ func policies(n int) string {
 // lines, none longer than chars characters: two to try the first
 // character the reader refuses, one of the whole document, a search of
 // the lines and one of a line for the error, and again, after one more
-// parse, for a quoted scalar's.
+// parse, for a quoted scalar's, and two to try the last item of a flow
+// collection.
 func bound(lines, chars int) int {
-	return 4 + 2*(bits.Len(uint(lines))+bits.Len(uint(chars)))
+	return 6 + 2*(bits.Len(uint(lines))+bits.Len(uint(chars)))
 }
 
 // A mistake near the end of a 5,000-line file costs a few parses, not
