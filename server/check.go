@@ -57,7 +57,7 @@ func (s *Server) serveCheck(nginx bool, untrusted *atomic.Pointer[generation]) h
 		// A check that describes a request and is decided as itself comes
 		// from a peer not trusted: a gateway left out of trusted_proxies
 		// has every request decided as the check itself, and counted as its own.
-		if orig == r && (r.Header.Get(hForwardedURI) != "" || r.Header.Get(hForwardedMethod) != "") && untrusted.Swap(g) != g {
+		if orig == r && (r.Header.Get(hForwardedURI) != "" || r.Header.Get(hForwardedMethod) != "") && firstWarning(untrusted, g, s.gen.Load()) {
 			s.log.Warn("a check describes a request in X-Forwarded-Method and -Uri, but its peer is not in client_ip.trusted_proxies: "+
 				"the check is decided as itself; add the gateway's address to trusted_proxies", "peer", r.RemoteAddr)
 		}
@@ -70,6 +70,17 @@ func (s *Server) serveCheck(nginx bool, untrusted *atomic.Pointer[generation]) h
 		}
 		g.check.ServeHTTP(w, orig)
 	}
+}
+
+// firstWarning reports whether a check decided under generation g, while
+// cur is the server's, is the first to warn under it, last holding the
+// generation that last warned. Only the current generation warns: a check
+// begun before a reload and ending after one under the new generation
+// has warned would otherwise warn again, and so would the next check
+// under the new one.
+func firstWarning(last *atomic.Pointer[generation], g, cur *generation) bool {
+	prev := last.Load()
+	return prev != g && g == cur && last.CompareAndSwap(prev, g)
 }
 
 // checkPassed answers an allowed check: 200, with the rate limit headers

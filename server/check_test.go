@@ -11,6 +11,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"strings"
+	"sync/atomic"
 	"syscall"
 	"testing"
 	"time"
@@ -492,6 +493,30 @@ func TestCheckForwardedMethodCase(t *testing.T) {
 		resp, _ := get(t, ts.Addrs().Check, "/check", "X-Forwarded-Method", method, "X-Forwarded-Uri", "/login", "X-Forwarded-For", "203.0.113.5")
 		if want := []int{200, 200, 429}[i]; resp.StatusCode != want || resp.Header.Get("Ratelimit") == "" {
 			t.Errorf("%s /login: %d, RateLimit %q; want %d, decided by the login policy", method, resp.StatusCode, resp.Header.Get("Ratelimit"), want)
+		}
+	}
+}
+
+// The warning of a gateway missing from trusted_proxies comes once per
+// configuration, also while checks begun under the one a reload replaced
+// finish among checks under the new one.
+func TestUntrustedWarnedOncePerGeneration(t *testing.T) {
+	g1, g2 := &generation{}, &generation{}
+	var last atomic.Pointer[generation]
+	for i, step := range []struct {
+		g, cur *generation // the check's generation, the server's
+		want   bool
+	}{
+		{g1, g1, true},
+		{g1, g1, false},
+		{g2, g2, true},  // after a reload
+		{g1, g2, false}, // a check begun before it
+		{g2, g2, false},
+		{g1, g2, false},
+		{g2, g2, false},
+	} {
+		if got := firstWarning(&last, step.g, step.cur); got != step.want {
+			t.Errorf("step %d: warns %v, want %v", i+1, got, step.want)
 		}
 	}
 }
