@@ -2,8 +2,8 @@
 // them to requests, for any transport: httplimit and grpclimit are thin
 // layers over its Enforcer.
 //
-// A policy file lists policies. Each says which requests it matches, how
-// it keys them, and the limits it applies:
+// A policy file is one YAML document that lists policies. Each says which
+// requests it matches, how it keys them, and the limits it applies:
 //
 //	policies:
 //	  - name: search                 # in keys, headers, logs and metrics
@@ -33,8 +33,10 @@
 // one that follows the redirect count). Hosts and methods match whatever
 // their case, and hosts without a final dot (API.Example.com. is
 // api.example.com, post is POST), as the gateways and applications that
-// serve such requests read them; a method key counts them as one. No
-// match means every request.
+// serve such requests read them; a method key counts them as one. A
+// pattern's host has no port (a policy matches its host on every port),
+// and an IPv6 address matches with or without one. No match means every
+// request.
 //
 // Keys: a key is built from parts (ip, user, method, header:NAME,
 // path:NAME for a wildcard of the pattern, form:NAME for a form field as

@@ -1,8 +1,10 @@
 package policy
 
 import (
+	"bytes"
 	"errors"
 	"fmt"
+	"io"
 	"net/netip"
 	"net/textproto"
 	"os"
@@ -75,6 +77,9 @@ func Load(name string, data []byte) (*Set, error) {
 		ld.yamlError(data, err)
 		return nil, ld.err()
 	}
+	if !ld.oneDocument(data) {
+		return nil, ld.err()
+	}
 	if len(doc.Content) == 0 {
 		ld.probs = append(ld.probs, Problem{File: name, Line: 1, Column: 1,
 			Message: "the file is empty; it needs at least a policies list"})
@@ -89,6 +94,47 @@ func Load(name string, data []byte) (*Set, error) {
 	}
 	set.warnings = byPosition(ld.warns)
 	return set, nil
+}
+
+// oneDocument reports, and returns false for, a file of more than one
+// YAML document: yaml.Unmarshal reads the first and ignores the rest, so
+// policies after a "---" (a second file appended, say), or a mistake
+// there, would be dropped without a word.
+func (ld *loader) oneDocument(data []byte) bool {
+	dec := yaml.NewDecoder(bytes.NewReader(data))
+	var first, second yaml.Node
+	if dec.Decode(&first) != nil {
+		return true // Unmarshal has read it; an empty file is reported after
+	}
+	switch err := dec.Decode(&second); {
+	case errors.Is(err, io.EOF):
+		return true
+	case err != nil:
+		ld.probs = append(ld.probs, Problem{File: ld.file, Line: secondMarker(data), Column: 1,
+			Message: "a second YAML document begins here, and is invalid (" + strings.TrimPrefix(err.Error(), "yaml: ") +
+				"): a policy file is one document"})
+	default:
+		ld.errf(&second, "a second YAML document begins here: a policy file is one document, and the lines after it would be ignored; merge them into the first")
+	}
+	return false
+}
+
+// secondMarker returns the line of the "---" that begins a file's second
+// YAML document (one that begins the first, before anything else, does
+// not count), or 1.
+func secondMarker(data []byte) int {
+	content := false
+	for i, line := range strings.Split(string(data), "\n") {
+		line = strings.TrimRight(line, "\r")
+		marker := line == "---" || strings.HasPrefix(line, "--- ")
+		if marker && content {
+			return i + 1
+		}
+		if t := strings.TrimSpace(line); t != "" && t[0] != '#' {
+			content = true
+		}
+	}
+	return 1
 }
 
 // loader walks the YAML tree, compiling as it goes and collecting every

@@ -57,3 +57,34 @@ func TestLoadPlacesYAMLSyntaxErrors(t *testing.T) {
 		})
 	}
 }
+
+// A file of more than one YAML document is refused: only the first would
+// be read, and the policies after a "---" dropped without a word.
+func TestLoadRefusesSecondDocument(t *testing.T) {
+	const one = "policies:\n  - name: a\n    limits: [1/s]\n"
+	for _, tt := range []struct {
+		name, yaml string
+		line       int
+		msg        string
+	}{
+		{"a second document", one + "---\npolicies:\n  - name: b\n    limits: [1/s]\n", 4, "a second YAML document begins here"},
+		{"an invalid second document", "---\n" + one + "--- # more\npolicies: [\n", 5, "a second YAML document begins here, and is invalid"},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			_, err := Load("f.yaml", []byte(tt.yaml))
+			var perr *Error
+			if !errors.As(err, &perr) || len(perr.Problems) != 1 {
+				t.Fatalf("Load = %v, want one problem", err)
+			}
+			if p := perr.Problems[0]; p.Line != tt.line || !strings.Contains(p.Message, tt.msg) {
+				t.Errorf("Load = %v, want line %d and %q", err, tt.line, tt.msg)
+			}
+		})
+	}
+	// One document, with or without its markers, loads.
+	for _, y := range []string{one, "---\n" + one, "---\n" + one + "...\n", one + "# a comment\n"} {
+		if _, err := Load("f.yaml", []byte(y)); err != nil {
+			t.Errorf("Load(%q) = %v", y, err)
+		}
+	}
+}
