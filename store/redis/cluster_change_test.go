@@ -48,6 +48,22 @@ func slotKeys(t *testing.T, s *redis.Store, format string, n int) []string {
 	return keys
 }
 
+// moveOf returns the slot of request key k, the master that holds it, and
+// another master to move it to.
+func moveOf(t *testing.T, c *redistest.Cluster, s *redis.Store, k string) (slot int, from, to *redistest.Server) {
+	t.Helper()
+	slot = int(redis.Slot(s.Key(k)))
+	from, err := c.SlotOwner(slot)
+	if err != nil {
+		t.Fatal(err)
+	}
+	to = c.Nodes[0]
+	if to == from {
+		to = c.Nodes[1]
+	}
+	return slot, from, to
+}
+
 // clusterLoad decides requests from many goroutines until stopped, and
 // counts what was decided per key and what failed.
 type clusterLoad struct {
@@ -204,15 +220,7 @@ func TestClusterMigration(t *testing.T) {
 	for _, k := range singles[:4] {
 		pairs = append(pairs, [2]string{"{" + k + "}:s", "{" + k + "}:day"})
 	}
-	slot := int(redis.Slot(s.Key(singles[0])))
-	from, err := c.SlotOwner(slot)
-	if err != nil {
-		t.Fatal(err)
-	}
-	to := c.Nodes[0]
-	if to == from {
-		to = c.Nodes[1]
-	}
+	slot, from, to := moveOf(t, c, s, singles[0])
 	// The other half of a request across slots, on the third master.
 	var elsewhere string
 	for i := 0; elsewhere == ""; i++ {
@@ -301,15 +309,7 @@ func TestClusterMigrationStuck(t *testing.T) {
 	s := redis.New(client, redis.Options{Prefix: "stuck:", DisableDenyCache: true, CallTimeout: 5 * time.Second})
 
 	singles := slotKeys(t, s, "user=%d", 24)
-	slot := int(redis.Slot(s.Key(singles[0])))
-	from, err := c.SlotOwner(slot)
-	if err != nil {
-		t.Fatal(err)
-	}
-	to := c.Nodes[0]
-	if to == from {
-		to = c.Nodes[1]
-	}
+	slot, from, to := moveOf(t, c, s, singles[0])
 	ctx := context.Background()
 	pair := []rate.Request{{Key: "{" + singles[0] + "}:s", Limit: huge, Cost: 1}, {Key: "{" + singles[0] + "}:day", Limit: huge, Cost: 1}}
 	for _, k := range singles[:16] {
@@ -368,7 +368,7 @@ func TestClusterMigrationStuck(t *testing.T) {
 	const timeout = 200 * time.Millisecond
 	short := redis.New(client, redis.Options{Prefix: "stuck:", DisableDenyCache: true, CallTimeout: timeout})
 	start := time.Now()
-	_, err = short.DecideAll(ctx, pair, make([]rate.Decision, 2))
+	_, err := short.DecideAll(ctx, pair, make([]rate.Decision, 2))
 	took := time.Since(start)
 	if err == nil || !strings.Contains(err.Error(), "TRYAGAIN") {
 		t.Errorf("a request over keys on both sides of a migration: %v, want TRYAGAIN", err)

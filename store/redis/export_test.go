@@ -28,14 +28,19 @@ func AfterCheck(s *Store, f func()) { s.afterCheck = f }
 // Queued returns how many callers wait in the coalescer that request key
 // k goes through.
 func Queued(s *Store, k string) int {
+	c := coalescerOf(s, k)
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return len(c.queue)
+}
+
+// coalescerOf returns the coalescer that request key k goes through.
+func coalescerOf(s *Store, k string) *coalescer {
 	var sl uint16
 	if s.cluster {
 		sl = slot(s.Key(k))
 	}
-	c := s.co.get(sl)
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	return len(c.queue)
+	return s.co.get(sl)
 }
 
 // Retryable reports whether a script call that failed with err under ctx
@@ -45,11 +50,7 @@ func Retryable(ctx context.Context, err error) bool { return retryable(ctx, err)
 // InFlight returns how many calls are on the wire from the coalescer that
 // request key k goes through.
 func InFlight(s *Store, k string) int {
-	var sl uint16
-	if s.cluster {
-		sl = slot(s.Key(k))
-	}
-	c := s.co.get(sl)
+	c := coalescerOf(s, k)
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	return c.inFlight
