@@ -107,9 +107,10 @@
 // (the node timeout), with Redis's default cluster-require-full-coverage,
 // every decision fails with CLUSTERDOWN until its replica has won an
 // election, about a second later. A [sluice.Fallback] decides those by its
-// failure mode; it takes the cluster as one store, so from the first
-// failure on it decides the healthy masters' keys by its failure mode too,
-// until a probe finds the cluster answering again. Decisions then resume by themselves: failed calls make the
+// failure mode; it takes the cluster as one store, so until the failover
+// it decides most of the healthy masters' keys by its failure mode too (a
+// probe that reaches a healthy master brings the store back only until
+// the next call to the dead one). Decisions then resume by themselves: failed calls make the
 // client refresh its map of the cluster, and the script is loaded on the
 // new master on NOSCRIPT. What the dead master decided and had not yet
 // passed to its replica is lost, since Redis replicates asynchronously:
