@@ -323,7 +323,7 @@ func (s *Store) waitMigration(ctx context.Context, sl uint16, keys, args []strin
 	end, _ := ctx.Deadline()
 	var res []int64
 	for pause := minMigrationPause; isTryAgain(err); pause = min(2*pause, maxMigrationPause) {
-		if !time.Now().Add(pause).Before(end) || !sleep(ctx, pause) {
+		if !time.Now().Add(pause).Before(end) || (rate.SystemClock{}).Sleep(ctx, pause) != nil {
 			break
 		}
 		res, err = s.callGroup(ctx, sl, keys, args)
@@ -342,19 +342,6 @@ const (
 func isTryAgain(err error) bool {
 	re, ok := rueidis.IsRedisErr(err)
 	return ok && re.IsTryAgain()
-}
-
-// sleep waits for d and reports true, or reports false as soon as ctx
-// ends.
-func sleep(ctx context.Context, d time.Duration) bool {
-	t := time.NewTimer(d)
-	defer t.Stop()
-	select {
-	case <-t.C:
-		return true
-	case <-ctx.Done():
-		return false
-	}
 }
 
 // call runs the script once, the only place that does: it puts the now
