@@ -8,7 +8,6 @@ import (
 	"net/netip"
 	"net/textproto"
 	"os"
-	"regexp"
 	"slices"
 	"strconv"
 	"strings"
@@ -110,31 +109,13 @@ func (ld *loader) oneDocument(data []byte) bool {
 	case errors.Is(err, io.EOF):
 		return true
 	case err != nil:
-		ld.probs = append(ld.probs, Problem{File: ld.file, Line: secondMarker(data), Column: 1,
+		ld.probs = append(ld.probs, Problem{File: ld.file, Line: max(yamlpos.SecondDocument(data), 1), Column: 1,
 			Message: "a second YAML document begins here, and is invalid (" + strings.TrimPrefix(err.Error(), "yaml: ") +
 				"): a policy file is one document"})
 	default:
 		ld.errf(&second, "a second YAML document begins here: a policy file is one document, and the lines after it would be ignored; merge them into the first")
 	}
 	return false
-}
-
-// secondMarker returns the line of the "---" that begins a file's second
-// YAML document (one that begins the first, before anything else, does
-// not count), or 1.
-func secondMarker(data []byte) int {
-	content := false
-	for i, line := range strings.Split(string(data), "\n") {
-		line = strings.TrimRight(line, "\r")
-		marker := line == "---" || strings.HasPrefix(line, "--- ")
-		if marker && content {
-			return i + 1
-		}
-		if t := strings.TrimSpace(line); t != "" && t[0] != '#' {
-			content = true
-		}
-	}
-	return 1
 }
 
 // loader walks the YAML tree, compiling as it goes and collecting every
@@ -172,26 +153,13 @@ func byPosition(ps []Problem) []Problem {
 	return ps
 }
 
-var yamlLine = regexp.MustCompile(`^yaml: line (\d+): (.*)$`)
-
-// yamlError turns the YAML parser's errors on data into problems. The
+// yamlError turns the YAML parser's error on data into a problem. The
 // parser names no line for many syntax errors and, for others, a line
-// above the mistake: yamlpos finds the mistake's line and column.
+// above the mistake: yamlpos finds the mistake's line and column. Decoded
+// into a yaml.Node, a document has no type errors, only syntax errors.
 func (ld *loader) yamlError(data []byte, err error) {
-	var te *yaml.TypeError
-	if !errors.As(err, &te) {
-		at := yamlpos.Locate(data, err)
-		ld.probs = append(ld.probs, Problem{File: ld.file, Line: max(at.Line, 1), Column: max(at.Column, 1), Message: "invalid YAML: " + at.Message})
-		return
-	}
-	for _, m := range te.Errors {
-		p := Problem{File: ld.file, Line: 1, Column: 1, Message: "invalid YAML: " + strings.TrimPrefix(m, "yaml: ")}
-		if sm := yamlLine.FindStringSubmatch(m); sm != nil {
-			p.Line, _ = strconv.Atoi(sm[1])
-			p.Message = "invalid YAML: " + sm[2]
-		}
-		ld.probs = append(ld.probs, p)
-	}
+	at := yamlpos.Locate(data, err)
+	ld.probs = append(ld.probs, Problem{File: ld.file, Line: max(at.Line, 1), Column: max(at.Column, 1), Message: "invalid YAML: " + at.Message})
 }
 
 // maxAliased bounds how many nodes of a file may come from YAML aliases

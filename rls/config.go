@@ -471,15 +471,11 @@ func (p *parser) uint32(pr pair) (uint32, bool) {
 func (p *parser) parseFile(data []byte) *domain {
 	var doc yaml.Node
 	if err := yaml.Unmarshal(data, &doc); err != nil {
-		line, msg := 0, strings.TrimPrefix(err.Error(), "yaml: ")
-		var te *yaml.TypeError
-		if !errors.As(err, &te) {
-			// The parser names no line for many syntax errors and, for
-			// others, a line above the mistake.
-			at := yamlpos.Locate(data, err)
-			line, msg = at.Line, at.Message
-		}
-		p.errorf(line, "invalid YAML: %s", msg)
+		// The parser names no line for many syntax errors and, for
+		// others, a line above the mistake. Decoded into a yaml.Node, a
+		// document has no type errors, only syntax errors.
+		at := yamlpos.Locate(data, err)
+		p.errorf(at.Line, "invalid YAML: %s", at.Message)
 		return nil
 	}
 	if at, cycle := yamlalias.Check(&doc, maxAliased); at != nil {

@@ -126,6 +126,35 @@ func locate(data []byte, err error, parse func([]byte) error) Pos {
 	return p
 }
 
+// SecondDocument returns the line of the "---" that begins the second
+// document of data, or 0 if it has none, counting lines as Locate does.
+// A marker begins the first document when nothing but blank lines,
+// comments and directives ("%YAML 1.2") comes before it, and a later
+// one once anything has: content, or a marker before it. It reads only
+// the lines' first characters: call it on data the library found to
+// hold a second document.
+func SecondDocument(data []byte) int {
+	d := newDoc(data)
+	started := false // a document has begun
+	for k, l := range d.lines {
+		text := d.data[l.start:l.end]
+		if k == 0 {
+			text = bytes.TrimPrefix(text, []byte("\ufeff"))
+		}
+		if rest, ok := bytes.CutPrefix(text, []byte("---")); ok && (len(rest) == 0 || rest[0] == ' ' || rest[0] == '\t') {
+			if started {
+				return k + 1
+			}
+			started = true
+			continue
+		}
+		if t := bytes.TrimLeft(text, " \t"); len(t) > 0 && t[0] != '#' && t[0] != '%' {
+			started = true
+		}
+	}
+	return 0
+}
+
 // failsWith returns a test of whether a text fails to parse with the
 // error whose message is want.
 func failsWith(parse func([]byte) error, want string) func([]byte) bool {

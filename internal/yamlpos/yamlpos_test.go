@@ -186,6 +186,34 @@ func TestLocateFallsBack(t *testing.T) {
 	}
 }
 
+// SecondDocument finds the marker that begins a second document, not
+// one that begins the first, whatever the line breaks.
+func TestSecondDocument(t *testing.T) {
+	tests := []struct {
+		name string
+		doc  string
+		line int
+	}{
+		{"one document", "a: 1\n", 0},
+		{"one document with its markers", "---\na: 1\n...\n", 0},
+		{"a second document", "a: 1\n---\nb: 2\n", 2},
+		{"a marker with a comment", "a: 1\n--- # b\nb: 2\n", 2},
+		{"after a first marker", "# c\n\n---\na: 1\n---\nb: 2\n", 5},
+		{"after a directive", "%YAML 1.2\n---\na: 1\n---\nb: [\n", 4},
+		{"after an empty document", "---\n---\nb: 2\n", 2},
+		{"after a document end and a directive", "a: 1\n...\n%YAML 1.2\n---\nb: 2\n", 4},
+		{"after a byte order mark", "\ufeff---\na: 1\n---\n", 3},
+		{"CR", "a: 1\r---\rb: 2\r", 2},
+		{"CRLF", "a: 1\r\n---\r\nb: 2\r\n", 2},
+		{"not a marker", "a: 1\n---b\n", 0},
+	}
+	for _, tt := range tests {
+		if got := SecondDocument([]byte(tt.doc)); got != tt.line {
+			t.Errorf("%s: SecondDocument(%q) = %d, want %d", tt.name, tt.doc, got, tt.line)
+		}
+	}
+}
+
 // FuzzLocate: whatever the document, Locate places its error on one of
 // its lines, in a column of that line, within the bound of parses.
 func FuzzLocate(f *testing.F) {
