@@ -265,27 +265,48 @@ func (l Limit) Validate() error {
 	if l.Period%time.Microsecond != 0 {
 		return fmt.Errorf("period %v is not a whole number of microseconds", l.Period)
 	}
-	t := l.periodMicros()
-	if t > MaxExact {
+	if l.InBounds() {
+		return nil
+	}
+	// Past the bounds: say which one.
+	if l.periodMicros() > MaxExact {
 		return fmt.Errorf("period %v is too long", l.Period)
 	}
 	switch l.Algorithm {
 	case FixedWindow:
-		if l.Count > MaxExact {
-			return fmt.Errorf("count %d is too large (at most 2^52)", l.Count)
-		}
+		return fmt.Errorf("count %d is too large (at most 2^52)", l.Count)
 	case SlidingLog:
-		if l.Count > MaxLogCount {
-			return fmt.Errorf("sliding_log keeps one timestamp per unit, so its count is at most %d (got %d); use sliding_window for larger limits", MaxLogCount, l.Count)
-		}
-	default:
-		n := max(l.Count, l.Burst)
-		if n > MaxExact/t {
-			return fmt.Errorf("%d per %v is too large for %s: count and burst times the period in microseconds must stay below 2^52 for exact arithmetic; use a shorter period (e.g. per hour) or fixed_window for large quotas", n, l.Period, l.Algorithm)
-		}
+		return fmt.Errorf("sliding_log keeps one timestamp per unit, so its count is at most %d (got %d); use sliding_window for larger limits", MaxLogCount, l.Count)
 	}
-	return nil
+	return fmt.Errorf("%d per %v is too large for %s: count and burst times the period in microseconds must stay below 2^52 for exact arithmetic; use a shorter period (e.g. per hour) or fixed_window for large quotas", max(l.Count, l.Burst), l.Period, l.Algorithm)
 }
+
+// InBounds reports whether the numbers of l are within the bounds
+// Validate puts on them: Count and Burst times the period in µs within
+// MaxExact, for the algorithms that weigh time against counts; for the
+// window algorithms, the period alone within MaxExact µs, a fixed_window's
+// Count within MaxExact and a sliding_log's within MaxLogCount. Past them
+// the steps' products wrap, so that a limit meant to admit refuses
+// everything, and a sliding_log keeps a timestamp for each of millions of
+// units a key.
+//
+// It is the part of Validate for stores that check the rest of a limit's
+// form on every decision, cheaply (store/memory): it multiplies where
+// Validate would divide, and is small enough to be inlined. It assumes the
+// rest of l valid: a known algorithm, a burst only where it has one, no
+// Calendar, and a positive whole number of microseconds.
+func (l *Limit) InBounds() bool {
+	// Period is a whole number of microseconds: n × Period in ns is within
+	// MaxExact µs exactly when n × period in µs is.
+	hi, lo := bits.Mul64(uint64(max(l.Count, l.Burst)), uint64(l.Period))
+	return hi == 0 && lo <= maxExactNanos && (l.Algorithm != SlidingLog || l.Count <= MaxLogCount) ||
+		uint64(l.Period) <= maxExactNanos &&
+			(l.Algorithm == FixedWindow && l.Count <= MaxExact ||
+				l.Algorithm == SlidingLog && l.Count <= MaxLogCount)
+}
+
+// maxExactNanos is MaxExact µs in ns.
+const maxExactNanos = MaxExact * uint64(time.Microsecond)
 
 // String returns l in the form ParseLimit reads, algorithm first:
 // "gcra 20/s burst 40", "fixed_window 10000/month", "sliding_log 3 per 7s".

@@ -120,6 +120,46 @@ func TestValidate(t *testing.T) {
 	}
 }
 
+// TestValidateBounds: at each bound Validate puts on a limit's numbers
+// the limit is valid, and a unit past it the error names that bound.
+func TestValidateBounds(t *testing.T) {
+	const us = time.Microsecond
+	hour := int64(time.Hour / us)
+	tests := []struct {
+		l    Limit
+		want string // "" for valid
+	}{
+		{Limit{Count: MaxExact / hour, Period: time.Hour}, ""},
+		{Limit{Count: MaxExact/hour + 1, Period: time.Hour}, "too large for gcra"},
+		{Limit{Count: 1 << 40, Period: 1 << 24 * us}, "too large for gcra"}, // the product wraps to 0
+		{Limit{Algorithm: TokenBucket, Count: 1, Burst: MaxExact / hour, Period: time.Hour}, ""},
+		{Limit{Algorithm: TokenBucket, Count: 1, Burst: MaxExact/hour + 1, Period: time.Hour}, "too large for token_bucket"},
+		{Limit{Algorithm: SlidingWindow, Count: 1, Period: MaxExact * us}, ""},
+		{Limit{Algorithm: SlidingWindow, Count: 2, Period: MaxExact * us}, "too large for sliding_window"},
+		{Limit{Algorithm: SlidingWindow, Count: 1, Period: (MaxExact + 1) * us}, "period"},
+		{Limit{Algorithm: FixedWindow, Count: MaxExact, Period: MaxExact * us}, ""},
+		{Limit{Algorithm: FixedWindow, Count: MaxExact + 1, Period: time.Second}, "count"},
+		{Limit{Algorithm: FixedWindow, Count: 1, Period: (MaxExact + 1) * us}, "period"},
+		{Limit{Algorithm: SlidingLog, Count: MaxLogCount, Period: MaxExact * us}, ""},
+		{Limit{Algorithm: SlidingLog, Count: MaxLogCount + 1, Period: time.Second}, "sliding_log keeps"},
+		{Limit{Algorithm: SlidingLog, Count: 1, Period: (MaxExact + 1) * us}, "period"},
+		{Limit{Algorithm: FixedWindow, Count: MaxExact, Calendar: Month}, ""},
+		{Limit{Algorithm: FixedWindow, Count: MaxExact + 1, Calendar: Month}, "count"},
+	}
+	for _, tt := range tests {
+		err := tt.l.Validate()
+		switch {
+		case tt.want == "" && err != nil:
+			t.Errorf("%v: %v, want valid", tt.l, err)
+		case tt.want != "" && (err == nil || !strings.Contains(err.Error(), tt.want)):
+			t.Errorf("%v: %v, want an error about %q", tt.l, err, tt.want)
+		}
+		if tt.l.Calendar == NoCalendar && tt.l.InBounds() != (err == nil) {
+			t.Errorf("%v: InBounds() = %v, Validate() = %v", tt.l, tt.l.InBounds(), err)
+		}
+	}
+}
+
 func TestAlgorithmNames(t *testing.T) {
 	seen := map[string]bool{}
 	for _, a := range Algorithms() {

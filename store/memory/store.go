@@ -167,16 +167,13 @@ func (s *Store) locate(key string) (int, uint32) {
 	return int(h >> 32 & s.mask), uint32(h) | 1
 }
 
-// valid and exact are a quick test, on the hot path, that a request of
-// cost under lim passes [rate.Request.Check], so that it is refused with
-// the same errors as in the Redis store. They are two functions so that
-// the compiler inlines both.
-//
-// valid tests the cost and the form of lim: its cost is within the
-// capacity, and lim names a known algorithm, a burst only where the
-// algorithm has one and a positive whole number of microseconds. It is
-// false for some valid requests too (a monthly limit), which check then
-// decides.
+// valid is a quick test, on the hot path, that a request of cost under
+// lim passes [rate.Request.Check], so that it is refused with the same
+// errors as in the Redis store: its cost is within the capacity, and lim
+// names a known algorithm, a burst only where the algorithm has one and a
+// positive whole number of microseconds, with numbers within the bounds
+// of [rate.Limit.InBounds]. It is false for some valid requests too (a
+// monthly limit), which check then decides.
 func valid(lim *rate.Limit, cost int64) bool {
 	// lim.Capacity(), read in place: the method takes a copy of the Limit.
 	capacity := lim.Count
@@ -190,27 +187,6 @@ func valid(lim *rate.Limit, cost int64) bool {
 		lim.Count >= 1 && lim.Period >= time.Microsecond && lim.Period%time.Microsecond == 0 &&
 		lim.Calendar == rate.NoCalendar
 }
-
-// exact tests the bounds Validate puts on the numbers of a limit valid
-// accepts, with a multiplication where Validate divides: the period times
-// the count (or burst) within rate.MaxExact µs; a sliding_log's count
-// within rate.MaxLogCount; and for the window algorithms, which allow a
-// larger product, the period alone within MaxExact µs and a fixed_window's
-// count within MaxExact. Past those bounds the steps' products wrap, so
-// that a limit meant to admit refuses everything, and a sliding_log keeps
-// a timestamp for each of millions of units a key.
-func exact(lim *rate.Limit) bool {
-	// Period is a whole number of microseconds: n × Period in ns is within
-	// MaxExact µs exactly when n × period in µs is.
-	hi, lo := bits.Mul64(uint64(max(lim.Count, lim.Burst)), uint64(lim.Period))
-	return hi == 0 && lo <= maxExactNanos && (lim.Algorithm != rate.SlidingLog || lim.Count <= rate.MaxLogCount) ||
-		uint64(lim.Period) <= maxExactNanos &&
-			(lim.Algorithm == rate.FixedWindow && lim.Count <= rate.MaxExact ||
-				lim.Algorithm == rate.SlidingLog && lim.Count <= rate.MaxLogCount)
-}
-
-// maxExactNanos is rate.MaxExact µs in ns.
-const maxExactNanos = rate.MaxExact * uint64(time.Microsecond)
 
 // check returns why a request of cost for key under lim cannot be decided,
 // or nil: decide's slow path, out of line.
@@ -249,7 +225,7 @@ func (s *Store) DecideKey(_ context.Context, key string, lim *rate.Limit, cost i
 // decide is Decide and DecideKey: it writes the decision to *d, where the
 // step writes it, rather than return a copy.
 func (s *Store) decide(key string, lim *rate.Limit, cost int64, maxDelay time.Duration, d *rate.Decision) error {
-	if !valid(lim, cost) || !exact(lim) {
+	if !valid(lim, cost) || !lim.InBounds() {
 		if err := check(key, lim, cost); err != nil {
 			return err
 		}
@@ -337,7 +313,7 @@ func (s *Store) DecideAll(_ context.Context, reqs []rate.Request, out []rate.Dec
 		return rate.Decision{}, errors.New("memory: DecideAll: out is shorter than reqs")
 	}
 	for i := range reqs {
-		if r := &reqs[i]; !valid(&r.Limit, r.Cost) || !exact(&r.Limit) {
+		if r := &reqs[i]; !valid(&r.Limit, r.Cost) || !r.Limit.InBounds() {
 			if err := r.Check(); err != nil {
 				return rate.Decision{}, err
 			}
