@@ -228,8 +228,8 @@ type Fallback struct {
 	// becomes of the call counts for the primary only as news of that gen
 	// (see fail and up). Written under mu, read without.
 	gen     atomic.Uint64
-	probing atomic.Bool
 	mu      sync.Mutex // guards the fields below
+	probing bool       // a probe is on the wire
 	backoff time.Duration
 	next    time.Time // when the next probe may go
 	since   time.Time // when the primary went down
@@ -501,18 +501,22 @@ func (f *Fallback) Stats() FallbackStats {
 // backoff has passed and no other probe is in flight; as an ordinary call
 // if a probe has brought the primary back since the call found it down.
 func (f *Fallback) startProbe() (gen uint64, send bool) {
-	// All under mu: a probe that fails moves next before it frees its
-	// place (see fail), so no call sees the old next with the place free
-	// and probes again at once, whatever the backoff; one that succeeds
-	// brings the primary back before it frees its place (see up), so no
-	// call probes a primary that is up.
+	// All under mu: a probe that fails moves next as it frees its place
+	// (see fail), so no call sees the old next with the place free and
+	// probes again at once, whatever the backoff; one that succeeds
+	// brings the primary back as it frees its place (see up), so no call
+	// probes a primary that is up.
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	gen = f.gen.Load()
 	if gen&1 == 0 {
 		return gen, true
 	}
-	return gen, !f.clock.Now().Before(f.next) && f.probing.CompareAndSwap(false, true)
+	if f.probing || f.clock.Now().Before(f.next) {
+		return gen, false
+	}
+	f.probing = true
+	return gen, true
 }
 
 // up records the success of a probe sent in gen, which brings the primary
@@ -521,7 +525,7 @@ func (f *Fallback) startProbe() (gen uint64, send bool) {
 func (f *Fallback) up(gen uint64) {
 	f.mu.Lock()
 	defer f.mu.Unlock()
-	defer f.probing.Store(false) // under mu, once the primary is up
+	f.probing = false
 	if f.gen.Load() != gen {
 		return
 	}
@@ -545,7 +549,7 @@ func (f *Fallback) fail(ctx context.Context, err error, gen uint64, probe, byCal
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	if probe {
-		defer f.probing.Store(false) // under mu, once next has moved
+		f.probing = false
 	}
 	// gen/2 counts the recoveries before the call was sent.
 	cur := f.gen.Load()
