@@ -276,23 +276,20 @@ func groupArgs(reqs []rate.Request, mark string) []string {
 // one, and writes their decisions to out. A call answered TRYAGAIN is sent
 // again after a pause (see waitMigration).
 func (s *Store) decideGroup(ctx context.Context, sl uint16, reqs []rate.Request, keys, args []string, out []rate.Decision) error {
-	res, err := s.callGroup(ctx, sl, keys, args)
+	var res []int64
+	var err error
+	if s.co != nil {
+		res, err = s.co.get(sl).exec(ctx, keys, args)
+	} else {
+		res, err = s.call(ctx, keys, args)
+	}
 	if isTryAgain(err) {
-		res, err = s.waitMigration(ctx, sl, keys, args, err)
+		res, err = s.waitMigration(ctx, keys, args, err)
 	}
 	if err != nil {
 		return fmt.Errorf("redis store: %w", err)
 	}
 	return decodeReply(res, reqs, out)
-}
-
-// callGroup runs the script for one group, through the coalescer if there
-// is one.
-func (s *Store) callGroup(ctx context.Context, sl uint16, keys, args []string) ([]int64, error) {
-	if s.co != nil {
-		return s.co.get(sl).exec(ctx, keys, args)
-	}
-	return s.call(ctx, keys, args)
 }
 
 // waitMigration sends a group that Redis answered TRYAGAIN (err) again,
@@ -308,12 +305,14 @@ func (s *Store) callGroup(ctx context.Context, sl uint16, keys, args []string) (
 // from minMigrationPause up to maxMigrationPause, and the calls after
 // them, end within the caller's deadline and CallTimeout or
 // maxMigrationWait, whichever is shorter; the decision then fails with the
-// TRYAGAIN (or, if a call was on the wire, with the deadline).
+// TRYAGAIN. No call is sent that would not have twice the time the last
+// one took before the end.
 //
-// The group waits outside the coalescer, so that the slot's other
-// decisions (most often one key each, which the move does not hold up)
-// do not queue behind it.
-func (s *Store) waitMigration(ctx context.Context, sl uint16, keys, args []string, err error) ([]int64, error) {
+// The group waits and is sent again outside the coalescer, so that the
+// slot's other decisions (most often one key each, which the move does
+// not hold up) neither queue behind it nor share a batch with it, which
+// Redis would answer TRYAGAIN as a whole.
+func (s *Store) waitMigration(ctx context.Context, keys, args []string, err error) ([]int64, error) {
 	wait := maxMigrationWait
 	if s.timeout > 0 {
 		wait = min(wait, s.timeout)
@@ -322,11 +321,17 @@ func (s *Store) waitMigration(ctx context.Context, sl uint16, keys, args []strin
 	defer cancel()
 	end, _ := ctx.Deadline()
 	var res []int64
+	// trip is how long the last call took: a call sent with less time
+	// left would only end at the deadline, and lose the TRYAGAIN that
+	// says why the decision failed.
+	trip := minMigrationPause
 	for pause := minMigrationPause; isTryAgain(err); pause = min(2*pause, maxMigrationPause) {
-		if !time.Now().Add(pause).Before(end) || (rate.SystemClock{}).Sleep(ctx, pause) != nil {
+		if !time.Now().Add(pause+2*trip).Before(end) || (rate.SystemClock{}).Sleep(ctx, pause) != nil {
 			break
 		}
-		res, err = s.callGroup(ctx, sl, keys, args)
+		sent := time.Now()
+		res, err = s.call(ctx, keys, args)
+		trip = time.Since(sent)
 	}
 	return res, err
 }
