@@ -104,16 +104,23 @@ func (c *Cluster) waitReplica(t tb, s, m *Server) {
 	sid, mid := c.ID(s), c.ID(m)
 	for _, n := range c.Nodes {
 		poll(t, n.Addr()+" knows replica "+s.Addr(), func() (bool, string) {
-			nodes, err := n.Do("CLUSTER", "NODES")
-			for line := range strings.SplitSeq(nodes, "\n") {
-				f := strings.Fields(line)
-				if len(f) > 3 && f[0] == sid && strings.Contains(f[2], "slave") && f[3] == mid {
-					return true, ""
-				}
-			}
-			return false, fmt.Sprint(nodes, err)
+			return knows(n, sid, "slave", mid)
 		})
 	}
+}
+
+// knows reports whether CLUSTER NODES on n lists node id with flag and,
+// unless master is empty, as master's replica; if not, what n said.
+func knows(n *Server, id, flag, master string) (bool, string) {
+	nodes, err := n.Do("CLUSTER", "NODES")
+	// Each line: id addr@bus flags master ...
+	for line := range strings.SplitSeq(nodes, "\n") {
+		f := strings.Fields(line)
+		if len(f) > 3 && f[0] == id && strings.Contains(f[2], flag) && (master == "" || f[3] == master) {
+			return true, ""
+		}
+	}
+	return false, fmt.Sprint(nodes, err)
 }
 
 // startNode starts a cluster-enabled server on free ports.
@@ -267,23 +274,26 @@ func (c *Cluster) MigrateKeys(slot int, from, to *Server, n int) int {
 	keys := from.MustDo("CLUSTER", "GETKEYSINSLOT", strconv.Itoa(slot), strconv.Itoa(n))
 	moved := 0
 	for k := range strings.SplitSeq(keys, "\n") {
-		if k == "" {
-			continue
-		}
 		// "NOKEY" if the key expired or was deleted meanwhile.
-		if from.MustDo("MIGRATE", "127.0.0.1", strconv.Itoa(to.port), k, "0", "5000") == "OK" {
+		if k != "" && migrate(k, from, to) == "OK" {
 			moved++
 		}
 	}
 	return moved
 }
 
+// migrate moves key from from to to (MIGRATE) and returns the reply: OK,
+// or NOKEY if from does not hold it.
+func migrate(key string, from, to *Server) string {
+	from.t.Helper()
+	return from.MustDo("MIGRATE", "127.0.0.1", strconv.Itoa(to.port), key, "0", "5000")
+}
+
 // MigrateKey moves key from from to to (MIGRATE), whose slot must be
 // migrating (BeginMigration).
 func (c *Cluster) MigrateKey(key string, from, to *Server) {
 	from.t.Helper()
-	// "NOKEY" if the key does not exist.
-	if r := from.MustDo("MIGRATE", "127.0.0.1", strconv.Itoa(to.port), key, "0", "5000"); r != "OK" {
+	if r := migrate(key, from, to); r != "OK" {
 		from.t.Fatalf("redistest: MIGRATE %s to %s: %s", key, to.Addr(), r)
 	}
 }
@@ -345,14 +355,7 @@ func (c *Cluster) WaitMaster(s *Server) {
 	id := c.ID(s)
 	for _, n := range c.running() {
 		poll(s.t, n.Addr()+" knows "+s.Addr()+" as a master", func() (bool, string) {
-			nodes, err := n.Do("CLUSTER", "NODES")
-			for line := range strings.SplitSeq(nodes, "\n") {
-				f := strings.Fields(line)
-				if len(f) > 2 && f[0] == id && strings.Contains(f[2], "master") {
-					return true, ""
-				}
-			}
-			return false, fmt.Sprint(nodes, err)
+			return knows(n, id, "master", "")
 		})
 	}
 	c.waitOK(s.t, c.running())
