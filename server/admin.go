@@ -77,9 +77,7 @@ func (s *Server) adminMux() http.Handler {
 func (s *Server) hostGuard(h http.Handler) http.Handler {
 	allowed := make(map[string]bool, len(s.o.AdminHosts))
 	for _, n := range s.o.AdminHosts {
-		if n = hostName(n); n != "" {
-			allowed[n] = true
-		}
+		allowed[hostName(n)] = true // a plainName, as New checks
 	}
 	// When a refusal was last logged, in Unix nanoseconds: a page that
 	// tries in a loop is logged once a minute.
@@ -130,10 +128,22 @@ func rebindProof(name string) bool {
 	return name == "localhost" || strings.HasSuffix(name, ".localhost")
 }
 
-// plainName reports whether name is made of what a DNS name is made of,
-// and so is worth suggesting to --admin-host as it stands.
+// adminHost reports whether n is what Options.AdminHosts takes: a
+// plainName, in any case, with a trailing dot, a port or neither.
+func adminHost(n string) bool {
+	if _, port, err := net.SplitHostPort(n); err == nil {
+		if _, err := strconv.ParseUint(port, 10, 16); err != nil {
+			return false
+		}
+	}
+	return plainName(hostName(n))
+}
+
+// plainName reports whether name (see hostName) is made of what a DNS
+// name is made of, and so is worth suggesting to --admin-host as it
+// stands.
 func plainName(name string) bool {
-	if name == "" || len(name) > 253 {
+	if strings.Trim(name, ".") == "" || len(name) > 253 {
 		return false
 	}
 	for _, c := range name {

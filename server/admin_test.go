@@ -3,6 +3,7 @@ package server
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"net/http"
 	"net/http/httptest"
 	"strings"
@@ -164,6 +165,38 @@ func TestAdminHostRefusal(t *testing.T) {
 	req.Host = "evil+example"
 	if resp, body := do(t, req); resp.StatusCode != http.StatusMisdirectedRequest || strings.Contains(body, "To reach it") {
 		t.Errorf("/ by %q: %d\n%s", req.Host, resp.StatusCode, body)
+	}
+}
+
+// Options.AdminHosts takes host names, in any case, with a trailing dot,
+// a port or neither; what no Host header would match is ErrOptions,
+// naming the flag.
+func TestAdminHostsOptions(t *testing.T) {
+	dir := t.TempDir()
+	for _, tt := range []struct {
+		name string
+		ok   bool
+	}{
+		{"dash.example.com", true},
+		{"Dash.Example.COM.", true},
+		{"sluice_admin", true},
+		{"http://dash.example.com", false},
+		{"dash.example.com:9090", true}, // the port is not compared
+		{"dash.example.com:x:y", false},
+		{"*.example.com", false},
+		{"dash.example.com/", false},
+		{".", false},
+		{"..", false},
+		{"", false},
+		{"[::1]", false},
+		{"dash.example.com:", false},
+	} {
+		o := Options{ConfigFile: writeFile(t, dir, "sluice.yaml", checkPolicy), AdminHosts: []string{tt.name},
+			Listen: Off, CheckListen: Off, GRPCListen: Off, AdminListen: Off}
+		_, err := New(o)
+		if tt.ok && err != nil || !tt.ok && (!errors.Is(err, ErrOptions) || !strings.Contains(err.Error(), "--admin-host")) {
+			t.Errorf("AdminHosts %q: %v, want ok %v (else ErrOptions naming --admin-host)", tt.name, err, tt.ok)
+		}
 	}
 }
 

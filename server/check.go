@@ -5,7 +5,6 @@ import (
 	"net/url"
 	"strconv"
 	"strings"
-	"sync/atomic"
 
 	"github.com/sluicehq/sluice/clientip"
 )
@@ -31,21 +30,16 @@ const hSluiceStatus = "X-Sluice-Status"
 //	                         status in X-Sluice-Status
 func (s *Server) checkMux() http.Handler {
 	mux := http.NewServeMux()
-	untrusted := new(atomic.Pointer[generation])
-	mux.HandleFunc("/check", s.serveCheck(false, untrusted))
-	mux.HandleFunc("/check/traefik", s.serveCheck(false, untrusted))
-	mux.HandleFunc("/check/nginx", s.serveCheck(true, untrusted))
+	mux.HandleFunc("/check", s.serveCheck(false))
+	mux.HandleFunc("/check/traefik", s.serveCheck(false))
+	mux.HandleFunc("/check/nginx", s.serveCheck(true))
 	mux.HandleFunc("/healthz", serveHealthz)
 	return mux
 }
 
 // serveCheck decides the request a gateway describes, without serving it.
-// untrusted holds the generation that last warned of a gateway it does
-// not trust, so that the warning comes once per configuration.
-func (s *Server) serveCheck(nginx bool, untrusted *atomic.Pointer[generation]) http.HandlerFunc {
+func (s *Server) serveCheck(nginx bool) http.HandlerFunc {
 	return func(w http.ResponseWriter, r *http.Request) {
-		s.m.inflight.Inc()
-		defer s.m.inflight.Dec()
 		r, finish := s.boundBody(w, r)
 		defer finish()
 		g := s.gen.Load()
@@ -57,7 +51,7 @@ func (s *Server) serveCheck(nginx bool, untrusted *atomic.Pointer[generation]) h
 		// A check that describes a request and is decided as itself comes
 		// from a peer not trusted: a gateway left out of trusted_proxies
 		// has every request decided as the check itself, and counted as its own.
-		if orig == r && (r.Header.Get(hForwardedURI) != "" || r.Header.Get(hForwardedMethod) != "") && firstWarning(untrusted, g, s.gen.Load()) {
+		if orig == r && (r.Header.Get(hForwardedURI) != "" || r.Header.Get(hForwardedMethod) != "") && g.firstUntrustedWarning(s.gen.Load()) {
 			s.log.Warn("a check describes a request in X-Forwarded-Method and -Uri, but its peer is not in client_ip.trusted_proxies: "+
 				"the check is decided as itself; add the gateway's address to trusted_proxies", "peer", r.RemoteAddr)
 		}
@@ -72,15 +66,13 @@ func (s *Server) serveCheck(nginx bool, untrusted *atomic.Pointer[generation]) h
 	}
 }
 
-// firstWarning reports whether a check decided under generation g, while
-// cur is the server's, is the first to warn under it, last holding the
-// generation that last warned. Only the current generation warns: a check
-// begun before a reload and ending after one under the new generation
-// has warned would otherwise warn again, and so would the next check
-// under the new one.
-func firstWarning(last *atomic.Pointer[generation], g, cur *generation) bool {
-	prev := last.Load()
-	return prev != g && g == cur && last.CompareAndSwap(prev, g)
+// firstUntrustedWarning reports whether a check decided under g, while
+// cur is the server's generation, is the first to warn of an untrusted
+// gateway under it: the warning comes once per configuration. Only the
+// current generation warns, so that a check begun before a reload and
+// ending after it adds no warning of the configuration replaced.
+func (g *generation) firstUntrustedWarning(cur *generation) bool {
+	return g == cur && g.warnedUntrusted.CompareAndSwap(false, true)
 }
 
 // checkPassed answers an allowed check: 200, with the rate limit headers

@@ -11,7 +11,6 @@ import (
 	"os/exec"
 	"path/filepath"
 	"strings"
-	"sync/atomic"
 	"syscall"
 	"testing"
 	"time"
@@ -501,12 +500,12 @@ func TestCheckForwardedMethodCase(t *testing.T) {
 // configuration, also while checks begun under the one a reload replaced
 // finish among checks under the new one.
 func TestUntrustedWarnedOncePerGeneration(t *testing.T) {
-	g1, g2 := &generation{}, &generation{}
-	var last atomic.Pointer[generation]
+	g0, g1, g2 := &generation{}, &generation{}, &generation{}
 	for i, step := range []struct {
 		g, cur *generation // the check's generation, the server's
 		want   bool
 	}{
+		{g0, g1, false}, // a check begun under one replaced before it warned
 		{g1, g1, true},
 		{g1, g1, false},
 		{g2, g2, true},  // after a reload
@@ -515,7 +514,7 @@ func TestUntrustedWarnedOncePerGeneration(t *testing.T) {
 		{g1, g2, false},
 		{g2, g2, false},
 	} {
-		if got := firstWarning(&last, step.g, step.cur); got != step.want {
+		if got := step.g.firstUntrustedWarning(step.cur); got != step.want {
 			t.Errorf("step %d: warns %v, want %v", i+1, got, step.want)
 		}
 	}

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"net/http"
 	"os"
+	"sync/atomic"
 	"time"
 
 	"github.com/sluicehq/sluice/httplimit"
@@ -21,6 +22,10 @@ type generation struct {
 	rls   *rls.Config // nil without EnvoyConfigs
 	proxy http.Handler
 	check http.Handler // the policies, in front of a handler that answers 200
+
+	// warnedUntrusted is set once a check under this generation has
+	// warned of a gateway missing from trusted_proxies.
+	warnedUntrusted atomic.Bool
 }
 
 // load reads every configuration file, and logs the policy file's

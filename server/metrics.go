@@ -1,6 +1,7 @@
 package server
 
 import (
+	"sync/atomic"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
@@ -19,7 +20,6 @@ type Metrics struct {
 	storeErrors  *prometheus.CounterVec
 	reloads      *prometheus.CounterVec
 	lastReload   prometheus.Gauge
-	inflight     prometheus.Gauge
 	shed         *prometheus.CounterVec
 	now          func() time.Time
 }
@@ -61,10 +61,6 @@ func NewMetrics(reg prometheus.Registerer, now func() time.Time) *Metrics {
 			Namespace: "sluice", Name: "config_last_reload_success_timestamp_seconds",
 			Help: "When the configuration in force was loaded.",
 		}),
-		inflight: prometheus.NewGauge(prometheus.GaugeOpts{
-			Namespace: "sluice", Name: "inflight_requests",
-			Help: "Requests being served through the proxy or check endpoints.",
-		}),
 		shed: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Namespace: "sluice", Name: "shed_total",
 			Help: "Requests shed with 503 by the concurrency limit, by priority class.",
@@ -75,7 +71,7 @@ func NewMetrics(reg prometheus.Registerer, now func() time.Time) *Metrics {
 	// has a series to watch before the first one.
 	m.reloads.WithLabelValues("success")
 	m.reloads.WithLabelValues("failure")
-	reg.MustRegister(m.decisions, m.storeLatency, m.storeErrors, m.reloads, m.lastReload, m.inflight, m.shed)
+	reg.MustRegister(m.decisions, m.storeLatency, m.storeErrors, m.reloads, m.lastReload, m.shed)
 	return m
 }
 
@@ -146,6 +142,16 @@ func registerMemory(reg prometheus.Registerer, name string, stats func() memory.
 			Help: "Keys a store in memory evicted to make room while their state was not fresh; each forgot a count.",
 		}, func() float64 { return float64(stats().Evictions) }),
 	)
+}
+
+// registerInflight adds sluice_inflight_requests, read at each scrape
+// from serving, the count of proxy and check requests whose handlers run
+// that the shutdown waits on (see Server.counted).
+func registerInflight(reg prometheus.Registerer, serving *atomic.Int64) {
+	reg.MustRegister(prometheus.NewGaugeFunc(prometheus.GaugeOpts{
+		Namespace: "sluice", Name: "inflight_requests",
+		Help: "Requests being served through the proxy or check endpoints.",
+	}, func() float64 { return float64(serving.Load()) }))
 }
 
 // registerTLS adds the TLS series: sluice_tls_reloads_total, and

@@ -30,8 +30,6 @@ func (s *Server) serveProxy(w http.ResponseWriter, r *http.Request) {
 		writeProblem(w, http.StatusMethodNotAllowed, "the proxy opens no tunnels (CONNECT)")
 		return
 	}
-	s.m.inflight.Inc()
-	defer s.m.inflight.Dec()
 	r, finish := s.boundBody(w, r)
 	defer finish()
 	g := s.gen.Load()

@@ -138,7 +138,9 @@ type Options struct {
 	// names anything else is answered 421 Misdirected Request, so that a
 	// web page cannot read them through a browser by DNS rebinding.
 	// /metrics, /healthz and /readyz answer by any name. A name matches
-	// whatever its case, trailing dot or port. Nil allows no name.
+	// whatever its case, trailing dot or port; one that is no host name
+	// (a URL, a path, a wildcard), which no Host would match, is an
+	// ErrOptions. Nil allows no name.
 	AdminHosts []string
 	// Pprof mounts net/http/pprof under /debug/pprof/ on the admin
 	// listener.
@@ -218,6 +220,7 @@ type Server struct {
 	// serving counts the proxy and check requests whose handlers run,
 	// upgraded ones included: http.Server.Shutdown does not wait for a
 	// hijacked connection (a websocket through the proxy), shutdown does.
+	// It is sluice_inflight_requests too.
 	serving atomic.Int64
 	// hardStop cancels the requests' context, at the shutdown timeout:
 	// it ends the upgraded connections http.Server.Close leaves open.
@@ -304,6 +307,11 @@ func New(o Options) (_ *Server, err error) {
 			return nil, fmt.Errorf("%w: the Redis URL: %w (want redis://[user:pass@]host:6379/0, or rediss:// for TLS)", ErrOptions, urlProblem(err))
 		}
 	}
+	for _, n := range o.AdminHosts {
+		if !adminHost(n) {
+			return nil, fmt.Errorf("%w: admin host %q (--admin-host, SLUICE_ADMIN_HOST): want a host name such as dash.example.com, with no scheme, path or wildcard (IP addresses and localhost need none)", ErrOptions, n)
+		}
+	}
 	switch {
 	case (o.TLSCert == "") != (o.TLSKey == ""):
 		return nil, fmt.Errorf("%w: --tls-cert and --tls-key go together: give both, or neither", ErrOptions)
@@ -315,6 +323,7 @@ func New(o Options) (_ *Server, err error) {
 
 	s.reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 	s.m = NewMetrics(s.reg, s.clock.Now)
+	registerInflight(s.reg, &s.serving)
 	if s.tls != nil {
 		s.tls.reloads = registerTLS(s.reg, func() time.Time { return s.tls.cur.Load().cert.Leaf.NotAfter })
 	}
@@ -548,7 +557,8 @@ func (s *Server) hello() {
 	}
 }
 
-// counted counts the requests h serves in s.serving.
+// counted counts the requests h serves in s.serving, for the shutdown and
+// sluice_inflight_requests.
 func (s *Server) counted(h http.Handler) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		s.serving.Add(1)

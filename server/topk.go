@@ -120,11 +120,11 @@ func (h *topHeap) Pop() any {
 	return e
 }
 
-// maxTopKey bounds the length of a key TopK keeps, in bytes. Keys come
-// from clients: an Envoy descriptor's stats name holds its values whole
-// under detailed_metric or a limit override, and Envoy passes headers of
-// up to 60 KB or more. The store keys of policies are bounded already
-// (each value at most 64 bytes), and short enough to be kept as they are.
+// maxTopKey bounds the length of a key TopK keeps, in bytes. Keys hold
+// values clients sent, and TopK may be given any: the store keys the
+// server adds are bounded already (a policy's values at most 64 bytes
+// each, an Envoy descriptor's entries 512 bytes together), and most are
+// kept as they are.
 const maxTopKey = 512
 
 // topKey returns key as TopK keeps it: as it is when it is at most

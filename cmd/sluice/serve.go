@@ -347,10 +347,9 @@ func bound(flag string, d time.Duration) (time.Duration, error) {
 	return d, nil
 }
 
-// adminHosts splits the values of --admin-host at commas, and refuses
-// what is not a host name: a URL or a wildcard would never match a
-// request's Host, and a port would suggest it is compared, which it is
-// not.
+// adminHosts splits the values of --admin-host at commas, and refuses a
+// port (or a URL): it would suggest the port is compared, which it is not.
+// server.New refuses what is not a host name.
 func adminHosts(vals []string) ([]string, error) {
 	var names []string
 	for _, v := range vals {
@@ -358,10 +357,8 @@ func adminHosts(vals []string) ([]string, error) {
 			if n = strings.TrimSpace(n); n == "" {
 				continue
 			}
-			if strings.Trim(n, ".") == "" || strings.ContainsFunc(n, func(c rune) bool {
-				return !('a' <= c && c <= 'z' || 'A' <= c && c <= 'Z' || '0' <= c && c <= '9' || c == '-' || c == '.' || c == '_')
-			}) {
-				return nil, fmt.Errorf("--admin-host (SLUICE_ADMIN_HOST) %q: want a host name such as dash.example.com, with no scheme, port, path or wildcard (IP addresses and localhost need none)", n)
+			if strings.Contains(n, ":") {
+				return nil, fmt.Errorf("--admin-host (SLUICE_ADMIN_HOST) %q: want a host name such as dash.example.com, with no scheme or port (IP addresses and localhost need none)", n)
 			}
 			names = append(names, n)
 		}
