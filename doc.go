@@ -69,7 +69,9 @@
 // stands. A store that hangs is down too, even when every caller's
 // deadline ends its calls first: once it has completed no call for longer
 // than MaxSilence. A store that still answers some calls in time, however
-// slowly others go under load, is not.
+// slowly others go under load, is not. On a Redis Cluster each master is
+// down or up on its own: one dead master sends its own keys to the failure
+// mode, not the others'.
 //
 // # Decisions
 //

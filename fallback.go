@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"slices"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -165,7 +166,9 @@ type FallbackOptions struct {
 
 // FallbackStats counts what a Fallback has done since it was created.
 type FallbackStats struct {
-	// Down reports whether the primary is considered down now.
+	// Down reports whether the primary is considered down now, or, for a
+	// primary in partitions (a Redis Cluster), one of its partitions that
+	// still holds keys.
 	Down bool
 	// Primary counts decisions the primary made, the refusals from its
 	// deny cache included; Fallback counts those the failure mode made
@@ -179,9 +182,12 @@ type FallbackStats struct {
 	// failed or timed out, though it does not take the primary down; if
 	// its caller's deadline ended it, it does not count.
 	Failures uint64
-	// Probes counts calls sent to the primary while it was down.
+	// Probes counts calls sent to the primary while it, or a partition
+	// they were for, was down.
 	Probes uint64
 	// Outages counts transitions to down; Recoveries transitions back up.
+	// Each partition's count: two masters of a cluster down are two
+	// outages.
 	Outages, Recoveries uint64
 }
 
@@ -210,8 +216,18 @@ type FallbackStats struct {
 // while the primary had completed no call for longer than MaxSilence: a
 // hung primary is declared down even when every caller's deadline comes
 // before Timeout. [Fallback.DecideAllSource] also says who decided.
+//
+// A primary whose keys are held by servers that fail apart, as the Redis
+// store's are on a Redis Cluster, is taken server by server: each of its
+// partitions is down, probed and back on its own, with its own silences,
+// so a dead master sends its own keys to the failure mode and the others
+// are still decided by their masters. A call over keys of several
+// partitions falls back while any of them is down, and when it fails it
+// is news of the partition its error names, or of each of them if it
+// names none.
 type Fallback struct {
 	primary    Store
+	part       partitioned // primary, if it has partitions; else nil
 	local      Store
 	mode       FailureMode
 	timeout    time.Duration
@@ -223,29 +239,68 @@ type Fallback struct {
 	log        *slog.Logger
 	clock      rate.Clock
 
-	// gen counts the primary's transitions, down and back up: it is odd
-	// while the primary is down. A call takes it when it is sent, and what
-	// becomes of the call counts for the primary only as news of that gen
-	// (see fail and up). Written under mu, read without.
+	// whole is the breaker of the primary as a whole, or of the keys
+	// whose partition the primary does not know. parts holds the
+	// breakers of partitions 1 and up (index 0 is whole), made as calls
+	// first meet them; partsMu serializes their making.
+	whole   *breaker
+	parts   atomic.Pointer[[]*breaker]
+	partsMu sync.Mutex
+
+	fallbackN, failures, probes, outages, recoveries atomic.Uint64
+	// The primary's decisions are the sum of its breakers' done, less
+	// sharedN, which counts the breakers past the first of each call over
+	// several partitions, and with cachedN, its decisions from its deny
+	// cache, which done leaves out: they are no sign of life.
+	sharedN, cachedN atomic.Uint64
+}
+
+// breaker is what a Fallback knows of the primary, or of one of its
+// partitions: whether it is down, its probes, and its silences.
+type breaker struct {
+	name string // the partition's name for logs; "" for the whole primary
+	part int    // the partition's number; 0 for the whole primary
+
+	// gen counts the transitions, down and back up: it is odd while down.
+	// A call takes it when it is sent, and what becomes of the call counts
+	// only as news of that gen (see fail and up). Written under mu, read
+	// without.
 	gen     atomic.Uint64
 	mu      sync.Mutex // guards the fields below
 	probing bool       // a probe is on the wire
 	backoff time.Duration
 	next    time.Time // when the next probe may go
-	since   time.Time // when the primary went down
-	lastErr error     // the primary's last failure while down
+	since   time.Time // when it went down
+	lastErr error     // its last failure while down
 
-	// The last silence of the primary (see silentFor) began at
-	// silentSince, when primaryN was silentAt-1, and runs while they still
-	// match. silentSince is guarded by mu; silentAt is written under mu
-	// and read without.
+	// done counts the calls it completed: its signs of life. The last
+	// silence (see silentFor) began at silentSince, when done was
+	// silentAt-1, and runs while they still match. silentSince is guarded
+	// by mu; silentAt is written under mu and read without.
+	done        atomic.Uint64
 	silentSince time.Time
 	silentAt    atomic.Uint64
+}
 
-	primaryN, fallbackN, failures, probes, outages, recoveries atomic.Uint64
-	// cachedN counts the primary's decisions from its deny cache, which
-	// primaryN leaves out: they are no sign of life.
-	cachedN atomic.Uint64
+// partitioned is a primary whose keys are held by servers that fail apart,
+// as a Redis Cluster's masters do (store/redis implements it). A Fallback
+// keeps a breaker for each partition, so one dead server sends its own
+// keys to the failure mode and no others.
+type partitioned interface {
+	// Partition returns the partition that holds key, as far as the store
+	// knows: a number from 1 that names one server for the store's life,
+	// or 0 if the store does not know.
+	Partition(key string) int
+	// FailedPartition returns the partition whose failure err, returned by
+	// the store, reports, or 0 if it names none.
+	FailedPartition(err error) int
+	// PartitionName returns partition p's name for logs.
+	PartitionName(p int) string
+	// PartitionHolds reports whether partition p may still hold keys: one
+	// that has handed all its keys on (a dead master replaced by its
+	// replica) no longer counts as the primary being down. Partition 0
+	// holds keys while the store knows no partitions.
+	PartitionHolds(p int) bool
 }
 
 var _ Store = (*Fallback)(nil)
@@ -293,6 +348,9 @@ func NewFallback(primary Store, opts FallbackOptions) *Fallback {
 	if f.mode == FailLocal && f.local == nil {
 		f.local = memory.New(memory.Options{Clock: f.clock})
 	}
+	f.part, _ = primary.(partitioned)
+	f.whole = &breaker{}
+	f.parts.Store(&[]*breaker{f.whole})
 	return f
 }
 
@@ -330,11 +388,19 @@ func (f *Fallback) DecideAllSource(ctx context.Context, reqs []rate.Request, out
 		// bring a dead primary back.
 		return rate.Combine(nil), SourcePrimary, nil
 	}
-	gen := f.gen.Load()
-	down := gen&1 == 1
-	if down || f.silentAt.Load() == f.primaryN.Load()+1 {
-		if c, ok := f.primary.(cachedDecider); ok {
-			if d, ok := c.DecideCached(reqs, out); ok {
+	// The call is news of the breakers of its keys' partitions: most often
+	// one, and always one for a primary without partitions.
+	var c call
+	f.breakers(&c, reqs)
+	down, silent := false, false
+	for i, b := range c.breakers() {
+		c.gens[i] = b.gen.Load()
+		down = down || c.gens[i]&1 == 1
+		silent = silent || b.silentAt.Load() == b.done.Load()+1
+	}
+	if down || silent {
+		if cd, ok := f.primary.(cachedDecider); ok {
+			if d, ok := cd.DecideCached(reqs, out); ok {
 				// A refusal the primary gave, still in force: exact,
 				// whatever the mode would have guessed. While it is silent,
 				// the primary would answer the same without I/O, and that
@@ -345,13 +411,23 @@ func (f *Fallback) DecideAllSource(ctx context.Context, reqs []rate.Request, out
 			}
 		}
 	}
-	probe := false
 	if down {
-		var send bool
-		if gen, send = f.startProbe(); !send {
-			return f.fallback(ctx, reqs, out, nil)
+		// Each partition down must take the call as its probe.
+		for i, b := range c.breakers() {
+			if c.gens[i]&1 == 0 {
+				continue
+			}
+			gen, send := f.startProbe(b)
+			if !send {
+				f.endProbes(&c, 0)
+				return f.fallback(ctx, reqs, out, nil, b)
+			}
+			c.gens[i] = gen
+			if gen&1 == 1 {
+				c.probes |= 1 << i
+			}
 		}
-		if probe = gen&1 == 1; probe {
+		if c.probes != 0 {
 			f.probes.Add(1)
 		}
 	}
@@ -372,12 +448,20 @@ func (f *Fallback) DecideAllSource(ctx context.Context, reqs []rate.Request, out
 	timedOut := err != nil && timer && errors.Is(cctx.Err(), context.DeadlineExceeded)
 	cancel()
 	if err == nil {
-		f.primaryN.Add(1)
-		if probe {
-			f.up(gen)
+		for i, b := range c.breakers() {
+			b.done.Add(1)
+			if c.probes&(1<<i) != 0 {
+				f.up(b, c.gens[i])
+			}
+		}
+		if c.n > 1 {
+			// After the dones, which primaries reads after it: so it never
+			// subtracts a call's breakers it has not counted.
+			f.sharedN.Add(uint64(c.n - 1))
 		}
 		return d, SourcePrimary, nil
 	}
+	blame := f.blame(&c, err)
 	if !timedOut && (ctx.Err() != nil || errors.Is(err, context.DeadlineExceeded) && deadlineNear(ctx)) {
 		// The caller's context ended the call, or was about to: a store
 		// may see the deadline pass a moment before the context says so
@@ -386,14 +470,113 @@ func (f *Fallback) DecideAllSource(ctx context.Context, reqs []rate.Request, out
 		// its deadline. The primary failed too if it is hung, or if this
 		// was a probe; a failed probe then doubles the backoff rather than
 		// leave the next call to probe again.
-		if f.fail(ctx, err, gen, probe, true) {
+		counted := false
+		for i, b := range c.breakers() {
+			if blame&(1<<i) != 0 && f.fail(ctx, b, err, c.gens[i], c.probes&(1<<i) != 0, true) {
+				counted = true
+			}
+		}
+		if counted {
 			f.failures.Add(1)
 		}
+		f.endProbes(&c, blame)
 		return rate.Decision{}, SourcePrimary, err
 	}
 	f.failures.Add(1)
-	f.fail(ctx, err, gen, probe, false)
-	return f.fallback(ctx, reqs, out, err)
+	for i, b := range c.breakers() {
+		if blame&(1<<i) != 0 {
+			f.fail(ctx, b, err, c.gens[i], c.probes&(1<<i) != 0, false)
+		}
+	}
+	f.endProbes(&c, blame)
+	return f.fallback(ctx, reqs, out, err, nil)
+}
+
+// maxBreakers bounds how many partitions one call is news of: the keys of
+// a call that spans more are sent whatever their partitions past the
+// first maxBreakers, and its outcome says nothing of those.
+const maxBreakers = 8
+
+// call is what a call to the primary is news of: the breakers of its keys'
+// partitions, each with the gen it was sent in, and which of them it
+// probes (bit i for the i-th breaker).
+type call struct {
+	buf    [maxBreakers]*breaker
+	n      int
+	gens   [maxBreakers]uint64
+	probes uint8
+}
+
+// breakers returns c's breakers. (c keeps their number, not a slice of
+// its own array, which would move every call's c to the heap.)
+func (c *call) breakers() []*breaker { return c.buf[:c.n] }
+
+// breakers sets c's breakers to those of the partitions that hold reqs'
+// keys, each once, in order of first appearance.
+func (f *Fallback) breakers(c *call, reqs []rate.Request) {
+	if f.part == nil {
+		c.buf[0], c.n = f.whole, 1
+		return
+	}
+	for _, r := range reqs {
+		b := f.breaker(f.part.Partition(r.Key))
+		if !slices.Contains(c.breakers(), b) {
+			if c.n == maxBreakers {
+				return
+			}
+			c.buf[c.n] = b
+			c.n++
+		}
+	}
+}
+
+// breaker returns partition p's breaker, making it the first time.
+func (f *Fallback) breaker(p int) *breaker {
+	if bs := *f.parts.Load(); p >= 0 && p < len(bs) && bs[p] != nil {
+		return bs[p]
+	}
+	if p <= 0 {
+		return f.whole
+	}
+	f.partsMu.Lock()
+	defer f.partsMu.Unlock()
+	bs := *f.parts.Load()
+	if p < len(bs) && bs[p] != nil {
+		return bs[p]
+	}
+	grown := make([]*breaker, max(len(bs), p+1))
+	copy(grown, bs)
+	grown[p] = &breaker{part: p, name: f.part.PartitionName(p)}
+	f.parts.Store(&grown)
+	return grown[p]
+}
+
+// blame returns which of c's breakers a failed call is news of (bit i for
+// c.breakers()[i]): the partition the error names, if one of them, else all.
+func (f *Fallback) blame(c *call, err error) uint8 {
+	all := uint8(1)<<c.n - 1
+	if c.n == 1 || f.part == nil {
+		return all
+	}
+	if p := f.part.FailedPartition(err); p > 0 {
+		if i := slices.Index(c.breakers(), f.breaker(p)); i >= 0 {
+			return 1 << i
+		}
+	}
+	return all
+}
+
+// endProbes frees the places of c's probes that the call was no news of:
+// those not in blame. Their backoff is left as it was, so the next call
+// probes at once.
+func (f *Fallback) endProbes(c *call, blame uint8) {
+	for i, b := range c.breakers() {
+		if c.probes&^blame&(1<<i) != 0 {
+			b.mu.Lock()
+			b.probing = false
+			b.mu.Unlock()
+		}
+	}
 }
 
 // hung reports whether a call that its caller's context ended counts as a
@@ -417,8 +600,10 @@ func (f *Fallback) DecideAllSource(ctx context.Context, reqs []rate.Request, out
 // next call to probe again, and a primary that fails and then hangs would
 // take every call as a probe, each waiting out its caller's deadline. A
 // silence that this probe's call starts (the primary answered a call sent
-// before the outage meanwhile) is none. Requires that mu is held.
-func (f *Fallback) hung(ctx context.Context, probe bool, now time.Time) bool {
+// before the outage meanwhile) is none. Each partition has its own
+// silences: a dead master's say nothing of the others. Requires that b.mu
+// is held.
+func (f *Fallback) hung(ctx context.Context, b *breaker, probe bool, now time.Time) bool {
 	if f.silence < 0 || !deadlineNear(ctx) {
 		return false
 	}
@@ -426,7 +611,7 @@ func (f *Fallback) hung(ctx context.Context, probe bool, now time.Time) bool {
 	if probe {
 		bound = 0
 	}
-	return f.silentFor(now) > bound
+	return b.silentFor(now) > bound
 }
 
 // deadlineSlack is how near its deadline a context that ended, or a call
@@ -449,11 +634,11 @@ func deadlineNear(ctx context.Context) bool {
 	return ok && time.Until(dl) <= deadlineSlack
 }
 
-// silentFor returns for how long the primary has completed no call, as the
-// calls that failed or went unanswered tell: the first of them after a
-// success starts a silence, and the next success ends it.
+// silentFor returns for how long b's primary, or partition, has completed
+// no call, as the calls that failed or went unanswered tell: the first of
+// them after a success starts a silence, and the next success ends it.
 //
-// A success is seen as primaryN moving on, a counter it increments anyway:
+// A success is seen as b.done moving on, a counter it increments anyway:
 // the successful path, the hot one (about 100µs per decision through
 // Redis), writes nothing more and reads no clock; only failing calls lock
 // and write. So the silence starts when the first call ends, not when it
@@ -465,13 +650,13 @@ func deadlineNear(ctx context.Context) bool {
 // What the rule cannot tell is a primary that was idle: two calls ended by
 // their callers' deadlines further apart than the bound, and no success
 // between them, declare it down; the first probe that succeeds, after
-// MinBackoff, brings it back. Requires that mu is held.
-func (f *Fallback) silentFor(now time.Time) time.Duration {
-	if n := f.primaryN.Load() + 1; f.silentAt.Load() != n {
-		f.silentSince = now
-		f.silentAt.Store(n)
+// MinBackoff, brings it back. Requires that b.mu is held.
+func (b *breaker) silentFor(now time.Time) time.Duration {
+	if n := b.done.Load() + 1; b.silentAt.Load() != n {
+		b.silentSince = now
+		b.silentAt.Store(n)
 	}
-	return now.Sub(f.silentSince)
+	return now.Sub(b.silentSince)
 }
 
 // cachedDecider is a store that can sometimes decide without I/O, like the
@@ -486,8 +671,8 @@ type cachedDecider interface {
 // Stats returns the counters.
 func (f *Fallback) Stats() FallbackStats {
 	return FallbackStats{
-		Down:       f.gen.Load()&1 == 1,
-		Primary:    f.primaryN.Load() + f.cachedN.Load(),
+		Down:       f.down(),
+		Primary:    f.primaries(),
 		Fallback:   f.fallbackN.Load(),
 		Failures:   f.failures.Load(),
 		Probes:     f.probes.Load(),
@@ -496,43 +681,74 @@ func (f *Fallback) Stats() FallbackStats {
 	}
 }
 
-// startProbe reports whether a call that found the primary down is sent,
-// and the gen it is sent in: as a probe if the primary is still down, the
-// backoff has passed and no other probe is in flight; as an ordinary call
-// if a probe has brought the primary back since the call found it down.
-func (f *Fallback) startProbe() (gen uint64, send bool) {
+// primaries returns how many decisions the primary made.
+func (f *Fallback) primaries() uint64 {
+	n := f.cachedN.Load() - f.sharedN.Load() // may wrap until the dones are added
+	for _, b := range *f.parts.Load() {
+		if b != nil {
+			n += b.done.Load()
+		}
+	}
+	return n
+}
+
+// down reports whether the primary, or a partition of it that may still
+// hold keys, is down.
+func (f *Fallback) down() bool {
+	for _, b := range *f.parts.Load() {
+		if b != nil && b.gen.Load()&1 == 1 && (f.part == nil || f.part.PartitionHolds(b.part)) {
+			return true
+		}
+	}
+	return false
+}
+
+// startProbe reports whether a call that found b down is sent, and the gen
+// it is sent in: as a probe if b is still down, the backoff has passed and
+// no other probe is in flight; as an ordinary call if a probe has brought
+// it back since the call found it down.
+func (f *Fallback) startProbe(b *breaker) (gen uint64, send bool) {
 	// All under mu: a probe that fails moves next as it frees its place
 	// (see fail), so no call sees the old next with the place free and
 	// probes again at once, whatever the backoff; one that succeeds
 	// brings the primary back as it frees its place (see up), so no call
 	// probes a primary that is up.
-	f.mu.Lock()
-	defer f.mu.Unlock()
-	gen = f.gen.Load()
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	gen = b.gen.Load()
 	if gen&1 == 0 {
 		return gen, true
 	}
-	if f.probing || f.clock.Now().Before(f.next) {
+	if b.probing || f.clock.Now().Before(b.next) {
 		return gen, false
 	}
-	f.probing = true
+	b.probing = true
 	return gen, true
 }
 
-// up records the success of a probe sent in gen, which brings the primary
+// up records the success of a probe of b sent in gen, which brings it
 // back. Only a probe does: an ordinary call sent before the outage and
 // answered after it may have been answered before it.
-func (f *Fallback) up(gen uint64) {
-	f.mu.Lock()
-	defer f.mu.Unlock()
-	f.probing = false
-	if f.gen.Load() != gen {
+func (f *Fallback) up(b *breaker, gen uint64) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	b.probing = false
+	if b.gen.Load() != gen {
 		return
 	}
-	f.gen.Store(gen + 1)
-	f.lastErr = nil
+	b.gen.Store(gen + 1)
+	b.lastErr = nil
 	f.recoveries.Add(1)
-	f.log.Info("sluice: store recovered", "down_for", f.clock.Now().Sub(f.since).Round(time.Millisecond))
+	f.log.Info("sluice: store recovered", b.attrs("down_for", f.clock.Now().Sub(b.since).Round(time.Millisecond))...)
+}
+
+// attrs returns the attributes of a log line about b: the partition, if
+// it is one, and then args.
+func (b *breaker) attrs(args ...any) []any {
+	if b.part == 0 {
+		return args
+	}
+	return append([]any{"partition", b.name}, args...)
 }
 
 // fail records a failure of the primary in a call sent in gen, and reports
@@ -545,55 +761,56 @@ func (f *Fallback) up(gen uint64) {
 // old outage, not of the primary now. Such a call, hung in an outage that
 // is over, would otherwise take a healthy primary down again for a
 // backoff period.
-func (f *Fallback) fail(ctx context.Context, err error, gen uint64, probe, byCaller bool) bool {
-	f.mu.Lock()
-	defer f.mu.Unlock()
+func (f *Fallback) fail(ctx context.Context, b *breaker, err error, gen uint64, probe, byCaller bool) bool {
+	b.mu.Lock()
+	defer b.mu.Unlock()
 	if probe {
-		f.probing = false
+		b.probing = false
 	}
 	// gen/2 counts the recoveries before the call was sent.
-	cur := f.gen.Load()
+	cur := b.gen.Load()
 	if cur/2 != gen/2 {
 		return false
 	}
 	now := f.clock.Now()
-	if byCaller && !f.hung(ctx, probe, now) {
+	if byCaller && !f.hung(ctx, b, probe, now) {
 		return false
 	}
 	// A failure is silence too: a probe that the caller's deadline ends
 	// while the primary stays down counts from the outage on.
-	f.silentFor(now)
+	b.silentFor(now)
 	switch {
 	case cur&1 == 0: // up, as when the call was sent
-		f.gen.Store(cur + 1)
+		b.gen.Store(cur + 1)
 		f.outages.Add(1)
-		f.since = now
-		f.backoff = f.minBackoff
-		f.next = now.Add(f.backoff)
+		b.since = now
+		b.backoff = f.minBackoff
+		b.next = now.Add(b.backoff)
 		msg := "sluice: store unavailable; deciding by failure mode until it recovers"
 		if f.mode == FailError {
 			msg = "sluice: store unavailable; calls fail at once until it recovers"
 		}
-		f.log.Warn(msg, "mode", f.mode.String(), "err", err)
-		f.lastErr = err
+		f.log.Warn(msg, b.attrs("mode", f.mode.String(), "err", err)...)
+		b.lastErr = err
 	case probe:
-		f.backoff = min(2*f.backoff, f.maxBackoff)
-		f.next = now.Add(f.backoff)
-		f.lastErr = err
+		b.backoff = min(2*b.backoff, f.maxBackoff)
+		b.next = now.Add(b.backoff)
+		b.lastErr = err
 	}
 	return true
 }
 
 // fallback decides by the failure mode. err is the primary's failure, or
-// nil if the call was not sent because the primary is down. It counts what
-// the mode decided, and with FailError what it answered: a local store's
-// error, its caller's context ended or its own failure, decided nothing.
-func (f *Fallback) fallback(ctx context.Context, reqs []rate.Request, out []rate.Decision, err error) (rate.Decision, Source, error) {
+// nil if the call was not sent because down, the breaker of the primary
+// or of one of its keys' partitions, is down. It counts what the mode
+// decided, and with FailError what it answered: a local store's error, its
+// caller's context ended or its own failure, decided nothing.
+func (f *Fallback) fallback(ctx context.Context, reqs []rate.Request, out []rate.Decision, err error, down *breaker) (rate.Decision, Source, error) {
 	switch f.mode {
 	case FailError:
 		f.fallbackN.Add(1)
 		if err == nil {
-			err = f.downError()
+			err = down.downError(f.clock)
 		}
 		return rate.Decision{}, SourceError, err
 	case FailClosed:
@@ -624,16 +841,21 @@ func (f *Fallback) fallback(ctx context.Context, reqs []rate.Request, out []rate
 	return rate.Combine(out[:len(reqs)]), SourceFailOpen, nil
 }
 
-// downError is the error of a call not sent: ErrStoreDown, with the
-// primary's last failure and how long it has been down for context.
-func (f *Fallback) downError() error {
-	f.mu.Lock()
-	last, since := f.lastErr, f.since
-	f.mu.Unlock()
+// downError is the error of a call not sent because b is down:
+// ErrStoreDown, with the partition, b's last failure and how long it has
+// been down for context.
+func (b *breaker) downError(clock rate.Clock) error {
+	b.mu.Lock()
+	last, since := b.lastErr, b.since
+	b.mu.Unlock()
 	if last == nil { // recovered in the meantime
 		return ErrStoreDown
 	}
-	return fmt.Errorf("%w for %v (last error: %v)", ErrStoreDown, f.clock.Now().Sub(since).Round(time.Millisecond), last)
+	where := ""
+	if b.part != 0 {
+		where = " (partition " + b.name + ")"
+	}
+	return fmt.Errorf("%w%s for %v (last error: %v)", ErrStoreDown, where, clock.Now().Sub(since).Round(time.Millisecond), last)
 }
 
 // decideLocal decides reqs in the local store with each limit divided by
