@@ -107,12 +107,18 @@
 // (the node timeout), with Redis's default cluster-require-full-coverage,
 // every decision fails with CLUSTERDOWN until its replica has won an
 // election, about a second later. A [sluice.Fallback] decides those by its
-// failure mode; it takes the cluster as one store, so until the failover
-// it decides most of the healthy masters' keys by its failure mode too (a
-// probe that reaches a healthy master brings the store back only until
-// the next call to the dead one). Decisions then resume by themselves: failed calls make the
-// client refresh its map of the cluster, and the script is loaded on the
-// new master on NOSCRIPT. What the dead master decided and had not yet
+// failure mode, master by master: the store tells it which master holds a
+// key ([Store.Partition]) and which one a failed call went to
+// ([Store.FailedPartition]), so until the node timeout only the dead (or
+// hung) master's keys go to the failure mode, and the other masters
+// still decide theirs; the CLUSTERDOWN that follows fails every master,
+// and each is down on its own until it answers a probe. The store reads
+// which master holds which slots (CLUSTER SLOTS) in New, and again, at
+// most twice a second, after a call fails, so a replica promoted in a
+// dead master's place is a master of its own, and the dead one, holding
+// no slot, no longer counts. Decisions then resume by themselves: failed
+// calls make the client refresh its map of the cluster, and the script is
+// loaded on the new master on NOSCRIPT. What the dead master decided and had not yet
 // passed to its replica is lost, since Redis replicates asynchronously:
 // those keys have counted less. A failover by CLUSTER FAILOVER, which
 // waits for the replica to catch up, fails and loses nothing. A master
@@ -168,5 +174,6 @@
 //   - coalesce.go: sharing script calls between concurrent callers.
 //   - stats.go: Stats.
 //   - keys.go: Redis keys, hash tags and cluster slots.
+//   - partition.go: which master holds which slots, for sluice.Fallback.
 //   - denycache.go: the deny cache and why it is exact.
 package redis

@@ -2,6 +2,7 @@ package redis
 
 import (
 	"context"
+	"time"
 
 	"github.com/sluicehq/sluice/rate"
 )
@@ -54,4 +55,23 @@ func InFlight(s *Store, k string) int {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	return c.inFlight
+}
+
+// RedisKey returns the Redis key of request key k under prefix.
+func RedisKey(prefix, k string) string { return redisKey(prefix, k) }
+
+// KeySlot returns the slot of RedisKey(prefix, k) as Store.Partition
+// finds it.
+func KeySlot(prefix, k string) uint16 { return keySlot(prefix, k) }
+
+// RefreshSlots has s read the cluster's slots again in the background, as
+// a failed script call does.
+func RefreshSlots(s *Store) { s.refreshSlots() }
+
+// SlotsRefresh reports whether s's refresh goroutine runs, and when its
+// last reading of the cluster's slots started.
+func SlotsRefresh(s *Store) (running bool, started time.Time) {
+	s.parts.mu.Lock()
+	defer s.parts.mu.Unlock()
+	return s.parts.running, s.parts.started
 }

@@ -90,6 +90,7 @@ type Store struct {
 	co      *coalescers // nil if Options.DisableCoalescing
 	timeout time.Duration
 	stats   counters
+	parts   partitions // on a Redis Cluster: see partition.go
 
 	// afterCheck, if set, runs between the check and the commit of a
 	// request across slots (tests only).
@@ -97,7 +98,10 @@ type Store struct {
 }
 
 // New returns a Store that decides through client. The caller keeps
-// ownership of client: Close does not close it.
+// ownership of client: Close does not close it, but ends the Store's own
+// use of it in the background, so Close the Store before the client. On a
+// Redis Cluster, New reads which master holds which slots (see
+// [Store.Partition]), waiting up to a second for the answer.
 func New(client rueidis.Client, opts Options) *Store {
 	s := &Store{
 		client:  client,
@@ -120,6 +124,7 @@ func New(client rueidis.Client, opts Options) *Store {
 		}
 		s.deny = newDenyCache(size)
 	}
+	s.initPartitions()
 	return s
 }
 
@@ -148,8 +153,11 @@ func DialOption(co rueidis.ClientOption, opts Options) (*Store, error) {
 	return s, nil
 }
 
-// Close closes the client if the Store made it (Dial, DialOption).
+// Close stops the Store's background work (on a Redis Cluster, reading
+// the cluster's slots again after a failure), waiting for it to end, and
+// closes the client if the Store made it (Dial, DialOption).
 func (s *Store) Close() {
+	s.closePartitions()
 	if s.owned {
 		s.client.Close()
 	}
@@ -274,8 +282,10 @@ func groupArgs(reqs []rate.Request, mark string) []string {
 // decideGroup decides (or checks, as args end) reqs, whose keys share slot
 // sl, as one group in one script call, through the coalescer if there is
 // one, and writes their decisions to out. A call answered TRYAGAIN is sent
-// again after a pause (see waitMigration).
+// again after a pause (see waitMigration). Its error carries the slot's
+// partition (see Store.FailedPartition).
 func (s *Store) decideGroup(ctx context.Context, sl uint16, reqs []rate.Request, keys, args []string, out []rate.Decision) error {
+	part := s.partitionOf(sl)
 	var res []int64
 	var err error
 	if s.co != nil {
@@ -287,9 +297,10 @@ func (s *Store) decideGroup(ctx context.Context, sl uint16, reqs []rate.Request,
 		res, err = s.waitMigration(ctx, keys, args, err)
 	}
 	if err != nil {
-		return fmt.Errorf("redis store: %w", err)
+		s.callFailed(ctx, err)
+		return inPartition(part, fmt.Errorf("redis store: %w", err))
 	}
-	return decodeReply(res, reqs, out)
+	return inPartition(part, decodeReply(res, reqs, out))
 }
 
 // waitMigration sends a group that Redis answered TRYAGAIN (err) again,
