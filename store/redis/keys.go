@@ -40,7 +40,17 @@ func slot(key string) uint16 {
 	var crc uint16
 	tag := hashTag(key)
 	for i := range len(tag) {
-		crc ^= uint16(tag[i]) << 8
+		crc = crc<<8 ^ crcTable[byte(crc>>8)^tag[i]]
+	}
+	return crc & 16383
+}
+
+// crcTable holds the CRC16 (XMODEM, polynomial 0x1021) of each byte, so
+// that slot takes a byte at a step rather than a bit: it runs for every
+// key of every decision on a cluster.
+var crcTable = func() (t [256]uint16) {
+	for b := range t {
+		crc := uint16(b) << 8
 		for range 8 {
 			if crc&0x8000 != 0 {
 				crc = crc<<1 ^ 0x1021
@@ -48,6 +58,7 @@ func slot(key string) uint16 {
 				crc <<= 1
 			}
 		}
+		t[b] = crc
 	}
-	return crc & 16383
-}
+	return t
+}()
