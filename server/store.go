@@ -85,7 +85,8 @@ func (s *Server) openStore(c policy.StoreConfig) (*storeHandle, error) {
 	h.breaker = sluice.NewFallback(rs, sluice.FallbackOptions{Mode: sluice.FailError, Timeout: -1, MaxSilence: timeout, Logger: s.log, Clock: s.clock})
 	h.store = newInstrumented(h.breaker, "redis", s.m)
 	h.client = client
-	h.close = sync.OnceFunc(client.Close)
+	// The store first: on a cluster it reads the slots in the background.
+	h.close = sync.OnceFunc(func() { rs.Close(); client.Close() })
 	s.log.Info("store: Redis", "at", where, "timeout", timeout.String(), "deny_cache", !c.NoDenyCache)
 	return h, nil
 }
