@@ -91,6 +91,9 @@ store: {redis: "redis://`+rs.Addr()+`/0", timeout: 200ms, deny_cache: false}`+br
 	if down := ts.counter(`sluice_store_errors_total{kind="down"}`); down != n-1 {
 		t.Errorf("store errors of kind down: %d, want %d (every request after the first)", down, n-1)
 	}
+	if down, outages := ts.counter(`sluice_redis_down`), ts.counter(`sluice_redis_outages_total`); down != 1 || outages != 1 {
+		t.Errorf("sluice_redis_down %d, sluice_redis_outages_total %d; want 1 and 1", down, outages)
+	}
 	ts.clock.Advance(sluice.DefaultProbeMinBackoff) // one probe is due
 	whileDown("Redis killed, probed once")
 	if st := br.Stats(); st.Failures != 2 || st.Probes != 1 {
@@ -129,6 +132,9 @@ store: {redis: "redis://`+rs.Addr()+`/0", timeout: 200ms, deny_cache: false}`+br
 	st = br.Stats()
 	if st.Down || st.Outages < 2 || st.Recoveries != st.Outages {
 		t.Errorf("stats %+v: want up, 2 outages or more, as many recoveries", st)
+	}
+	if down, outages := ts.counter(`sluice_redis_down`), ts.counter(`sluice_redis_outages_total`); down != 0 || outages != int(st.Outages) {
+		t.Errorf("sluice_redis_down %d, sluice_redis_outages_total %d; want 0 and %d", down, outages, st.Outages)
 	}
 	logs := ts.logs.String()
 	if down, up := strings.Count(logs, "sluice: store unavailable"), strings.Count(logs, "sluice: store recovered"); uint64(down) != st.Outages || uint64(up) != st.Recoveries {

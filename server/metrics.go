@@ -6,6 +6,7 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus"
 
+	"github.com/sluicehq/sluice"
 	"github.com/sluicehq/sluice/dashboard"
 	"github.com/sluicehq/sluice/store/memory"
 	"github.com/sluicehq/sluice/store/redis"
@@ -117,6 +118,27 @@ func RegisterRedis(reg prometheus.Registerer, stats func() redis.Stats) {
 			Namespace: "sluice", Name: "deny_cache_entries",
 			Help: "Refusals the deny cache holds now.",
 		}, func() float64 { return float64(stats().DenyCacheEntries) }),
+	)
+}
+
+// registerBreaker adds what the breaker in front of Redis knows: whether
+// Redis, or one of its cluster masters, is down now, and how often it has
+// gone down, read from stats at each scrape.
+func registerBreaker(reg prometheus.Registerer, stats func() sluice.FallbackStats) {
+	reg.MustRegister(
+		prometheus.NewGaugeFunc(prometheus.GaugeOpts{
+			Namespace: "sluice", Name: "redis_down",
+			Help: "1 while Redis, or one of its cluster masters, is marked down: calls to it are not sent but for probes, and policies apply on_store_error.",
+		}, func() float64 {
+			if stats().Down {
+				return 1
+			}
+			return 0
+		}),
+		prometheus.NewCounterFunc(prometheus.CounterOpts{
+			Namespace: "sluice", Name: "redis_outages_total",
+			Help: "Times Redis, or one of its cluster masters (each on its own), was marked down.",
+		}, func() float64 { return float64(stats().Outages) }),
 	)
 }
 

@@ -83,6 +83,7 @@ func (s *Server) openStore(c policy.StoreConfig) (*storeHandle, error) {
 	// for longer than the timeout, so that a hung Redis is declared down
 	// as a failing one is, while a loaded one that still answers is not.
 	h.breaker = sluice.NewFallback(rs, sluice.FallbackOptions{Mode: sluice.FailError, Timeout: -1, MaxSilence: timeout, Logger: s.log, Clock: s.clock})
+	registerBreaker(s.reg, h.breaker.Stats)
 	h.store = newInstrumented(h.breaker, "redis", s.m)
 	h.client = client
 	// The store first: on a cluster it reads the slots in the background.
