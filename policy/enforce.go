@@ -128,6 +128,13 @@ type Options struct {
 	// Logger logs store failures and recoveries (once per transition)
 	// and the refusals of shadow policies. If nil, nothing is logged.
 	Logger *slog.Logger
+	// StoreLogs says that the store logs its own outages, as a
+	// sluice.Fallback does: the Enforcer then logs no store failure or
+	// recovery. A Fallback over a Redis Cluster logs each master's apart;
+	// the Enforcer, which sees one store, would log a failure at each
+	// request that meets a dead master after one decided by a live one,
+	// and a recovery at the next of those.
+	StoreLogs bool
 	// InFlight counts the requests in flight under the Set's concurrency
 	// limit. If nil, the Enforcer counts in its own; share one between
 	// the Enforcers of successive configurations (see InFlight).
@@ -147,6 +154,7 @@ type Enforcer struct {
 	clock    rate.Clock
 	observer Observer
 	logger   *slog.Logger
+	storeLog *slog.Logger // logger, unless the store logs its outages
 	gate     *gate
 	failing  atomic.Bool
 	pool     sync.Pool
@@ -156,6 +164,9 @@ type Enforcer struct {
 // store.
 func NewEnforcer(set *Set, store sluice.Store, o Options) *Enforcer {
 	e := &Enforcer{set: set, store: store, local: o.Local, clock: o.Clock, observer: o.Observer, logger: o.Logger}
+	if !o.StoreLogs {
+		e.storeLog = o.Logger
+	}
 	if e.clock == nil {
 		e.clock = rate.SystemClock{}
 	}
@@ -586,15 +597,15 @@ func (e *Enforcer) observe(ctx context.Context, st *state, a, b int, err error) 
 
 // storeDown logs the first failure after a success.
 func (e *Enforcer) storeDown(err error) {
-	if !e.failing.Swap(true) && e.logger != nil {
-		e.logger.LogAttrs(context.Background(), slog.LevelWarn, "rate limit store failed; applying on_store_error",
+	if !e.failing.Swap(true) && e.storeLog != nil {
+		e.storeLog.LogAttrs(context.Background(), slog.LevelWarn, "rate limit store failed; applying on_store_error",
 			slog.String("error", err.Error()))
 	}
 }
 
 // storeOK logs the first success after a failure.
 func (e *Enforcer) storeOK() {
-	if e.failing.Load() && e.failing.Swap(false) && e.logger != nil {
-		e.logger.LogAttrs(context.Background(), slog.LevelInfo, "rate limit store recovered")
+	if e.failing.Load() && e.failing.Swap(false) && e.storeLog != nil {
+		e.storeLog.LogAttrs(context.Background(), slog.LevelInfo, "rate limit store recovered")
 	}
 }

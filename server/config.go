@@ -127,7 +127,10 @@ func (s *Server) build(g *generation) {
 		Local:    s.local,
 		Observer: observer{s},
 		Logger:   s.log,
-		InFlight: &s.inFlight,
+		// The breaker in front of Redis logs its outages, each cluster
+		// master's apart.
+		StoreLogs: s.st.breaker != nil,
+		InFlight:  &s.inFlight,
 	}})
 	if s.proxy {
 		var upstream http.Handler
