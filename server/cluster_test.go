@@ -175,4 +175,23 @@ policies:
 	if n := strings.Count(logs, "rate limit store"); n != 0 {
 		t.Errorf("%d lines of the policies on the store, want none:\n%s", n, logs)
 	}
+
+	// Ready while any master answers, whichever node a PING would have
+	// gone to: every instance shares the dead master. Not once none does.
+	ready := func() int {
+		t.Helper()
+		ts.ready.forget()
+		resp, _ := get(t, ts.Addrs().Admin, "/readyz")
+		return resp.StatusCode
+	}
+	for i := range 6 {
+		if got := ready(); got != http.StatusOK {
+			t.Fatalf("/readyz %d, one master dead, check %d: want 200", got, i)
+		}
+	}
+	cl.Nodes[1].Kill()
+	cl.Nodes[2].Kill()
+	if got := ready(); got != http.StatusServiceUnavailable {
+		t.Errorf("/readyz %d with every master dead, want 503", got)
+	}
 }

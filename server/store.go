@@ -93,12 +93,42 @@ func (s *Server) openStore(c policy.StoreConfig) (*storeHandle, error) {
 }
 
 // ping reports whether the store answers: always for memory, a PING for
-// Redis.
+// Redis. On a Redis Cluster every node is sent one, and the store answers
+// if any node does: a PING left to the client goes to a node of its
+// choice, which would make readiness a toss while one master is down. One
+// dead master sends its own keys to on_store_error on every instance
+// alike, and taking them all out of rotation would only make that the
+// whole service's outage; no node answering is this instance's own.
 func (h *storeHandle) ping(ctx context.Context) error {
 	if h.client == nil {
 		return nil
 	}
-	return h.client.Do(ctx, h.client.B().Ping().Build()).Error()
+	if h.client.Mode() != rueidis.ClientModeCluster {
+		return h.client.Do(ctx, h.client.B().Ping().Build()).Error()
+	}
+	nodes := h.client.Nodes()
+	if len(nodes) == 0 {
+		return errors.New("no node of the cluster known")
+	}
+	errs := make(chan error, len(nodes))
+	for addr, c := range nodes {
+		go func() {
+			err := c.Do(ctx, c.B().Ping().Build()).Error()
+			if err != nil {
+				err = fmt.Errorf("%s: %w", addr, err)
+			}
+			errs <- err
+		}()
+	}
+	var all []error
+	for range nodes {
+		err := <-errs
+		if err == nil {
+			return nil
+		}
+		all = append(all, err)
+	}
+	return errors.Join(all...)
 }
 
 // urlProblem returns what is wrong with a URL that did not parse, without
