@@ -503,6 +503,7 @@ const maxBreakers = 8
 type call struct {
 	buf    [maxBreakers]*breaker
 	n      int
+	cut    bool // the keys span more partitions than buf holds
 	gens   [maxBreakers]uint64
 	probes uint8
 }
@@ -522,6 +523,7 @@ func (f *Fallback) breakers(c *call, reqs []rate.Request) {
 		b := f.breaker(f.part.Partition(r.Key))
 		if !slices.Contains(c.breakers(), b) {
 			if c.n == maxBreakers {
+				c.cut = true
 				return
 			}
 			c.buf[c.n] = b
@@ -552,7 +554,9 @@ func (f *Fallback) breaker(p int) *breaker {
 }
 
 // blame returns which of c's breakers a failed call is news of (bit i for
-// c.breakers()[i]): the partition the error names, if one of them, else all.
+// c.breakers()[i]): the partition the error names, if one of them; none
+// if it names one of the partitions past them, of which the call says
+// nothing; else all.
 func (f *Fallback) blame(c *call, err error) uint8 {
 	all := uint8(1)<<c.n - 1
 	if c.n == 1 || f.part == nil {
@@ -561,6 +565,9 @@ func (f *Fallback) blame(c *call, err error) uint8 {
 	if p := f.part.FailedPartition(err); p > 0 {
 		if i := slices.Index(c.breakers(), f.breaker(p)); i >= 0 {
 			return 1 << i
+		}
+		if c.cut {
+			return 0
 		}
 	}
 	return all

@@ -3,6 +3,7 @@ package sluice_test
 import (
 	"context"
 	"errors"
+	"fmt"
 	"log/slog"
 	"strconv"
 	"strings"
@@ -301,3 +302,96 @@ func TestFallbackPartitionsProbeTogether(t *testing.T) {
 		t.Errorf("stats %+v: want up after one more probe, 3 recoveries", st)
 	}
 }
+
+// manyServers is a memory store held by up to 16 partitions: key "pN.x" is
+// in partition N. A failing partition fails the call with an error naming
+// it, as the Redis store's do.
+type manyServers struct {
+	sluice.Store
+	failing [17]atomic.Bool
+}
+
+func (s *manyServers) Partition(key string) int {
+	n, _ := strconv.Atoi(strings.TrimPrefix(strings.SplitN(key, ".", 2)[0], "p"))
+	return n
+}
+
+func (s *manyServers) FailedPartition(err error) int {
+	if pe, ok := err.(partitionError); ok {
+		return pe.p
+	}
+	return 0
+}
+
+func (s *manyServers) PartitionName(p int) string { return "node-" + strconv.Itoa(p) }
+func (s *manyServers) PartitionHolds(p int) bool  { return true }
+
+func (s *manyServers) DecideAll(ctx context.Context, reqs []rate.Request, out []rate.Decision) (rate.Decision, error) {
+	for _, r := range reqs {
+		if p := s.Partition(r.Key); s.failing[p].Load() {
+			return rate.Decision{}, partitionError{p}
+		}
+	}
+	return s.Store.DecideAll(ctx, reqs, out)
+}
+
+func (s *manyServers) Decide(ctx context.Context, r rate.Request) (rate.Decision, error) {
+	var out [1]rate.Decision
+	return s.DecideAll(ctx, []rate.Request{r}, out[:])
+}
+
+// spanning returns one request on each of partitions 1 to n.
+func spanning(n int) []rate.Request {
+	var reqs []rate.Request
+	for p := 1; p <= n; p++ {
+		reqs = append(reqs, rate.Request{Key: fmt.Sprintf("p%d.k", p), Limit: tenPerMinute})
+	}
+	return reqs
+}
+
+// A call over more partitions than a call keeps breakers for (8) is news
+// of the first 8 only: failing on the 9th, it takes none of them down.
+func TestFallbackPartitionsPastMaxBreakers(t *testing.T) {
+	clk := ratetest.NewClock(time.Date(2024, 6, 1, 12, 0, 0, 0, time.UTC))
+	s := &manyServers{Store: memory.New(memory.Options{Clock: clk})}
+	f := sluice.NewFallback(s, sluice.FallbackOptions{Mode: sluice.FailError, Clock: clk, MinBackoff: 100 * time.Millisecond})
+	ctx := context.Background()
+	s.failing[9].Store(true)
+	reqs := spanning(9)
+	if _, src, err := f.DecideAllSource(ctx, reqs, make([]rate.Decision, len(reqs))); src != sluice.SourceError || err == nil {
+		t.Fatalf("a call over a dead partition: %v %v, want its error", src, err)
+	}
+	var down []string
+	for p := 1; p <= 8; p++ {
+		r := []rate.Request{{Key: fmt.Sprintf("p%d.k", p), Limit: tenPerMinute}}
+		if _, src, err := f.DecideAllSource(ctx, r, make([]rate.Decision, 1)); src != sluice.SourcePrimary {
+			down = append(down, fmt.Sprintf("p%d: %v %v", p, src, err))
+		}
+	}
+	if len(down) > 0 {
+		t.Errorf("healthy partitions sent to the failure mode by a call that failed on partition 9:\n%s\nstats %+v",
+			strings.Join(down, "\n"), f.Stats())
+	}
+}
+
+// A call over exactly 8 partitions whose failure names none is news of
+// all 8, and each is down on its own.
+func TestFallbackPartitionsEightUnnamed(t *testing.T) {
+	clk := ratetest.NewClock(time.Date(2024, 6, 1, 12, 0, 0, 0, time.UTC))
+	s := &manyServers{Store: memory.New(memory.Options{Clock: clk})}
+	f := sluice.NewFallback(&unnamed{s}, sluice.FallbackOptions{Mode: sluice.FailClosed, Clock: clk})
+	ctx := context.Background()
+	s.failing[8].Store(true)
+	reqs := spanning(8)
+	if _, src, _ := f.DecideAllSource(ctx, reqs, make([]rate.Decision, len(reqs))); src != sluice.SourceFailClosed {
+		t.Fatalf("src %v", src)
+	}
+	if st := f.Stats(); st.Outages != 8 || !st.Down {
+		t.Errorf("stats %+v: want 8 outages", st)
+	}
+}
+
+// unnamed is manyServers whose errors name no partition.
+type unnamed struct{ *manyServers }
+
+func (u *unnamed) FailedPartition(error) int { return 0 }

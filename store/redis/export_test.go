@@ -75,3 +75,13 @@ func SlotsRefresh(s *Store) (running bool, started time.Time) {
 	defer s.parts.mu.Unlock()
 	return s.parts.running, s.parts.started
 }
+
+// LoadSlots has s take, as a reading of CLUSTER SLOTS, the slots split
+// evenly between the masters at addrs, in order.
+func LoadSlots(s *Store, addrs ...string) {
+	var ranges []slotRange
+	for i, a := range addrs {
+		ranges = append(ranges, slotRange{int64(16384 * i / len(addrs)), int64(16384*(i+1)/len(addrs) - 1), a})
+	}
+	s.parts.slots.Store(s.slotMapOf(ranges))
+}

@@ -28,10 +28,12 @@ import (
 // the background after a script call fails (see refreshSlots), since a
 // failure is what a failover or a dead master shows first. The map is
 // immutable and swapped whole, so that Partition, on the path of every
-// decision, takes no lock. A partition's number is given the first time
-// its address is seen and kept for the store's life: a replica promoted
-// in a dead master's place is a new partition, with a new breaker, and a
-// number never names two servers.
+// decision, takes no lock. A partition's number is given when its
+// address is first seen holding slots, and is never given again: a
+// replica promoted in a dead master's place is a new partition, with a
+// new breaker, and so is an address that holds slots again after a
+// reading in which it held none. A number never names two servers, nor
+// two spells of one server in charge of slots.
 //
 // The store's map and the client's routing are read apart, from
 // whichever nodes answer, so for a moment after a change they may
@@ -223,11 +225,13 @@ func inPartition(p int, err error) error {
 }
 
 // callFailed is told of every script call of a group that failed with
-// err under its caller's ctx. Unless the caller went away or the client
-// is closed, the failure may be a master's death or a failover: the slots
-// are read again, soon.
+// err under its caller's ctx. Unless the caller went away (cancelled it)
+// or the client is closed, the failure may be a master's death or a
+// failover: the slots are read again, soon. A deadline counts, the
+// caller's or a sluice.Fallback's Timeout: that is how a hung master
+// shows when callers' deadlines come before CallTimeout (Envoy's do).
 func (s *Store) callFailed(ctx context.Context, err error) {
-	if !s.cluster || ctx.Err() != nil || errors.Is(err, rueidis.ErrClosing) {
+	if !s.cluster || errors.Is(ctx.Err(), context.Canceled) || errors.Is(err, rueidis.ErrClosing) {
 		return
 	}
 	s.refreshSlots()
@@ -362,13 +366,24 @@ func (s *Store) slotMapOf(ranges []slotRange) *slotMap {
 			m.part[sl] = id
 		}
 	}
-	p.mu.Unlock()
 	for _, id := range m.part {
 		if !slices.Contains(m.holds, id) {
 			m.holds = append(m.holds, id)
 		}
 	}
 	slices.Sort(m.holds)
+	// A master that holds no slot now is forgotten: should its address
+	// hold slots again (a dead master restarted, rejoined as a replica and
+	// failed back to), it is a new partition, with a breaker of its own
+	// rather than the one its outage left down.
+	if old := p.slots.Load(); old != nil {
+		for _, id := range old.holds {
+			if id != 0 && !slices.Contains(m.holds, id) {
+				delete(p.ids, p.names[id-1])
+			}
+		}
+	}
+	p.mu.Unlock()
 	return m
 }
 

@@ -104,6 +104,39 @@ func TestPartitionCluster(t *testing.T) {
 		}
 	}
 
+	// An address that held no slot at the last reading is a new partition
+	// when it holds slots again: a dead master restarted and failed back
+	// to must not bring back the breaker its outage left down.
+	t.Run("AddressBack", func(t *testing.T) {
+		s := redis.New(client, redis.Options{})
+		defer s.Close()
+		// on returns the partition of the master named addr.
+		on := func(addr string) int {
+			for i := range 1000 {
+				if p := s.Partition(fmt.Sprint("user=", i)); s.PartitionName(p) == addr {
+					return p
+				}
+			}
+			t.Fatalf("no key on %s", addr)
+			return 0
+		}
+		redis.LoadSlots(s, "a:1", "b:1", "c:1")
+		pa, pc := on("a:1"), on("c:1")
+		redis.LoadSlots(s, "a:1", "b:1", "d:1")
+		if s.PartitionHolds(pc) {
+			t.Errorf("partition %d (c:1) holds slots after a reading without it", pc)
+		}
+		redis.LoadSlots(s, "a:1", "b:1", "c:1")
+		back := on("c:1")
+		if back == pc || s.PartitionHolds(pc) || !s.PartitionHolds(back) || s.PartitionName(pc) != "c:1" {
+			t.Errorf("c:1 back: partition %d (before %d), holds %v and %v; want a new number, the old one holding nothing",
+				back, pc, s.PartitionHolds(back), s.PartitionHolds(pc))
+		}
+		if p := on("a:1"); p != pa {
+			t.Errorf("a:1, which kept its slots, changed partition: %d to %d", pa, p)
+		}
+	})
+
 	t.Run("PrefixWithTag", func(t *testing.T) {
 		// Every key of this store is in the prefix's slot.
 		tagged := redis.New(client, redis.Options{Prefix: "{p}:"})
@@ -382,6 +415,66 @@ func TestPartitionFallback(t *testing.T) {
 			})
 			if st := f.Stats(); st.Down || st.Recoveries != 1 {
 				t.Errorf("stats %+v: want up, one recovery", st)
+			}
+		})
+	}
+}
+
+// A call to a hung master that ends by a deadline has the cluster's slots
+// read again, whichever deadline it is: the store's CallTimeout, its
+// caller's (Envoy's 20ms, below the server's timeout), or a Fallback's
+// Timeout (the library's default, 50ms, with no CallTimeout). A hung
+// master shows that way, and once its replica has taken its place, the
+// reading is what makes that replica a partition of its own.
+func TestPartitionReadAfterDeadline(t *testing.T) {
+	c := redistest.StartCluster(t, 3)
+	client := newClient(t, c.Addrs()...)
+	hung := c.Nodes[0]
+	keyOn := func(s *redis.Store) string {
+		for i := 0; ; i++ {
+			k := fmt.Sprintf("user=%d", i)
+			if o, err := c.Owner(s.Key(k)); err != nil {
+				t.Fatal(err)
+			} else if o == hung {
+				return k
+			}
+		}
+	}
+	for _, tc := range []struct {
+		name   string
+		opts   redis.Options
+		decide func(s *redis.Store, k string) error
+	}{
+		{"CallTimeout", redis.Options{CallTimeout: 50 * time.Millisecond}, func(s *redis.Store, k string) error {
+			_, err := s.Decide(context.Background(), rate.Request{Key: k, Limit: huge, Cost: 1})
+			return err
+		}},
+		{"caller deadline", redis.Options{CallTimeout: 200 * time.Millisecond}, func(s *redis.Store, k string) error {
+			ctx, cancel := context.WithTimeout(context.Background(), 20*time.Millisecond)
+			defer cancel()
+			_, err := s.Decide(ctx, rate.Request{Key: k, Limit: huge, Cost: 1})
+			return err
+		}},
+		{"Fallback Timeout", redis.Options{}, func(s *redis.Store, k string) error {
+			f := sluice.NewFallback(s, sluice.FallbackOptions{Mode: sluice.FailError})
+			_, err := f.Decide(context.Background(), rate.Request{Key: k, Limit: huge, Cost: 1})
+			return err
+		}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			s := redis.New(client, tc.opts)
+			defer s.Close()
+			k := keyOn(s)
+			hung.Pause()
+			err := tc.decide(s, k)
+			hung.Resume()
+			if err == nil {
+				t.Fatal("a decision on a hung master succeeded")
+			}
+			running, _ := redis.SlotsRefresh(s)
+			t.Logf("%v; a reading of the slots started: %v", err, running)
+			if !running {
+				t.Errorf("a call to a hung master failed (%v) and no reading of the slots followed", err)
 			}
 		})
 	}
