@@ -76,30 +76,20 @@ type Limiter struct {
 	prefix   string
 	suffixes []string
 	store    Store
-	// decider decides AllowN's request for limits[0]: the memory store
-	// itself when a key is stored as it is under one limit, else keyed.
-	// One call either way keeps Allow and AllowN small enough to be
-	// inlined, which spares copies of the Decision on the way back, and
-	// DecideKey spares building a rate.Request and copying it.
-	decider decider
-	first   rate.Limit
-	clock   rate.Clock
+	// mem is the memory store when a key is stored as it is under one
+	// limit (first): AllowN then asks it with DecideKeyInto (see
+	// decideInto).
+	mem   *memory.Store
+	first rate.Limit
+	clock rate.Clock
 	// escape is whether keys are stored with their braces written out:
 	// on every store but the memory store, which reads no hash tags.
 	escape bool
 }
 
-// decider is how AllowN decides (see memory.Store.DecideKey).
-type decider interface {
-	DecideKey(ctx context.Context, key string, lim *rate.Limit, cost int64) (rate.Decision, error)
-}
-
-// keyed decides AllowN's requests on any store, under the keys the
+// decideKeyed decides AllowN's requests on any store, under the keys the
 // limiter stores them under.
-type keyed struct{ l *Limiter }
-
-func (k keyed) DecideKey(ctx context.Context, key string, _ *rate.Limit, cost int64) (rate.Decision, error) {
-	l := k.l
+func (l *Limiter) decideKeyed(ctx context.Context, key string, cost int64) (rate.Decision, error) {
 	if len(l.limits) == 1 {
 		return l.store.Decide(ctx, rate.Request{Key: l.prefix + l.storeKey(key), Limit: l.limits[0], Cost: cost})
 	}
@@ -162,12 +152,12 @@ func NewLimiter(opts LimiterOptions) (*Limiter, error) {
 	}
 	_, mem := l.store.(*memory.Store)
 	l.escape = !mem
-	l.decider, l.first = keyed{l}, l.limits[0]
-	// The concrete type, not any store with a DecideKey method: a store
-	// that wraps a *memory.Store by embedding it would have its own Decide
-	// bypassed.
+	l.first = l.limits[0]
+	// The concrete type, not any store with a DecideKeyInto method: a
+	// store that wraps a *memory.Store by embedding it would have its own
+	// Decide bypassed.
 	if mem, ok := l.store.(*memory.Store); ok && l.prefix == "" && len(l.limits) == 1 {
-		l.decider = mem
+		l.mem = mem
 	}
 	return l, nil
 }
@@ -180,10 +170,28 @@ func (l *Limiter) Limits() []rate.Limit { return append([]rate.Limit(nil), l.lim
 func (l *Limiter) Store() Store { return l.store }
 
 // Allow decides one request of cost 1 for key. See [Limiter.AllowN].
-func (l *Limiter) Allow(ctx context.Context, key string) (rate.Decision, error) {
-	// AllowN(ctx, key, 1), written out: one call is what lets the compiler
-	// inline Allow into its caller.
-	return l.decider.DecideKey(ctx, key, &l.first, 1)
+func (l *Limiter) Allow(ctx context.Context, key string) (d rate.Decision, err error) {
+	err = l.decideInto(ctx, key, 1, &d)
+	return d, err
+}
+
+// decideInto is AllowN writing its decision to *d.
+//
+// Allow and AllowN are one call to it, which lets the compiler inline them
+// into their callers, and d is then the caller's own variable, which the
+// memory store's step writes field by field. A Decision returned by value
+// instead comes back in registers, and the caller (the Go compiler keeps no
+// struct of more than four fields in registers) stores them to its stack
+// and at once copies them 16 bytes at a time: loads that span two of those
+// stores wait for them to reach the cache, as the CPU forwards only one
+// store to a load. That wait was a tenth of a decision on one hot key
+// (BENCHMARKS.md). d does not escape: the concrete store keeps no pointer.
+func (l *Limiter) decideInto(ctx context.Context, key string, n int64, d *rate.Decision) (err error) {
+	if m := l.mem; m != nil {
+		return m.DecideKeyInto(ctx, key, &l.first, n, d)
+	}
+	*d, err = l.decideKeyed(ctx, key, n)
+	return err
 }
 
 // AllowN decides a request of cost n for key, now: it consumes n from every
@@ -195,8 +203,9 @@ func (l *Limiter) Allow(ctx context.Context, key string) (rate.Decision, error) 
 //
 // With a leaky_bucket limit an allowed request may carry a Delay: the
 // caller should wait that long before going ahead (Wait does).
-func (l *Limiter) AllowN(ctx context.Context, key string, n int64) (rate.Decision, error) {
-	return l.decider.DecideKey(ctx, key, &l.first, n)
+func (l *Limiter) AllowN(ctx context.Context, key string, n int64) (d rate.Decision, err error) {
+	err = l.decideInto(ctx, key, n, &d)
+	return d, err
 }
 
 // storeKey returns key as the limiter's store keeps it (see Limiter),

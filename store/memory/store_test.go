@@ -163,7 +163,15 @@ func TestMatchesStepsManyKeys(t *testing.T) {
 		key := fmt.Sprint(n)
 		key += strings.Repeat("-", n%40) // lengths from 1 to 43
 		cost := rng.Int64N(3)
-		got, err := s.DecideKey(ctx, key, &l, cost)
+		var got rate.Decision
+		var err error
+		if i%2 == 0 {
+			got, err = s.DecideKey(ctx, key, &l, cost)
+		} else {
+			// DecideKeyInto writes every field, whatever was there.
+			got = rate.Decision{Allowed: true, Limit: -1, Remaining: -1, ResetAfter: -1, RetryAfter: -1, Delay: -1}
+			err = s.DecideKeyInto(ctx, key, &l, cost, &got)
+		}
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -468,6 +476,10 @@ func TestNoAllocsForExistingKey(t *testing.T) {
 				}
 				if n := testing.AllocsPerRun(1000, func() { _, _ = s.Decide(ctx, r) }); n != 0 {
 					t.Errorf("Decide on an existing key: %v allocations, want 0", n)
+				}
+				var d rate.Decision
+				if n := testing.AllocsPerRun(1000, func() { _ = s.DecideKeyInto(ctx, r.Key, &l, 1, &d) }); n != 0 {
+					t.Errorf("DecideKeyInto on an existing key: %v allocations, want 0", n)
 				}
 				if n := testing.AllocsPerRun(1000, func() { _, _ = s.DecideKey(ctx, r.Key, &l, 1) }); n != 0 {
 					t.Errorf("DecideKey on an existing key: %v allocations, want 0", n)
