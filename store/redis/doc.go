@@ -114,7 +114,8 @@
 // still decide theirs; the CLUSTERDOWN that follows fails every master,
 // and each is down on its own until it answers a probe. The store reads
 // which master holds which slots (CLUSTER SLOTS) in New, and again, at
-// most twice a second, after a call fails, so a replica promoted in a
+// most twice a second, after a call fails, and every 30 seconds while
+// calls go on (a resharding fails none), so a replica promoted in a
 // dead master's place is a master of its own, and the dead one, holding
 // no slot, no longer counts. Decisions then resume by themselves: failed
 // calls make the client refresh its map of the cluster, and the script is

@@ -85,3 +85,6 @@ func LoadSlots(s *Store, addrs ...string) {
 	}
 	s.parts.slots.Store(s.slotMapOf(ranges))
 }
+
+// AgeSlots makes s's map of the slots as old as maxSlotsAge.
+func AgeSlots(s *Store) { s.parts.due.Store(0) }

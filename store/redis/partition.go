@@ -26,7 +26,8 @@ import (
 // A partition is a master's address. The Store keeps a map from cluster
 // slot to partition, read from CLUSTER SLOTS: once in New, and again in
 // the background after a script call fails (see refreshSlots), since a
-// failure is what a failover or a dead master shows first. The map is
+// failure is what a failover or a dead master shows first, and when a
+// call finds it maxSlotsAge old (see slotsAged). The map is
 // immutable and swapped whole, so that Partition, on the path of every
 // decision, takes no lock. A partition's number is given when its
 // address is first seen holding slots, and is never given again: a
@@ -62,6 +63,14 @@ const (
 // in any case).
 const minRefreshInterval = 500 * time.Millisecond
 
+// maxSlotsAge is how old the map may grow while calls go on: a resharding
+// fails no call (the client follows the slots that move), but leaves
+// them under their old master's partition, and a later failure of their
+// new master would be blamed on the old one until the reading it brings
+// about. A call that finds the map older reads the slots again in the
+// background; an idle store reads nothing, and keeps no goroutine.
+const maxSlotsAge = 30 * time.Second
+
 // maxPartition is the highest partition number: the map holds one per
 // slot in 16 bits. A store that sees more addresses over its life (a
 // cluster whose masters move to new addresses 65535 times) maps the slots
@@ -93,7 +102,10 @@ type partitions struct {
 	running bool
 	again   bool
 	started time.Time // when the last reading started
-	closed  bool      // Close has run: no refresh starts
+	// due is when a call should have the slots read again (UnixNano), as
+	// the map is then maxSlotsAge old: read without mu on every call.
+	due    atomic.Int64
+	closed bool // Close has run: no refresh starts
 
 	ctx    context.Context // ends at Close, and with it a reading in flight
 	cancel context.CancelFunc
@@ -111,6 +123,7 @@ func (s *Store) initPartitions() {
 	p.ids = map[string]uint16{}
 	p.ctx, p.cancel = context.WithCancel(context.Background())
 	p.started = time.Now()
+	p.due.Store(p.started.Add(maxSlotsAge).UnixNano())
 	s.loadSlots(p.ctx)
 }
 
@@ -237,6 +250,16 @@ func (s *Store) callFailed(ctx context.Context, err error) {
 	s.refreshSlots()
 }
 
+// slotsAged is told of every script call of a group on a cluster, with
+// the time it was sent (UnixNano): once the map is maxSlotsAge old, the
+// first call to see it has the slots read again.
+func (s *Store) slotsAged(now int64) {
+	p := &s.parts
+	if due := p.due.Load(); now >= due && p.due.CompareAndSwap(due, now+int64(maxSlotsAge)) {
+		s.refreshSlots()
+	}
+}
+
 // refreshSlots has the cluster's slots read again in the background: at
 // once, or minRefreshInterval after the last reading started. At most one
 // reading is in flight, and a call while one is leads to one more after
@@ -273,6 +296,7 @@ func (s *Store) refreshLoop() {
 		}
 		p.mu.Lock()
 		p.started, p.again = time.Now(), false
+		p.due.Store(p.started.Add(maxSlotsAge).UnixNano())
 		p.mu.Unlock()
 		changed := s.loadSlots(p.ctx)
 		p.mu.Lock()

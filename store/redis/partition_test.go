@@ -137,6 +137,31 @@ func TestPartitionCluster(t *testing.T) {
 		}
 	})
 
+	// A resharding fails no call, so the map is read again when it is
+	// old: the first call to find it so has it read in the background.
+	t.Run("Aged", func(t *testing.T) {
+		s := redis.New(client, redis.Options{DisableDenyCache: true})
+		defer s.Close()
+		ctx := context.Background()
+		owner, err := c.Owner(s.Key("user=1"))
+		if err != nil {
+			t.Fatal(err)
+		}
+		redis.LoadSlots(s, "x:1", "y:1", "z:1") // as if the slots had moved since
+		decide := func() {
+			if _, err := s.Decide(ctx, rate.Request{Key: "user=1", Limit: huge, Cost: 1}); err != nil {
+				t.Fatal(err)
+			}
+		}
+		decide()
+		if running, _ := redis.SlotsRefresh(s); running {
+			t.Fatal("a call read the slots again, the map being new")
+		}
+		redis.AgeSlots(s)
+		decide()
+		waitFor(t, "the slots read again", func() bool { return s.PartitionName(s.Partition("user=1")) == owner.Addr() })
+	})
+
 	t.Run("PrefixWithTag", func(t *testing.T) {
 		// Every key of this store is in the prefix's slot.
 		tagged := redis.New(client, redis.Options{Prefix: "{p}:"})

@@ -286,6 +286,9 @@ func groupArgs(reqs []rate.Request, mark string) []string {
 // partition (see Store.FailedPartition).
 func (s *Store) decideGroup(ctx context.Context, sl uint16, reqs []rate.Request, keys, args []string, out []rate.Decision) error {
 	part := s.partitionOf(sl)
+	if s.cluster {
+		s.slotsAged(time.Now().UnixNano())
+	}
 	var res []int64
 	var err error
 	if s.co != nil {
