@@ -27,15 +27,22 @@
 // the exact wait in milliseconds, which gRPC's own retries (gRFC A6)
 // honour: a client whose retry policy lists the code waits that long
 // rather than its own backoff. Every decided call also gets ratelimit and
-// ratelimit-policy metadata unless Options.NoHeaders. A refused call's
-// metadata comes in the trailers, a trailers-only response as gRPC errors
-// usually are (a call whose client has headers is committed, and gRPC
-// retries never retry it); an allowed call's comes with the response
-// headers, or with the trailers if an interceptor that ran before has
-// sent the headers. A call whose own context ends before its verdict
-// (while it waits under max_delay) fails with its context's status.
+// ratelimit-policy metadata unless Options.NoHeaders. A call that fails,
+// refused or failed by its handler, gets its metadata in the trailers, a
+// trailers-only response as gRPC errors usually are (a call whose client
+// has headers is committed, and gRPC retries never retry it); a call
+// that is served gets it with the response headers (a stream's, when its
+// handler first sends), or with the trailers if they were sent already;
+// so Limiters chained (one for the server, one for a service) keep each
+// other's refusals trailers-only. An interceptor that runs before the
+// Limiter and sets or sends headers (a request id) makes every failure,
+// refusals included, a response with headers, which gRPC retries do not
+// retry: have it send its metadata in the trailers. A call whose own
+// context ends before its verdict (while it waits under max_delay) fails
+// with its context's status.
 //
 // # Files
 //
-//   - interceptor.go: Options, Limiter, its Unary and Stream interceptors.
+//   - interceptor.go: Options, Limiter, its Unary and Stream interceptors,
+//     and the stream that adds the metadata to a stream's headers.
 package grpclimit

@@ -86,19 +86,21 @@ func New(set *policy.Set, store sluice.Store, o Options) *Limiter {
 func (l *Limiter) Unary(ctx context.Context, req any, info *grpc.UnaryServerInfo, handler grpc.UnaryHandler) (any, error) {
 	out := l.enforce(ctx, info.FullMethod)
 	defer out.Done()
+	var resp any
 	err := refusal(ctx, &out)
+	if err == nil {
+		resp, err = handler(ctx, req)
+	}
 	if md := l.responseMD(ctx, &out); md != nil {
-		// A refusal's metadata goes in the trailers (see responseMD), and
-		// so does an allowed call's if an interceptor that ran before this
-		// one has sent the headers.
+		// A failed call's metadata goes in the trailers (see responseMD).
+		// A served call's goes with the headers, which leave with the
+		// response, after this returns; in the trailers if the handler,
+		// or an interceptor that ran before this one, sent them already.
 		if err != nil || grpc.SetHeader(ctx, md) != nil {
 			_ = grpc.SetTrailer(ctx, md) // fails only with no gRPC call in ctx
 		}
 	}
-	if err != nil {
-		return nil, err
-	}
-	return handler(ctx, req)
+	return resp, err
 }
 
 // Stream is a grpc.StreamServerInterceptor: install it with
@@ -108,15 +110,57 @@ func (l *Limiter) Stream(srv any, ss grpc.ServerStream, info *grpc.StreamServerI
 	out := l.enforce(ss.Context(), info.FullMethod)
 	defer out.Done()
 	err := refusal(ss.Context(), &out)
-	if md := l.responseMD(ss.Context(), &out); md != nil {
-		if err != nil || ss.SetHeader(md) != nil { // see Unary
-			ss.SetTrailer(md)
-		}
-	}
+	md := l.responseMD(ss.Context(), &out)
 	if err != nil {
+		ss.SetTrailer(md) // a refusal always has metadata
 		return err
 	}
-	return handler(srv, ss)
+	if md == nil {
+		return handler(srv, ss)
+	}
+	// The metadata goes with the headers when the handler first sends
+	// (see stream), and in the trailers if it returns before that, as a
+	// stream that fails at once then stays trailers-only.
+	s := &stream{ServerStream: ss, md: md}
+	err = handler(srv, s)
+	if s.md != nil {
+		ss.SetTrailer(s.md)
+	}
+	return err
+}
+
+// stream is a server stream that adds the rate limit metadata of its
+// call to the headers just before they are sent: setting them when the
+// stream opens would make gRPC send them before the status of a stream
+// that fails without sending anything, and so commit it (see
+// responseMD). A handler sends on a stream from one goroutine at a time
+// (grpc.ServerStream; grpc-go's own stream keeps state across SendHeader
+// and SendMsg unlocked too), so md needs no lock.
+type stream struct {
+	grpc.ServerStream
+	md metadata.MD // nil once set
+}
+
+// setMD sets the metadata, with the headers, or with the trailers if an
+// interceptor that ran before Stream sent the headers already.
+func (s *stream) setMD() {
+	if s.md == nil {
+		return
+	}
+	if s.ServerStream.SetHeader(s.md) != nil {
+		s.ServerStream.SetTrailer(s.md)
+	}
+	s.md = nil
+}
+
+func (s *stream) SendHeader(md metadata.MD) error {
+	s.setMD()
+	return s.ServerStream.SendHeader(md)
+}
+
+func (s *stream) SendMsg(m any) error {
+	s.setMD()
+	return s.ServerStream.SendMsg(m)
 }
 
 // enforce decides a call to fullMethod.
@@ -174,16 +218,21 @@ func peerAddr(ctx context.Context) netip.Addr {
 
 // responseMD returns the metadata to send with the response: the rate
 // limit fields of the most restrictive limit, and with a refusal
-// retry-after (whole seconds) and grpc-retry-pushback-ms. A refusal's
-// metadata goes in the trailers, a trailers-only response as gRPC errors
-// usually are: a call is committed once its client has headers, and
-// gRPC's own retries (gRFC A6) never retry a committed call. A client
-// whose retry policy lists RESOURCE_EXHAUSTED or UNAVAILABLE then waits
-// grpc-retry-pushback-ms, the refusal's exact wait in milliseconds
+// retry-after (whole seconds) and grpc-retry-pushback-ms. The metadata
+// of a call that fails, refused or failed by its handler, goes in the
+// trailers, a trailers-only response as gRPC errors usually are: gRPC
+// sends headers that were set before a failure's status in a frame of
+// their own, a call is committed once its client has headers, and
+// gRPC's own retries (gRFC A6) never retry a committed call. (So does
+// any metadata that an interceptor running before this one sets in the
+// headers: the Limiter cannot keep that call's failures retryable.) A
+// client whose retry policy lists RESOURCE_EXHAUSTED or UNAVAILABLE then
+// waits grpc-retry-pushback-ms, the refusal's exact wait in milliseconds
 // rounded up, rather than its own backoff, which would come back too
 // early and be refused again; a call whose own context ended gets no
 // pushback. gRPC copies the values it is given (metadata.Join), so the
-// Limit's shared ratelimit-policy list can go as it is.
+// Limit's shared ratelimit-policy list can go as it is, and no handler
+// can change it for other calls.
 func (l *Limiter) responseMD(ctx context.Context, out *policy.Outcome) metadata.MD {
 	withHeaders := !l.o.NoHeaders && out.Limit != nil
 	if out.Verdict == policy.Allow && !withHeaders {

@@ -173,6 +173,101 @@ policies:
 	}
 }
 
+// A call the limiter allows and its handler then fails (a backend blip)
+// stays trailers-only, so that gRPC's own retries still retry it: the
+// rate limit metadata goes with the headers only when the handler sends
+// them, and otherwise with the trailers, where gRPC would send headers
+// set before the failure in a frame of their own and the client take
+// the call as committed. The retry, served, has the metadata in its
+// headers.
+func TestAllowedCallThatFailsIsRetried(t *testing.T) {
+	l := limiterAt(t, `
+policies:
+  - {name: health, match: /grpc.health.v1.Health/, limits: ["100/m"]}
+`, nil)
+	var unaryTries, streamTries atomic.Int32
+	blipUnary := func(ctx context.Context, req any, _ *grpc.UnaryServerInfo, h grpc.UnaryHandler) (any, error) {
+		if unaryTries.Add(1) == 1 {
+			return nil, status.Error(codes.Unavailable, "backend blip")
+		}
+		return h(ctx, req)
+	}
+	blipStream := func(srv any, ss grpc.ServerStream, _ *grpc.StreamServerInfo, h grpc.StreamHandler) error {
+		if streamTries.Add(1) == 1 {
+			return status.Error(codes.Unavailable, "backend blip")
+		}
+		return h(srv, ss)
+	}
+	c := serveWith(t, []grpc.ServerOption{grpc.ChainUnaryInterceptor(l.Unary, blipUnary), grpc.ChainStreamInterceptor(l.Stream, blipStream)},
+		grpc.WithDefaultServiceConfig(`{"methodConfig": [{"name": [{"service": "grpc.health.v1.Health"}],
+		  "retryPolicy": {"maxAttempts": 2, "initialBackoff": "0.001s", "maxBackoff": "0.001s",
+		    "backoffMultiplier": 1, "retryableStatusCodes": ["UNAVAILABLE"]}}]}`))
+	const policyMD = `"health";q=100;w=60`
+
+	var md metadata.MD
+	if _, err := c.Check(context.Background(), &healthpb.HealthCheckRequest{}, grpc.Header(&md)); err != nil {
+		t.Errorf("unary: %v after %d attempt(s), want the retry served", err, unaryTries.Load())
+	} else if got := md.Get("ratelimit-policy"); len(got) != 1 || got[0] != policyMD {
+		t.Errorf("unary: ratelimit-policy header %q, want %s", got, policyMD)
+	}
+
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	s, err := c.Watch(ctx, &healthpb.HealthCheckRequest{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := s.Recv(); err != nil {
+		t.Fatalf("stream: %v after %d attempt(s), want the retry served", err, streamTries.Load())
+	}
+	md, err = s.Header()
+	if got := md.Get("ratelimit-policy"); err != nil || len(got) != 1 || got[0] != policyMD {
+		t.Errorf("stream: ratelimit-policy header %q (%v), want %s", got, err, policyMD)
+	}
+}
+
+// Two Limiters chained, one for the whole server and one for a service:
+// the inner one's refusal stays trailers-only, and so is retried after
+// its pushback, because the outer one adds its metadata to the headers
+// only of a call that is served. Both send their ratelimit item, in the
+// trailers.
+func TestChainedLimitersRefusalIsRetried(t *testing.T) {
+	outer := limiterAt(t, `
+policies:
+  - {name: all, limits: ["1000/s"]}
+`, nil)
+	inner := limiterAt(t, `
+policies:
+  - {name: check, match: /grpc.health.v1.Health/Check, limits: ["fixed_window 1 per 80ms"]}
+`, nil)
+	var attempts atomic.Int32
+	count := func(ctx context.Context, req any, _ *grpc.UnaryServerInfo, h grpc.UnaryHandler) (any, error) {
+		attempts.Add(1)
+		return h(ctx, req)
+	}
+	c := serveWith(t, []grpc.ServerOption{grpc.ChainUnaryInterceptor(count, outer.Unary, inner.Unary)},
+		grpc.WithDefaultServiceConfig(`{"methodConfig": [{"name": [{"service": "grpc.health.v1.Health"}],
+		  "retryPolicy": {"maxAttempts": 2, "initialBackoff": "0.001s", "maxBackoff": "0.001s",
+		    "backoffMultiplier": 1, "retryableStatusCodes": ["RESOURCE_EXHAUSTED"]}}]}`))
+	if _, err := c.Check(context.Background(), &healthpb.HealthCheckRequest{}); err != nil {
+		t.Fatal(err)
+	}
+	var header, trailer metadata.MD
+	_, err := c.Check(context.Background(), &healthpb.HealthCheckRequest{}, grpc.Header(&header), grpc.Trailer(&trailer))
+	if status.Code(err) != codes.ResourceExhausted {
+		t.Fatalf("second call: %v, want ResourceExhausted after its retry", err)
+	}
+	if n := attempts.Load(); n != 3 {
+		t.Errorf("the server saw %d attempts, want 3: one call, then one refused and retried", n)
+	}
+	if len(header) != 0 {
+		t.Errorf("the refusal sent headers %v", header)
+	}
+	if got := trailer.Get("ratelimit"); len(got) != 2 {
+		t.Errorf("ratelimit trailer %q, want the items of both limiters", got)
+	}
+}
+
 func TestStreamKeyedByMetadata(t *testing.T) {
 	c := serve(t, config)
 	open := func(key string) error {

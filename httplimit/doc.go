@@ -35,6 +35,11 @@
 // Retry-After and a problem body of the same shape, whose type is always
 // about:blank (Options.ProblemType names the 429's problem only).
 //
+// An allowed request goes to the handler with the ResponseWriter as it
+// came, so Flush and Hijack work, and holds its slot in the concurrency
+// limit until the handler returns: a websocket, a server-sent event
+// stream or a long poll holds it for as long as it stays open.
+//
 // The user a policy keys by (key: user) or matches on (authenticated:
 // true) comes from the request context: an authentication middleware
 // that runs first calls WithUser; or set Options.Identify.
@@ -42,8 +47,8 @@
 // # Cost
 //
 // On the allowed path the middleware allocates the key (one string) and
-// the varying header values (one block); everything else is precomputed
-// when the policy file is loaded or pooled.
+// the header values (one block, the response's own); everything else is
+// precomputed when the policy file is loaded or pooled.
 //
 // # Files
 //

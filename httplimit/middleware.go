@@ -4,6 +4,7 @@ import (
 	"context"
 	"net/http"
 	"strconv"
+	"unicode/utf8"
 	"unsafe"
 
 	"github.com/sluicehq/sluice"
@@ -138,15 +139,18 @@ const (
 	hRetryAfter      = "Retry-After"
 )
 
-// headerBlock holds, in one allocation, the computed header values of a
-// response and the slices that carry them. Each value is appended to the
-// text and then never written again, and the strings point into it: that
-// is what keeps them immutable, as strings must be. The text fits the
-// values of policy names up to about 40 bytes; longer ones spill into a
-// second allocation.
+// headerBlock holds, in one allocation, the header values of a response
+// and the slices that carry them: the computed values, and the Limit's
+// precomputed strings. The slices are the response's own, so that a
+// handler that edits a value in place (h[k][0] = v) changes no other
+// response. Each computed value is appended to the text and then never
+// written again, and the strings point into it: that is what keeps them
+// immutable, as strings must be. The text fits the values of policy
+// names up to about 48 bytes; longer ones spill into a second
+// allocation. The block is 192 bytes, a size class of its own.
 type headerBlock struct {
-	vals [4][1]string
-	text [88]byte
+	vals [6][1]string
+	text [96]byte
 }
 
 // addItems returns the values of a RateLimit or RateLimit-Policy field
@@ -162,10 +166,9 @@ func addItems(prior, item []string) []string {
 }
 
 // setHeaders sets the rate limit headers of the most restrictive limit,
-// and Retry-After when the request is refused. It allocates once: the
-// values that vary live in one headerBlock, and the ones that do not are
-// slices the Limit precomputed (Header.Set and Header.Add replace or copy
-// them, so a handler cannot change them for other responses).
+// and Retry-After when the request is refused. It allocates once: every
+// value lives in one headerBlock, the ones that do not vary as strings
+// the Limit precomputed.
 func (l *limiter) setHeaders(h http.Header, out *policy.Outcome) {
 	lim := out.Limit
 	if lim == nil || !l.draft && !l.legacy {
@@ -188,8 +191,10 @@ func (l *limiter) setHeaders(h http.Header, out *policy.Outcome) {
 		start := len(b)
 		b = lim.AppendHeader(b, d)
 		value(start)
-		h[hRateLimitPolicy] = addItems(h[hRateLimitPolicy], lim.HeaderPolicyValues())
 		h[hRateLimit] = addItems(h[hRateLimit], blk.vals[n-1][:])
+		blk.vals[n][0] = lim.HeaderPolicy()
+		n++
+		h[hRateLimitPolicy] = addItems(h[hRateLimitPolicy], blk.vals[n-1][:])
 	}
 	if l.legacy {
 		start := len(b)
@@ -200,7 +205,9 @@ func (l *limiter) setHeaders(h http.Header, out *policy.Outcome) {
 		b = strconv.AppendInt(b, rate.CeilSeconds(d.ResetAfter), 10)
 		value(start)
 		h[hReset] = blk.vals[n-1][:]
-		h[hLimit] = lim.HeaderLimitValues()
+		blk.vals[n][0] = lim.HeaderLimit()
+		n++
+		h[hLimit] = blk.vals[n-1][:]
 	}
 	if out.Verdict == policy.Refuse {
 		start := len(b)
@@ -269,27 +276,40 @@ func detail(ctx context.Context, out *policy.Outcome, retry int64) string {
 		return "the server is at capacity for requests of this priority" + wait
 	}
 	// The request's own context, not the store's error: a store that
-	// times out on its own also fails with DeadlineExceeded.
+	// times out on its own also fails with DeadlineExceeded. The request
+	// ended while the store decided it, or while it was held back.
 	if ctx.Err() != nil {
-		return "the request ended while waiting for its turn"
+		return "the request ended before it could be served"
 	}
 	return "the rate limiter is unavailable" + wait
 }
 
-// appendJSONString appends s as a JSON string.
+// appendJSONString appends s as a JSON string. Each byte of s that is
+// not part of valid UTF-8 becomes \ufffd, as encoding/json writes it:
+// JSON text is UTF-8 (RFC 8259), and Options.ProblemType may not be.
 func appendJSONString(b []byte, s string) []byte {
 	const hex = "0123456789abcdef"
 	b = append(b, '"')
-	for i := 0; i < len(s); i++ {
+	for i := 0; i < len(s); {
 		c := s[i]
 		switch {
 		case c == '"' || c == '\\':
 			b = append(b, '\\', c)
 		case c < 0x20:
 			b = append(b, '\\', 'u', '0', '0', hex[c>>4], hex[c&0xf])
-		default:
+		case c < utf8.RuneSelf:
 			b = append(b, c)
+		default:
+			r, size := utf8.DecodeRuneInString(s[i:])
+			if r == utf8.RuneError && size == 1 {
+				b = append(b, `\ufffd`...)
+			} else {
+				b = append(b, s[i:i+size]...)
+			}
+			i += size
+			continue
 		}
+		i++
 	}
 	return append(b, '"')
 }

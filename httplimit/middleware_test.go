@@ -1,9 +1,11 @@
 package httplimit
 
 import (
+	"bufio"
 	"context"
 	"fmt"
 	"log/slog"
+	"net"
 	"net/http"
 	"net/http/httptest"
 	"slices"
@@ -11,6 +13,7 @@ import (
 	"sync"
 	"testing"
 	"time"
+	"unicode/utf8"
 
 	"github.com/sluicehq/sluice"
 	"github.com/sluicehq/sluice/policy"
@@ -482,8 +485,9 @@ func (s ctxStore) Decide(ctx context.Context, r rate.Request) (rate.Decision, er
 }
 
 // A request that ends while the store decides it is not served, and is
-// no store failure: an open policy does not let it through, and nothing
-// is logged or counted as an outage.
+// no store failure: an open policy does not let it through, nothing is
+// logged or counted as an outage, and the problem says that the request
+// ended, not that it was held back, as it never was.
 func TestRequestEndsDuringStoreCall(t *testing.T) {
 	set, err := policy.Load("test.yaml", []byte(`
 policies:
@@ -506,7 +510,10 @@ policies:
 	cancel()
 	w := httptest.NewRecorder()
 	h.ServeHTTP(w, hr.WithContext(ctx))
-	expect(t, "ended", w, 503, nil, nil)
+	expect(t, "ended", w, 503, nil, map[string]any{
+		"type": "about:blank", "title": "Service Unavailable", "status": 503.0,
+		"detail": "the request ended before it could be served", "retry_after": 1.0,
+	})
 	w = httptest.NewRecorder()
 	h.ServeHTTP(w, httptest.NewRequest("GET", "/", nil))
 	expect(t, "next", w, 200, nil, nil)
@@ -705,5 +712,86 @@ policies:
 	}
 	if got := w.Header().Values("RateLimit-Policy"); len(got) != 2 {
 		t.Errorf("RateLimit-Policy %q, want the two policies", got)
+	}
+}
+
+// A handler may edit a header value in place (h[k][0] = v, as middlewares
+// that normalise headers do). The values are the response's own: the
+// next response, of this client or any other, has its headers intact.
+func TestHandlerEditsOnlyItsOwnHeaders(t *testing.T) {
+	edit := true
+	e := newEnv(t, `
+policies:
+  - {name: api, limits: ["100/s"]}
+`, Options{}, http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if edit {
+			edit = false
+			for _, vs := range w.Header() {
+				for i := range vs {
+					vs[i] = "edited"
+				}
+			}
+		}
+	}))
+	e.do(req{})
+	expect(t, "next response", e.do(req{}), 200, map[string]string{
+		"RateLimit-Policy": `"api";q=100;w=1`, "RateLimit": `"api";r=98;t=1`,
+		"X-RateLimit-Limit": "100", "X-RateLimit-Remaining": "98", "X-RateLimit-Reset": "1",
+	}, nil)
+}
+
+// A ProblemType that is not valid UTF-8 still makes a body of valid JSON,
+// which is UTF-8 (RFC 8259): each stray byte becomes U+FFFD, as
+// encoding/json writes it.
+func TestProblemTypeInvalidUTF8(t *testing.T) {
+	e := newEnv(t, `
+policies:
+  - {name: api, limits: ["1/m"]}
+`, Options{ProblemType: "https://example.com/\xff"}, nil)
+	e.do(req{})
+	w := e.do(req{})
+	expect(t, "refused", w, 429, nil, map[string]any{
+		"type": "https://example.com/\ufffd", "title": "Too Many Requests", "status": 429.0,
+		"detail":      `rate limited by policy "api" (limit gcra 1/m); retry in 60s`,
+		"retry_after": 60.0, "violated-policies": []any{"api"},
+	})
+	if !utf8.Valid(w.Body.Bytes()) {
+		t.Errorf("body %q is not UTF-8", w.Body)
+	}
+}
+
+// The middleware hands the handler the ResponseWriter as it came, so
+// Hijack (a websocket upgrade) and Flush work through it, on a real
+// connection.
+func TestHijackThroughMiddleware(t *testing.T) {
+	e := newEnv(t, `
+policies:
+  - {name: api, limits: ["100/s"]}
+`, Options{}, http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if _, ok := w.(http.Flusher); !ok {
+			t.Error("the ResponseWriter is no http.Flusher")
+		}
+		c, rw, err := w.(http.Hijacker).Hijack()
+		if err != nil {
+			t.Error(err)
+			return
+		}
+		defer c.Close()
+		_, _ = rw.WriteString("HTTP/1.1 101 Switching Protocols\r\nUpgrade: websocket\r\nConnection: Upgrade\r\n\r\n")
+		_ = rw.Flush()
+	}))
+	srv := httptest.NewServer(e.h)
+	defer srv.Close()
+	c, err := net.Dial("tcp", srv.Listener.Addr().String())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	if _, err := c.Write([]byte("GET / HTTP/1.1\r\nHost: x\r\nUpgrade: websocket\r\nConnection: Upgrade\r\n\r\n")); err != nil {
+		t.Fatal(err)
+	}
+	line, err := bufio.NewReader(c).ReadString('\n')
+	if err != nil || !strings.HasPrefix(line, "HTTP/1.1 101 ") {
+		t.Errorf("status line %q (%v), want 101 Switching Protocols", line, err)
 	}
 }

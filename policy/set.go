@@ -195,10 +195,11 @@ type Limit struct {
 // calendar months.
 func (l *Limit) HeaderPolicy() string { return l.headerPolicy[0] }
 
-// HeaderPolicyValues returns HeaderPolicy as a header value list of one,
-// shared by every caller, to set without allocating:
-// h["Ratelimit-Policy"] = l.HeaderPolicyValues(). Its capacity is one, so
-// Header.Add copies it; do not modify its element.
+// HeaderPolicyValues returns HeaderPolicy as a value list of one, shared
+// by every caller, for an API that copies the lists it is given, as gRPC
+// metadata does (grpc.SetHeader). Its capacity is one, so an append
+// copies it; never modify its element, and never put it in an
+// http.Header, whose handler could (h[k][0] = v) for every response.
 func (l *Limit) HeaderPolicyValues() []string { return l.headerPolicy[:1:1] }
 
 // AppendHeader appends the RateLimit item for a decision of l:
@@ -217,10 +218,6 @@ func (l *Limit) AppendHeader(dst []byte, d rate.Decision) []byte {
 
 // HeaderLimit returns the X-RateLimit-Limit value: the limit's capacity.
 func (l *Limit) HeaderLimit() string { return l.headerLimit[0] }
-
-// HeaderLimitValues is HeaderLimit as a shared list of one, like
-// HeaderPolicyValues.
-func (l *Limit) HeaderLimitValues() []string { return l.headerLimit[:1:1] }
 
 // String returns the limit as ParseLimit reads it.
 func (l *Limit) String() string { return l.Limit.String() }
