@@ -1,6 +1,7 @@
 package retry
 
 import (
+	"math"
 	"net/http"
 	"sync"
 	"sync/atomic"
@@ -40,6 +41,28 @@ func TestBudgetSteps(t *testing.T) {
 		if got := b.allowRetry(now); got != s.allow {
 			t.Fatalf("step %d (at %v, +%d requests): allowRetry = %v, want %v", i, s.at, s.req, got, s.allow)
 		}
+	}
+}
+
+// TestBudgetRatioNaN checks that a BudgetRatio of NaN, which no
+// comparison matches, means the default ratio like any other ratio that
+// is not positive, instead of an allowance no retry ever exceeds. Two
+// requests refused, with at least one retry allowed: one retry in all,
+// where without a budget each request would be retried to MaxAttempts.
+func TestBudgetRatioNaN(t *testing.T) {
+	attempts := 0
+	next := rtFunc(func(req *http.Request) (*http.Response, error) {
+		attempts++
+		return reply(req, http.StatusServiceUnavailable, nil), nil
+	})
+	tr := NewTransport(next, Options{Clock: newFakeClock(testStart), BudgetRatio: math.NaN(), BudgetMinRetries: 1})
+	for range 2 {
+		if _, err := tr.RoundTrip(mustRequest(t, "GET", "http://example.test/", nil)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if attempts != 3 {
+		t.Errorf("%d attempts for 2 requests, want 3: one retry, from the budget", attempts)
 	}
 }
 

@@ -7,15 +7,18 @@
 // come back at the same instant, in waves. This package retries the way a
 // rate-limited server needs its clients to:
 //
-//   - it waits as long as Retry-After asks, and never less;
+//   - it waits as long as Retry-After asks, and never less, measuring a
+//     date from the response's Date rather than from its own clock;
 //   - without Retry-After it waits a random time in a window that doubles
 //     with each attempt ("full jitter"), which spreads a herd evenly;
 //   - it never waits for a retry its request's context deadline would cut
 //     short: if the wait, and an attempt as long as the last one, would
-//     cross it, the caller gets the server's 429 at once;
+//     cross it (reading the refused body counts too), the caller gets the
+//     server's 429 at once;
 //   - a retry budget keeps retries to a share of requests (10% by
 //     default), so an outage cannot multiply the traffic of a fleet;
-//   - it only repeats requests that are safe to repeat.
+//   - it only repeats requests that are safe to repeat, and of errors only
+//     those of the connection.
 //
 // It works with any server that sends the standard headers. Of sluice it
 // uses only package rate, for its Clock: rate depends on nothing but the
@@ -47,16 +50,31 @@
 // http.Client call is rarely what the caller wants.
 //
 // Retry-After values are honoured with up to one Options.Base of extra
-// jitter, never less. Garbage or negative values are ignored and the
-// backoff applies; a number of seconds too large to represent saturates
-// (as RFC 9111 prescribes for delta-seconds) and so exceeds the cap.
+// jitter, never less. A decimal number of seconds ("1.5"), which the RFC
+// does not allow but some servers send, is read as it is meant. A value
+// that cannot be read at all (garbage, a negative number, a date in a
+// format HTTP does not use) is taken for one second, the least a server
+// can ask for: it did ask for a wait, and the first backoff is far
+// shorter. A number of seconds too large to represent saturates (as
+// RFC 9111 prescribes for delta-seconds) and so exceeds the cap.
+//
+// Of errors, only those of the connection are retried: a net.Error (a
+// failed dial, read or write, a timeout), a connection the server closed.
+// An error the Transport does not know is more likely one every attempt
+// would meet (an unsupported scheme, an invalid header) than one another
+// attempt would avoid, and retrying it would spend the budget for nothing.
 //
 // Pacing is off by default. When on, and a host reports r requests left
 // until a reset t away (RateLimit, RateLimit-Policy, or the older
 // X-RateLimit-Remaining and X-RateLimit-Reset), and r is at most
-// Options.PaceThreshold, requests to that host leave t/(r+1) apart. A
-// pacing wait that would cross the request's deadline is skipped: the
-// request is sent at once and the server decides.
+// Options.PaceThreshold, requests to that host leave t/(r+1) apart, and
+// none later than the reset: the report says nothing of the quota after
+// it, so requests beyond its r+1 slots all leave at the reset, and the
+// reports of their responses space the next ones. A reset more than a day
+// away is not believed, being most likely a misread field (a Unix time in
+// milliseconds, say), and its quota is ignored. No pacing wait exceeds
+// Options.MaxRetryAfter, and one that would cross the request's deadline
+// is skipped: the request is sent at once and the server decides.
 //
 // # Testing
 //

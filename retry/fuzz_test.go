@@ -10,7 +10,7 @@ import (
 // FuzzParseRetryAfter checks that any Retry-After value parses without
 // panicking into a non-negative wait, that invalid values carry no wait,
 // that surrounding whitespace does not matter, and that every run of
-// ASCII digits is accepted.
+// ASCII digits is accepted, with or without a decimal fraction.
 func FuzzParseRetryAfter(f *testing.F) {
 	for _, s := range []string{"120", "0", "", "-1", "1.5", "99999999999999999999", "Sun, 06 Nov 1994 08:49:37 GMT"} {
 		f.Add(s)
@@ -27,8 +27,12 @@ func FuzzParseRetryAfter(f *testing.F) {
 		if d2, ok2 := ParseRetryAfter(" "+v+"\t", now); d2 != d || ok2 != ok {
 			t.Fatalf("whitespace changed the result for %q: %v,%v vs %v,%v", v, d, ok, d2, ok2)
 		}
-		if v != "" && strings.Trim(v, "0123456789") == "" && !ok {
+		digits := func(s string) bool { return s != "" && strings.Trim(s, "0123456789") == "" }
+		if digits(v) && !ok {
 			t.Fatalf("ParseRetryAfter(%q) rejected delta-seconds", v)
+		}
+		if whole, frac, found := strings.Cut(v, "."); found && digits(whole) && digits(frac) && !ok {
+			t.Fatalf("ParseRetryAfter(%q) rejected decimal seconds", v)
 		}
 	})
 }

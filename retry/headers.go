@@ -21,12 +21,20 @@ const unixThreshold = 1_000_000_000
 // the caller should fall back to its own backoff.
 //
 // Both forms are accepted: delta-seconds ("120") and an HTTP-date in any
-// of the formats http.ParseTime knows. A date in the past means "now" and
-// yields 0. Signs, fractions and other garbage are invalid. A number of
-// seconds too large for a time.Duration is not an error: following the
-// rule RFC 9111 §1.2.2 gives for delta-seconds, it saturates to the
-// largest Duration, so a server asking for "forever" is read as asking
-// for more than any cap rather than being ignored.
+// of the formats http.ParseTime knows. A date is measured from now, and
+// one in the past yields 0. The RFC measures it from the response, so
+// when the response carries a valid Date, pass that as now (Transport
+// does): the wait is then the one the server meant, however far the
+// client's clock is from the server's.
+//
+// A decimal number of seconds ("1.5"), which the RFC does not allow but
+// some servers send, is read as the wait it plainly means, rounded up to
+// the nanosecond, never down: taking it for garbage would have the client
+// come back sooner than asked. Signs, exponents and other garbage are
+// invalid. A number of seconds too large for a time.Duration is not an
+// error: following the rule RFC 9111 §1.2.2 gives for delta-seconds, it
+// saturates to the largest Duration, so a server asking for "forever" is
+// read as asking for more than any cap rather than being ignored.
 func ParseRetryAfter(value string, now time.Time) (wait time.Duration, ok bool) {
 	v := strings.Trim(value, " \t")
 	if v == "" {
@@ -34,6 +42,9 @@ func ParseRetryAfter(value string, now time.Time) (wait time.Duration, ok bool) 
 	}
 	if n, ok := parseDigits(v); ok {
 		return seconds(n), true
+	}
+	if d, ok := parseDecimalSeconds(v); ok {
+		return d, true
 	}
 	t, err := http.ParseTime(v)
 	if err != nil {
@@ -165,6 +176,37 @@ func parseDigits(s string) (int64, bool) {
 		n = n*10 + d
 	}
 	return n, true
+}
+
+// parseDecimalSeconds parses digits, a dot and digits as a number of
+// seconds, rounding up to the nanosecond and saturating at the largest
+// Duration.
+func parseDecimalSeconds(s string) (time.Duration, bool) {
+	whole, frac, found := strings.Cut(s, ".")
+	n, ok := parseDigits(whole)
+	if !found || !ok || frac == "" {
+		return 0, false
+	}
+	var ns int64 // the first nine digits of the fraction
+	up := false  // a non-zero digit past the ninth
+	for i := 0; i < len(frac); i++ {
+		c := frac[i]
+		switch {
+		case !isDigit(c):
+			return 0, false
+		case i < 9:
+			ns = ns*10 + int64(c-'0')
+		case c != '0':
+			up = true
+		}
+	}
+	for i := len(frac); i < 9; i++ {
+		ns *= 10
+	}
+	if up {
+		ns++
+	}
+	return addSat(seconds(n), time.Duration(ns)), true
 }
 
 // seconds converts a non-negative number of seconds to a Duration,

@@ -27,11 +27,25 @@ func TestParseRetryAfter(t *testing.T) {
 		{"9223372036", 9223372036 * time.Second, true},         // the largest whole-second Duration
 		{"9223372037", math.MaxInt64, true},                    // one more saturates
 		{"99999999999999999999999999999", math.MaxInt64, true}, // beyond int64 saturates too
+		// Decimal seconds are not in the RFC, but their meaning is plain:
+		// read as garbage, they would send the client back too early.
+		{"1.5", 1500 * time.Millisecond, true},
+		{"0.25", 250 * time.Millisecond, true},
+		{"2.000", 2 * time.Second, true},
+		{"0.0000000001", time.Nanosecond, true},         // below a nanosecond: rounded up, never down
+		{"9223372036.854775807", math.MaxInt64, true},   // the largest Duration, exactly
+		{"9223372036.854775808", math.MaxInt64, true},   // and past it saturates
+		{"99999999999999999999.5", math.MaxInt64, true}, // as does a huge whole part
 		{"", 0, false},
 		{"   ", 0, false},
 		{"-5", 0, false},
 		{"+5", 0, false},
-		{"1.5", 0, false},
+		{"1.", 0, false},
+		{".5", 0, false},
+		{"1.5.2", 0, false},
+		{"-1.5", 0, false},
+		{"1,5", 0, false},
+		{"1.5s", 0, false},
 		{"1e3", 0, false},
 		{"0x10", 0, false},
 		{"5 s", 0, false},

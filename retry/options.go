@@ -49,8 +49,8 @@ type Options struct {
 
 	// BudgetRatio is the share of requests that may be retried over
 	// BudgetWindow: with 0.1, a client sends at most 10% more traffic
-	// than its callers asked for, however long an outage lasts. Zero or
-	// negative means DefaultBudgetRatio (0.1).
+	// than its callers asked for, however long an outage lasts. Zero,
+	// negative or NaN means DefaultBudgetRatio (0.1).
 	BudgetRatio float64
 
 	// BudgetMinRetries is the number of retries always allowed per
@@ -88,8 +88,10 @@ type Options struct {
 	// Clock supplies time and sleeping. If nil, the system clock.
 	Clock Clock
 
-	// OnRetry, if set, is called before each retry, before the wait. It
-	// must not modify the request and should return quickly.
+	// OnRetry, if set, is called before each retry, before the wait, on
+	// the goroutine of the request: concurrent requests call it from many
+	// goroutines at once, so it must be safe for that. It must not modify
+	// the request and should return quickly.
 	OnRetry func(RetryInfo)
 }
 
@@ -130,7 +132,7 @@ func (o Options) withDefaults() Options {
 	if o.MaxRetryAfter <= 0 {
 		o.MaxRetryAfter = DefaultMaxRetryAfter
 	}
-	if o.BudgetRatio <= 0 {
+	if !(o.BudgetRatio > 0) { // also catches NaN, which would turn the budget off
 		o.BudgetRatio = DefaultBudgetRatio
 	}
 	if o.BudgetMinRetries <= 0 {

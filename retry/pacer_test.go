@@ -125,8 +125,7 @@ func TestPacingRespectsDeadline(t *testing.T) {
 }
 
 // TestPacerSpacesConcurrentRequests checks that requests waiting at the
-// same moment get successive slots, and that one wait never exceeds the
-// bound.
+// same moment get successive slots.
 func TestPacerSpacesConcurrentRequests(t *testing.T) {
 	p := newPacer(10, time.Minute)
 	h := http.Header{}
@@ -142,12 +141,81 @@ func TestPacerSpacesConcurrentRequests(t *testing.T) {
 			t.Fatalf("reserve waits %v, want %v", got, want)
 		}
 	}
+}
 
-	h.Set("RateLimit", `"api";r=0;t=86400000`) // a bogus, enormous reset
-	p.observe("h", h, testStart, testStart)
-	if w := p.reserve("h", testStart, time.Time{}, false); w != time.Minute {
-		t.Errorf("wait %v for an enormous reset, want the bound %v", w, time.Minute)
+// TestPacerSlots follows the slots that requests waiting at once, or
+// arriving later, reserve after one report, in steps a reader can check by
+// hand. No slot lies past the reset: the report says nothing of the quota
+// after it, and a request arriving then would be sent at once, so one that
+// has been waiting since before must not leave later. A slot past the
+// bound on a single wait holds its request at the bound without being
+// booked, so the slots after it keep their spacing.
+func TestPacerSlots(t *testing.T) {
+	type step struct {
+		at   time.Duration // since the report
+		want time.Duration // the wait reserved
 	}
+	cases := []struct {
+		name    string
+		maxWait time.Duration
+		report  string // RateLimit
+		steps   []step
+	}{
+		{"exhausted: all at the reset", 5 * time.Minute, `"api";r=0;t=60`, []step{
+			{0, time.Minute}, {0, time.Minute}, {0, time.Minute}, {0, time.Minute},
+			{0, time.Minute}, {0, time.Minute}, {0, time.Minute}, {0, time.Minute},
+			{30 * time.Second, 30 * time.Second}, // a late comer leaves with them
+			{time.Minute, 0},                     // the reset has passed: not paced
+		}},
+		{"two left: two slots, then the reset", 5 * time.Minute, `"api";r=2;t=30`, []step{
+			{0, 10 * time.Second}, {0, 20 * time.Second}, {0, 30 * time.Second},
+			{0, 30 * time.Second}, {0, 30 * time.Second},
+		}},
+		{"slots past the bound", time.Minute, `"api";r=3;t=200`, []step{
+			{0, 50 * time.Second},                 // the slot at 50s
+			{0, time.Minute},                      // its slot at 100s is past the bound: held there, slot left free
+			{0, time.Minute},                      // and so is this one
+			{45 * time.Second, 55 * time.Second},  // takes the slot at 100s
+			{45 * time.Second, time.Minute},       // the next, at 150s, is past the bound
+			{150 * time.Second, 0},                // the slot at 150s is now
+			{150 * time.Second, 50 * time.Second}, // the reset at 200s
+			{160 * time.Second, 40 * time.Second}, // never past it
+		}},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			p := newPacer(DefaultPaceThreshold, tc.maxWait)
+			h := http.Header{}
+			h.Set("RateLimit", tc.report)
+			p.observe("h", h, testStart, testStart)
+			for i, s := range tc.steps {
+				if got := p.reserve("h", testStart.Add(s.at), time.Time{}, false); got != s.want {
+					t.Errorf("step %d (at %v): wait %v, want %v", i, s.at, got, s.want)
+				}
+			}
+		})
+	}
+}
+
+// TestPacingIgnoresImplausibleReset checks that a quota whose reset is
+// more than a day away is not believed: such a value is almost always a
+// misread field, an X-RateLimit-Reset in Unix milliseconds (read as
+// seconds, tens of thousands of years away) or a Unix time sent where the
+// draft wants delta-seconds, and pacing by it would hold every request to
+// the host for the longest wait while the server still has quota. A day
+// itself is believed.
+func TestPacingIgnoresImplausibleReset(t *testing.T) {
+	ms := strconv.FormatInt(testStart.Add(time.Minute).UnixMilli(), 10)
+	unix := testStart.Add(time.Minute).Unix()
+	steps := []paceStep{
+		{0, []string{"X-RateLimit-Remaining", "10", "X-RateLimit-Reset", ms}},
+		{0, []string{"RateLimit", `"api";r=0;t=` + strconv.FormatInt(unix, 10)}},
+		{0, []string{"RateLimit", `"api";r=0;t=86400000`}},
+		{0, []string{"RateLimit", `"burst";r=1;t=60, "bogus";r=0;t=86401`}},
+		{30 * time.Second, []string{"RateLimit", `"day";r=1;t=86400`}}, // spaced by burst alone
+		{DefaultMaxRetryAfter, nil},                                    // a day is believed: 12h apart, held at the bound
+	}
+	checkPacing(t, steps)
 }
 
 // TestPacerMemoryBounded checks that the pacer forgets hosts past its

@@ -1,13 +1,17 @@
 package retry
 
 import (
+	"bytes"
 	"crypto/tls"
 	"crypto/x509"
 	"errors"
 	"fmt"
 	"io"
 	"math"
+	"net"
 	"net/http"
+	"net/url"
+	"strings"
 	"sync"
 	"time"
 )
@@ -33,12 +37,20 @@ const maxDrain = 64 << 10
 // (http.NewRequest sets it for in-memory bodies). Other requests are sent
 // once and their response is returned untouched.
 //
-// A connection error that another attempt cannot cure is returned at
-// once: a server certificate that fails verification, or a server that
-// does not speak TLS where TLS was asked for.
+// Of the errors of the wrapped RoundTripper, only those of the connection
+// are retried: a dial, read or write that failed or timed out (a
+// net.Error), or a connection the server closed under the request (io.EOF,
+// io.ErrUnexpectedEOF, and net/http's own reports of a lost connection).
+// Any other error is returned at once, since every attempt would fail the
+// same way: one from before any I/O (an unsupported URL scheme, an invalid
+// header field, a nil URL), a server certificate that fails verification,
+// or a server that does not speak TLS where TLS was asked for.
 //
 // When it gives up, RoundTrip returns the last response (or error) as it
 // came: a caller sees the server's real 429, with its headers and body.
+// That includes a caller whose context ends as the refusal arrives, or
+// while the Transport reads the refused body to reuse its connection:
+// what it read is given back in front of the rest of the body.
 //
 // A Transport is safe for concurrent use, and its budget and pacing state
 // span all its requests, so create one per client, not per request. The
@@ -177,12 +189,15 @@ func (t *Transport) RoundTrip(req *http.Request) (*http.Response, error) {
 			if ctx.Err() != nil {
 				return nil, err // the caller gave up; that is not the server's fault
 			}
-			if permanent(err) {
-				return nil, err // the same connection would fail the same way
+			if !transient(err) {
+				return nil, err // another attempt would fail the same way
 			}
 		case resp == nil:
 			return nil, fmt.Errorf("retry: %T returned a nil *Response with a nil error", t.next)
 		case resp.StatusCode == http.StatusTooManyRequests, resp.StatusCode == http.StatusServiceUnavailable:
+			if ctx.Err() != nil {
+				return resp, nil // the caller gave up: no retry, no budget spent, the refusal as it came
+			}
 		default:
 			return resp, nil
 		}
@@ -193,7 +208,7 @@ func (t *Transport) RoundTrip(req *http.Request) (*http.Response, error) {
 		wait, told := time.Duration(0), false
 		if resp != nil {
 			var ra time.Duration
-			if ra, told = ParseRetryAfter(resp.Header.Get("Retry-After"), now); told {
+			if ra, told = retryAfter(resp.Header, now); told {
 				if ra > o.MaxRetryAfter {
 					return resp, nil
 				}
@@ -206,14 +221,25 @@ func (t *Transport) RoundTrip(req *http.Request) (*http.Response, error) {
 		if !told {
 			wait = t.Backoff(attempt)
 		}
-		if hasDeadline && addSat(wait, now.Sub(sent)) >= deadline.Sub(now) {
-			// The retry could not complete in time: after the wait it
-			// would need as long as this attempt took. The caller gets
-			// the server's answer now, not its own deadline later.
+		// cut reports whether a retry decided at at could not complete in
+		// time: after the wait it would need as long as this attempt took.
+		// The caller then gets the server's answer now, not its own
+		// deadline later.
+		cut := func(at time.Time) bool {
+			return hasDeadline && addSat(wait, now.Sub(sent)) >= deadline.Sub(at)
+		}
+		if cut(now) {
 			return resp, err
 		}
-		if t.budget != nil && !t.budget.allowRetry(now) {
-			return resp, err
+		if resp != nil {
+			// The refused body is read before the retry is decided, as
+			// reading it takes time too: if that time is the retry's, or
+			// the caller gives up meanwhile, the caller gets the refusal,
+			// body and all.
+			resp.Body = readAhead(resp.Body)
+			if ctx.Err() != nil || cut(o.Clock.Now()) {
+				return resp, nil
+			}
 		}
 		next := req.Clone(ctx)
 		if hasBody(req) {
@@ -223,6 +249,11 @@ func (t *Transport) RoundTrip(req *http.Request) (*http.Response, error) {
 			}
 			next.Body = body
 		}
+		// The budget is spent last, once nothing else can stop the retry.
+		if t.budget != nil && !t.budget.allowRetry(now) {
+			closeBody(next)
+			return resp, err
+		}
 
 		if o.OnRetry != nil {
 			info := RetryInfo{Request: req, Attempt: attempt, Wait: wait, Err: err}
@@ -231,8 +262,8 @@ func (t *Transport) RoundTrip(req *http.Request) (*http.Response, error) {
 			}
 			o.OnRetry(info)
 		}
-		if resp != nil {
-			discard(resp)
+		if resp != nil && resp.Body != nil {
+			resp.Body.Close()
 		}
 		if serr := o.Clock.Sleep(ctx, wait); serr != nil {
 			closeBody(next)
@@ -240,6 +271,27 @@ func (t *Transport) RoundTrip(req *http.Request) (*http.Response, error) {
 		}
 		cur = next
 	}
+}
+
+// retryAfter returns the wait the Retry-After field of h asks for, in a
+// response received at now, and whether h has that field. A date is
+// measured from the response's Date when it has a valid one, as RFC 9110
+// §10.2.3 says, so that a client clock ahead of the server's does not
+// shorten the wait. A value that cannot be read is taken for one second,
+// the least a server can ask for in delta-seconds: it asked for a wait,
+// and the first backoff is far shorter.
+func retryAfter(h http.Header, now time.Time) (time.Duration, bool) {
+	v := h.Get("Retry-After")
+	if strings.Trim(v, " \t") == "" {
+		return 0, false
+	}
+	if date, err := http.ParseTime(h.Get("Date")); err == nil {
+		now = date
+	}
+	if ra, ok := ParseRetryAfter(v, now); ok {
+		return ra, true
+	}
+	return time.Second, true
 }
 
 // replayable reports whether req may be sent again: an idempotent method
@@ -254,6 +306,46 @@ func replayable(req *http.Request) bool {
 		return true
 	}
 	return req.Header.Get("Idempotency-Key") != ""
+}
+
+// lostConnection holds the texts of the errors net/http reports, with
+// types it does not export, when a connection is lost under a request:
+// the server closed a kept-alive connection, an HTTP/2 connection stopped
+// answering pings, or the server closed one after GOAWAY.
+var lostConnection = []string{
+	"http: server closed idle connection",
+	"http2: client connection lost",
+	"http2: server sent GOAWAY and closed the connection",
+}
+
+// transient reports whether err, from a RoundTripper, is a failure of the
+// connection that another attempt may not meet: a network operation that
+// failed or timed out (a net.Error, which net/http reports for a failed
+// dial, read or write, a reset or refused connection, a DNS failure, or a
+// timeout awaiting headers or a TLS handshake), or a connection the server
+// closed. Any other error, one from before any I/O above all, would recur.
+func transient(err error) bool {
+	if permanent(err) {
+		return false
+	}
+	if errors.Is(err, io.EOF) || errors.Is(err, io.ErrUnexpectedEOF) {
+		return true
+	}
+	var ne net.Error
+	if errors.As(err, &ne) {
+		// A *url.Error is a net.Error whatever it wraps: judge what it wraps.
+		if ue, ok := ne.(*url.Error); ok {
+			return transient(ue.Err)
+		}
+		return true
+	}
+	msg := err.Error()
+	for _, s := range lostConnection {
+		if strings.Contains(msg, s) {
+			return true
+		}
+	}
+	return false
 }
 
 // permanent reports whether err is a connection error that sending the
@@ -282,16 +374,26 @@ func closeBody(req *http.Request) {
 	}
 }
 
-// discard drains a little of resp's body, so the connection can be
-// reused, and closes it. A nil Body, which http.Client tolerates from a
-// RoundTripper, is taken as empty.
-func discard(resp *http.Response) {
-	if resp.Body == nil {
-		return
+// readAhead reads up to maxDrain bytes of a refused response's body, so
+// that its connection can be reused once it is closed, and returns a body
+// that gives them back, followed by the rest. A nil body, which
+// http.Client tolerates from a RoundTripper, stays nil.
+func readAhead(body io.ReadCloser) io.ReadCloser {
+	if body == nil {
+		return nil
 	}
-	_, _ = io.CopyN(io.Discard, resp.Body, maxDrain)
-	resp.Body.Close()
+	var buf bytes.Buffer
+	_, _ = buf.ReadFrom(io.LimitReader(body, maxDrain))
+	return &readAheadBody{Reader: io.MultiReader(&buf, body), body: body}
 }
+
+// readAheadBody is a body whose first bytes were read ahead.
+type readAheadBody struct {
+	io.Reader
+	body io.ReadCloser
+}
+
+func (b *readAheadBody) Close() error { return b.body.Close() }
 
 // addSat returns a+b for non-negative a and b, saturating instead of
 // overflowing.

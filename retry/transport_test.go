@@ -12,6 +12,8 @@ import (
 	"net"
 	"net/http"
 	"net/http/httptest"
+	"net/url"
+	"os"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -166,23 +168,38 @@ func TestWhichRequestsAreRetried(t *testing.T) {
 
 // TestWaitsForRetryAfter checks that the wait before a retry is the
 // server's Retry-After plus at most one Base of jitter, for both forms of
-// the header, and the backoff when the header is missing or unusable.
+// the header, and the backoff when the header is missing.
+//
+// A date is measured from the response's Date, so a client clock a minute
+// ahead of the server's (the client's is testStart) does not cut the wait
+// short. A decimal number of seconds is read as meant, and a value that
+// cannot be read at all still means the server asked for a wait: one
+// second, the least delta-seconds can ask for, not a backoff of a tenth.
 func TestWaitsForRetryAfter(t *testing.T) {
 	base := 100 * time.Millisecond
+	date := func(d time.Duration) string { return testStart.Add(d).Format(http.TimeFormat) }
 	cases := []struct {
 		name     string
 		status   int
 		header   string // Retry-After; "-" for none
+		date     string // the response's Date; "" for none
 		min, max time.Duration
 	}{
-		{"seconds", 429, "7", 7 * time.Second, 7*time.Second + base},
-		{"seconds on 503", 503, "3", 3 * time.Second, 3*time.Second + base},
-		{"zero", 429, "0", 0, base},
-		{"date in future", 429, testStart.Add(90 * time.Second).Format(http.TimeFormat), 90 * time.Second, 90*time.Second + base},
-		{"date in past", 429, testStart.Add(-time.Hour).Format(http.TimeFormat), 0, base},
-		{"no header: backoff", 429, "-", 0, base},
-		{"garbage: backoff", 429, "soon", 0, base},
-		{"negative: backoff", 503, "-5", 0, base},
+		{"seconds", 429, "7", "", 7 * time.Second, 7*time.Second + base},
+		{"seconds on 503", 503, "3", "", 3 * time.Second, 3*time.Second + base},
+		{"zero", 429, "0", "", 0, base},
+		{"date in future", 429, date(90 * time.Second), "", 90 * time.Second, 90*time.Second + base},
+		{"date in past", 429, date(-time.Hour), "", 0, base},
+		{"date after the response's Date", 429, date(-30 * time.Second), date(-time.Minute), 30 * time.Second, 30*time.Second + base},
+		{"date before the response's Date", 429, date(-2 * time.Minute), date(-time.Minute), 0, base},
+		{"date, unreadable Date: client's clock", 429, date(90 * time.Second), "yesterday", 90 * time.Second, 90*time.Second + base},
+		{"seconds ignore Date", 429, "7", date(-time.Hour), 7 * time.Second, 7*time.Second + base},
+		{"decimal seconds", 429, "1.5", "", 1500 * time.Millisecond, 1500*time.Millisecond + base},
+		{"no header: backoff", 429, "-", "", 0, base},
+		{"blank: backoff", 429, " ", "", 0, base},
+		{"garbage: one second", 429, "soon", "", time.Second, time.Second + base},
+		{"negative: one second", 503, "-5", "", time.Second, time.Second + base},
+		{"odd date format: one second", 429, testStart.Add(time.Hour).Format(time.RFC3339), "", time.Second, time.Second + base},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
@@ -190,10 +207,14 @@ func TestWaitsForRetryAfter(t *testing.T) {
 			next := rtFunc(func(req *http.Request) (*http.Response, error) {
 				n++
 				if n == 1 {
-					if tc.header == "-" {
-						return reply(req, tc.status, nil), nil
+					var kv []string
+					if tc.header != "-" {
+						kv = append(kv, "Retry-After", tc.header)
 					}
-					return reply(req, tc.status, nil, "Retry-After", tc.header), nil
+					if tc.date != "" {
+						kv = append(kv, "Date", tc.date)
+					}
+					return reply(req, tc.status, nil, kv...), nil
 				}
 				return reply(req, 200, nil), nil
 			})
@@ -369,10 +390,10 @@ func TestMaxAttemptsAndDraining(t *testing.T) {
 	}
 }
 
-// TestConnectionErrors checks that transport errors are retried for safe
+// TestConnectionErrors checks that connection errors are retried for safe
 // requests only, and that a caller's cancellation is never retried.
 func TestConnectionErrors(t *testing.T) {
-	errConn := errors.New("connection reset")
+	var errConn error = &net.OpError{Op: "read", Net: "tcp", Err: errors.New("connection reset by peer")}
 	t.Run("GET retried", func(t *testing.T) {
 		n := 0
 		next := rtFunc(func(req *http.Request) (*http.Response, error) {
@@ -427,6 +448,52 @@ func TestConnectionErrors(t *testing.T) {
 			t.Errorf("got %v, %v after %d attempts; want the error after 2", resp, err, n)
 		}
 	})
+}
+
+// TestWhichErrorsAreRetried checks the rule for errors: only a failure of
+// the connection is retried, as another attempt, on another connection,
+// may not meet it. Any other error would recur on every attempt, each
+// after a backoff and a retry from the budget.
+func TestWhichErrorsAreRetried(t *testing.T) {
+	reset := &net.OpError{Op: "read", Net: "tcp", Err: errors.New("connection reset by peer")}
+	cases := []struct {
+		name    string
+		err     error
+		retried bool
+	}{
+		{"read reset", reset, true},
+		{"dial refused", &net.OpError{Op: "dial", Net: "tcp", Err: errors.New("connection refused")}, true},
+		{"a timeout of the transport's own", os.ErrDeadlineExceeded, true},
+		{"server closed the connection", fmt.Errorf("net/http: Transport failed to read from server: %w", io.EOF), true},
+		{"unexpected EOF", io.ErrUnexpectedEOF, true},
+		{"kept-alive connection closed", errors.New("http: server closed idle connection"), true},
+		{"HTTP/2 GOAWAY", errors.New(`http2: server sent GOAWAY and closed the connection; LastStreamID=1, ErrCode=NO_ERROR, debug=""`), true},
+		{"url.Error around a reset", &url.Error{Op: "Get", URL: "http://example.test/", Err: reset}, true},
+		{"any other error", errors.New("net/http: invalid method \"G T\""), false},
+		{"url.Error around another error", &url.Error{Op: "Get", URL: "ftp://example.test/", Err: errors.New(`unsupported protocol scheme "ftp"`)}, false},
+		{"certificate error in a net.Error", &net.OpError{Op: "remote error", Err: x509.UnknownAuthorityError{}}, false},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			n := 0
+			next := rtFunc(func(req *http.Request) (*http.Response, error) {
+				n++
+				if n == 1 {
+					return nil, tc.err
+				}
+				return reply(req, 200, nil), nil
+			})
+			clock := newFakeClock(testStart)
+			tr := NewTransport(next, Options{Clock: clock})
+			resp, err := tr.RoundTrip(mustRequest(t, "GET", "http://example.test/", nil))
+			if tc.retried && (err != nil || n != 2) {
+				t.Errorf("got %v, %v after %d attempts; want 200 after 2", resp, err, n)
+			}
+			if !tc.retried && (err != tc.err || n != 1 || len(clock.Sleeps()) != 0) {
+				t.Errorf("got %v, %v after %d attempts and sleeps %v; want the error after 1, no sleep", resp, err, n, clock.Sleeps())
+			}
+		})
+	}
 }
 
 // TestOnRetry checks what the hook is told and that its Wait is the one
@@ -582,6 +649,35 @@ func TestErrorsAnotherAttemptCannotCure(t *testing.T) {
 			t.Errorf("%d connections and sleeps %v, want 1 connection and no sleep", n, clock.Sleeps())
 		}
 	})
+	// http.Transport refuses these requests before any I/O; each attempt
+	// would be refused the same way.
+	for _, tc := range []struct {
+		name string
+		req  func() *http.Request
+	}{
+		{"unsupported scheme", func() *http.Request { return mustRequest(t, "GET", "ftp://example.test/", nil) }},
+		{"invalid header value", func() *http.Request {
+			r := mustRequest(t, "GET", "http://127.0.0.1:1/", nil)
+			r.Header["X-Bad"] = []string{"a\nb"}
+			return r
+		}},
+		{"nil URL", func() *http.Request {
+			r := mustRequest(t, "GET", "http://example.test/", nil)
+			r.URL = nil
+			return r
+		}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			inner := &countingRT{next: &http.Transport{}}
+			clock := newFakeClock(testStart)
+			tr := NewTransport(inner, Options{Clock: clock})
+			if _, err := tr.RoundTrip(tc.req()); err == nil {
+				t.Fatal("want an error")
+			} else if n := inner.n.Load(); n != 1 || len(clock.Sleeps()) != 0 {
+				t.Errorf("%v: %d attempts, sleeps %v; want 1 attempt and no sleep", err, n, clock.Sleeps())
+			}
+		})
+	}
 	t.Run("x509 error from another RoundTripper", func(t *testing.T) {
 		n := 0
 		next := rtFunc(func(req *http.Request) (*http.Response, error) {
@@ -595,6 +691,17 @@ func TestErrorsAnotherAttemptCannotCure(t *testing.T) {
 			t.Errorf("err %v after %d attempts, sleeps %v; want the x509 error after 1, no sleep", err, n, clock.Sleeps())
 		}
 	})
+}
+
+// countingRT counts the attempts that reach next.
+type countingRT struct {
+	next http.RoundTripper
+	n    atomic.Int32
+}
+
+func (c *countingRT) RoundTrip(r *http.Request) (*http.Response, error) {
+	c.n.Add(1)
+	return c.next.RoundTrip(r)
 }
 
 // blockingClock is a Clock whose Sleep announces itself on sleeping and
@@ -648,6 +755,135 @@ func TestCancelDuringWait(t *testing.T) {
 	}
 	if len(replayed) != 1 || !replayed[0].closed.Load() {
 		t.Errorf("%d bodies prepared for the retry, closed: %v; want 1, closed", len(replayed), len(replayed) == 1 && replayed[0].closed.Load())
+	}
+}
+
+// TestCancelAsRefusalArrives checks that a caller who gives up while a 429
+// is on its way gets that 429, untouched, and that no retry is planned
+// for it: OnRetry is not told of one, and the budget is not spent on it.
+func TestCancelAsRefusalArrives(t *testing.T) {
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	refused := newTrackedBody("slow down")
+	next := rtFunc(func(req *http.Request) (*http.Response, error) {
+		cancel()
+		return reply(req, http.StatusTooManyRequests, refused, "Retry-After", "1"), nil
+	})
+	clock := newFakeClock(testStart)
+	planned := 0
+	tr := NewTransport(next, Options{Clock: clock, OnRetry: func(RetryInfo) { planned++ }, BudgetMinRetries: 1})
+	resp, err := tr.RoundTrip(mustRequest(t, "GET", "http://example.test/", nil).WithContext(ctx))
+	if err != nil || resp == nil || resp.StatusCode != 429 {
+		t.Fatalf("got %v, %v; want the server's 429", resp, err)
+	}
+	if refused.read.Load() != 0 || refused.closed.Load() {
+		t.Errorf("the 429's body was touched: read %d, closed %v", refused.read.Load(), refused.closed.Load())
+	}
+	if planned != 0 || len(clock.Sleeps()) != 0 {
+		t.Errorf("%d retries announced, sleeps %v; want none", planned, clock.Sleeps())
+	}
+	if !tr.budget.allowRetry(clock.Now()) {
+		t.Error("the request spent the only retry of the budget")
+	}
+}
+
+// TestGetBodyFailureSpendsNoBudget checks that a retry that cannot happen
+// because the request's body cannot be replayed costs no retry from the
+// budget: the budget bounds retries sent, not retries thought of.
+func TestGetBodyFailureSpendsNoBudget(t *testing.T) {
+	next := rtFunc(func(req *http.Request) (*http.Response, error) {
+		return reply(req, http.StatusServiceUnavailable, nil), nil
+	})
+	clock := newFakeClock(testStart)
+	tr := NewTransport(next, Options{Clock: clock, BudgetMinRetries: 1})
+	req := mustRequest(t, "PUT", "http://example.test/", strings.NewReader("payload"))
+	req.GetBody = func() (io.ReadCloser, error) { return nil, errors.New("body gone") }
+	resp, err := tr.RoundTrip(req)
+	if err != nil || resp.StatusCode != 503 {
+		t.Fatalf("got %v, %v; want the 503", resp, err)
+	}
+	if !tr.budget.allowRetry(clock.Now()) {
+		t.Error("a retry that was never sent spent the only retry of the budget")
+	}
+}
+
+// slowRefusal is a refused response's body that takes its time: each Read
+// calls during, then gives one chunk.
+type slowRefusal struct {
+	chunks []string
+	during func() error
+}
+
+func (b *slowRefusal) Read(p []byte) (int, error) {
+	if err := b.during(); err != nil {
+		return 0, err
+	}
+	if len(b.chunks) == 0 {
+		return 0, io.EOF
+	}
+	n := copy(p, b.chunks[0])
+	b.chunks = b.chunks[1:]
+	return n, nil
+}
+
+func (b *slowRefusal) Close() error { return nil }
+
+// TestReadingTheRefusalCountsAgainstDeadline checks that the time spent
+// reading a refused body, which the Transport does to reuse its
+// connection, counts against the deadline like the wait: when the body
+// takes the time the retry needed, or the caller gives up while it is
+// read, the caller gets the refusal at once, with the body it read given
+// back, instead of its own deadline's error and no response.
+func TestReadingTheRefusalCountsAgainstDeadline(t *testing.T) {
+	cases := []struct {
+		name   string
+		during func(clock *fakeClock, cancel context.CancelFunc) error
+	}{
+		{"reading takes the retry's time", func(clock *fakeClock, _ context.CancelFunc) error {
+			clock.Advance(500 * time.Millisecond)
+			return nil
+		}},
+		{"the caller gives up while it is read", func(_ *fakeClock, cancel context.CancelFunc) error {
+			cancel()
+			return context.Canceled
+		}},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			start := time.Now() // compared with a real context deadline
+			clock := newFakeClock(start)
+			ctx, cancel := context.WithDeadline(context.Background(), start.Add(time.Second))
+			defer cancel()
+			n := 0
+			next := rtFunc(func(req *http.Request) (*http.Response, error) {
+				n++
+				clock.Advance(100 * time.Millisecond)
+				body := &slowRefusal{chunks: []string{"slow ", "down"}}
+				first := true
+				body.during = func() error {
+					if first { // the first chunk has arrived with the header
+						first = false
+						return nil
+					}
+					return tc.during(clock, cancel)
+				}
+				return reply(req, 429, body, "Retry-After", "0"), nil
+			})
+			// The retry fits as the 429 arrives: a wait of at most 1ms and
+			// an attempt of 100ms, with 900ms to go.
+			tr := NewTransport(next, Options{Clock: clock, Base: time.Millisecond})
+			resp, err := tr.RoundTrip(mustRequest(t, "GET", "http://example.test/", nil).WithContext(ctx))
+			if err != nil || resp == nil || resp.StatusCode != 429 {
+				t.Fatalf("got %v, %v; want the server's 429", resp, err)
+			}
+			defer resp.Body.Close()
+			if b, _ := io.ReadAll(resp.Body); !strings.HasPrefix(string(b), "slow ") {
+				t.Errorf("body %q, want what was read of it given back", b)
+			}
+			if n != 1 || len(clock.Sleeps()) != 0 {
+				t.Errorf("%d attempts and sleeps %v, want 1 attempt and no sleep", n, clock.Sleeps())
+			}
+		})
 	}
 }
 
