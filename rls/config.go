@@ -91,24 +91,82 @@ func LoadFiles(paths ...string) (*Config, error) {
 	return Parse(files...)
 }
 
-// LoadDir loads every file in dir whose name ends in .yaml or .yml, in
-// name order, the way the reference service loads its runtime directory.
+// LoadDir loads the files of dir that [ConfigFiles] lists, one domain
+// each, the way the reference service loads its runtime directory. A
+// directory with no file in it is an error: a service with no domain
+// limits nothing, which is far more likely a wrong path than the intent.
 func LoadDir(dir string) (*Config, error) {
-	entries, err := os.ReadDir(dir)
+	paths, err := ConfigFiles(dir)
 	if err != nil {
-		return nil, fmt.Errorf("rls: %w", err)
-	}
-	var paths []string
-	for _, e := range entries {
-		name := e.Name()
-		if e.IsDir() || strings.HasPrefix(name, ".") {
-			continue
-		}
-		if ext := filepath.Ext(name); ext == ".yaml" || ext == ".yml" {
-			paths = append(paths, filepath.Join(dir, name))
-		}
+		return nil, err
 	}
 	return LoadFiles(paths...)
+}
+
+// ConfigFiles lists the files [LoadDir] loads from dir, each directory's
+// in name order. As the reference's loader (lyft/goruntime) does, that is
+// every file in dir and in the directories below it, whatever its name
+// ends in, except that names starting with a dot are skipped, files and
+// directories alike: the reference's rule with RUNTIME_IGNOREDOTFILES=true,
+// which a Kubernetes ConfigMap volume needs, as its files are links to
+// ..data/<name>, and ..data one to a timestamped directory whose name
+// starts with a dot too. Symbolic links are followed, to directories as
+// well (a ConfigMap item with a path in a directory is one; the
+// reference, which cannot read it as a file, skips it), but not to a
+// directory that holds the link. A file that is neither a regular file
+// nor a directory is an error, and so is finding no file at all.
+func ConfigFiles(dir string) ([]string, error) {
+	var (
+		out     []string
+		parents []os.FileInfo // the directories being listed, dir first
+		walk    func(dir string) error
+	)
+	walk = func(dir string) error {
+		info, err := os.Stat(dir)
+		if err != nil {
+			return fmt.Errorf("rls: %w", err)
+		}
+		for _, p := range parents {
+			if os.SameFile(p, info) {
+				return fmt.Errorf("rls: %s is a link to a directory that holds it", dir)
+			}
+		}
+		parents = append(parents, info)
+		defer func() { parents = parents[:len(parents)-1] }()
+		entries, err := os.ReadDir(dir)
+		if err != nil {
+			return fmt.Errorf("rls: %w", err)
+		}
+		for _, e := range entries {
+			if strings.HasPrefix(e.Name(), ".") {
+				continue
+			}
+			path := filepath.Join(dir, e.Name())
+			// Stat follows a symbolic link; ReadDir's type does not.
+			st, err := os.Stat(path)
+			if err != nil {
+				return fmt.Errorf("rls: %w", err)
+			}
+			switch {
+			case st.IsDir():
+				if err := walk(path); err != nil {
+					return err
+				}
+			case st.Mode().IsRegular():
+				out = append(out, path)
+			default:
+				return fmt.Errorf("rls: %s is not a regular file (%v)", path, st.Mode().Type())
+			}
+		}
+		return nil
+	}
+	if err := walk(dir); err != nil {
+		return nil, err
+	}
+	if len(out) == 0 {
+		return nil, fmt.Errorf("rls: no configuration file in %s (names starting with a dot are skipped)", dir)
+	}
+	return out, nil
 }
 
 // Parse builds a Config from files in the reference service's format, one
@@ -121,7 +179,7 @@ func LoadDir(dir string) (*Config, error) {
 //	    rate_limit:
 //	      unit: second | minute | hour | day | week | month | year
 //	      requests_per_unit: <n>
-//	      unit_multiplier: <n, optional>
+//	      unit_multiplier: <sluice extension: n units a window>
 //	      unlimited: <bool>
 //	      name: <name>
 //	      replaces: [{name: <name>}]
@@ -131,10 +189,12 @@ func LoadDir(dir string) (*Config, error) {
 //	    share_threshold: <bool>
 //	    detailed_metric: <bool>
 //	    value_to_metric: <bool>
+//	    quota_mode: <false; true is not supported>
 //	    descriptors: [...]
 //
-// Decoding is strict: an unknown key, a duplicate descriptor, a bad unit,
-// a missing requests_per_unit, unlimited together with a unit or a
+// Decoding is strict: an unknown key, a key written twice in a mapping,
+// quota_mode: true, a duplicate descriptor, a bad unit, a missing
+// requests_per_unit, unlimited together with a unit or a
 // requests_per_unit, a replaces naming its own limit, share_threshold on a
 // value that is not a wildcard, aliases that expand to more than 65,536
 // YAML nodes and two files with the same domain are all errors. The
@@ -142,7 +202,11 @@ func LoadDir(dir string) (*Config, error) {
 // message" ([ConfigError]), joined with [errors.Join]. Booleans may also
 // be written as the reference's YAML 1.1 reads them: yes, no, on, off. A
 // key with no value ("shadow_mode:", "rate_limit:" with its lines
-// commented out) is read as absent, as the reference reads it.
+// commented out) is read as absent, as the reference reads it. Merge keys
+// ("<<") are read as the reference's decoder reads them: where they stand,
+// a key set again overwriting what it set (so a key written before a
+// merge key that sets it too loses), and a rate_limit set twice merged
+// key by key.
 func Parse(files ...File) (*Config, error) {
 	p := &parser{}
 	cfg := &Config{domains: make(map[string]*domain)}
@@ -242,10 +306,14 @@ type limitSpec struct {
 	// id names the limit in store keys, so that a changed limit starts
 	// from fresh and an unchanged one keeps its state across reloads.
 	id string
-	// counted is limit as the reference's counting mode keeps it (see
-	// Service.decideCounting), under countedID: for a fixed window, every
-	// hit is two units of a window of 2×perUnit+1, the odd unit marking a
-	// refusal. Other algorithms keep limit and id.
+	// counted is limit as the reference's counting mode asks for it (see
+	// Service.decideCounting), under countedID: for a fixed window, a
+	// window of 2×perUnit+1 hits, so that the count can pass the limit,
+	// under an id that names the period alone. The count is in hits
+	// whatever the limit, so a window keeps it when requests_per_unit
+	// changes, and an override of the same period shares it, as under the
+	// reference's keys (domain, entries and window start). Other
+	// algorithms keep limit and id.
 	counted   rate.Limit
 	countedID string
 }
@@ -280,7 +348,7 @@ func newLimitSpec(perUnit uint32, unit rlsv3.RateLimitResponse_RateLimit_Unit, m
 	ls.counted, ls.countedID = ls.limit, ls.id
 	if alg == rate.FixedWindow {
 		ls.counted.Count = 2*int64(perUnit) + 1
-		ls.countedID += "_counted"
+		ls.countedID = fmt.Sprintf("%s_per_%s_counted", alg, period)
 	}
 	return ls, nil
 }
@@ -301,85 +369,124 @@ type parser struct {
 	more int // problems found beyond maxErrors
 }
 
+// errorf records a problem at line of the current file. A problem already
+// recorded is not recorded twice: a mapping merged in several places is
+// checked in each.
 func (p *parser) errorf(line int, format string, args ...any) {
+	e := &ConfigError{File: p.file, Line: line, Msg: fmt.Sprintf(format, args...)}
+	for _, prev := range p.errs {
+		if ce, ok := prev.(*ConfigError); ok && *ce == *e {
+			return
+		}
+	}
 	if len(p.errs) >= maxErrors {
 		p.more++
 		return
 	}
-	p.errs = append(p.errs, &ConfigError{File: p.file, Line: line, Msg: fmt.Sprintf(format, args...)})
+	p.errs = append(p.errs, e)
 }
 
-// pair is one key and value of a YAML mapping.
+// pair is one key of a YAML mapping and the value it ends up with.
 type pair struct {
 	key string
 	k   *yaml.Node
 	v   *yaml.Node
+	// vs lists, when v is a mapping, every mapping the key was given one
+	// after the other, v last, to be read as one (see parser.mappings).
+	vs []*yaml.Node
 }
 
-// mapping returns the pairs of a mapping node, with aliases resolved and
-// merge keys ("<<") expanded, reporting duplicate and unknown keys. want
-// lists the keys allowed; what names the mapping in messages.
+// mapping returns the pairs of a mapping node (see parser.mappings).
 func (p *parser) mapping(n *yaml.Node, what string, want ...string) []pair {
-	n = deref(n)
-	if n.Kind != yaml.MappingNode {
-		p.errorf(n.Line, "%s must be a mapping, not %s", what, kindName(n))
-		return nil
-	}
-	var out []pair
-	seen := map[string]int{}
-	// Keys written in the mapping win over merged ones, wherever the
-	// merge key stands, so merges are expanded after them.
-	var merges []*yaml.Node
-	add := func(m *yaml.Node, merged bool) {
+	return p.mappings([]*yaml.Node{n}, what, want...)
+}
+
+// mappings returns the pairs of the mapping nodes ns, read one after the
+// other as one mapping, with aliases resolved and merge keys ("<<")
+// expanded, reporting duplicate and unknown keys. want lists the keys
+// allowed; what names the mapping in messages.
+//
+// Keys are read the way the reference's decoder (yaml.v2, decoding into
+// structs) reads them, so that a file gives the limits it gives there:
+// in the order they stand, a merge key's mapping where the merge key
+// stands (a list of them from the last to the first, so that the first
+// wins), each key overwriting what an earlier one set. A key written
+// before a merge key that also sets it loses, and one written after it
+// wins. A mapping set over a mapping is merged into it key by key, as
+// yaml.v2 decodes both into the one struct: ns are those mappings, for a
+// rate_limit. A key with no value is absent, as yaml.v2 leaves its field
+// at zero, and so clears what it overwrites. A key written twice in one
+// mapping, which yaml.v2 reads as the last, is an error here: the first
+// is most likely a mistake.
+func (p *parser) mappings(ns []*yaml.Node, what string, want ...string) []pair {
+	var (
+		out  []pair
+		at   = map[string]int{} // index in out
+		walk func(m *yaml.Node)
+	)
+	walk = func(m *yaml.Node) {
+		written := map[string]int{} // the line of each key written in m
 		for i := 0; i+1 < len(m.Content); i += 2 {
-			k, v := deref(m.Content[i]), m.Content[i+1]
+			k, v := deref(m.Content[i]), deref(m.Content[i+1])
 			if k.Kind != yaml.ScalarNode {
 				p.errorf(k.Line, "%s has a key that is not a string", what)
 				continue
 			}
 			if k.Tag == "!!merge" {
-				if merged {
-					continue
-				}
-				switch src := deref(v); src.Kind {
+				switch v.Kind {
 				case yaml.MappingNode:
-					merges = append(merges, src)
+					walk(v)
 				case yaml.SequenceNode:
-					for _, s := range src.Content {
-						if s = deref(s); s.Kind == yaml.MappingNode {
-							merges = append(merges, s)
+					for j := len(v.Content) - 1; j >= 0; j-- {
+						if src := deref(v.Content[j]); src.Kind == yaml.MappingNode {
+							walk(src)
+						} else {
+							p.errorf(src.Line, "merge key in %s must refer to a mapping or a list of mappings", what)
 						}
 					}
 				default:
-					p.errorf(k.Line, "merge key in %s must refer to a mapping", what)
+					p.errorf(k.Line, "merge key in %s must refer to a mapping or a list of mappings", what)
 				}
 				continue
 			}
-			if first, dup := seen[k.Value]; dup {
-				if !merged {
-					p.errorf(k.Line, "duplicate key %q in %s (first at line %d)", k.Value, what, first)
-				}
+			if first, dup := written[k.Value]; dup {
+				p.errorf(k.Line, "duplicate key %q in %s (first at line %d)", k.Value, what, first)
 				continue
 			}
+			written[k.Value] = k.Line
 			if !slices.Contains(want, k.Value) {
 				p.errorf(k.Line, "unknown key %q in %s (want one of %s)", k.Value, what, strings.Join(want, ", "))
 				continue
 			}
-			seen[k.Value] = k.Line
-			// A key with no value is absent, as the reference's decoder
-			// leaves its field at zero: "rate_limit:" with its lines
-			// commented out is no limit.
-			if v = deref(v); isNull(v) && k.Value != "key" && k.Value != "domain" {
+			pr := pair{key: k.Value, k: k, v: v}
+			if v.Kind == yaml.MappingNode {
+				pr.vs = []*yaml.Node{v}
+			}
+			j, ok := at[k.Value]
+			if !ok {
+				at[k.Value] = len(out)
+				out = append(out, pr)
 				continue
 			}
-			out = append(out, pair{key: k.Value, k: k, v: v})
+			if prev := out[j]; prev.vs != nil && pr.vs != nil {
+				pr.vs = append(slices.Clip(prev.vs), v)
+			}
+			out[j] = pr
 		}
 	}
-	add(n, false)
-	for _, m := range merges {
-		add(m, true)
+	for _, n := range ns {
+		if n = deref(n); n.Kind != yaml.MappingNode {
+			p.errorf(n.Line, "%s must be a mapping, not %s", what, kindName(n))
+			continue
+		}
+		walk(n)
 	}
-	return out
+	// A key with no value is absent, as the reference's decoder leaves
+	// its field at zero: "rate_limit:" with its lines commented out is no
+	// limit. An empty key or domain is an error of its own.
+	return slices.DeleteFunc(out, func(pr pair) bool {
+		return isNull(pr.v) && pr.key != "key" && pr.key != "domain"
+	})
 }
 
 // deref follows aliases and document nodes.
@@ -513,7 +620,7 @@ func (p *parser) parseFile(data []byte) *domain {
 }
 
 var (
-	descriptorKeys = []string{"key", "value", "rate_limit", "descriptors", "shadow_mode", "share_threshold", "detailed_metric", "value_to_metric"}
+	descriptorKeys = []string{"key", "value", "rate_limit", "descriptors", "shadow_mode", "share_threshold", "detailed_metric", "value_to_metric", "quota_mode"}
 	rateLimitKeys  = []string{"unit", "requests_per_unit", "unit_multiplier", "unlimited", "name", "replaces", "algorithm", "burst"}
 )
 
@@ -579,7 +686,10 @@ func (l *level) add(n *node) {
 
 func (p *parser) parseNode(item *yaml.Node, parentStat string) *node {
 	n := &node{line: deref(item).Line}
-	var rl, children *yaml.Node
+	var (
+		rl       []*yaml.Node
+		children *yaml.Node
+	)
 	keySeen := false
 	for _, pr := range p.mapping(item, "a descriptor", descriptorKeys...) {
 		switch pr.key {
@@ -588,7 +698,12 @@ func (p *parser) parseNode(item *yaml.Node, parentStat string) *node {
 		case "value":
 			n.value = p.str(pr)
 		case "rate_limit":
-			rl = pr.v
+			// The mappings given to it, to be read as one (a list
+			// when merge keys set it more than once).
+			rl = pr.vs
+			if rl == nil {
+				rl = []*yaml.Node{pr.v}
+			}
 		case "descriptors":
 			children = pr.v
 		case "shadow_mode":
@@ -599,6 +714,13 @@ func (p *parser) parseNode(item *yaml.Node, parentStat string) *node {
 			n.detailed = p.boolean(pr)
 		case "value_to_metric":
 			n.toMetric = p.boolean(pr)
+		case "quota_mode":
+			// The reference's quota mode lets over-limit requests pass
+			// and lists them in the response's dynamic metadata, which
+			// sluice does not send. false, its default, means nothing.
+			if p.boolean(pr) {
+				p.errorf(pr.k.Line, "quota_mode is not supported (shadow_mode lets over-limit requests pass)")
+			}
 		}
 	}
 	if n.key == "" {
@@ -627,7 +749,8 @@ func (p *parser) parseNode(item *yaml.Node, parentStat string) *node {
 	return n
 }
 
-func (p *parser) parseRateLimit(rl *yaml.Node) *limitSpec {
+// parseRateLimit parses the mappings given to a rate_limit, read as one.
+func (p *parser) parseRateLimit(rl []*yaml.Node) *limitSpec {
 	var (
 		perUnit, multiplier uint32
 		unitName            string
@@ -641,8 +764,9 @@ func (p *parser) parseRateLimit(rl *yaml.Node) *limitSpec {
 		burst               int64
 		extLine             int
 	)
-	rl = deref(rl)
-	for _, pr := range p.mapping(rl, "rate_limit", rateLimitKeys...) {
+	// Problems of the limit as a whole are at the last mapping given.
+	line := deref(rl[len(rl)-1]).Line
+	for _, pr := range p.mappings(rl, "rate_limit", rateLimitKeys...) {
 		switch pr.key {
 		case "unit":
 			unitName, unitLine, hasUnit = p.str(pr), pr.k.Line, true
@@ -723,13 +847,13 @@ func (p *parser) parseRateLimit(rl *yaml.Node) *limitSpec {
 	}
 	switch {
 	case !hasUnit:
-		p.errorf(rl.Line, "rate_limit needs a unit (second, minute, hour, day, week, month or year), or unlimited: true")
+		p.errorf(line, "rate_limit needs a unit (second, minute, hour, day, week, month or year), or unlimited: true")
 		return nil
 	case !validUnit:
 		p.errorf(unitLine, "invalid rate limit unit %q (want second, minute, hour, day, week, month or year)", unitName)
 		return nil
 	case !hasPerUnit:
-		p.errorf(rl.Line, "rate_limit needs requests_per_unit (0 refuses every request)")
+		p.errorf(line, "rate_limit needs requests_per_unit (0 refuses every request)")
 		return nil
 	}
 	ls, err := newLimitSpec(perUnit, unit, multiplier, alg, burst)

@@ -10,6 +10,7 @@ import (
 	"testing"
 	"time"
 
+	ratelimitv3 "github.com/envoyproxy/go-control-plane/envoy/extensions/common/ratelimit/v3"
 	rlsv3 "github.com/envoyproxy/go-control-plane/envoy/service/ratelimit/v3"
 
 	"github.com/sluicehq/sluice/rate"
@@ -295,6 +296,25 @@ descriptors:
 			want: `test.yaml:7: fixed_window has no burst`,
 		},
 		{
+			name: "quota_mode",
+			yaml: `domain: d
+descriptors:
+  - key: a
+    quota_mode: true
+    rate_limit: {unit: second, requests_per_unit: 1}
+`,
+			want: `test.yaml:4: quota_mode is not supported`,
+		},
+		{
+			name: "merge key referring to a list of scalars",
+			yaml: `domain: d
+descriptors:
+  - key: a
+    <<: [x]
+`,
+			want: `test.yaml:4: merge key in a descriptor must refer to a mapping or a list of mappings`,
+		},
+		{
 			name: "algorithm on an unlimited limit",
 			yaml: `domain: d
 descriptors:
@@ -411,27 +431,93 @@ descriptors:
 	}
 }
 
+// LoadDir loads what the reference's loader (goruntime) does from its
+// runtime directory: every file, whatever its name ends in, in the
+// directories below too, except names starting with a dot. In a
+// Kubernetes ConfigMap volume, that is each file once, through the links
+// beside ..data, and not again inside the timestamped directory ..data
+// points to.
 func TestLoadDirAndFiles(t *testing.T) {
-	cfg, err := LoadDir("testdata")
+	edge, err := os.ReadFile("testdata/edge.yaml")
+	if err != nil {
+		t.Fatal(err)
+	}
+	messaging, err := os.ReadFile("testdata/messaging.yaml")
+	if err != nil {
+		t.Fatal(err)
+	}
+	// The ConfigMap has the items edge (no extension), messaging.yaml and
+	// more/api.conf.
+	dir := t.TempDir()
+	must := func(err error) {
+		t.Helper()
+		if err != nil {
+			t.Fatal(err)
+		}
+	}
+	v1 := filepath.Join(dir, "..2026_03_02_10_00_00.1")
+	must(os.MkdirAll(filepath.Join(v1, "more"), 0o755))
+	must(os.WriteFile(filepath.Join(v1, "edge"), edge, 0o644))
+	must(os.WriteFile(filepath.Join(v1, "messaging.yaml"), messaging, 0o644))
+	must(os.WriteFile(filepath.Join(v1, "more", "api.conf"), []byte(perMinute), 0o644))
+	must(os.Symlink(filepath.Base(v1), filepath.Join(dir, "..data")))
+	for _, name := range []string{"edge", "messaging.yaml", "more"} {
+		must(os.Symlink(filepath.Join("..data", name), filepath.Join(dir, name)))
+	}
+	must(os.WriteFile(filepath.Join(dir, ".hidden.yaml"), []byte("not: a config"), 0o644))
+
+	files, err := ConfigFiles(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := []string{filepath.Join(dir, "edge"), filepath.Join(dir, "messaging.yaml"), filepath.Join(dir, "more", "api.conf")}
+	if !slices.Equal(files, want) {
+		t.Errorf("ConfigFiles = %q, want %q", files, want)
+	}
+	cfg, err := LoadDir(dir)
 	if err != nil {
 		t.Fatalf("LoadDir: %v", err)
 	}
-	entries, _ := os.ReadDir("testdata")
-	var paths []string
-	for _, e := range entries {
-		if filepath.Ext(e.Name()) == ".yaml" {
-			paths = append(paths, filepath.Join("testdata", e.Name()))
-		}
-	}
-	byFiles, err := LoadFiles(paths...)
+	byFiles, err := LoadFiles(want...)
 	if err != nil {
 		t.Fatalf("LoadFiles: %v", err)
 	}
-	if got, want := cfg.Domains(), byFiles.Domains(); !slices.Equal(got, want) || len(got) < 2 {
-		t.Fatalf("LoadDir domains %v, LoadFiles domains %v", got, want)
+	if got := cfg.Domains(); !slices.Equal(got, []string{"api", "edge", "messaging"}) || !slices.Equal(got, byFiles.Domains()) {
+		t.Fatalf("LoadDir domains %v, LoadFiles domains %v", got, byFiles.Domains())
 	}
 	if _, err := LoadFiles("testdata/missing.yaml"); err == nil || !errors.Is(err, os.ErrNotExist) {
 		t.Fatalf("missing file: %v", err)
+	}
+}
+
+// A directory that gives no domain is an error, not a service that limits
+// nothing: it is most likely the wrong path. So is a link that would have
+// the walk go round for ever.
+func TestLoadDirErrors(t *testing.T) {
+	empty := t.TempDir()
+	if err := os.WriteFile(filepath.Join(empty, ".only-hidden.yaml"), []byte(perMinute), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Mkdir(filepath.Join(empty, "sub"), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	loop := t.TempDir()
+	if err := os.WriteFile(filepath.Join(loop, "a.yaml"), []byte(perMinute), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Symlink(".", filepath.Join(loop, "up")); err != nil {
+		t.Fatal(err)
+	}
+	for _, tt := range []struct {
+		dir, want string
+	}{
+		{empty, "rls: no configuration file in " + empty},
+		{filepath.Join(empty, "missing"), "no such file or directory"},
+		{loop, "rls: " + filepath.Join(loop, "up") + " is a link to a directory that holds it"},
+	} {
+		if _, err := LoadDir(tt.dir); err == nil || !strings.Contains(err.Error(), tt.want) {
+			t.Errorf("LoadDir(%s) = %v, want an error containing %q", tt.dir, err, tt.want)
+		}
 	}
 }
 
@@ -559,5 +645,94 @@ descriptors:
 	_, err := Parse(File{Name: "test.yaml", Data: []byte("domain: d\ndescriptors:\n  - key: a\n    rate_limit: {unit: second, requests_per_unit: }\n")})
 	if want := "test.yaml:4: rate_limit needs requests_per_unit (0 refuses every request)"; err == nil || err.Error() != want {
 		t.Errorf("empty requests_per_unit: %v, want %s", err, want)
+	}
+}
+
+// The reference's descriptors have quota_mode, false unless set. A file
+// that sets it to false loads as it does there; true, which would let
+// over-limit requests pass and report them in the response's metadata,
+// is refused (see TestParseBadConfigs) rather than ignored.
+func TestParseQuotaModeFalse(t *testing.T) {
+	cfg := parse(t, `domain: d
+descriptors:
+  - key: a
+    quota_mode: false
+    rate_limit: {unit: second, requests_per_unit: 1}
+  - key: b
+    quota_mode: no
+    descriptors:
+      - key: c
+        quota_mode:
+        rate_limit: {unit: second, requests_per_unit: 2}
+`)
+	for _, tt := range []struct {
+		d    *ratelimitv3.RateLimitDescriptor
+		want uint32
+	}{{desc("a", "x"), 1}, {desc("b", "x", "c", "y"), 2}} {
+		if m, ok, err := cfg.lookup("d", tt.d, false); err != nil || !ok || m.limit.perUnit != tt.want || m.shadow {
+			t.Errorf("%v: %+v, %v, %v; want %d a second, enforced", tt.d, m.limit, ok, err, tt.want)
+		}
+	}
+}
+
+// Merge keys ("<<") give the limits the reference's decoder (yaml.v2,
+// into structs) gives, as it decodes these very lines: keys in the order
+// they stand, a merge where it stands, a later key overwriting an earlier
+// one; a rate_limit set over another merged into it key by key; an empty
+// value clearing what it overwrites; in a list of merges, the first
+// winning.
+func TestParseMergeKeysAsTheReference(t *testing.T) {
+	cfg := parse(t, `domain: d
+descriptors:
+  - key: base
+    rate_limit: &hourly {unit: hour, requests_per_unit: 7}
+  - key: before
+    rate_limit:
+      requests_per_unit: 9
+      <<: *hourly
+  - key: after
+    rate_limit:
+      <<: *hourly
+      requests_per_unit: 9
+  - key: fields
+    <<: {rate_limit: {unit: minute, requests_per_unit: 10, name: n}}
+    rate_limit: {requests_per_unit: 20}
+  - key: fields_merged_last
+    rate_limit: {requests_per_unit: 20}
+    <<: {rate_limit: {unit: minute}}
+  - key: cleared
+    <<: {rate_limit: {unit: minute, requests_per_unit: 10}}
+    rate_limit:
+  - key: list
+    <<: [{shadow_mode: true, value: a, rate_limit: *hourly}, {shadow_mode: false, value: b}]
+`)
+	for _, tt := range []struct {
+		d      *ratelimitv3.RateLimitDescriptor
+		count  uint32 // 0: no limit
+		unit   rlsv3.RateLimitResponse_RateLimit_Unit
+		name   string
+		shadow bool
+	}{
+		{d: desc("before", "x"), count: 7, unit: hour},
+		{d: desc("after", "x"), count: 9, unit: hour},
+		{d: desc("fields", "x"), count: 20, unit: minute, name: "n"},
+		{d: desc("fields_merged_last", "x"), count: 20, unit: minute},
+		{d: desc("cleared", "x")},
+		{d: desc("list", "a"), count: 7, unit: hour, shadow: true},
+		{d: desc("list", "b")},
+	} {
+		m, ok, err := cfg.lookup("d", tt.d, false)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if tt.count == 0 {
+			if ok {
+				t.Errorf("%v: %d per %v, want no limit", tt.d, m.limit.perUnit, m.limit.unit)
+			}
+			continue
+		}
+		if !ok || m.limit.perUnit != tt.count || m.limit.unit != tt.unit || m.limit.name != tt.name || m.shadow != tt.shadow {
+			t.Errorf("%v: %+v (shadow %v), want %d per %v, name %q, shadow %v", tt.d, m.limit, m.shadow, tt.count, tt.unit, tt.name, tt.shadow)
+		}
 	}
 }

@@ -14,8 +14,9 @@
 //
 // # Files
 //
-//	config.go    Config, Parse, LoadFiles, LoadDir: the reference's YAML
-//	             format, decoded strictly, errors as file:line: message
+//	config.go    Config, Parse, LoadFiles, LoadDir, ConfigFiles: the
+//	             reference's YAML format, decoded strictly, errors as
+//	             file:line: message
 //	match.go     how a request descriptor finds its limit, and its store key
 //	service.go   Service, Options, Event: deciding a request
 //	headers.go   the optional RateLimit-Policy, RateLimit and Retry-After
@@ -23,22 +24,33 @@
 // # Configuration
 //
 // One file per domain, in the reference's format ([Parse] shows it all).
-// Descriptors nest; each has a key, an optional value, an optional
-// rate_limit, and options: shadow_mode (over-limit requests are reported
-// and pass), share_threshold (every value matching a wildcard shares one
-// counter), detailed_metric and value_to_metric (which only change the
-// names in [Event]). A value of "*", or ending in "*", matches by prefix.
-// Units are second, minute, hour, day, week, month (30 days) and year (365
-// days), as in the reference, optionally multiplied by unit_multiplier.
-// requests_per_unit: 0 refuses everything; unlimited: true limits nothing
-// and is never sent to the store.
+// [LoadDir] loads a directory as the reference loads its runtime
+// directory: every file below it, whatever its name ends in, except names
+// starting with a dot ([ConfigFiles] lists them). Descriptors nest; each
+// has a key, an optional value, an optional rate_limit, and options:
+// shadow_mode (over-limit requests are reported and pass), share_threshold
+// (every value matching a wildcard shares one counter), detailed_metric
+// and value_to_metric (which only change the names in [Event]). A value of
+// "*", or ending in "*", matches by prefix. Units are second, minute,
+// hour, day, week, month (30 days) and year (365 days), as in the
+// reference. requests_per_unit: 0 refuses everything; unlimited: true
+// limits nothing and is never sent to the store. quota_mode: false is
+// accepted, and true refused (see below).
 //
-// Two keys in rate_limit are sluice extensions: algorithm picks any of
-// sluice's algorithms instead of the reference's fixed window (gcra,
-// token_bucket, leaky_bucket, sliding_window, sliding_log), and burst sets
-// the capacity of the bucket algorithms:
+// Three keys in rate_limit are sluice extensions, which the reference
+// refuses in its files: unit_multiplier makes the window that many units
+// long (the reference also ignores it in a request's limit override,
+// where sluice applies it); algorithm picks any of sluice's algorithms
+// instead of the reference's fixed window (gcra, token_bucket,
+// leaky_bucket, sliding_window, sliding_log); and burst sets the capacity
+// of the bucket algorithms:
 //
 //	rate_limit: {unit: second, requests_per_unit: 10, algorithm: gcra, burst: 20}
+//
+// YAML is read as the reference's decoder (yaml.v2) reads it: booleans of
+// YAML 1.1 (yes, off), an empty value as absent, merge keys ("<<") where
+// they stand, so that a key written before one is overwritten by it, and
+// a rate_limit set twice through merges merged key by key.
 //
 // # Matching
 //
@@ -71,12 +83,21 @@
 //     is left is refused and leaves nothing for smaller ones. Gateways
 //     that record usage after the response (check with 0 hits, then
 //     report the real hits) rely on this. sluice's stores never spend on
-//     a refusal, so a hit is kept as two units of a window of 2×limit+1,
-//     and a refusal fills the rest of the window, the odd unit included
-//     (see decideCounting in service.go): the same decisions, at the price
-//     of one more store call for the first refusal of each window. That
-//     call is not made when the window could end before it arrives, as it
-//     would spend from the next window, which the reference leaves alone.
+//     a refusal, so the window is asked for with room for 2×limit+1 hits
+//     and a request adds at most limit+1: while the count is within the
+//     limit any request fits and is counted, over the limit or not, by the
+//     one call that decides it; once it is above, every request is over
+//     until the window ends, counted or not (see decideCounting in
+//     service.go). The count is in hits, under a key that names the
+//     period and not the limit, so that, as in the reference, a reload
+//     that changes requests_per_unit keeps the window's count and an
+//     override of the same unit shares it.
+//
+// In this mode each descriptor is one store call, one after the other (the
+// reference sends a request's descriptors to Redis in one pipeline).
+// Neither bounds how many descriptors a request carries: Envoy sends one
+// per rate_limits entry of the route, and gRPC's limit on a message's size
+// (4MB by default) bounds the rest.
 //
 // With [Options].RefusedConsumeNothing, a request's enforced descriptors
 // are decided together with one [sluice.Store].DecideAll, all or nothing,
@@ -91,27 +112,51 @@
 //	rls:<domain>:<key1>=<value1>|<key2>=<value2>:<limit>
 //
 // with every part escaped (so neither the separators nor Redis Cluster's
-// {hash tags} can come from a client), values longer than 64 bytes
-// replaced by a hash, and <limit> naming the algorithm, count and period,
-// so that reloading an unchanged limit keeps its counters and a changed
-// one starts afresh. A fixed window kept the reference's way has
-// "_counted" at the end of <limit>: its state is in units of half a hit,
-// so the two modes never read each other's counters. The reference instead puts the window's start in its
-// keys; sluice's fixed window keeps it in the state.
+// {hash tags} can come from a client) and values longer than 64 bytes
+// replaced by a hash. <limit> names the algorithm, count and period
+// (fixed_window_20_per_1m0s), so that reloading an unchanged limit keeps
+// its state and a changed one starts afresh, except for a fixed window in
+// the default mode: its <limit> names the period alone
+// (fixed_window_per_1m0s_counted), as its count is in hits whatever the
+// limit. The two modes never read each other's keys. The reference
+// instead puts the window's start in its keys; sluice's fixed window keeps
+// it in the state, and a request counts in the window the store decides
+// it in, on the store's clock.
 //
 // # What differs from the reference
 //
 // Decoding is stricter: keys are checked where they stand (the reference
-// accepts any known key anywhere), requests_per_unit is required (the
-// reference reads a missing one as 0, refusing everything), and unlimited
-// with requests_per_unit is an error as well as unlimited with a unit.
-// A wildcard matches on its descriptor's key and the value's prefix; the
+// accepts any known key anywhere); a key written twice in one mapping is
+// an error (yaml.v2 keeps the last, and merges a rate_limit written twice
+// key by key); requests_per_unit is required (the
+// reference reads a missing one as 0, refusing everything); unlimited with
+// requests_per_unit is an error, and so is unlimited with any unit (the
+// reference refuses a valid unit, but ignores an invalid one). A domain in
+// two files is an error: the reference's MERGE_DOMAIN_CONFIG, which merges
+// them, has no equivalent. quota_mode: true is refused: the reference's
+// quota mode (over-limit requests pass and are listed in the response's
+// dynamic metadata) is not here, nor its global shadow and quota modes,
+// response metadata and X-RateLimit headers; Options.Headers gives the
+// RateLimit fields of the current IETF draft instead.
+//
+// The reference names a descriptor key_value and looks an entry up by
+// that name, so two things that are apart here meet there. A wildcard
+// matches on its descriptor's key and the value's prefix; the
 // reference matches the prefix of "key_value", so its "a_b*" wildcard
-// also catches the key "a" with a value starting "b". Negative hits
-// (is_negative_hits, a refund) are checked without spending: sluice's
-// stores do not give back what was spent. The reference's global shadow
-// mode, quota mode, response metadata and X-RateLimit headers are not
-// here; Options.Headers gives the RateLimit fields of the current IETF
-// draft instead. The reference's local over-limit cache is the store's
-// business (store/redis has an exact deny cache).
+// also catches the key "a" with a value starting "b". A descriptor written
+// with key "a_b" and no value matches the entry key "a_b" alone; in the
+// reference, the entry a=b finds it too (and a file with both "key: a_b"
+// and "key: a, value: b" is refused as a duplicate).
+//
+// is_negative_hits, a refund, is ignored by the reference (at the version
+// checked, v1.4.1-0.20260122083618-3fb702589d36), which spends the hits
+// like any others; sluice checks such a descriptor without spending, as
+// its stores cannot give back what was spent. A window's count stops
+// growing once it is over the limit (see above): a reload that raises
+// requests_per_unit above the count of a window already over admits again
+// in that window, where the reference, still counting, may refuse. In a
+// directory, a symbolic
+// link to a directory is followed; the reference cannot read it and skips
+// it. The reference's local over-limit cache is the store's business
+// (store/redis has an exact deny cache).
 package rls

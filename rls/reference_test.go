@@ -1,11 +1,14 @@
 package rls
 
 import (
+	"fmt"
 	"math"
 	"strings"
 	"testing"
+	"time"
 
 	ratelimitv3 "github.com/envoyproxy/go-control-plane/envoy/extensions/common/ratelimit/v3"
+	rlsv3 "github.com/envoyproxy/go-control-plane/envoy/service/ratelimit/v3"
 )
 
 // TestReferenceConfigFiles loads configuration files written in the
@@ -176,6 +179,86 @@ descriptors:
 		}
 		if m.stat != tt.want {
 			t.Errorf("%v: stat %q, want %q", tt.d, m.stat, tt.want)
+		}
+	}
+}
+
+// TestCountingModeMatchesReferenceModel checks the default mode against a
+// model of the reference's fixed window (redis/fixed_cache_impl.go with its
+// defaults, limiter/base_limiter.go): per descriptor and window aligned to
+// the epoch, the count grows by every request's hits, refused or not; a
+// descriptor is OVER_LIMIT when its count is above the limit, with 0
+// remaining, else OK with the limit less the count; the reset is the
+// unit less now%unit, in whole seconds. The requests are random, of one
+// to three descriptors (the same one may repeat), with shadow mode, a zero
+// limit, checks of 0 hits and more hits than a limit holds.
+func TestCountingModeMatchesReferenceModel(t *testing.T) {
+	const cfgText = `domain: m
+descriptors:
+  - key: u
+    rate_limit: {unit: second, requests_per_unit: 5}
+  - key: z
+    rate_limit: {unit: second, requests_per_unit: 0}
+  - key: s
+    shadow_mode: true
+    rate_limit: {unit: minute, requests_per_unit: 3}
+`
+	h := newHarness(t, parse(t, cfgText), Options{})
+	limits := map[string]uint32{"u": 5, "z": 0, "s": 3}
+	units := map[string]int64{"u": 1, "z": 1, "s": 60}
+	counts := map[string]uint64{} // key+window → count
+	seed := uint64(12345)
+	rnd := func(n uint64) uint64 {
+		seed ^= seed << 13
+		seed ^= seed >> 7
+		seed ^= seed << 17
+		return seed % n
+	}
+	keys := []string{"u", "z", "s"}
+	for step := range 3000 {
+		if rnd(4) == 0 {
+			h.clock.Advance(time.Duration(rnd(700)) * time.Millisecond)
+		}
+		n := 1 + int(rnd(3))
+		var descs []*ratelimitv3.RateLimitDescriptor
+		var want []st
+		overall := ok
+		now := h.clock.Now().Unix()
+		for range n {
+			k := keys[rnd(3)]
+			v := []string{"a", "b"}[rnd(2)]
+			d := desc(k, v)
+			hits := uint64(1)
+			switch rnd(4) {
+			case 0:
+				hits = 0
+				d = withHits(d, 0)
+			case 1:
+				hits = rnd(8)
+				d = withHits(d, hits)
+			}
+			descs = append(descs, d)
+			lim, unit := limits[k], units[k]
+			ck := fmt.Sprintf("%s=%s@%d", k, v, now/unit)
+			counts[ck] += hits
+			w := st{ok, lim, map[int64]rlsv3.RateLimitResponse_RateLimit_Unit{1: second, 60: minute}[unit], 0, unit - now%unit}
+			if counts[ck] > uint64(lim) {
+				if k != "s" {
+					w.code, overall = over, over
+				}
+			} else {
+				w.remain = lim - uint32(counts[ck])
+			}
+			want = append(want, w)
+		}
+		resp := h.ask("m", descs...)
+		if resp.GetOverallCode() != overall {
+			t.Fatalf("step %d: overall %v, want %v", step, resp.GetOverallCode(), overall)
+		}
+		for i, w := range want {
+			if got := statusOf(resp.GetStatuses()[i]); got != w {
+				t.Fatalf("step %d status %d (%v): %+v, want %+v", step, i, descs[i], got, w)
+			}
 		}
 	}
 }

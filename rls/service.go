@@ -24,9 +24,8 @@ import (
 type Options struct {
 	// Clock tells the time when the store's decision does not say how
 	// long a window has left (a zero limit, or a look at a window nothing
-	// has touched yet), and how long the store takes to answer, so that
-	// a refusal is counted in its own window only. If nil,
-	// rate.SystemClock{}. Give it the clock the store uses.
+	// has touched yet). If nil, rate.SystemClock{}. Give it the clock the
+	// store uses.
 	Clock rate.Clock
 	// RefusedConsumeNothing selects sluice's semantics instead of the
 	// reference's. By default, as in the reference, every descriptor is
@@ -134,8 +133,11 @@ func (s *Service) Health() *health.Server { return s.health }
 
 // SetConfig replaces the configuration for the requests that arrive from
 // now on. Counters live in the store under keys that name the descriptor
-// and the limit, so a limit that did not change keeps its state and one
-// that changed starts from fresh.
+// and the limit, so a limit that did not change keeps its state. By
+// default a fixed window's key names its period and not its count: a
+// changed requests_per_unit keeps the window's count, as in the
+// reference. Any other change, and any change at all with
+// RefusedConsumeNothing, starts from fresh.
 func (s *Service) SetConfig(cfg *Config) { s.cfg.Store(cfg) }
 
 // Config returns the current configuration.
@@ -237,77 +239,58 @@ func hitsOf(req *rlsv3.RateLimitRequest, i int) int64 {
 }
 
 // decideCounting decides one descriptor the reference's way. For a fixed
-// window, the reference counts every hit, refused or not, and refuses
-// whenever its count is above the limit, even a check with 0 hits. A
-// store here consumes nothing on a refusal, so the window is kept in
-// units (ls.counted): each hit costs two, and the window holds
-// 2×limit+1.
+// window, the reference adds every request's hits to the window's count,
+// refused or not, and a descriptor is over whenever the count is above the
+// limit, even for a check with 0 hits. A store here consumes nothing on a
+// refusal, so the window is asked for with room past the limit
+// (ls.counted holds 2×limit+1) and a request adds at most limit+1 hits:
 //
-//   - h hits pass when their 2h units fit, that is when count+h is at
-//     most the limit, as in the reference.
-//   - A refused request fills the rest of the window, the odd unit
-//     included, so that every later request in it is refused, as the
-//     reference's count, now above the limit, refuses them.
-//   - A check (0 hits) is over when nothing at all is left: a refusal
-//     filled the window. A window filled by admitted hits alone keeps its
-//     odd unit, and a check passes, as the reference admits it when its
-//     count equals the limit.
-//   - More hits than the limit can ever hold ask for the whole window: a
-//     window nothing has touched is filled at once, in the same call.
+//   - While the count is at most the limit, any request fits: its hits
+//     are counted by the call that decides it, and it is over if the
+//     count is now above the limit, as in the reference. A check adds
+//     nothing and reads the count.
+//   - Once the count is above the limit, every request is over until the
+//     window ends, whatever it adds: the store may refuse one and count
+//     nothing, and the answers stay the reference's.
+//   - More hits than limit+1 are counted as limit+1: either leaves the
+//     count above the limit for the rest of the window.
 //
-// So a request costs one store call, and the first refusal of a window
-// one more (see fill). Algorithms other than fixed_window (a sluice
-// extension) keep sluice's meaning even here: a refused request consumes
-// nothing.
+// So a request is one store call, and the window it counts in is the one
+// the store decides it in, on the store's clock: no second write follows
+// a refusal, which could land in a window other than the refusal's. (The
+// reference names the window in its key, from its own clock, so a request
+// that reaches Redis after the window ended still counts in the old one;
+// here it counts in the new one. Either way it counts once.)
+//
+// The key names the period and not the limit (see limitSpec.countedID):
+// as in the reference, a reload that changes requests_per_unit keeps the
+// window's count, and an override of the same unit shares it. What the
+// count cannot hold is how far past 2×limit+1 the reference's would have
+// gone: a reload that raises the limit above the count of a window
+// already over admits again where the reference would still refuse.
+//
+// Algorithms other than fixed_window (a sluice extension) keep sluice's
+// meaning even here: a refused request consumes nothing.
 func (s *Service) decideCounting(ctx context.Context, it *item) error {
 	ls := it.m.limit
 	if ls.limit.Algorithm != rate.FixedWindow {
 		return s.decideAlone(ctx, it, true)
 	}
 	it.decided = true
-	r := rate.Request{Key: it.m.key, Limit: ls.counted, Cost: ls.counted.Count}
-	fits := it.hits <= ls.limit.Capacity()
-	if fits {
-		r.Cost = 2 * it.hits
-	}
-	sent := s.clock.Now()
+	r := rate.Request{Key: it.m.key, Limit: ls.counted, Cost: min(it.hits, int64(ls.perUnit)+1)}
 	d, err := s.store.Decide(ctx, r)
 	if err != nil {
 		return err
 	}
 	it.reset = s.resetOf(ls, d)
-	if fits && d.Allowed {
-		// Only a check passes with nothing left: after a refusal.
-		it.over, it.remain = d.Remaining == 0, d.Remaining/2
-		return nil
-	}
-	it.over, it.remain = true, 0
-	if d.Allowed {
-		return nil // the whole window, at once
-	}
-	return s.fill(ctx, r, d, sent)
-}
-
-// fill spends what is left of the window in which r was refused (d, for
-// a call sent at sent), so that the refusal counts as the reference
-// counts it. The window ends d.RetryAfter after the store decided; the
-// fill is one more round trip, which takes about as long as the last one
-// did: when the window could be over by the time the fill arrives, it
-// is not sent, since it would spend from the next window instead, which
-// the reference leaves alone. Someone else may spend meanwhile, so it is
-// tried again on what is left, a few times.
-func (s *Service) fill(ctx context.Context, r rate.Request, d rate.Decision, sent time.Time) error {
-	for try := 0; d.Remaining > 0 && try < 3; try++ {
-		now := s.clock.Now()
-		if d.RetryAfter <= 2*now.Sub(sent) {
-			return nil
-		}
-		r.Cost = d.Remaining
-		f, err := s.store.Decide(ctx, r)
-		if err != nil || f.Allowed {
-			return err
-		}
-		d, sent = f, now
+	// The limit is read back from the capacity the store decided with,
+	// 2×limit+1, rather than taken from ls: a Fallback deciding locally
+	// applies its share of it (see rate.Limit.Share), and its count is
+	// weighed against the share of the limit.
+	limit, count := (d.Limit-1)/2, d.Limit-d.Remaining
+	it.over = !d.Allowed || count > limit
+	if !it.over {
+		it.remain = limit - count
 	}
 	return nil
 }

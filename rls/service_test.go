@@ -2,7 +2,9 @@ package rls
 
 import (
 	"context"
+	"fmt"
 	"math"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -354,8 +356,14 @@ func TestLimitOverride(t *testing.T) {
 		h.expect(h.ask("api", override(desc("user", "alice"), 2, typev3.RateLimitUnit_SECOND)), ok, st{ok, 2, second, uint32(1 - i), 1})
 	}
 	h.expect(h.ask("api", override(desc("user", "alice"), 2, typev3.RateLimitUnit_SECOND)), over, st{over, 2, second, 0, 1})
-	// The configured limit has its own counter.
+	// The configured limit, of another unit, has its own counter.
 	h.expect(h.ask("api", desc("user", "alice")), ok, st{ok, 20, minute, 19, 30})
+	// An override of the same unit counts in the configured limit's
+	// window, as the reference's key (descriptor and window start) has it:
+	// 1 + 15 hits, and an override of 10 a minute is over.
+	h.askHits("api", 15, desc("user", "alice"))
+	h.expect(h.ask("api", override(desc("user", "alice"), 10, typev3.RateLimitUnit_MINUTE)), over, st{over, 10, minute, 0, 30})
+	h.expect(h.ask("api", override(desc("user", "alice"), 30, typev3.RateLimitUnit_MINUTE)), ok, st{ok, 30, minute, 12, 30})
 	// As in the reference, an override applies to a descriptor the
 	// configuration does not know, as long as the domain is known.
 	h.expect(h.ask("api", override(desc("anything", "x"), 7, typev3.RateLimitUnit_HOUR)), ok, st{ok, 7, hour, 6, 3570})
@@ -392,6 +400,9 @@ descriptors:
 }
 
 func TestSetConfigKeepsUnchangedCounters(t *testing.T) {
+	perMinuteOf := func(n int) *Config {
+		return parse(t, fmt.Sprintf("domain: api\ndescriptors:\n  - key: user\n    rate_limit: {unit: minute, requests_per_unit: %d}\n", n))
+	}
 	h := newHarness(t, parse(t, perMinute), Options{})
 	for range 5 {
 		h.ask("api", desc("user", "alice"))
@@ -400,14 +411,32 @@ func TestSetConfigKeepsUnchangedCounters(t *testing.T) {
 	// counter carries on.
 	h.svc.SetConfig(parse(t, perMinute+"  - key: team\n    rate_limit: {unit: second, requests_per_unit: 1}\n"))
 	h.expect(h.ask("api", desc("user", "alice")), ok, st{ok, 20, minute, 14, 30})
-	// A changed limit starts from fresh.
-	h.svc.SetConfig(parse(t, "domain: api\ndescriptors:\n  - key: user\n    rate_limit: {unit: minute, requests_per_unit: 30}\n"))
-	h.expect(h.ask("api", desc("user", "alice")), ok, st{ok, 30, minute, 29, 30})
+	// The reference keys a window by descriptor and window start, not by
+	// limit: a changed requests_per_unit keeps the window's count (6
+	// hits, 7 with this one).
+	h.svc.SetConfig(perMinuteOf(30))
+	h.expect(h.ask("api", desc("user", "alice")), ok, st{ok, 30, minute, 23, 30})
+	// So a limit lowered mid-window below the count is over at once, not
+	// a fresh budget: 15 hits, then 10 a minute.
+	h.svc.SetConfig(perMinuteOf(20))
+	h.askHits("api", 15, desc("user", "bob"))
+	h.svc.SetConfig(perMinuteOf(10))
+	h.expect(h.ask("api", desc("user", "bob")), over, st{over, 10, minute, 0, 30})
+	// A changed unit is another window.
+	h.svc.SetConfig(parse(t, "domain: api\ndescriptors:\n  - key: user\n    rate_limit: {unit: hour, requests_per_unit: 10}\n"))
+	h.expect(h.ask("api", desc("user", "bob")), ok, st{ok, 10, hour, 9, 3570})
 	// A domain removed from the configuration limits nothing.
 	h.svc.SetConfig(parse(t, "domain: other\n"))
 	h.expect(h.ask("api", desc("user", "alice")), ok, st{code: ok})
 	h.svc.SetConfig(nil)
 	h.expect(h.ask("api", desc("user", "alice")), ok, st{code: ok})
+
+	// With RefusedConsumeNothing the limit is in the key: a changed one
+	// starts from fresh.
+	h = newHarness(t, parse(t, perMinute), Options{RefusedConsumeNothing: true})
+	h.askHits("api", 15, desc("user", "alice"))
+	h.svc.SetConfig(perMinuteOf(10))
+	h.expect(h.ask("api", desc("user", "alice")), ok, st{ok, 10, minute, 9, 30})
 }
 
 func TestGCRAExtension(t *testing.T) {
@@ -542,8 +571,8 @@ func (c *countingStore) DecideAll(ctx context.Context, reqs []rate.Request, out 
 }
 
 // In the reference's mode a request costs one store call, whether it
-// passes or not, except the first refusal of a window, which also fills
-// it.
+// passes or not: a refused request is counted by the call that refuses
+// it, with no second write that could land in another window.
 func TestCountingStoreCalls(t *testing.T) {
 	clock := ratetest.NewClock(start)
 	cs := &countingStore{Store: memory.New(memory.Options{Clock: clock})}
@@ -565,7 +594,7 @@ func TestCountingStoreCalls(t *testing.T) {
 	}{
 		{19, ok, 1},
 		{0, ok, 1},   // a check
-		{2, over, 2}, // the first refusal fills the window
+		{2, over, 1}, // counted, and over
 		{1, over, 1},
 		{0, over, 1},
 		{50, over, 1}, // more than the window holds
@@ -657,4 +686,106 @@ func TestRefusalAtTheEndOfAWindowSparesTheNext(t *testing.T) {
 	clock.Set(start.Add(89*time.Second + 999*time.Millisecond))
 	check("25 at the end", ask("b", 25), st{over, 20, minute, 0, 1})
 	check("20 in the next minute", ask("b", 20), st{ok, 20, minute, 0, 60})
+}
+
+// hiccupStore holds back its n-th call (counting from 1) by spike before
+// it is decided, as a GC pause or a slow Redis does: the call reaches the
+// store that much later on the clock.
+type hiccupStore struct {
+	sluice.Store
+	clock *ratetest.Clock
+	n     int
+	spike time.Duration
+	calls int
+}
+
+func (s *hiccupStore) Decide(ctx context.Context, r rate.Request) (rate.Decision, error) {
+	s.calls++
+	if s.calls == s.n {
+		s.clock.Advance(s.spike)
+	}
+	return s.Store.Decide(ctx, r)
+}
+
+// A refusal just before a window ends counts in that window only, however
+// late the store hears of what follows it. If it took a second write to
+// count the refused hits, that write could reach the store after the
+// window ended and spend the next window's budget, and the client would
+// be refused for the whole of it (a day, for a unit of day). Here the
+// call after the refusal is held back 20ms, past the end of the minute.
+func TestRefusalSpendsNothingFromTheNextWindow(t *testing.T) {
+	clock := ratetest.NewClock(start)
+	store := &hiccupStore{Store: memory.New(memory.Options{Clock: clock}), clock: clock, n: 3, spike: 20 * time.Millisecond}
+	svc := NewService(parse(t, perMinute), store, Options{Clock: clock})
+	ask := func(hits uint64) st {
+		t.Helper()
+		resp, err := svc.ShouldRateLimit(context.Background(), &rlsv3.RateLimitRequest{
+			Domain: "api", Descriptors: []*ratelimitv3.RateLimitDescriptor{withHits(desc("user", "a"), hits)},
+		})
+		if err != nil {
+			t.Fatal(err)
+		}
+		return statusOf(resp.GetStatuses()[0])
+	}
+	for _, step := range []struct {
+		at   time.Duration // since start, which is 30s into the minute
+		hits uint64
+		want st
+	}{
+		{0, 1, st{ok, 20, minute, 19, 30}},
+		{29*time.Second + 990*time.Millisecond, 20, st{over, 20, minute, 0, 1}},
+		// The next minute: all 20 are there.
+		{30*time.Second + 10*time.Millisecond, 5, st{ok, 20, minute, 15, 60}},
+		{80 * time.Second, 1, st{ok, 20, minute, 14, 10}},
+	} {
+		clock.Set(start.Add(step.at))
+		if got := ask(step.hits); got != step.want {
+			t.Errorf("at %v, %d hits: %+v, want %+v", step.at, step.hits, got, step.want)
+		}
+	}
+}
+
+// A Go caller (not the wire) can send nil messages, and any client long
+// values: nil descriptors and entries match nothing, and a value of 1MB is
+// decided like any other, under a key of bounded length.
+func TestOddDescriptors(t *testing.T) {
+	h := newHarness(t, parse(t, perMinute), Options{Headers: true})
+	req := &rlsv3.RateLimitRequest{Domain: "api", Descriptors: []*ratelimitv3.RateLimitDescriptor{
+		nil,
+		{Entries: []*ratelimitv3.RateLimitDescriptor_Entry{nil}},
+		desc("user", strings.Repeat("x", 1<<20)),
+		// An override applies in a known domain, entries or not.
+		{Limit: &ratelimitv3.RateLimitDescriptor_RateLimitOverride{RequestsPerUnit: 1, Unit: typev3.RateLimitUnit_SECOND}},
+	}}
+	resp, err := h.svc.ShouldRateLimit(context.Background(), req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	h.expect(resp, ok, st{code: ok}, st{code: ok}, st{ok, 20, minute, 19, 30}, st{ok, 1, second, 0, 1})
+	for _, e := range h.takeEvents() {
+		if len(e.StoreKey) > 200 {
+			t.Errorf("store key of %d bytes", len(e.StoreKey))
+		}
+	}
+}
+
+// As in the reference, a request may carry any number of descriptors. In
+// the reference's mode each is its own store call, one after the other
+// (the reference sends them to Redis in one pipeline).
+func TestEachDescriptorIsAStoreCall(t *testing.T) {
+	clock := ratetest.NewClock(start)
+	cs := &countingStore{Store: memory.New(memory.Options{Clock: clock})}
+	svc := NewService(parse(t, perMinute), cs, Options{Clock: clock})
+	const n = 1000
+	req := &rlsv3.RateLimitRequest{Domain: "api"}
+	for i := range n {
+		req.Descriptors = append(req.Descriptors, desc("user", fmt.Sprint(i)))
+	}
+	resp, err := svc.ShouldRateLimit(context.Background(), req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(resp.GetStatuses()) != n || cs.calls.Load() != n {
+		t.Errorf("%d statuses and %d store calls for %d descriptors", len(resp.GetStatuses()), cs.calls.Load(), n)
+	}
 }
