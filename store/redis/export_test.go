@@ -88,3 +88,6 @@ func LoadSlots(s *Store, addrs ...string) {
 
 // AgeSlots makes s's map of the slots as old as maxSlotsAge.
 func AgeSlots(s *Store) { s.parts.due.Store(0) }
+
+// SlotsTries returns how many CLUSTER SLOTS s has sent.
+func SlotsTries(s *Store) int64 { return s.parts.tries.Load() }

@@ -104,7 +104,9 @@ type partitions struct {
 	started time.Time // when the last reading started
 	// due is when a call should have the slots read again (UnixNano), as
 	// the map is then maxSlotsAge old: read without mu on every call.
-	due    atomic.Int64
+	due atomic.Int64
+	// tries counts the CLUSTER SLOTS sent (tests only).
+	tries  atomic.Int64
 	closed bool // Close has run: no refresh starts
 
 	ctx    context.Context // ends at Close, and with it a reading in flight
@@ -321,6 +323,7 @@ func (s *Store) loadSlots(ctx context.Context) bool {
 	defer cancel()
 	var ranges []slotRange
 	for try := 0; try < slotsTries && ctx.Err() == nil; try++ {
+		s.parts.tries.Add(1)
 		tctx, tcancel := context.WithTimeout(ctx, slotsTimeout/slotsTries)
 		reply, err := s.client.Do(tctx, s.client.B().ClusterSlots().Build()).ToArray()
 		tcancel()
