@@ -26,34 +26,86 @@
 // "api.example.com/export/{id}", "/analytics/" for a subtree), or a
 // mapping of path, host, methods, headers (present, absent or equal) and
 // authenticated (whether WithUser named a user). Patterns are matched by
-// a ServeMux of the policy's own, so they mean exactly what they mean to
-// net/http, on the clean path a request means: //login and /a/../login
-// are /login, as a router or an upstream that cleans paths would serve
-// them (where ServeMux itself redirects, both the unclean request and the
-// one that follows the redirect count). Hosts and methods match whatever
-// their case, and hosts without a final dot (API.Example.com. is
-// api.example.com, post is POST), as the gateways and applications that
-// serve such requests read them; a method key counts them as one. A
-// pattern's host has no port (a policy matches its host on every port),
-// and an IPv6 address matches with or without one. No match means every
-// request.
+// a ServeMux of the policy's own, so they mean what they mean to
+// net/http, on the clean path a request means: //login, /a/../login and
+// /x/%2e%2e/login are /login, as a router or an upstream that cleans
+// paths would serve them (where ServeMux itself redirects, both the
+// unclean request and the one that follows the redirect count). Escaped
+// unreserved characters (letters, digits, - . _ ~) are decoded before dot
+// segments are resolved, as NGINX, Apache and Tomcat do; there alone the
+// match differs from ServeMux's, which takes %2e%2e for a segment named
+// ".." (a pattern /x/{seg}/login matches it there, not here). An escaped
+// reserved character stays so: /x%2F..%2Flogin is one segment, as to
+// ServeMux (Apache and Tomcat refuse it by default); NGINX decodes %2F
+// too and serves it as /login, which no policy on /login decides.
+// Hosts and methods match whatever their case, and hosts without a final
+// dot (API.Example.com. is api.example.com, post is POST), as the
+// gateways and applications that serve such requests read them; a method
+// key counts them as one. A pattern's host has no port (a policy matches
+// its host on every port), and an IPv6 address matches with or without
+// one. A header given more than once is present, and equal to a value if
+// one of its values is, as servers differ on the value they read. No
+// match means every request.
+//
+// Paths are otherwise matched as ServeMux matches them: in their case
+// (/LOGIN is not /login), with their final slash (/login/ is not /login,
+// and /api is not in the subtree /api/: ServeMux redirects it there), and
+// with a ;parameter part of its segment (/login;jsessionid=1 is not
+// /login). An
+// application that serves these spellings as the path (Express's default
+// router and ASP.NET Core: case and a final slash; Tomcat, Jetty, so
+// Spring: ;parameters) lets a client past the policies on the path with
+// them, unless the file's paths section says so:
+//
+//	paths:
+//	  ignore_case: true             # /LOGIN is /login
+//	  ignore_trailing_slash: true   # /login/ is /login, /api is /api/
+//	  ignore_path_parameters: true  # /login;jsessionid=1 is /login
+//
+// ignore_case matches paths and patterns with their ASCII letters in lower
+// case, escaped ones decoded first (%4C is l); an escaped non-ASCII letter
+// (%C3%89, É) is compared as written. Wildcard names keep their case, and
+// path:NAME keys get their value in lower case: /users/Bob and /users/bob
+// count as one. ignore_trailing_slash registers each pattern in its other
+// form too: /login also matches /login/, /users/{id} /users/7/, and the
+// subtree /api/ (or /api/{$}) /api. ignore_path_parameters cuts, from every
+// segment, a ; and the rest of the segment before dot segments are
+// resolved, as Tomcat does (/x/..;/login is /login); an escaped %3B is no
+// parameter, and a pattern with a ; is refused, as it would match nothing.
+// All three default to false.
 //
 // Keys: a key is built from parts (ip, user, method, header:NAME,
-// path:NAME for a wildcard of the pattern, form:NAME for a form field as
-// the handler's r.FormValue reads it, from a url-encoded or multipart body
-// or the query string; the handler still gets the body whole, and a field
-// that may lie past one of net/http's bounds on forms (10 MB, 1000 parts)
-// is keyed as one value for all such requests); key: [ip, user] combines
-// parts into one key, keys: [user, ip] limits each separately (a login
-// must pass both). A key with a part the request lacks does not apply to
-// it. The default key is ip; every request whose client has no IP
-// address (a peer on a Unix socket, with nothing trusted to say more) has
-// the one ip value "unknown", and so shares one counter. Stored keys read
+// path:NAME for a wildcard of the pattern, form:NAME for a form field
+// from a url-encoded or multipart body or the query string; the handler
+// still gets the body whole); key: [ip, user] combines parts into one key,
+// keys: [user, ip] limits each separately (a login must pass both). A key
+// with a part the request lacks does not apply to it. The default key is
+// ip; every request whose client has no IP address (a peer on a Unix
+// socket, with nothing trusted to say more) has the one ip value
+// "unknown", and so shares one counter. Stored keys read
 // prefix:policy:tag:part=value|part=value, where tag is a hash of the
 // limit, so a reload keeps the counters of unchanged limits and starts
 // changed ones afresh; values longer than 64 bytes or holding | { } # or
 // non-printable bytes are replaced by a hash, so a client can neither grow
 // keys nor forge their structure.
+//
+// A header or form field given once keys as its value. Given more than
+// once, it keys as #many, one value for all such requests, which no
+// client can choose or vary: servers differ on the value they read (Go
+// the first, of a url-encoded form the body's before the query string's,
+// of a multipart one the query string's first; Django, PHP and Rails the
+// last; PHP's $_POST, Django's request.POST and multer a form's from the
+// body alone; Node and Rack a header's values joined), so no one value is
+// the one the application acts on. A header is given more than once in
+// two field lines (or metadata values); a form field twice in the body,
+// twice in the query string, or once in each, or in a pair that a parser
+// which also splits fields on ; finds and Go drops
+// (username=a&x=1;username=b). A plan header or API key header given more
+// than once names no plan. A form field that may lie past one of
+// net/http's bounds on forms (10 MB of body, 1000 parts), or past a part
+// of a multipart body net/http cannot read, keys as #unread, likewise one
+// value for all such requests; a multipart body is read to its end, up to
+// that bound, to know that the field is given once.
 //
 // Limits are written as rate.ParseLimit reads them. A daily limit with no
 // algorithm named (1000/d) is a fixed_window over UTC days, as a monthly
@@ -101,8 +153,10 @@
 //
 //   - load.go: the strict YAML reader: fields, messages, did-you-mean.
 //   - set.go: Set, Policy, Limit and their precomputed header values.
-//   - match.go: matching through ServeMux, path wildcards.
+//   - match.go: matching through ServeMux, path wildcards; the paths a
+//     request means are internal/urlpath's.
 //   - key.go: key parts and how values are written into keys.
+//   - form.go: form fields for form:NAME parts, the body kept whole.
 //   - request.go: Request, WithUser, WithPlan.
 //   - enforce.go: Enforcer, Outcome, Observer: deciding, waiting, fallbacks.
 //   - gate.go: the concurrency limit with priority shares.

@@ -207,7 +207,7 @@ func (st *state) reset() {
 func (e *Enforcer) Enforce(ctx context.Context, r *Request) Outcome {
 	st := e.pool.Get().(*state)
 	st.reset()
-	r.routed = routed(r.HTTP)
+	r.routed = routed(r.HTTP, e.set.paths.Options)
 	defer func() {
 		// The pooled slices must not pin this request's keys.
 		clear(st.reqs)

@@ -16,8 +16,10 @@ import (
 //
 // A key part must read the field the handler will read, or a client could
 // name one account to the handler and another (or none) to the limiter: a
-// per-account login limit would then count nothing. The handler's
-// r.FormValue reads, in this order:
+// per-account login limit would then count nothing. Where a field is
+// given once, every server reads it alike; where it is given more than
+// once, they differ. Go's r.FormValue reads the first value, in this
+// order:
 //
 //   - for a url-encoded body (POST, PUT, PATCH): the body's fields, then
 //     the query string's;
@@ -25,22 +27,34 @@ import (
 //     fields, then the body's value parts (parts without a file name);
 //   - otherwise the query string's.
 //
+// Django, PHP and Rails read the last value instead, and PHP's $_POST,
+// Django's request.POST and multer read a form's fields from its body
+// alone; Rack before 3 (Rails), and PHP if so configured, also take a ;
+// for a separator, where Go drops the pair that holds one. So a key part
+// takes the field's value only when it is given once, and one value for
+// all requests that give it more than once (manyValues), in the body, the
+// query string or both, or that give it in a pair one parser reads and Go
+// drops (looseCount): no client can then choose the account it is counted
+// against, nor spread its attempts over fresh ones.
+//
 // The handler must still get the body whole, whether it parses the form
 // or reads the raw bytes (to check a signature, say), and a proxy must
 // forward it whole: what the key reads is kept and given again before the
 // rest (formBody). A url-encoded form is parsed by Request.ParseForm, so
 // the handler finds it parsed (net/http reads at most 10 MB of it, or all
-// of it under http.MaxBytesReader). A multipart body is read only as far
-// as the field: a file part before it is read past, and kept, up to
+// of it under http.MaxBytesReader). A multipart body is read to its end,
+// to know the field is given once, file parts read past and kept, up to
 // maxFormScan.
 //
-// Past one of net/http's default bounds (10 MB of url-encoded body,
-// maxFormFields fields in it, maxFormParts parts, a part's header lines)
-// the field is unknown, not missing: an upstream behind sluice serve may
-// lift the bound (http.MaxBytesReader, GODEBUG multipartmaxparts,
-// urlmaxqueryparams, multipartmaxheaders, or an older go line in its
-// go.mod) and read the field. Such a key part takes one value for all
-// these requests (unreadForm) rather than let them through unlimited.
+// Past one of net/http's default bounds (10 MB of url-encoded body or
+// multipart body, maxFormFields fields in it, maxFormParts parts, a part's
+// header lines), or past a part net/http cannot read, the field is
+// unknown, not missing: an upstream behind sluice serve may lift the bound
+// (http.MaxBytesReader, GODEBUG multipartmaxparts, urlmaxqueryparams,
+// multipartmaxheaders, or an older go line in its go.mod), or read on
+// where net/http stops, and find the field, or find it again. Such a key
+// part takes one value for all these requests (unreadForm) rather than let
+// them through unlimited.
 
 // maxFormScan bounds how much of a multipart body a key reads and keeps
 // to find a field: net/http's bound on a url-encoded form.
@@ -64,21 +78,30 @@ var maxBytesReader = reflect.TypeOf(http.MaxBytesReader(nil, nil, 0))
 // one.
 const unreadForm = "#unread"
 
-// formValue returns the form field name of r as r.FormValue would return
-// it to the handler, and reports whether it could tell: false when the
-// field may be in a body past a bound.
-func formValue(r *http.Request, name string) (string, bool) {
+// formRead says what a key part found of a form field.
+type formRead uint8
+
+const (
+	formOnce   formRead = iota // the field's value, "" when it is not given
+	formMany                   // more than once: manyValues
+	formUnread                 // maybe past a bound: unreadForm
+)
+
+// formValue returns the form field name of r when it is given once, as
+// every server reads it: r.FormValue among them, for the handler.
+func formValue(r *http.Request, name string) (string, formRead) {
 	if r == nil {
-		return "", true
+		return "", formOnce
 	}
 	if b, ok := r.Body.(*formBody); ok {
 		switch {
 		case b.mr != nil:
 			return b.value(r, name)
 		case b.cut:
-			return "", false // the body's fields come before the query's
+			return "", formUnread // the body may give it past the bound
 		case r.Form != nil:
-			return r.Form.Get(name), true // parseForm read a url-encoded body
+			// parseForm read a url-encoded body.
+			return once(r.Form[name], looseCount(b.form, name)+looseCount(r.URL.RawQuery, name))
 		}
 	}
 	if r.MultipartForm == nil {
@@ -93,10 +116,77 @@ func formValue(r *http.Request, name string) (string, bool) {
 	}
 	if r.Form == nil {
 		if !parseForm(r) {
-			return "", false
+			return "", formUnread
+		}
+		if b, ok := r.Body.(*formBody); ok {
+			return once(r.Form[name], looseCount(b.form, name)+looseCount(r.URL.RawQuery, name))
 		}
 	}
-	return r.Form.Get(name), true
+	// The query string alone, or a form a middleware before the limiter
+	// parsed: what the handler reads.
+	return once(r.Form[name], looseCount(r.URL.RawQuery, name))
+}
+
+// once returns the value of a field Go's parsers found as vs, of which a
+// looser parser (see looseCount) found loose, when both find it once (or
+// neither does); loose may count less, where the raw form is gone.
+func once(vs []string, loose int) (string, formRead) {
+	switch {
+	case len(vs) > 1 || loose > 1 || loose > len(vs):
+		return "", formMany
+	case len(vs) == 1:
+		return vs[0], formOnce
+	}
+	return "", formOnce
+}
+
+// looseCount returns how many fields of a query or url-encoded form raw
+// name the parsers that split it on ; as well as & (Rack before 3, PHP
+// with arg_separator.input, Python before 3.9.2) find, keys that do not
+// unescape compared as written. It finds every field url.ParseQuery
+// finds, and also the ones ParseQuery drops: those that hold a ; or a bad
+// escape.
+func looseCount[S string | []byte](raw S, name string) int {
+	n := 0
+	for len(raw) > 0 {
+		pair := raw
+		if i := indexAny(raw); i >= 0 {
+			pair, raw = raw[:i], raw[i+1:]
+		} else {
+			raw = raw[:0]
+		}
+		key := pair
+		if i := index(pair, '='); i >= 0 {
+			key = pair[:i]
+		}
+		switch {
+		case string(key) == name:
+			n++
+		case len(key) >= len(name) && (index(key, '%') >= 0 || index(key, '+') >= 0):
+			if k, err := url.QueryUnescape(string(key)); err == nil && k == name {
+				n++
+			}
+		}
+	}
+	return n
+}
+
+func index[S string | []byte](s S, c byte) int {
+	for i := 0; i < len(s); i++ {
+		if s[i] == c {
+			return i
+		}
+	}
+	return -1
+}
+
+func indexAny[S string | []byte](s S) int {
+	for i := 0; i < len(s); i++ {
+		if s[i] == '&' || s[i] == ';' {
+			return i
+		}
+	}
+	return -1
 }
 
 // parseForm parses r's url-encoded body (if any) and query string into
@@ -131,6 +221,7 @@ func parseForm(r *http.Request) bool {
 		return true
 	}
 	r.Body = b
+	b.form = b.kept
 	b.cut = !uncut && len(b.kept) > maxFormScan ||
 		bytes.Count(b.kept, []byte("&")) >= maxFormFields
 	return !b.cut
@@ -153,24 +244,31 @@ func multipartBoundary(r *http.Request) string {
 // formBody is a request body of which a key has read the start. It gives
 // what was read (kept) again before the rest, so that the handler, or the
 // upstream, gets the body whole. For a multipart body it also holds the
-// reader of its parts, to read further when another field is asked for.
+// reader of its parts and the fields they gave.
 type formBody struct {
 	body io.ReadCloser // the rest of the request's body
 	kept []byte        // read from body by a key, not yet given again
 	gave bool          // the body has been read from since the key's reads
 
-	mr     *multipart.Reader // reads kept, then body, through formScan
-	query  url.Values        // the query string, parsed
-	fields map[string]string // the first value of each field read so far
-	parts  int               // parts read so far
-	end    bool              // no more fields: the end, an error, or a bound
-	eof    bool              // body has ended
-	cut    bool              // stopped by a bound: fields past it are unknown
+	form []byte // a url-encoded body as read, for looseCount, until given
+
+	mr     *multipart.Reader    // reads kept, then body, through formScan
+	query  url.Values           // the query string, parsed
+	fields map[string]partField // the value parts, by name
+	end    bool                 // every part read, or cut
+	eof    bool                 // body has ended
+	cut    bool                 // stopped by a bound: fields past it are unknown
+}
+
+// partField is what a multipart body gives of one field.
+type partField struct {
+	value string // the first
+	n     int    // how many value parts have the name
 }
 
 // Read gives the kept bytes, then the rest of the body.
 func (b *formBody) Read(p []byte) (int, error) {
-	b.gave = true
+	b.gave, b.form = true, nil
 	if len(b.kept) > 0 {
 		n := copy(p, b.kept)
 		b.kept = b.kept[n:]
@@ -214,11 +312,11 @@ func (s *formScan) Read(p []byte) (int, error) {
 
 func (s *formScan) Close() error { return s.b.body.Close() }
 
-// value returns the field name of a multipart request as FormValue does:
-// from what ParseForm puts in r.Form first (r.PostForm if another handler
-// set it, and the query string; or r.Form, if one parsed it), then from
-// the body.
-func (b *formBody) value(r *http.Request, name string) (string, bool) {
+// value returns the field name of a multipart request when it is given
+// once, from what ParseForm puts in r.Form first (r.PostForm if another
+// handler set it, and the query string; or r.Form, if one parsed it) and
+// the body's value parts.
+func (b *formBody) value(r *http.Request, name string) (string, formRead) {
 	q := r.Form
 	if q == nil {
 		if b.query == nil {
@@ -231,30 +329,37 @@ func (b *formBody) value(r *http.Request, name string) (string, bool) {
 		}
 		q = b.query
 	}
-	if v := q[name]; len(v) > 0 {
-		return v[0], true
+	b.readParts()
+	if b.cut {
+		return "", formUnread
 	}
-	return b.field(name)
+	f := b.fields[name]
+	v, read := once(q[name], looseCount(r.URL.RawQuery, name))
+	switch {
+	case read != formOnce:
+		return "", read
+	case f.n == 0:
+		return v, formOnce
+	case f.n > 1 || len(q[name]) > 0:
+		return "", formMany
+	}
+	return f.value, formOnce
 }
 
-// field reads the parts of a multipart body until the first value part
-// named name, and returns its value; false means it may lie past
-// maxFormScan.
-func (b *formBody) field(name string) (string, bool) {
-	if v, ok := b.fields[name]; ok {
-		return v, true
-	}
-	for !b.end {
+// readParts reads the parts of a multipart body to its end, once, and
+// records the value parts. Stopped short, by a bound or by what net/http
+// cannot read, it sets cut: a server that reads on may find any field.
+func (b *formBody) readParts() {
+	for parts := 0; !b.end; {
 		p, err := b.mr.NextPart()
 		if err != nil {
 			b.end = true
-			// Too many header lines in a part.
-			b.cut = b.cut || errors.Is(err, multipart.ErrMessageTooLarge)
-			break
+			b.cut = b.cut || err != io.EOF
+			return
 		}
-		if b.parts++; b.parts > maxFormParts {
+		if parts++; parts > maxFormParts {
 			b.end, b.cut = true, true
-			break
+			return
 		}
 		n := p.FormName()
 		if n == "" || p.FileName() != "" {
@@ -262,21 +367,17 @@ func (b *formBody) field(name string) (string, bool) {
 		}
 		v, err := io.ReadAll(p)
 		if err != nil {
-			b.end = true
-			break
+			b.end, b.cut = true, true
+			return
 		}
-		if _, ok := b.fields[n]; !ok {
+		f, ok := b.fields[n]
+		if !ok {
 			if b.fields == nil {
-				b.fields = make(map[string]string)
+				b.fields = make(map[string]partField)
 			}
-			b.fields[n] = string(v)
+			f.value = string(v)
 		}
-		if n == name {
-			return b.fields[n], true
-		}
+		f.n++
+		b.fields[n] = f
 	}
-	if b.cut {
-		return "", false
-	}
-	return "", true
 }

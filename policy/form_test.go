@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"io"
 	"math/rand/v2"
+	"mime"
 	"mime/multipart"
 	"net/http"
 	"net/http/httptest"
@@ -84,8 +85,7 @@ func TestFormKeyReadsMultipart(t *testing.T) {
 		{"after a file", "POST", "/login", []formPart{{name: "avatar", file: "a.png", value: strings.Repeat("x", 100<<10)}, {name: "username", value: "victim"}}},
 		{"after a nameless part", "POST", "/login", []formPart{{value: "stray"}, {name: "username", value: "victim"}}},
 		{"quoted-printable", "POST", "/login", []formPart{{name: "username", value: "victim", qp: true}}},
-		// For a multipart body FormValue reads the query string first.
-		{"account in the query", "POST", "/login?username=victim", []formPart{{name: "username", value: "someone-else"}}},
+		{"account in the query", "POST", "/login?username=victim", []formPart{{name: "password", value: "b"}}},
 		// A file part of the name is a file, not the field.
 		{"a file of the field's name first", "POST", "/login", []formPart{{name: "username", file: "u.txt", value: "someone-else"}, {name: "username", value: "victim"}}},
 		// FormValue reads a multipart body whatever the method.
@@ -169,15 +169,63 @@ policies:
 	}
 }
 
-// formValue agrees with what the handler's FormValue sees, on random
-// requests: url-encoded and multipart bodies, the field in the query
-// string, in the body, in both, repeated, empty, in file parts, quoted-
-// printable, after other fields, in malformed bodies. Where net/http
-// refuses the multipart form, the handler sees only the query string,
-// and the key may have read a field the handler never sees: then the
-// handler must see nothing, never another value. The handler reading
-// after the key sees what it would have seen without it, and reads the
-// body whole.
+// checkFormKey returns what is wrong with a key that read field name as
+// v, read, or "". handler is the request as net/http gives it to a
+// handler that called ParseMultipartForm, which returned mpErr; body is
+// the request's. The key reads the one value the handler's r.Form holds,
+// and manyValues where it holds more than one, or where a parser that
+// splits on ; too (looseRef) counts more than it does. Where net/http
+// refuses a multipart body (the handler sees the query string alone),
+// the key may also not know the field (it may lie past what net/http
+// reads), or read one the handler never sees: never another value than
+// the handler's. Past a bound (bounded) it may not know it either.
+func checkFormKey(v string, read formRead, handler *http.Request, mpErr error, name string, body []byte, bounded bool) string {
+	vs := handler.Form[name]
+	loose := looseRef(handler.URL.RawQuery, name)
+	if mt, _, _ := mime.ParseMediaType(handler.Header.Get("Content-Type")); mt == "application/x-www-form-urlencoded" &&
+		(handler.Method == "POST" || handler.Method == "PUT" || handler.Method == "PATCH") {
+		loose += looseRef(string(body), name)
+	}
+	many := len(vs) > 1 || loose > 1 || loose > len(vs)
+	refused := mpErr != nil && mpErr != http.ErrNotMultipart && handler.MultipartForm == nil
+	switch read {
+	case formUnread:
+		if !refused && !bounded {
+			return fmt.Sprintf("%s unread in a %d-byte body", name, len(body))
+		}
+	case formMany:
+		if !many && !refused {
+			return fmt.Sprintf("%s many, the handler sees %q, a loose parser %d", name, vs, loose)
+		}
+	default:
+		switch {
+		case many && !refused:
+			return fmt.Sprintf("the key reads %s=%q, the handler sees %q, a loose parser %d", name, v, vs, loose)
+		case len(vs) == 1 && v != vs[0], len(vs) == 0 && v != "" && !refused:
+			return fmt.Sprintf("the key reads %s=%q, the handler sees %q (parse: %v)", name, v, vs, mpErr)
+		}
+	}
+	return ""
+}
+
+// looseRef counts the fields named name in raw, split on & and ;.
+func looseRef(raw, name string) int {
+	n := 0
+	for _, pair := range strings.FieldsFunc(raw, func(r rune) bool { return r == '&' || r == ';' }) {
+		k, _, _ := strings.Cut(pair, "=")
+		if u, err := url.QueryUnescape(k); k == name || err == nil && u == name {
+			n++
+		}
+	}
+	return n
+}
+
+// formValue agrees with what the handler's FormValue sees (checkFormKey),
+// on random requests: url-encoded and multipart bodies, the field in the
+// query string, in the body, in both, repeated, empty, in file parts,
+// quoted-printable, after other fields, in malformed bodies. The handler
+// reading after the key sees what it would have seen without it, and
+// reads the body whole.
 func TestFormValueAgreesWithFormValue(t *testing.T) {
 	rng := rand.New(rand.NewPCG(1, 2))
 	names := []string{"username", "tenant"}
@@ -237,13 +285,9 @@ func TestFormValueAgreesWithFormValue(t *testing.T) {
 		mpErr := handler.ParseMultipartForm(32 << 20)
 		keyed := newReq()
 		for _, name := range order {
-			v, ok := formValue(keyed, name)
-			want := handler.FormValue(name)
-			switch {
-			case !ok:
-				t.Fatalf("case %d (%s %s, %q, %q): %s unread in a %d-byte body", i, method, target, ct, body, name, len(body))
-			case v != want && (want != "" || mpErr == nil || mpErr == http.ErrNotMultipart):
-				t.Fatalf("case %d (%s %s, %q, %q): the key reads %s=%q, the handler %q (parse: %v)", i, method, target, ct, body, name, v, want, mpErr)
+			v, read := formValue(keyed, name)
+			if msg := checkFormKey(v, read, handler, mpErr, name, body, false); msg != "" {
+				t.Fatalf("case %d (%s %s, %q, %q): %s", i, method, target, ct, body, msg)
 			}
 		}
 		for _, name := range names {
@@ -308,7 +352,7 @@ func TestFormKeyPastBounds(t *testing.T) {
 				return r
 			}
 			keyed := newReq()
-			v, ok := formValue(keyed, "username")
+			v, read := formValue(keyed, "username")
 
 			t.Setenv("GODEBUG", tt.godebug)
 			handler := newReq()
@@ -318,7 +362,7 @@ func TestFormKeyPastBounds(t *testing.T) {
 			if want := handler.FormValue("username"); want != "victim" {
 				t.Fatalf("the handler reads username %q, want victim", want)
 			}
-			if ok && v != "victim" {
+			if read == formOnce && v != "victim" {
 				t.Errorf("the key reads username %q, the handler victim", v)
 			}
 			if got, _ := io.ReadAll(keyed.Body); !bytes.Equal(got, body) {
@@ -333,11 +377,11 @@ func TestFormKeyPastBounds(t *testing.T) {
 // than 10 MB keeps its fields, for the key and for the handler.
 func TestFormKeyMaxBytesReader(t *testing.T) {
 	body := "username=victim&pad=" + strings.Repeat("p", maxFormScan)
-	r := httptest.NewRequest("POST", "/login?username=decoy", strings.NewReader(body))
+	r := httptest.NewRequest("POST", "/login", strings.NewReader(body))
 	r.Header.Set("Content-Type", "application/x-www-form-urlencoded")
 	r.Body = http.MaxBytesReader(nil, r.Body, 64<<20)
-	if v, ok := formValue(r, "username"); !ok || v != "victim" {
-		t.Errorf("the key reads username %q (known: %v), want victim", v, ok)
+	if v, read := formValue(r, "username"); read != formOnce || v != "victim" {
+		t.Errorf("the key reads username %q (%v), want victim", v, read)
 	}
 	if v := r.FormValue("username"); v != "victim" {
 		t.Errorf("after the key, the handler reads username %q, want victim", v)
@@ -354,12 +398,13 @@ func TestFormKeyAfterMiddlewareParsed(t *testing.T) {
 	for _, tt := range []struct {
 		name string
 		set  func(r *http.Request)
+		want string // the key's value, or manyValues
 	}{
-		{"PostForm set", func(r *http.Request) { r.PostForm = url.Values{"username": {"victim"}} }},
-		{"Form set, the field empty", func(r *http.Request) { r.Form = url.Values{"username": {}} }},
+		{"PostForm set", func(r *http.Request) { r.PostForm = url.Values{"username": {"victim"}} }, manyValues},
+		{"Form set, the field empty", func(r *http.Request) { r.Form = url.Values{"username": {}} }, "victim"},
 	} {
 		t.Run(tt.name, func(t *testing.T) {
-			body, ct := multipartBody(t, formPart{name: "username", value: "decoy"}, formPart{name: "username", value: "victim"})
+			body, ct := multipartBody(t, formPart{name: "username", value: "victim"})
 			newReq := func() *http.Request {
 				r := httptest.NewRequest("POST", "/login", bytes.NewReader(body))
 				r.Header.Set("Content-Type", ct)
@@ -367,13 +412,20 @@ func TestFormKeyAfterMiddlewareParsed(t *testing.T) {
 				return r
 			}
 			handler := newReq()
-			if err := handler.ParseMultipartForm(32 << 20); err != nil {
-				t.Fatal(err)
+			mpErr := handler.ParseMultipartForm(32 << 20)
+			if mpErr != nil {
+				t.Fatal(mpErr)
 			}
-			want := handler.FormValue("username")
 			keyed := newReq()
-			if v, ok := formValue(keyed, "username"); !ok || v != want {
-				t.Errorf("the key reads username %q (known: %v), the handler %q", v, ok, want)
+			v, read := formValue(keyed, "username")
+			if msg := checkFormKey(v, read, handler, mpErr, "username", body, false); msg != "" {
+				t.Error(msg)
+			}
+			if read == formMany {
+				v = manyValues
+			}
+			if v != tt.want {
+				t.Errorf("the key reads %q, want %q", v, tt.want)
 			}
 			if got, want := keyed.FormValue("username"), newReq().FormValue("username"); got != want {
 				t.Errorf("after the key, the handler reads username %q, want %q", got, want)
@@ -382,11 +434,9 @@ func TestFormKeyAfterMiddlewareParsed(t *testing.T) {
 	}
 }
 
-// FuzzFormValue compares formValue with what net/http gives the handler,
-// on any method, Content-Type, query string and body: the key reads the
-// handler's value (or a value where net/http refuses the multipart body
-// and the handler sees none of it), is unknown only past a bound, and
-// leaves the handler the same form and the same bytes.
+// FuzzFormValue compares formValue with what net/http gives the handler
+// (checkFormKey), on any method, Content-Type, query string and body, and
+// checks it leaves the handler the same form and the same bytes.
 func FuzzFormValue(f *testing.F) {
 	methods := []string{"POST", "PUT", "PATCH", "GET", "DELETE", "post"}
 	mp := func(parts ...formPart) (string, []byte) {
@@ -437,12 +487,9 @@ func FuzzFormValue(f *testing.F) {
 		want := handler.FormValue(name)
 
 		keyed := newReq()
-		v, ok := formValue(keyed, name)
-		switch {
-		case !ok && len(body) < 4<<10:
-			t.Fatalf("unknown in a body of %d bytes", len(body))
-		case ok && v != want && (want != "" || mpErr == nil || mpErr == http.ErrNotMultipart):
-			t.Fatalf("the key reads %q, the handler %q (parse: %v)", v, want, mpErr)
+		v, read := formValue(keyed, name)
+		if msg := checkFormKey(v, read, handler, mpErr, name, body, len(body) >= 4<<10); msg != "" {
+			t.Fatal(msg)
 		}
 		if got := keyed.FormValue(name); got != want {
 			t.Fatalf("after the key, the handler reads %q, want %q", got, want)

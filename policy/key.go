@@ -16,9 +16,14 @@ import (
 //	ip             the client address, grouped (see clientip)
 //	user           the authenticated user (WithUser, or the transport's hook)
 //	method         the request method
-//	header:NAME    the first value of a header (gRPC: of a metadata key)
+//	header:NAME    a header's value (gRPC: a metadata key's)
 //	path:NAME      a wildcard of the policy's path pattern, such as {id}
-//	form:NAME      a form field, as the handler's r.FormValue reads it (see form.go)
+//	form:NAME      a form field's value (see form.go)
+//
+// A header or a form field given more than once has no one value that
+// every server reads (see Request.header, form.go): such a part is
+// manyValues, one value for all these requests, which no client can
+// choose or vary.
 //
 // The stored key is prefix:policy:tag:part=value|part=value, where tag
 // changes when the limit changes (see Limit), so a reload keeps the
@@ -124,6 +129,12 @@ func plain(v string) bool {
 	return true
 }
 
+// manyValues is the value of a header:NAME or form:NAME part when the
+// request gives the header or field more than once. A value written into
+// a key never starts with # but as a hash of 22 characters (appendValue),
+// so no client can send this one.
+const manyValues = "#many"
+
 // escapeValue returns appendValue's form of v as a string, for values
 // known at load (overrides).
 func escapeValue(v string) string { return string(appendValue(nil, v)) }
@@ -161,21 +172,26 @@ func appendPart(dst []byte, p *part, r *Request, pathVals []string) ([]byte, boo
 		}
 		return appendValue(dst, m), true
 	case partHeader:
-		v, ok := r.header(p.name, p.lower)
-		if !ok {
+		vs := r.header(p.name, p.lower)
+		switch {
+		case len(vs) > 1:
+			return append(dst, manyValues...), true
+		case len(vs) == 0 || vs[0] == "":
 			return dst, false
 		}
-		return appendValue(dst, v), true
+		return appendValue(dst, vs[0]), true
 	case partPath:
 		if p.index >= len(pathVals) || pathVals[p.index] == "" {
 			return dst, false
 		}
 		return appendValue(dst, pathVals[p.index]), true
 	case partForm:
-		v, ok := formValue(r.HTTP, p.name)
+		v, read := formValue(r.HTTP, p.name)
 		switch {
-		case !ok:
+		case read == formUnread:
 			return append(dst, unreadForm...), true
+		case read == formMany:
+			return append(dst, manyValues...), true
 		case v == "":
 			return dst, false
 		}

@@ -312,7 +312,7 @@ func (ld *loader) list(n *yaml.Node, what string) []*yaml.Node {
 	return nil
 }
 
-var topFields = []string{"prefix", "instances", "client_ip", "plans", "concurrency", "store", "policies"}
+var topFields = []string{"prefix", "instances", "client_ip", "plans", "concurrency", "store", "paths", "policies"}
 
 // file_ compiles the whole file.
 func (ld *loader) file_(root *yaml.Node) *Set {
@@ -338,6 +338,7 @@ func (ld *loader) file_(root *yaml.Node) *Set {
 	set.plans = ld.plans(f["plans"])
 	set.conc = ld.concurrency(f["concurrency"])
 	set.store = ld.storeSection(f["store"])
+	set.paths = ld.paths(f["paths"])
 	pv, ok := f["policies"]
 	if !ok {
 		ld.errf(root, "the policy file has no policies list")
@@ -530,6 +531,26 @@ func (ld *loader) plans(f field) plans {
 	return pl
 }
 
+// paths reads the paths section: which spellings of a path the
+// application serves as the path itself.
+func (ld *loader) paths(f field) pathForms {
+	var o pathForms
+	if f.val == nil {
+		return o
+	}
+	m := ld.fields(f.val, "paths", "ignore_case", "ignore_trailing_slash", "ignore_path_parameters")
+	if v, ok := m["ignore_case"]; ok {
+		o.FoldCase, _ = ld.boolean(v.val, "ignore_case")
+	}
+	if v, ok := m["ignore_trailing_slash"]; ok {
+		o.trailingSlash, _ = ld.boolean(v.val, "ignore_trailing_slash")
+	}
+	if v, ok := m["ignore_path_parameters"]; ok {
+		o.StripParams, _ = ld.boolean(v.val, "ignore_path_parameters")
+	}
+	return o
+}
+
 func (ld *loader) headerName(n *yaml.Node, s string) bool {
 	if !validToken(s) {
 		ld.errf(n, "%q is not a valid header name", s)
@@ -615,7 +636,7 @@ func (ld *loader) policy(n *yaml.Node, set *Set) *Policy {
 	p.keyHead = set.prefix + ":" + p.Name + ":"
 
 	if v, ok := f["match"]; ok {
-		p.match = ld.match(v.val, what)
+		p.match = ld.match(v.val, what, set.paths)
 	}
 	if v, ok := f["shadow"]; ok {
 		p.Shadow, _ = ld.boolean(v.val, "shadow")
@@ -920,8 +941,9 @@ func appendNew(list []string, s string) []string {
 	return append(list, s)
 }
 
-// match compiles a match: a ServeMux pattern string, or a mapping.
-func (ld *loader) match(n *yaml.Node, what string) matcher {
+// match compiles a match: a ServeMux pattern string, or a mapping. Its
+// path is registered in the forms the file's paths section gives it.
+func (ld *loader) match(n *yaml.Node, what string, forms pathForms) matcher {
 	var m matcher
 	var path, host string
 	var pathNode, hostNode *yaml.Node
@@ -1042,13 +1064,65 @@ func (ld *loader) match(n *yaml.Node, what string) matcher {
 		return m
 	}
 	host, _ = routedHost(host)
-	mux, mk, err := newMux(host + path)
+	if forms.StripParams && strings.Contains(path, ";") {
+		ld.errf(pathNode, "path %q has a ;, and paths.ignore_path_parameters cuts every ; off requests' paths, with the rest of its segment: it would match no request", path)
+		return m
+	}
+	if forms.FoldCase {
+		path = foldLiterals(path) // as requests' paths are
+	}
+	patterns := []string{host + path}
+	if alt, ok := slashForm(path); ok && forms.trailingSlash {
+		patterns = append(patterns, host+alt)
+	}
+	mux, mk, err := newMux(patterns...)
 	if err != nil {
 		ld.errf(pathNode, "%v", err)
 		return m
 	}
 	m.mux, m.marker, m.pattern = mux, mk, host+path
 	return m
+}
+
+// foldLiterals returns a pattern's path with the ASCII letters outside
+// its wildcards in lower case: {userID} names a wildcard as written.
+func foldLiterals(path string) string {
+	b := []byte(path)
+	depth := 0
+	for i, c := range b {
+		switch {
+		case c == '{':
+			depth++
+		case c == '}' && depth > 0:
+			depth--
+		case depth == 0 && 'A' <= c && c <= 'Z':
+			b[i] = c + 'a' - 'A'
+		}
+	}
+	return string(b)
+}
+
+// slashForm returns a pattern's path in its other form, with or without a
+// final slash, for paths.ignore_trailing_slash: /login gives /login/{$}
+// (that path alone), /api/ (a subtree) and /api/{$} give /api, and
+// /files/{rest...}, which matches /files/ and below, gives /files. The
+// root has no other form.
+func slashForm(path string) (string, bool) {
+	switch {
+	case path == "/" || path == "/{$}":
+		return "", false
+	case strings.HasSuffix(path, "/{$}"):
+		return strings.TrimSuffix(path, "/{$}"), true
+	case strings.HasSuffix(path, "/"):
+		return strings.TrimSuffix(path, "/"), true
+	case strings.HasSuffix(path, "...}"):
+		i := strings.LastIndexByte(path, '/')
+		if i <= 0 {
+			return "", false
+		}
+		return path[:i], true
+	}
+	return path + "/{$}", true
 }
 
 // key compiles one key: a part, or a list of parts combined.

@@ -3,6 +3,7 @@ package policy
 import (
 	"fmt"
 	"net/http"
+	"slices"
 	"strings"
 )
 
@@ -58,9 +59,11 @@ func (*capture) Header() http.Header         { return http.Header{} }
 func (*capture) Write(b []byte) (int, error) { return len(b), nil }
 func (*capture) WriteHeader(int)             {}
 
-// newMux registers pattern (host and path, no method) in a new mux,
-// turning the panic ServeMux raises for an invalid pattern into an error.
-func newMux(pattern string) (mux *http.ServeMux, mk *marker, err error) {
+// newMux registers patterns (host and path, no method), the forms of one
+// policy's pattern, in a new mux, turning the panic ServeMux raises for an
+// invalid pattern into an error.
+func newMux(patterns ...string) (mux *http.ServeMux, mk *marker, err error) {
+	pattern := patterns[0]
 	defer func() {
 		if r := recover(); r != nil {
 			msg := fmt.Sprint(r)
@@ -73,7 +76,9 @@ func newMux(pattern string) (mux *http.ServeMux, mk *marker, err error) {
 		}
 	}()
 	mux, mk = http.NewServeMux(), &marker{}
-	mux.Handle(pattern, mk)
+	for _, pattern = range patterns {
+		mux.Handle(pattern, mk)
+	}
 	return mux, mk, nil
 }
 
@@ -108,8 +113,8 @@ func (m *matcher) matches(r *Request) bool {
 	}
 	for i := range m.headers {
 		c := &m.headers[i]
-		v, ok := r.header(c.name, c.lower)
-		if ok != c.present || c.equals != "" && v != c.equals {
+		vs := r.header(c.name, c.lower)
+		if present(vs) != c.present || c.equals != "" && !slices.Contains(vs, c.equals) {
 			return false
 		}
 	}

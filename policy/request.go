@@ -39,19 +39,20 @@ type Request struct {
 	routed *http.Request
 }
 
-// routed returns r with its path as a ServeMux routes it (see
-// urlpath.CleanURL) and its host as gateways and servers route it (see
-// routedHost): r itself when both are already so, else a shallow copy
-// that only the policies' patterns read. ServeMux would answer
-// /a/../login or //login with a redirect, which matches no policy, where a
-// reverse proxy, a router that cleans paths or a gRPC server's
-// unknown-service handler serves the request as /login. CONNECT's target
-// is no path.
-func routed(r *http.Request) *http.Request {
+// routed returns r with its path as the policies' patterns match it (see
+// urlpath.CleanURL, with the file's paths options) and its host as
+// gateways and servers route it (see routedHost): r itself when both are
+// already so, else a shallow copy that only the policies' patterns read.
+// ServeMux would answer /a/../login or //login with a redirect, which
+// matches no policy, where a reverse proxy, a router that cleans paths or
+// a gRPC server's unknown-service handler serves the request as /login;
+// NGINX, Apache and Tomcat serve /x/%2e%2e/login as /login too. CONNECT's
+// target is no path.
+func routed(r *http.Request, o urlpath.Options) *http.Request {
 	if r.Method == http.MethodConnect || r.URL == nil {
 		return r
 	}
-	u := urlpath.CleanURL(r.URL)
+	u := urlpath.CleanURL(r.URL, o)
 	host, hostOK := routedHost(r.Host)
 	if u == r.URL && hostOK {
 		return r
@@ -99,16 +100,29 @@ func splitHost(host string) (name, port string, bracketed bool) {
 	return host, "", false
 }
 
-// header returns the first value of a header field and whether it is
-// present with a non-empty value.
-func (r *Request) header(canonical, lower string) (string, bool) {
-	var vs []string
+// header returns the values of a header field (gRPC: a metadata key).
+// Given more than once, a field has no one value: servers differ on the
+// one they read (Go's Header.Get the first; Node and Rack all of them,
+// joined by commas; others the last), so a key reads it as manyValues, a
+// plan header names no plan, and a match condition holds if it holds for
+// one of them.
+func (r *Request) header(canonical, lower string) []string {
 	if r.Header != nil {
-		vs = r.Header[canonical]
-	} else {
-		vs = r.Metadata[lower]
+		return r.Header[canonical]
 	}
-	if len(vs) == 0 || vs[0] == "" {
+	return r.Metadata[lower]
+}
+
+// present reports whether a header field with values vs is present: given
+// once with a value, or more than once.
+func present(vs []string) bool {
+	return len(vs) > 1 || len(vs) == 1 && vs[0] != ""
+}
+
+// single returns the value of a header field given once, and false for
+// one given more than once or not at all, or empty.
+func single(vs []string) (string, bool) {
+	if len(vs) != 1 || vs[0] == "" {
 		return "", false
 	}
 	return vs[0], true

@@ -8,6 +8,7 @@ import (
 	"github.com/sluicehq/sluice"
 	"github.com/sluicehq/sluice/clientip"
 	"github.com/sluicehq/sluice/internal/ratefield"
+	"github.com/sluicehq/sluice/internal/urlpath"
 	"github.com/sluicehq/sluice/rate"
 )
 
@@ -25,6 +26,7 @@ type Set struct {
 	plans     plans
 	conc      Concurrency
 	store     StoreConfig
+	paths     pathForms
 	warnings  []Problem
 	// What some policy reads, so transports skip finding what none does.
 	usesUser, usesPlan, usesIP bool
@@ -81,6 +83,18 @@ func (s *Set) Prefix() string { return s.prefix }
 // Instances returns how many instances share the limits, by which the
 // on_store_error: local fallback divides each limit.
 func (s *Set) Instances() int { return s.instances }
+
+// pathForms is the file's paths section: the spellings of a path that
+// the application serves as one, and that every policy on it must count.
+type pathForms struct {
+	// Case and parameters: requests' paths are rewritten (see routed),
+	// and with FoldCase patterns are compiled in lower case.
+	urlpath.Options
+	// trailingSlash: each pattern is registered in both forms, with and
+	// without a final slash (see slashForm), rather than requests' paths
+	// rewritten, so that a subtree pattern (/api/) keeps its meaning.
+	trailingSlash bool
+}
 
 // Priority is a request's class under load (see [Concurrency]). Lower
 // classes are shed first.
@@ -282,14 +296,14 @@ func (s *Set) planOf(r *Request) string {
 		return pl.fallback
 	}
 	if pl.keyHdr != "" {
-		if v, ok := r.header(pl.keyHdr, pl.keyLower); ok {
+		if v, ok := single(r.header(pl.keyHdr, pl.keyLower)); ok {
 			if plan, ok := pl.keys[v]; ok {
 				return plan
 			}
 		}
 	}
 	if pl.header != "" {
-		if v, ok := r.header(pl.header, pl.headerLower); ok && pl.names[v] {
+		if v, ok := single(r.header(pl.header, pl.headerLower)); ok && pl.names[v] {
 			return v
 		}
 	}

@@ -6,6 +6,8 @@ import (
 	"net/http/httptest"
 	"strings"
 	"testing"
+
+	"github.com/sluicehq/sluice/internal/urlpath"
 )
 
 // A host or a method the client spells its own way is the same host or
@@ -161,7 +163,7 @@ func TestRoutedCleanRequestAllocatesNothing(t *testing.T) {
 		r := httptest.NewRequest("POST", "/pkg.Service/Method", nil)
 		r.Host = host
 		if n := testing.AllocsPerRun(100, func() {
-			if routed(r) != r {
+			if routed(r, urlpath.Options{}) != r {
 				t.Fatalf("Host %q: routed copies the request", host)
 			}
 		}); n != 0 {
