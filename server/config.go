@@ -79,17 +79,18 @@ func loadEnvoy(paths []string) (*rls.Config, error) {
 			files = append(files, p)
 			continue
 		}
-		fs, ok := yamlFiles(p)
-		if !ok {
-			return nil, fmt.Errorf("rls: cannot read directory %s", p)
+		fs, err := rls.ConfigFiles(p)
+		if err != nil {
+			return nil, err
 		}
 		files = append(files, fs...)
 	}
 	return rls.LoadFiles(files...)
 }
 
-// LoadEnvoy loads Envoy configuration files and directories (their .yaml
-// and .yml files) as one rls.Config, as the server does.
+// LoadEnvoy loads Envoy configuration files and directories (the files
+// rls.ConfigFiles lists, as the reference reads them) as one rls.Config,
+// as the server does.
 func LoadEnvoy(paths ...string) (*rls.Config, error) { return loadEnvoy(paths) }
 
 // watched returns the paths whose changes trigger a reload.

@@ -3,12 +3,10 @@ package server
 import (
 	"context"
 	"crypto/sha256"
-	"io/fs"
 	"os"
-	"path/filepath"
-	"slices"
-	"strings"
 	"time"
+
+	"github.com/sluicehq/sluice/rls"
 )
 
 // fileWatch notices when the content of some files changes. It polls
@@ -23,9 +21,10 @@ import (
 // half-way, and a file cut short can still load (a list of policies that
 // ends early), so a change is acted on only when the content has settled.
 //
-// A path may be a directory: its .yaml and .yml files count, as
-// rls.LoadDir reads them (names starting with a dot, such as a
-// ConfigMap's ..data, are skipped).
+// A path may be a directory: the files rls.ConfigFiles lists count, as
+// Envoy's reference service reads them (every file, recursively, but for
+// names starting with a dot, such as a ConfigMap's ..data, whose files
+// are read through the links beside it).
 type fileWatch struct {
 	paths   []string
 	sum     [sha256.Size]byte // the content in force
@@ -66,8 +65,8 @@ func (w *fileWatch) hash() ([sha256.Size]byte, bool) {
 		if st, err := os.Stat(p); err != nil {
 			return [sha256.Size]byte{}, false
 		} else if st.IsDir() {
-			var ok bool
-			if files, ok = yamlFiles(p); !ok {
+			var err error
+			if files, err = rls.ConfigFiles(p); err != nil {
 				return [sha256.Size]byte{}, false
 			}
 		}
@@ -84,26 +83,6 @@ func (w *fileWatch) hash() ([sha256.Size]byte, bool) {
 	}
 	var out [sha256.Size]byte
 	h.Sum(out[:0])
-	return out, true
-}
-
-// yamlFiles lists the files of dir that rls.LoadDir loads, sorted.
-func yamlFiles(dir string) ([]string, bool) {
-	entries, err := os.ReadDir(dir)
-	if err != nil {
-		return nil, false
-	}
-	var out []string
-	for _, e := range entries {
-		name := e.Name()
-		if strings.HasPrefix(name, ".") || e.Type()&fs.ModeDir != 0 {
-			continue
-		}
-		if ext := filepath.Ext(name); ext == ".yaml" || ext == ".yml" {
-			out = append(out, filepath.Join(dir, name))
-		}
-	}
-	slices.Sort(out)
 	return out, true
 }
 

@@ -55,12 +55,16 @@ func TestFileWatch(t *testing.T) {
 	settle(t, w, "content back to v1")
 }
 
-// A directory counts by its .yaml and .yml files: a new one, or a change
-// in one, is a change; other files are not.
+// A directory counts by the files the Envoy loader reads (rls.ConfigFiles):
+// every file, whatever its name, in it and under it, but for names
+// starting with a dot. A new one, or a change in one, is a change.
 func TestFileWatchDirectory(t *testing.T) {
 	dir := t.TempDir()
 	write := func(name, content string) {
 		t.Helper()
+		if err := os.MkdirAll(filepath.Dir(filepath.Join(dir, name)), 0o755); err != nil {
+			t.Fatal(err)
+		}
 		if err := os.WriteFile(filepath.Join(dir, name), []byte(content), 0o644); err != nil {
 			t.Fatal(err)
 		}
@@ -70,13 +74,18 @@ func TestFileWatchDirectory(t *testing.T) {
 	if w.changed() {
 		t.Fatal("first read reported as a change")
 	}
-	write("notes.txt", "not configuration")
 	write(".hidden.yaml", "domain: h\n")
-	if w.changed() {
+	write(".git/config", "not configuration")
+	// Two polls: a change would count at the second.
+	if first, second := w.changed(), w.changed(); first || second {
 		t.Fatal("a file the loader ignores counted as a change")
 	}
 	write("b.yml", "domain: b\n")
 	settle(t, w, "a new .yml file")
+	write("ratelimit", "domain: c\n")
+	settle(t, w, "a new file with no extension")
+	write("sub/d.conf", "domain: d\n")
+	settle(t, w, "a new file in a subdirectory")
 	write("a.yaml", "domain: a2\n")
 	settle(t, w, "a changed .yaml file")
 }

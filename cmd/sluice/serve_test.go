@@ -504,7 +504,7 @@ func TestCheckCommand(t *testing.T) {
 	if code != 0 || !strings.HasPrefix(stdout, "../../examples/sluice.yaml: OK: 9 policies (1 shadow), 8 limits") || stderr != "" {
 		t.Errorf("examples/sluice.yaml: exit %d, %q %q", code, stdout, stderr)
 	}
-	code, stdout, _ = runCLI(t, "check", "--envoy", "../../examples/envoy/config", "--envoy", "../../rls/testdata")
+	code, stdout, _ = runCLI(t, "check", "--envoy", "../../examples/envoy/config", "--envoy", "../../rls/testdata/edge.yaml")
 	if code == 0 {
 		t.Errorf("two files of domain edge should conflict: %q", stdout)
 	}
