@@ -5,6 +5,11 @@
 //     upstream through httputil.ReverseProxy, streamed as they come
 //     (server-sent events, chunked replies) and with protocol upgrades
 //     (websockets) passed through; refused ones get 429 from sluice.
+//     The policies decide the request as the upstream gets it: without
+//     the hop-by-hop fields ReverseProxy drops, those its Connection
+//     field names included. A client that stops sending its body
+//     (Options.BodyTimeout) or taking its response (Options.SendTimeout)
+//     is cut off.
 //   - Check endpoints for gateways that ask before they forward:
 //     /check for Traefik's forwardAuth, /check/nginx for NGINX's
 //     auth_request (which needs a 403 and an error_page to turn it back
@@ -58,7 +63,14 @@
 // dropped or ignored, and so are X-Real-IP, Forwarded and the rest of the
 // X-Forwarded- family, so no client can pick the bucket it is counted in
 // or tell the upstream who it is. These headers spelled with underscores
-// (X_Forwarded_For) are dropped from everyone.
+// (X_Forwarded_For) are dropped from everyone. A trusted proxy's are
+// passed on as it sent them, with whatever a client sent that it let
+// through: the upstream can trust of them what that proxy sets.
+//
+// A policy on a host matches the request's Host, or, from a trusted
+// proxy, its X-Forwarded-Host, in the proxy as in a check. Every request
+// goes to the one upstream whatever its host: a host pattern limits only
+// what the upstream tells apart by host.
 //
 // # Paths
 //

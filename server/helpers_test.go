@@ -1,6 +1,7 @@
 package server
 
 import (
+	"bufio"
 	"bytes"
 	"context"
 	"io"
@@ -143,6 +144,33 @@ func get(t *testing.T, base, path string, header ...string) (*http.Response, str
 		req.Header.Set(header[i], header[i+1])
 	}
 	return do(t, req)
+}
+
+// rawRequest sends req, one HTTP/1.1 request as it goes on the wire, to
+// addr on a connection of its own, and returns the response with its body
+// read: for what net/http's client would not send as it is (Connection
+// naming other fields, a Host of the test's choosing).
+func rawRequest(t *testing.T, addr, req string) (*http.Response, string) {
+	t.Helper()
+	c, err := net.DialTimeout("tcp", addr, 5*time.Second)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	c.SetDeadline(time.Now().Add(10 * time.Second))
+	if _, err := io.WriteString(c, req); err != nil {
+		t.Fatal(err)
+	}
+	resp, err := http.ReadResponse(bufio.NewReader(c), nil)
+	if err != nil {
+		t.Fatalf("reading the response to %.40q: %v", req, err)
+	}
+	defer resp.Body.Close()
+	b, err := io.ReadAll(resp.Body)
+	if err != nil {
+		t.Fatalf("reading the body of the response to %.40q: %v", req, err)
+	}
+	return resp, string(b)
 }
 
 func do(t *testing.T, req *http.Request) (*http.Response, string) {

@@ -10,6 +10,7 @@ import (
 	"net/http"
 	"net/http/httputil"
 	"net/netip"
+	"net/textproto"
 	"os"
 	"strings"
 	"sync"
@@ -24,16 +25,124 @@ import (
 // which asks for a tunnel, not a resource, is no request for the upstream:
 // it is answered 405 here, where the upstream's refusal came back as a 502
 // and a warning in the log for every one a client sent.
+//
+// The policies decide the request as the upstream will get it: without
+// its hop-by-hop fields (see hopByHop), and with the host a trusted proxy
+// forwarded it for (see forwardedHost).
 func (s *Server) serveProxy(w http.ResponseWriter, r *http.Request) {
 	if r.Method == http.MethodConnect {
 		w.Header().Set("Allow", "GET, HEAD, POST, PUT, PATCH, DELETE, OPTIONS")
 		writeProblem(w, http.StatusMethodNotAllowed, "the proxy opens no tunnels (CONNECT)")
 		return
 	}
+	g := s.gen.Load()
+	r = forwardedHost(hopByHop(r), g.set.ClientIP())
 	r, finish := s.boundBody(w, r)
 	defer finish()
-	g := s.gen.Load()
+	w, finishWrites := s.boundWrites(w, r)
+	defer finishWrites()
 	g.proxy.ServeHTTP(w, r)
+}
+
+// hopHeaders are the fields ReverseProxy removes from every request it
+// forwards, besides those its Connection field names: net/http/httputil's
+// list.
+var hopHeaders = []string{"Connection", "Proxy-Connection", "Keep-Alive", "Proxy-Authenticate",
+	"Proxy-Authorization", "Te", "Trailer", "Transfer-Encoding", "Upgrade"}
+
+// hopByHop returns r with the header ReverseProxy will forward: without
+// the fields its Connection field names nor those of hopHeaders, but
+// with TE: trailers, and Connection: Upgrade and the Upgrade asked for,
+// which ReverseProxy puts back. The policies read this header, not the
+// client's: a field the client named in Connection (X-API-Key) was
+// matched and keyed on by the policies and never reached the upstream,
+// which served the request as if it had none, so that a client escaped
+// the policy for requests without one with a new key each time. It
+// returns r itself when there is nothing to remove, else a shallow copy.
+// (The Upgrade kept is the first value, as ReverseProxy keeps it; one it
+// refuses, not printable, is kept for it to refuse.)
+func hopByHop(r *http.Request) *http.Request {
+	h := r.Header
+	found := false
+	for _, name := range hopHeaders {
+		if _, ok := h[name]; ok {
+			found = true
+			break
+		}
+	}
+	if !found {
+		return r
+	}
+	upgrade := ""
+	if hasToken(h["Connection"], "upgrade") {
+		upgrade = h.Get("Upgrade")
+	}
+	trailers := hasToken(h["Te"], "trailers")
+	h = h.Clone()
+	for _, v := range h["Connection"] {
+		for name := range strings.SplitSeq(v, ",") {
+			if name = textproto.TrimString(name); name != "" {
+				h.Del(name)
+			}
+		}
+	}
+	for _, name := range hopHeaders {
+		h.Del(name)
+	}
+	if trailers {
+		h["Te"] = []string{"trailers"}
+	}
+	if upgrade != "" {
+		h["Connection"] = []string{"Upgrade"}
+		h["Upgrade"] = []string{upgrade}
+	}
+	out := new(http.Request)
+	*out = *r
+	out.Header = h
+	return out
+}
+
+// hasToken reports whether a comma-separated list of values holds token
+// (in lower case), in any ASCII letter case, as ReverseProxy reads
+// Connection and TE (httpguts.HeaderValuesContainsToken). The tokens
+// asked for have no hyphen, which foldEqual reads an underscore as.
+func hasToken(values []string, token string) bool {
+	for _, v := range values {
+		for t := range strings.SplitSeq(v, ",") {
+			if t = strings.Trim(t, " \t"); len(t) == len(token) && foldEqual(t, token) {
+				return true
+			}
+		}
+	}
+	return false
+}
+
+// forwardedHost returns r with the host a trusted proxy forwarded it for
+// (X-Forwarded-Host) as its Host, for the policies to match, as the check
+// endpoint does: behind a proxy that sets Host to sluice's own address
+// (NGINX's default), a policy scoped to a host matched nothing. The Host
+// the request came with is kept for the upstream (see receivedHost). A
+// peer not trusted is not believed: r is returned as it came.
+func forwardedHost(r *http.Request, resolver *clientip.Resolver) *http.Request {
+	host := r.Header.Get(hForwardedHost)
+	if host == "" || host == r.Host || !resolver.Trusted(clientip.PeerOf(r)) {
+		return r
+	}
+	r = r.WithContext(context.WithValue(r.Context(), receivedHostKey{}, r.Host))
+	r.Host = host
+	return r
+}
+
+// receivedHostKey is the context key of the Host a request came with,
+// when forwardedHost replaced it.
+type receivedHostKey struct{}
+
+// receivedHost returns the Host r came with.
+func receivedHost(r *http.Request) string {
+	if host, ok := r.Context().Value(receivedHostKey{}).(string); ok {
+		return host
+	}
+	return r.Host
 }
 
 // boundBody returns r with its body bounded by Options.BodyTimeout (see
@@ -131,6 +240,100 @@ func (b *idleBody) finish() {
 	b.mu.Unlock()
 }
 
+// boundWrites returns w with the writes of its response bounded by
+// Options.SendTimeout (see idleWriter), and what the handler calls as it
+// returns.
+func (s *Server) boundWrites(w http.ResponseWriter, r *http.Request) (http.ResponseWriter, func()) {
+	if s.o.SendTimeout <= 0 {
+		return w, func() {}
+	}
+	iw := &idleWriter{ResponseWriter: w, rc: *http.NewResponseController(w), idle: s.o.SendTimeout, stream: r.ProtoMajor == 2}
+	return iw, iw.finish
+}
+
+// idleWriter is a ResponseWriter whose writes fail when its client takes
+// nothing for idle (Options.SendTimeout), as NGINX's send_timeout.
+// net/http bounds a response's writes only by a deadline for the whole
+// of it (WriteTimeout), which a proxy cannot set without cutting long
+// downloads and event streams: a client that stopped reading held its
+// goroutine, the response's buffer and the connection to the upstream
+// for ever. Each write moves the connection's write deadline to idle
+// from now; a write that fails makes ReverseProxy abort the response and
+// close the upstream's. A deadline that passes between writes (an event
+// stream the upstream has nothing to say on) fails nothing: a
+// connection's deadline fails I/O, and the next write moves it first. An
+// HTTP/2 stream's write deadline is a timer that resets the stream when
+// it fires, written to or not: there it is cleared after each write.
+// As the handler returns the deadline is set once more, for what
+// net/http writes then (what it buffered, the end of a chunked body,
+// trailers), and net/http clears it once the response is written
+// (HTTP/1.x) or the stream is closed (HTTP/2).
+//
+// Writes happen on the handler's goroutine, but for informational
+// responses, which ReverseProxy writes from the transport's while the
+// handler waits on it. A protocol upgrade is not bounded: hijacking the
+// connection clears its deadlines, and a websocket may idle as long as
+// its ends like.
+type idleWriter struct {
+	http.ResponseWriter
+	rc     http.ResponseController
+	idle   time.Duration
+	stream bool // an HTTP/2 stream: the deadline holds during writes only
+	off    bool // the connection takes no deadline
+}
+
+func (w *idleWriter) WriteHeader(code int) {
+	if code >= 200 { // written with the body
+		w.ResponseWriter.WriteHeader(code)
+		return
+	}
+	w.start()
+	w.ResponseWriter.WriteHeader(code)
+	w.end()
+}
+
+func (w *idleWriter) Write(p []byte) (int, error) {
+	w.start()
+	n, err := w.ResponseWriter.Write(p)
+	w.end()
+	return n, err
+}
+
+// FlushError flushes the response, for http.ResponseController (which
+// ReverseProxy flushes a streamed response through).
+func (w *idleWriter) FlushError() error {
+	w.start()
+	err := w.rc.Flush()
+	w.end()
+	return err
+}
+
+// Unwrap returns the ResponseWriter underneath, for
+// http.ResponseController.
+func (w *idleWriter) Unwrap() http.ResponseWriter { return w.ResponseWriter }
+
+// start sets the write deadline before a write.
+func (w *idleWriter) start() {
+	if !w.off && w.rc.SetWriteDeadline(time.Now().Add(w.idle)) != nil {
+		w.off = true
+	}
+}
+
+// end clears a stream's write deadline after a write.
+func (w *idleWriter) end() {
+	if w.stream && !w.off {
+		_ = w.rc.SetWriteDeadline(time.Time{})
+	}
+}
+
+// finish sets the write deadline for what net/http writes once the
+// handler has returned.
+func (w *idleWriter) finish() {
+	if !w.off {
+		_ = w.rc.SetWriteDeadline(time.Now().Add(w.idle))
+	}
+}
+
 // newTransport is the transport to the upstream: http.DefaultTransport's
 // settings, more idle connections per host (every request goes to one),
 // no proxy from the environment (HTTP_PROXY is for clients, not for a
@@ -184,7 +387,7 @@ func (s *Server) reverseProxy(set *policy.Set) http.Handler {
 			in, out := pr.In, pr.Out
 			pr.SetURL(target)
 			if preserveHost {
-				out.Host = in.Host
+				out.Host = receivedHost(in)
 			}
 			out.Trailer = in.Trailer
 			peer := clientip.PeerOf(in)
@@ -236,7 +439,13 @@ func (k keepHeaders) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 }
 
 // restoreHeaders puts the headers keepHeaders kept for r in front of
-// those of h, and returns h (a new Header when h was nil).
+// those of h, and returns h (a new Header when h was nil). An upstream
+// that limits too keeps its items of the RateLimit and RateLimit-Policy
+// lists, after sluice's, but its X-RateLimit-Limit, -Remaining and
+// -Reset are replaced by sluice's: each holds one number, and a client
+// that joins repeated fields, as most do, read "2, 99" and could not
+// parse it. (Retry-After is sluice's only on a refusal, which the
+// upstream never answers: an upstream's own is left alone.)
 func restoreHeaders(r *http.Request, h http.Header) http.Header {
 	kept, _ := r.Context().Value(keptHeadersKey{}).(http.Header)
 	if len(kept) == 0 {
@@ -246,7 +455,12 @@ func restoreHeaders(r *http.Request, h http.Header) http.Header {
 		h = make(http.Header, len(kept))
 	}
 	for name, v := range kept {
-		h[name] = append(v[:len(v):len(v)], h[name]...)
+		switch name {
+		case "X-Ratelimit-Limit", "X-Ratelimit-Remaining", "X-Ratelimit-Reset":
+			h[name] = v
+		default:
+			h[name] = append(v[:len(v):len(v)], h[name]...)
+		}
 	}
 	return h
 }

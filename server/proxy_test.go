@@ -5,6 +5,7 @@ import (
 	"bytes"
 	"compress/gzip"
 	"context"
+	"errors"
 	"fmt"
 	"io"
 	"mime/multipart"
@@ -12,7 +13,9 @@ import (
 	"net/http"
 	"net/http/httptest"
 	"net/http/httptrace"
+	"net/http/httputil"
 	"net/textproto"
+	"net/url"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -112,6 +115,195 @@ policies:
 	resp, _ := get(t, ts.Addrs().Proxy, "/", "X-Forwarded-For", "203.0.113.1")
 	if resp.StatusCode != http.StatusTooManyRequests {
 		t.Errorf("second request of 203.0.113.1: %d, want 429", resp.StatusCode)
+	}
+}
+
+// A field the client names in Connection is for this hop only, and
+// ReverseProxy drops it: the policies decide without it too, on the
+// request the upstream gets. A client that sent a new X-API-Key each
+// time, named in Connection, was keyed by it, while the upstream served
+// it without one: it escaped the policy for requests without a key. One
+// that names X-Forwarded-For drops its own claim, not the hop sluice
+// appends.
+func TestProxyConnectionFieldsNotDecided(t *testing.T) {
+	saw := make(chan string, 10)
+	up := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		saw <- fmt.Sprintf("key %q, X-Forwarded-For %q, X-Forwarded-Host %q", r.Header.Get("X-Api-Key"), r.Header.Get("X-Forwarded-For"), r.Header.Get("X-Forwarded-Host"))
+	}))
+	defer up.Close()
+	ts := startServer(t, `
+policies:
+  - name: anonymous
+    match:
+      headers:
+        - name: X-API-Key
+          present: false
+    key: ip
+    limits: ["2/m"]
+  - name: partner
+    match:
+      headers:
+        - name: X-API-Key
+          present: true
+    key: "header:X-API-Key"
+    limits: ["1000/m"]
+`, Options{Upstream: up.URL})
+	for i, want := range []int{200, 200, 429, 429} {
+		resp, _ := rawRequest(t, ts.Addrs().Proxy, fmt.Sprintf(
+			"GET /data HTTP/1.1\r\nHost: x\r\nX-API-Key: rotating-%d\r\nConnection: close, X-API-Key\r\n\r\n", i))
+		if resp.StatusCode != want {
+			t.Fatalf("request %d without a key at the upstream: %d, want %d (the anonymous policy allows 2 a minute)", i, resp.StatusCode, want)
+		}
+		if want == 200 {
+			if got := <-saw; !strings.HasPrefix(got, `key "",`) {
+				t.Errorf("request %d: the upstream saw %s, want no key", i, got)
+			}
+		}
+	}
+	resp, _ := rawRequest(t, ts.Addrs().Proxy, "GET / HTTP/1.1\r\nHost: x\r\nX-API-Key: k\r\nX-Forwarded-For: 203.0.113.9\r\nConnection: close, X-Forwarded-For, X-Forwarded-Host\r\n\r\n")
+	if want := `key "k", X-Forwarded-For "127.0.0.1", X-Forwarded-Host "x"`; resp.StatusCode != 200 {
+		t.Errorf("a request naming X-Forwarded-For in Connection: %d, want 200", resp.StatusCode)
+	} else if got := <-saw; got != want {
+		t.Errorf("a request naming X-Forwarded-For in Connection: the upstream saw %s, want %s", got, want)
+	}
+}
+
+// recordingTransport records the header of the request it is sent, and
+// fails it.
+type recordingTransport struct{ header http.Header }
+
+func (rt *recordingTransport) RoundTrip(r *http.Request) (*http.Response, error) {
+	rt.header = r.Header
+	return nil, errors.New("recorded")
+}
+
+// hopByHop leaves the header ReverseProxy forwards, so that the policies
+// read what the upstream gets: checked against ReverseProxy itself, with
+// what it removes (the fields Connection names, the hop-by-hop ones) and
+// what it puts back (TE: trailers, and an upgrade's Connection and
+// Upgrade).
+func TestHopByHopAsReverseProxy(t *testing.T) {
+	for _, h := range []http.Header{
+		{"Accept": {"*/*"}},
+		{"Connection": {"close, X-Api-Key"}, "X-Api-Key": {"k"}, "Accept": {"*/*"}},
+		{"Connection": {"keep-alive", " UPGRADE ,x-a,"}, "Upgrade": {"websocket", "h2c"}, "X-A": {"1"}, "Keep-Alive": {"timeout=5"}},
+		{"Connection": {"Upgrade"}, "Sec-Websocket-Key": {"x"}},
+		{"Connection": {"upgrades"}, "Upgrade": {"websocket"}},
+		{"Te": {"gzip, Trailers"}, "Trailer": {"X-Sum"}, "Proxy-Authorization": {"Basic eA=="}, "Proxy-Connection": {"keep-alive"}},
+		{"Connection": {"te, Accept"}, "Te": {"trailers"}, "Accept": {"*/*"}},
+		{"Te": {"trailers;q=1"}, "Transfer-Encoding": {"chunked"}},
+	} {
+		rt := &recordingTransport{}
+		rp := &httputil.ReverseProxy{
+			Rewrite:      func(pr *httputil.ProxyRequest) { pr.SetURL(&url.URL{Scheme: "http", Host: "upstream"}) },
+			Transport:    rt,
+			ErrorHandler: func(http.ResponseWriter, *http.Request, error) {},
+		}
+		r := httptest.NewRequest("GET", "/", nil)
+		r.Header = h.Clone()
+		rp.ServeHTTP(httptest.NewRecorder(), r)
+		delete(rt.header, "User-Agent") // ReverseProxy's, to send none
+		if got := hopByHop(r).Header; fmt.Sprint(got) != fmt.Sprint(rt.header) {
+			t.Errorf("%v: the policies read %v, the upstream gets %v", h, got, rt.header)
+		}
+		if fmt.Sprint(r.Header) != fmt.Sprint(h) {
+			t.Errorf("%v: the request's own header became %v", h, r.Header)
+		}
+	}
+}
+
+// Behind a trusted proxy, the policies match the host it forwarded the
+// request for (X-Forwarded-Host), as the check endpoint does: the Host it
+// sends may be sluice's own address (NGINX's default), which no policy
+// on a host names. The upstream still gets the Host that came (with
+// PreserveHost). From a peer not trusted, X-Forwarded-Host is no one's
+// word: Host decides.
+func TestProxyForwardedHost(t *testing.T) {
+	saw := make(chan string, 10)
+	up := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		saw <- fmt.Sprintf("Host %q, X-Forwarded-Host %q", r.Host, r.Header.Get("X-Forwarded-Host"))
+	}))
+	defer up.Close()
+	const policy = `
+policies:
+  - name: api
+    match: "api.example.com/"
+    key: ip
+    limits: ["1/m"]
+`
+	trusted := startServer(t, "client_ip: {trusted_proxies: [127.0.0.1]}\n"+policy, Options{Upstream: up.URL, PreserveHost: true})
+	untrusted := startServer(t, policy, Options{Upstream: up.URL, PreserveHost: true})
+	for _, step := range []struct {
+		ts          *testServer
+		host, xfh   string
+		status      int
+		decided     bool
+		upstreamSaw string
+	}{
+		{trusted, "sluice.internal", "api.example.com", 200, true, `Host "sluice.internal", X-Forwarded-Host "api.example.com"`},
+		{trusted, "sluice.internal", "API.example.com.", 429, true, ""},
+		{trusted, "api.example.com", "www.example.com", 200, false, `Host "api.example.com", X-Forwarded-Host "www.example.com"`},
+		{untrusted, "sluice.internal", "api.example.com", 200, false, `Host "sluice.internal", X-Forwarded-Host "sluice.internal"`},
+		{untrusted, "api.example.com", "www.example.com", 200, true, `Host "api.example.com", X-Forwarded-Host "api.example.com"`},
+		{untrusted, "api.example.com", "", 429, true, ""},
+	} {
+		req := "GET /orders HTTP/1.1\r\nHost: " + step.host + "\r\nConnection: close\r\n"
+		if step.xfh != "" {
+			req += "X-Forwarded-Host: " + step.xfh + "\r\n"
+		}
+		resp, _ := rawRequest(t, step.ts.Addrs().Proxy, req+"\r\n")
+		who := map[*testServer]string{trusted: "trusted", untrusted: "untrusted"}[step.ts]
+		if decided := resp.Header.Get("Ratelimit") != ""; resp.StatusCode != step.status || decided != step.decided {
+			t.Errorf("%s peer, Host %s, X-Forwarded-Host %q: %d, decided by the api policy: %v; want %d, %v",
+				who, step.host, step.xfh, resp.StatusCode, decided, step.status, step.decided)
+		}
+		if resp.StatusCode == 200 {
+			if got := <-saw; got != step.upstreamSaw {
+				t.Errorf("%s peer, Host %s, X-Forwarded-Host %q: the upstream saw %s, want %s", who, step.host, step.xfh, got, step.upstreamSaw)
+			}
+		}
+	}
+}
+
+// An upstream that limits too keeps its items of the RateLimit lists,
+// after sluice's, but its X-RateLimit- fields are replaced by sluice's:
+// each holds one number, and a client that joins repeated fields (most
+// do) read "2, 99", which it could not parse.
+func TestProxyUpstreamRateLimitHeaders(t *testing.T) {
+	up := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		w.Header().Set("X-RateLimit-Limit", "100")
+		w.Header().Set("X-RateLimit-Remaining", "99")
+		w.Header().Set("X-RateLimit-Reset", "1")
+		w.Header().Set("RateLimit", `"app";r=99;t=1`)
+		w.Header().Set("RateLimit-Policy", `"app";q=100;w=1`)
+	}))
+	defer up.Close()
+	ts := startServer(t, untrustedPolicy, Options{Upstream: up.URL})
+	resp, _ := get(t, ts.Addrs().Proxy, "/")
+	for name, want := range map[string][]string{
+		"X-Ratelimit-Limit":     {"3"},
+		"X-Ratelimit-Remaining": {"2"},
+		"X-Ratelimit-Reset":     {"20"},
+		"Ratelimit":             {`"api";r=2;t=20`, `"app";r=99;t=1`},
+		"Ratelimit-Policy":      {`"api";q=3;w=60`, `"app";q=100;w=1`},
+	} {
+		if got := resp.Header.Values(name); strings.Join(got, "\n") != strings.Join(want, "\n") {
+			t.Errorf("%s: %q, want %q", name, got, want)
+		}
+	}
+}
+
+// An upstream that cannot be reached is answered 502, with a problem
+// body and the rate limit headers of the decision that let the request
+// through.
+func TestProxyUpstreamDown(t *testing.T) {
+	l := localListener(t)
+	dead := "http://" + l.Addr().String()
+	l.Close()
+	ts := startServer(t, untrustedPolicy, Options{Upstream: dead})
+	resp, body := get(t, ts.Addrs().Proxy, "/")
+	if resp.StatusCode != http.StatusBadGateway || resp.Header.Get("Content-Type") != "application/problem+json" || resp.Header.Get("Ratelimit") == "" {
+		t.Errorf("upstream down: %d %v %q; want 502 problem+json with the RateLimit fields", resp.StatusCode, resp.Header, body)
 	}
 }
 
@@ -885,5 +1077,81 @@ func TestProxyConnect(t *testing.T) {
 	}
 	if strings.Contains(ts.logs.String(), "upstream failed") {
 		t.Errorf("CONNECT logged an upstream failure:\n%s", ts.logs.String())
+	}
+}
+
+// A client that stops reading its response has it cut after SendTimeout,
+// and the upstream's with it, rather than hold its goroutine, a buffer
+// and the upstream's connection for as long as it likes; over HTTP/2 as
+// over HTTP/1.1. A response that keeps moving is not cut, nor an event
+// stream the upstream is silent on for longer, nor a websocket idle for
+// longer. (An HTTP/2 stream's write deadline is a timer that fires
+// whether it is being written or not.)
+func TestProxySendTimeout(t *testing.T) {
+	const idle = 200 * time.Millisecond
+	ended := make(chan error, 1)
+	up := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		switch r.URL.Path {
+		case "/endless": // more than any buffer holds, until the proxy gives up
+			chunk := make([]byte, 32<<10)
+			for {
+				if _, err := w.Write(chunk); err != nil {
+					ended <- err
+					return
+				}
+			}
+		case "/events":
+			w.Header().Set("Content-Type", "text/event-stream")
+			io.WriteString(w, "data: first\n\n")
+			http.NewResponseController(w).Flush()
+			time.Sleep(3 * idle)
+			io.WriteString(w, "data: second\n\n")
+		}
+	}))
+	defer up.Close()
+	ca := newCA(t)
+	crt, key := ca.serverFiles(t.TempDir(), 1)
+	for _, proto := range []string{"HTTP/1.1", "HTTP/2.0"} {
+		o := Options{Upstream: up.URL, SendTimeout: idle}
+		scheme, c := "http://", http.DefaultClient
+		if proto == "HTTP/2.0" {
+			o.TLSCert, o.TLSKey = crt, key
+			scheme, c = "https://", httpsClient(t, ca.pool)
+		}
+		ts := startServer(t, "policies: [{name: api, key: ip, limits: [\"100/m\"]}]\n", o)
+
+		resp, err := c.Get(scheme + ts.Addrs().Proxy + "/endless")
+		if err != nil {
+			t.Fatalf("%s: %v", proto, err)
+		}
+		if resp.Proto != proto {
+			t.Fatalf("%s: the response came over %s", proto, resp.Proto)
+		}
+		select { // the client reads nothing of the body
+		case <-ended:
+		case <-time.After(25 * idle):
+			t.Errorf("%s: the upstream was still writing %v after its client stopped reading", proto, 25*idle)
+		}
+		resp.Body.Close()
+		eventually(t, "the proxy's handler to return", func() bool { return ts.serving.Load() == 0 })
+
+		resp, err = c.Get(scheme + ts.Addrs().Proxy + "/events")
+		if err != nil {
+			t.Fatalf("%s: %v", proto, err)
+		}
+		body, err := io.ReadAll(resp.Body)
+		resp.Body.Close()
+		if string(body) != "data: first\n\ndata: second\n\n" || err != nil {
+			t.Errorf("%s: an event stream silent for longer than SendTimeout: %q, %v; want both events", proto, body, err)
+		}
+		ts.stop()
+	}
+
+	ts := startServer(t, untrustedPolicy, Options{Upstream: wsUpstream(t).URL, SendTimeout: idle})
+	conn, br, _ := dialWebsocket(t, ts)
+	time.Sleep(3 * idle)
+	fmt.Fprintf(conn, "ping\n")
+	if line, err := br.ReadString('\n'); err != nil || line != "echo: ping\n" {
+		t.Errorf("a websocket idle for longer than SendTimeout: %q, %v", line, err)
 	}
 }

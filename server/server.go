@@ -47,6 +47,7 @@ const (
 	DefaultWatchInterval   = 2 * time.Second
 	DefaultShutdownTimeout = 15 * time.Second
 	DefaultBodyTimeout     = time.Minute
+	DefaultSendTimeout     = time.Minute
 	DefaultUpstreamTimeout = time.Minute
 	DefaultStoreTimeout    = 50 * time.Millisecond
 	DefaultTopKeys         = 1000
@@ -160,6 +161,15 @@ type Options struct {
 	// a check whose body stopped is never passed. Zero means
 	// DefaultBodyTimeout (a minute); negative means no bound.
 	BodyTimeout time.Duration
+	// SendTimeout is how long the proxy waits for its client to take the
+	// next bytes of a response, as NGINX's send_timeout: a client that
+	// takes none for that long has its response cut, and the upstream's
+	// with it, rather than hold a goroutine, a buffer and a connection to
+	// the upstream for as long as it likes. A response that keeps moving
+	// is not cut, however long it lasts, nor a stream the upstream is
+	// silent on; an upgraded connection (a websocket) is not bounded.
+	// Zero means DefaultSendTimeout (a minute); negative means no bound.
+	SendTimeout time.Duration
 	// TopKeys is how many refused keys /debug/top tracks. Zero means
 	// DefaultTopKeys.
 	TopKeys int
@@ -277,6 +287,9 @@ func New(o Options) (_ *Server, err error) {
 	}
 	if s.o.BodyTimeout == 0 {
 		s.o.BodyTimeout = DefaultBodyTimeout
+	}
+	if s.o.SendTimeout == 0 {
+		s.o.SendTimeout = DefaultSendTimeout
 	}
 	if s.o.UpstreamTimeout == 0 {
 		s.o.UpstreamTimeout = DefaultUpstreamTimeout

@@ -40,10 +40,12 @@ wins over its variable):
 
   --config FILE           the policy file (SLUICE_CONFIG). Default: the
                           built-in demo, unless --envoy-config is given.
-  --envoy-config PATH     a file, or a directory of .yaml files, in the
-                          format of Envoy's reference rate limit service;
-                          repeatable (SLUICE_ENVOY_CONFIG, comma-separated).
-                          Turns the gRPC listener on.
+  --envoy-config PATH     a file, or a directory whose files are all read,
+                          recursively, but for names starting with a dot,
+                          as Envoy's reference rate limit service reads
+                          them, in its format; repeatable
+                          (SLUICE_ENVOY_CONFIG, comma-separated). Turns the
+                          gRPC listener on.
   --upstream URL          where the reverse proxy forwards allowed requests
                           (SLUICE_UPSTREAM), or "demo" for the demo
                           upstream. Default: none (no proxy listener),
@@ -114,6 +116,11 @@ wins over its variable):
                           the next bytes of a request body before they cut
                           the request (408), as NGINX's client_body_timeout;
                           0 means no bound (SLUICE_BODY_TIMEOUT). Default 1m.
+  --send-timeout DUR      how long the proxy waits for a client to take the
+                          next bytes of a response before it cuts the
+                          response (and the upstream's), as NGINX's
+                          send_timeout; websockets are not bounded; 0 means
+                          no bound (SLUICE_SEND_TIMEOUT). Default 1m.
   --log-format FORMAT     text or json (SLUICE_LOG_FORMAT). Default text.
   --log-level LEVEL       debug, info, warn or error (SLUICE_LOG_LEVEL).
                           Default info.
@@ -157,12 +164,12 @@ func (l *listFlag) Set(v string) error {
 
 // serveFlags parses the flags and environment of sluice serve.
 type serveFlags struct {
-	o                                             server.Options
-	envoy, adminHost                              listFlag
-	watch, shutdown, bodyTimeout, upstreamTimeout time.Duration
-	logFormat                                     string
-	logLevel                                      string
-	printDemo                                     bool
+	o                                                          server.Options
+	envoy, adminHost                                           listFlag
+	watch, shutdown, bodyTimeout, sendTimeout, upstreamTimeout time.Duration
+	logFormat                                                  string
+	logLevel                                                   string
+	printDemo                                                  bool
 }
 
 func parseServeFlags(args []string, getenv func(string) string, stderr io.Writer) (*serveFlags, error) {
@@ -188,6 +195,7 @@ func parseServeFlags(args []string, getenv func(string) string, stderr io.Writer
 	fs.DurationVar(&f.watch, "watch-interval", server.DefaultWatchInterval, "")
 	fs.DurationVar(&f.shutdown, "shutdown-timeout", server.DefaultShutdownTimeout, "")
 	fs.DurationVar(&f.bodyTimeout, "body-timeout", server.DefaultBodyTimeout, "")
+	fs.DurationVar(&f.sendTimeout, "send-timeout", server.DefaultSendTimeout, "")
 	fs.DurationVar(&f.upstreamTimeout, "upstream-timeout", server.DefaultUpstreamTimeout, "")
 	fs.StringVar(&f.logFormat, "log-format", "text", "")
 	fs.StringVar(&f.logLevel, "log-level", "info", "")
@@ -199,7 +207,7 @@ func parseServeFlags(args []string, getenv func(string) string, stderr io.Writer
 		"grpc-listen": "SLUICE_GRPC_LISTEN", "admin-listen": "SLUICE_ADMIN_LISTEN", "pprof": "SLUICE_PPROF", "playground": "SLUICE_PLAYGROUND",
 		"tls-cert": "SLUICE_TLS_CERT", "tls-key": "SLUICE_TLS_KEY", "tls-client-ca": "SLUICE_TLS_CLIENT_CA",
 		"watch-interval": "SLUICE_WATCH_INTERVAL", "shutdown-timeout": "SLUICE_SHUTDOWN_TIMEOUT",
-		"body-timeout": "SLUICE_BODY_TIMEOUT", "upstream-timeout": "SLUICE_UPSTREAM_TIMEOUT",
+		"body-timeout": "SLUICE_BODY_TIMEOUT", "send-timeout": "SLUICE_SEND_TIMEOUT", "upstream-timeout": "SLUICE_UPSTREAM_TIMEOUT",
 		"log-format": "SLUICE_LOG_FORMAT", "log-level": "SLUICE_LOG_LEVEL",
 	}
 	for name, key := range env {
@@ -252,6 +260,9 @@ func parseServeFlags(args []string, getenv func(string) string, stderr io.Writer
 		return nil, err
 	}
 	if f.o.BodyTimeout, err = bound("--body-timeout", f.bodyTimeout); err != nil {
+		return nil, err
+	}
+	if f.o.SendTimeout, err = bound("--send-timeout", f.sendTimeout); err != nil {
 		return nil, err
 	}
 	opts := &slog.HandlerOptions{Level: lvl}
