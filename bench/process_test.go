@@ -193,8 +193,10 @@ func startServe(b *testing.B, onStop onStop, f serveFlags) *sluiceProcess {
 	}
 	policy := f.policy
 	if f.redis != "" {
-		if policy == "" { // Envoy's service alone, with a policy file for the store
-			policy = "policies: []\n"
+		if policy == "" {
+			// Envoy's service alone, with a policy file for the store: a
+			// policy file needs a policy, here one no request meets.
+			policy = "policies:\n  - name: unused\n    match: /sluice-bench-unused\n    limits: [\"1/s\"]\n"
 		}
 		policy += fmt.Sprintf("store: {redis: \"redis://%s/0\", timeout: %v}\n", f.redis, redisTimeout)
 	}

@@ -125,6 +125,10 @@ func (r *Resolver) Trusted(a netip.Addr) bool {
 	return false
 }
 
+// TrustsAny reports whether r trusts some peer: a proxy prefix, or peers
+// with no IP address. A Resolver that trusts none reads no header.
+func (r *Resolver) TrustsAny() bool { return len(r.trusted) > 0 || r.trustNonIP }
+
 // FromRequest returns the grouped address of the client that sent req:
 // its RemoteAddr, or the hop found in the forwarding header when
 // RemoteAddr is a trusted proxy. It returns the invalid Prefix when

@@ -20,12 +20,15 @@
 // once through the store's DecideAll: it passes only if every limit of
 // every key allows it, and a refused request consumes nothing anywhere.
 // Shadow policies (shadow: true) are decided separately, reported to the
-// Observer and logged, and never refuse.
+// Observer and logged, and never refuse. They are decided only for
+// requests the enforcing policies let through: a request those refused,
+// or could not decide, consumed nothing, and enforced beside them a
+// shadow policy would not have counted it either.
 //
 // Matching: match is a ServeMux pattern ("POST /login",
 // "api.example.com/export/{id}", "/analytics/" for a subtree), or a
 // mapping of path, host, methods, headers (present, absent or equal) and
-// authenticated (whether WithUser named a user). Patterns are matched by
+// authenticated (whether the request has a user: see Users below). Patterns are matched by
 // a ServeMux of the policy's own, so they mean what they mean to
 // net/http, on the clean path a request means: //login, /a/../login and
 // /x/%2e%2e/login are /login, as a router or an upstream that cleans
@@ -83,11 +86,47 @@
 // ip; every request whose client has no IP address (a peer on a Unix
 // socket, with nothing trusted to say more) has the one ip value
 // "unknown", and so shares one counter. Stored keys read
-// prefix:policy:tag:part=value|part=value, where tag is a hash of the
-// limit, so a reload keeps the counters of unchanged limits and starts
-// changed ones afresh; values longer than 64 bytes or holding | { } # or
-// non-printable bytes are replaced by a hash, so a client can neither grow
-// keys nor forge their structure.
+// prefix:policy:tag:part=value|part=value; values longer than 64 bytes or
+// holding | { } # or non-printable bytes are replaced by a hash, so a
+// client can neither grow keys nor forge their structure. A value is
+// compared byte for byte, with no case folding or trimming: a form:NAME
+// or header:NAME key on an account counts "Victim@example.com",
+// "victim@example.com" and " victim@example.com" apart, while an
+// application that looks accounts up case-insensitively (as most do
+// e-mail addresses) or trims them serves them as one, so that a guesser
+// spreads its attempts on one account over its spellings. Key such an application on a normalised
+// header its authentication layer sets (the account as it looks it up),
+// or on user.
+//
+// Reloads: the tag is a hash of what the key's state means. For the window
+// algorithms (fixed_window, calendar days and months included,
+// sliding_window, sliding_log) that is the algorithm and the window, not
+// the count, so a reload that changes a count keeps the window's usage: a
+// monthly quota lowered from 10000 to 5000 after 9000 were used refuses
+// the rest of the month. For gcra, token_bucket and leaky_bucket, whose
+// state is measured in their rate and burst, it is the whole limit: a
+// changed bucket starts afresh. The prefix and the policy's name are part
+// of every key, so renaming a policy, or changing the prefix, starts its
+// counters afresh too. Two window limits of one policy over one window
+// would count on one counter, and are refused.
+//
+// Users: a request's user (key part user, match authenticated) is the one
+// the application names with WithUser (or httplimit's Identify, grpclimit's
+// hook). `sluice serve`, which has no application in front of it, reads
+// the file's user section instead: the header an authentication proxy
+// names the user in, believed only from client_ip's trusted proxies, and
+// given once (see Set.UserOf):
+//
+//	user:
+//	  header: X-Auth-Request-User  # oauth2-proxy; Traefik forwardAuth's authResponseHeaders;
+//	                               # NGINX auth_request_set and proxy_set_header
+//
+// The proxy must set the header on every request, replacing any a client
+// sent: one it passes on lets the client name any user. Libraries ignore
+// the section unless told to read it (httplimit.Options{Identify:
+// set.UserOf}). A file whose policies read the user and that has no user
+// section gets a serve warning (Set.ServeWarnings): under `sluice serve`
+// every request is anonymous to them.
 //
 // A header or form field given once keys as its value. Given more than
 // once, it keys as #many, one value for all such requests, which no
@@ -109,7 +148,9 @@
 //
 // Limits are written as rate.ParseLimit reads them. A daily limit with no
 // algorithm named (1000/d) is a fixed_window over UTC days, as a monthly
-// one (10000/month) is over UTC calendar months. Plans (a section naming
+// one (10000/month) is over UTC calendar months. Windows of several days
+// (per 7d) are aligned to the Unix epoch, not to the calendar: a week's
+// window starts on a Thursday, 00:00 UTC. Plans (a section naming
 // them, a header or an API key table saying which applies) select other
 // limits per policy, and overrides give named keys their own. A limit
 // that could never pass a request of the policy's cost is refused at load.
@@ -146,7 +187,8 @@
 // A Set's Warnings list, in the same form, what loads but is likely not
 // meant, above all requests a policy leaves unlimited: a plan it gives no
 // limits, a key part (user, header:NAME, form:NAME) that requests may
-// lack. `sluice check` prints them, `sluice serve` logs them.
+// lack. `sluice check` prints them, `sluice serve` logs them, with the
+// Set's ServeWarnings: what only `sluice serve` would not apply.
 // NewEnforcer applies a Set to Requests against a sluice.Store.
 //
 // # Files

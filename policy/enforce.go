@@ -274,7 +274,11 @@ func (e *Enforcer) Enforce(ctx context.Context, r *Request) Outcome {
 	if st.nEnf > 0 {
 		e.decide(ctx, st, &out)
 	}
-	if st.nEnf < len(st.reqs) {
+	// A request the enforcing policies refused, or could not decide,
+	// consumes nothing there; enforced beside them, all or nothing, a
+	// shadow policy would not have consumed either, so it is not asked:
+	// its report would overstate what it would refuse.
+	if st.nEnf < len(st.reqs) && out.Verdict != Refuse && out.Verdict != Unavailable {
 		e.decideShadow(ctx, st)
 	}
 	decided = true
@@ -555,7 +559,8 @@ func (e *Enforcer) storeFailed(ctx context.Context, st *state, err error, out *O
 }
 
 // decideShadow decides each shadow policy on its own, as it would if it
-// enforced, and reports what it would have done.
+// enforced, and reports what it would have done. Enforce calls it only
+// for requests the enforcing policies let through.
 func (e *Enforcer) decideShadow(ctx context.Context, st *state) {
 	for a := st.nEnf; a < len(st.reqs); {
 		p := st.lims[a].Policy

@@ -9,6 +9,7 @@ import (
 	"net/netip"
 	"slices"
 	"strconv"
+	"strings"
 	"testing"
 	"time"
 
@@ -164,6 +165,159 @@ policies:
 			}
 			if !slices.Equal(got, []Verdict{Allow, Refuse}) {
 				t.Errorf("plan %q, two requests a minute: %v, want [allow refuse] (the free plan's 1/m)", plan, got)
+			}
+		})
+	}
+}
+
+// generation loads config as one generation of a reloaded configuration:
+// an Enforcer on st, which every generation shares, as sluice serve
+// shares its store.
+func generation(t *testing.T, config string, st sluice.Store, clock rate.Clock, o Options) *Enforcer {
+	t.Helper()
+	set, err := Load("test.yaml", []byte(config))
+	if err != nil {
+		t.Fatal(err)
+	}
+	o.Clock = clock
+	return NewEnforcer(set, st, o)
+}
+
+// sendFrom decides one request of method to target from client, with
+// header fields given as name, value pairs, and returns its verdict.
+func sendFrom(e *Enforcer, method, target, client string, header ...string) Verdict {
+	r := httptest.NewRequest(method, target, nil)
+	for i := 0; i+1 < len(header); i += 2 {
+		r.Header.Set(header[i], header[i+1])
+	}
+	out := e.Enforce(context.Background(), &Request{HTTP: r, Header: r.Header, Client: netip.MustParsePrefix(client + "/32")})
+	out.Done()
+	return out.Verdict
+}
+
+// A reload that changes a window limit's count keeps what the window has
+// admitted: a monthly quota raised from 3 to 4 after 3 were used has one
+// left for the month, not 4 (lowering 10000 to 5000 after 9000 must not
+// grant 5000 more). A bucket's state is measured in its rate and burst,
+// so a changed bucket starts afresh; so does a renamed policy, whose name
+// is in its keys.
+func TestReloadKeepsWindowUsage(t *testing.T) {
+	const quota = `
+policies:
+  - name: partner-quota
+    key: header:x-api-key
+    limits: ["LIMIT"]
+`
+	for _, tt := range []struct {
+		what        string
+		before      string // 3 requests pass under it
+		after, name string
+		passed      int // of 4 requests after the reload
+	}{
+		{"monthly quota raised", "3/month", "4/month", "partner-quota", 1},
+		{"monthly quota lowered", "3/month", "2/month", "partner-quota", 0},
+		{"daily quota raised", "3/d", "4/d", "partner-quota", 1},
+		{"sliding_window raised", "sliding_window 3/h", "sliding_window 4/h", "partner-quota", 1},
+		{"sliding_log raised", "sliding_log 3/h", "sliding_log 4/h", "partner-quota", 1},
+		{"window changed", "3/month", "fixed_window 4 per 720h", "partner-quota", 4},
+		{"bucket raised", "gcra 3/h", "gcra 4/h", "partner-quota", 4},
+		{"token_bucket raised", "token_bucket 3/h", "token_bucket 4/h", "partner-quota", 4},
+		{"policy renamed", "3/month", "3/month", "partner-monthly", 3},
+	} {
+		t.Run(tt.what, func(t *testing.T) {
+			clock := ratetest.NewClock(time.Date(2026, 3, 10, 12, 0, 0, 0, time.UTC))
+			st := memory.New(memory.Options{Clock: clock})
+			old := generation(t, strings.Replace(quota, "LIMIT", tt.before, 1), st, clock, Options{})
+			for i := range 3 {
+				if v := sendFrom(old, "GET", "/", "192.0.2.1", "X-API-Key", "pk_a"); v != Allow {
+					t.Fatalf("request %d before the reload: %v", i+1, v)
+				}
+			}
+			next := generation(t, strings.NewReplacer("LIMIT", tt.after, "partner-quota", tt.name).Replace(quota), st, clock, Options{})
+			passed := 0
+			for range 4 {
+				if sendFrom(next, "GET", "/", "192.0.2.1", "X-API-Key", "pk_a") == Allow {
+					passed++
+				}
+			}
+			if passed != tt.passed {
+				t.Errorf("%s -> %s: %d of 4 requests passed after the reload, want %d", tt.before, tt.after, passed, tt.passed)
+			}
+		})
+	}
+}
+
+// A shadow policy is decided only for requests the enforcing policies let
+// through: enforced beside them, all or nothing, it would not have counted
+// the others, so reporting them would overstate what it refuses. Here a
+// shadow 3/m beside an enforcing 1/m would refuse nothing.
+func TestShadowSkipsRefusedRequests(t *testing.T) {
+	clock := ratetest.NewClock(time.Date(2026, 3, 1, 12, 0, 0, 0, time.UTC))
+	rec := &keyRecorder{}
+	e := generation(t, `
+policies:
+  - name: api
+    limits: ["1/m"]
+  - name: trial
+    shadow: true
+    limits: ["3/m"]
+`, memory.New(memory.Options{Clock: clock}), clock, Options{Observer: rec})
+	var got []Verdict
+	for range 5 {
+		got = append(got, sendFrom(e, "GET", "/", "192.0.2.1"))
+	}
+	if !slices.Equal(got, []Verdict{Allow, Refuse, Refuse, Refuse, Refuse}) {
+		t.Fatalf("verdicts %v, want one allowed by api's 1/m", got)
+	}
+	shadow, refused := 0, 0
+	for _, ev := range rec.events {
+		if ev.Shadow {
+			shadow++
+			if !ev.Decision.Allowed {
+				refused++
+			}
+		}
+	}
+	if shadow != 1 || refused != 0 {
+		t.Errorf("shadow policy decided %d requests, refusing %d; want 1 (the one api let through), refusing none", shadow, refused)
+	}
+}
+
+// An override's value is put in the form its part has in keys: a method
+// in upper case (keys count post and POST as one), a path:NAME value in
+// lower case under paths.ignore_case. Written otherwise it would load and
+// never apply.
+func TestOverrideValueInKeyForm(t *testing.T) {
+	for _, tt := range []struct {
+		what, config, method, target string
+	}{
+		{"method", `
+policies:
+  - name: api
+    key: [ip, method]
+    limits: ["1/m"]
+    overrides:
+      - when: {method: post, ip: 192.0.2.1}
+        limits: ["100/m"]
+`, "POST", "/"},
+		{"path under ignore_case", `
+paths: {ignore_case: true}
+policies:
+  - name: users
+    match: "/users/{name}"
+    key: path:name
+    limits: ["1/m"]
+    overrides:
+      - when: {"path:name": Bob}
+        limits: ["100/m"]
+`, "GET", "/users/BOB"},
+	} {
+		t.Run(tt.what, func(t *testing.T) {
+			clock := ratetest.NewClock(time.Date(2026, 3, 1, 12, 0, 0, 0, time.UTC))
+			e := generation(t, tt.config, memory.New(memory.Options{Clock: clock}), clock, Options{})
+			got := []Verdict{sendFrom(e, tt.method, tt.target, "192.0.2.1"), sendFrom(e, tt.method, tt.target, "192.0.2.1")}
+			if !slices.Equal(got, []Verdict{Allow, Allow}) {
+				t.Errorf("two requests the override names: %v, want [allow allow] (its 100/m)", got)
 			}
 		})
 	}

@@ -1,13 +1,16 @@
 package policy
 
-import "sync/atomic"
+import (
+	"math"
+	"sync/atomic"
+)
 
 // InFlight counts the requests in flight under a concurrency limit
 // (concurrency: max_in_flight). An Enforcer counts in its own unless given
 // one (Options.InFlight): give the Enforcers of successive generations of
 // a reloaded configuration the same, so that the requests still in flight
-// on the old one count against the new one's limit. The zero value is
-// ready to use.
+// on the old one count against the new one's limit, whether or not the old
+// one set a limit. The zero value is ready to use.
 type InFlight struct {
 	n atomic.Int64
 }
@@ -25,10 +28,20 @@ type gate struct {
 	limit    [numPriorities]int64
 }
 
-// newGate returns the gate of c counting in f, or nil if c sets no limit.
+// newGate returns the gate of c counting in f, or nil if c sets no limit
+// and f is nil. With a shared f and no limit, the gate counts and admits
+// every request: a later generation that sets a limit counts the requests
+// this one still has in flight.
 func newGate(c Concurrency, f *InFlight) *gate {
 	if c.MaxInFlight <= 0 {
-		return nil
+		if f == nil {
+			return nil
+		}
+		g := &gate{inFlight: &f.n}
+		for p := range g.limit {
+			g.limit[p] = math.MaxInt64
+		}
+		return g
 	}
 	if f == nil {
 		f = new(InFlight)

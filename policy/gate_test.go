@@ -82,3 +82,37 @@ policies:
 		t.Errorf("after a panic in Enforce, %d requests in flight, want 0", n)
 	}
 }
+
+// A reload that adds a concurrency limit counts the requests still in
+// flight on the generation before it, which set none: sharing an
+// InFlight, that generation counted them too. Otherwise the new limit of
+// 2 would admit 2 more beside the 2 slow requests still running.
+func TestInFlightAcrossReloadThatAddsLimit(t *testing.T) {
+	var inFlight InFlight
+	gen := func(config string) *Enforcer {
+		set, err := Load("t.yaml", []byte(config))
+		if err != nil {
+			t.Fatal(err)
+		}
+		return NewEnforcer(set, memory.New(memory.Options{}), Options{InFlight: &inFlight})
+	}
+	old := gen("policies: [{name: api, limits: [\"100/s\"]}]\n")
+	next := gen("concurrency: {max_in_flight: 2}\npolicies: [{name: api, limits: [\"100/s\"]}]\n")
+	enforce := func(e *Enforcer) Outcome {
+		r := httptest.NewRequest("GET", "/", nil)
+		return e.Enforce(context.Background(), &Request{HTTP: r, Header: r.Header})
+	}
+	slow := []Outcome{enforce(old), enforce(old)}
+	if o := enforce(next); o.Verdict != Shed {
+		t.Errorf("with 2 requests in flight from before the reload, max_in_flight: 2 gave %v, want shed", o.Verdict)
+		o.Done()
+	}
+	for i := range slow {
+		slow[i].Done()
+	}
+	o := enforce(next)
+	defer o.Done()
+	if o.Verdict != Allow || inFlight.N() != 1 {
+		t.Errorf("once they finished: %v with %d in flight, want allow with 1", o.Verdict, inFlight.N())
+	}
+}

@@ -26,8 +26,9 @@ import (
 // choose or vary.
 //
 // The stored key is prefix:policy:tag:part=value|part=value, where tag
-// changes when the limit changes (see Limit), so a reload keeps the
-// counters of unchanged limits and starts changed ones afresh.
+// changes when what the limit's state means changes (see stateTag), so a
+// reload keeps the counters of a limit whose state still means the same
+// and starts the others afresh.
 type partKind uint8
 
 const (

@@ -312,7 +312,7 @@ func (ld *loader) list(n *yaml.Node, what string) []*yaml.Node {
 	return nil
 }
 
-var topFields = []string{"prefix", "instances", "client_ip", "plans", "concurrency", "store", "paths", "policies"}
+var topFields = []string{"prefix", "instances", "client_ip", "user", "plans", "concurrency", "store", "paths", "policies"}
 
 // file_ compiles the whole file.
 func (ld *loader) file_(root *yaml.Node) *Set {
@@ -335,6 +335,7 @@ func (ld *loader) file_(root *yaml.Node) *Set {
 		}
 	}
 	set.resolver = ld.clientIP(f["client_ip"])
+	ld.user(f["user"], set)
 	set.plans = ld.plans(f["plans"])
 	set.conc = ld.concurrency(f["concurrency"])
 	set.store = ld.storeSection(f["store"])
@@ -344,7 +345,14 @@ func (ld *loader) file_(root *yaml.Node) *Set {
 		ld.errf(root, "the policy file has no policies list")
 		return set
 	}
+	if noItems(pv.val) {
+		// Left empty, as by a template: the file would limit nothing, and
+		// a reload to it would lift every limit with no error to stop it.
+		ld.errf(pv.key, "the policies list is empty, so every request would be unlimited; write at least one policy")
+		return set
+	}
 	seen := map[string]*yaml.Node{}
+	var userPolicies []string // policies that read the user
 	for _, pn := range ld.list(pv.val, "policies") {
 		p := ld.policy(pn, set)
 		if p == nil {
@@ -357,20 +365,78 @@ func (ld *loader) file_(root *yaml.Node) *Set {
 		seen[p.Name] = pn
 		set.policies = append(set.policies, p)
 		set.usesPlan = set.usesPlan || p.usesPlan
-		set.usesUser = set.usesUser || p.match.auth != 0
+		reads := p.match.auth != 0
 		for _, k := range p.keys {
 			for _, pt := range k {
-				set.usesUser = set.usesUser || pt.kind == partUser
+				reads = reads || pt.kind == partUser
 				set.usesIP = set.usesIP || pt.kind == partIP
 			}
 		}
+		if reads {
+			set.usesUser = true
+			userPolicies = append(userPolicies, fmt.Sprintf("%q", p.Name))
+		}
 	}
+	ld.userWarnings(f, set, pv, userPolicies)
 	if pf, ok := f["plans"]; ok && set.plans.names != nil && !set.usesPlan {
 		// Plans only select limits in policies that list them: with none
 		// that does, an API key mapped to pro gets what everyone gets.
 		ld.warnf(pf.key, "no policy gives limits per plan (a plans mapping in the policy), so the plans section has no effect: every request gets the same limits whatever its plan")
 	}
 	return set
+}
+
+// user reads the user section: the header in which a trusted proxy (an
+// authentication proxy, or a gateway that asked one) names the request's
+// user. It is believed only from client_ip's trusted proxies, so the
+// section needs some.
+func (ld *loader) user(f field, set *Set) {
+	if f.val == nil {
+		return
+	}
+	before := len(ld.probs)
+	m := ld.fields(f.val, "user", "header")
+	v, ok := m["header"]
+	if !ok {
+		// A misspelt header is reported as such, not as missing too.
+		if len(ld.probs) == before {
+			ld.errf(f.key, "user needs header, the header your authentication proxy names the user in, e.g. header: X-Auth-Request-User")
+		}
+		return
+	}
+	s, ok := ld.str(v.val, "user.header")
+	if !ok || !ld.headerName(v.val, s) {
+		return
+	}
+	c := textproto.CanonicalMIMEHeaderKey(s)
+	switch {
+	case c == set.resolver.Header():
+		ld.errf(v.val, "user.header %s is the header client_ip reads the client address from; name the header your authentication proxy sets, e.g. X-Auth-Request-User", s)
+		return
+	case !set.resolver.TrustsAny():
+		ld.errf(v.val, "user.header %s is believed only from client_ip.trusted_proxies, and the file trusts no proxy, so no request would have a user; list the addresses of the proxy that sets it", s)
+		return
+	}
+	set.userHeader = c
+}
+
+// userWarnings warns of a user section no policy reads, and gives the
+// policies that read the user a warning for sluice serve when nothing
+// names the user there: every request it serves is anonymous.
+func (ld *loader) userWarnings(f map[string]field, set *Set, pv field, readers []string) {
+	if uf, ok := f["user"]; ok && set.userHeader != "" && len(readers) == 0 {
+		ld.warnf(uf.key, "no policy keys by user or matches authenticated, so the user section has no effect")
+	}
+	if set.userHeader != "" || len(readers) == 0 {
+		return
+	}
+	what := "policy " + readers[0] + " keys by user or matches authenticated"
+	if len(readers) > 1 {
+		what = "policies " + andList(readers) + " key by user or match authenticated"
+	}
+	set.serveWarnings = append(set.serveWarnings, Problem{File: ld.file, Line: pv.key.Line, Column: pv.key.Column,
+		Message: what + ", but the file has no user section: under sluice serve every request is anonymous (authenticated: false matches all of them, user keys none); " +
+			"add user: {header: NAME}, the header your authentication proxy names the user in (X-Auth-Request-User for oauth2-proxy), sent by a proxy in client_ip.trusted_proxies"})
 }
 
 func (ld *loader) clientIP(f field) *clientip.Resolver {
@@ -402,6 +468,12 @@ func (ld *loader) clientIP(f field) *clientip.Resolver {
 		}
 		if v, ok := m["header"]; ok {
 			o.Header, _ = ld.str(v.val, "header")
+			// Placed here, at the header's line, rather than at the
+			// section's when clientip.New refuses it.
+			if _, err := clientip.New(clientip.Options{Header: o.Header}); err != nil {
+				ld.errf(v.val, "client_ip.header: %v", err)
+				o.Header = ""
+			}
 		}
 		if v, ok := m["ipv4_prefix"]; ok {
 			n, _ := ld.integer(v.val, "ipv4_prefix", 8, 32)
@@ -1210,9 +1282,14 @@ func (ld *loader) limits(n *yaml.Node, p *Policy, set *Set) []*Limit {
 		}
 		cl := compileLimit(p, name, l, set.instances)
 		// Equal limits share a key, so a request would be decided twice
-		// on one counter and take its cost twice.
+		// on one counter and take its cost twice; so do window limits
+		// over one window (see stateTag).
 		if j := slices.IndexFunc(raw[:i], func(m rate.Limit) bool { return m.String() == l.String() }); j >= 0 {
 			ld.errf(at[i], "limit %q is the same as %q at line %d (both are %q): they would count each request twice on one counter", at[i].Value, at[j].Value, at[j].Line, l.String())
+			continue
+		}
+		if j := slices.IndexFunc(raw[:i], func(m rate.Limit) bool { return stateTag(m) == cl.tag }); j >= 0 {
+			ld.errf(at[i], "limit %q counts in the same windows as %q at line %d (%s over one window): they would count each request twice on one counter; keep the lower", at[i].Value, at[j].Value, at[j].Line, l.Algorithm)
 			continue
 		}
 		if p.Cost > l.Capacity() {
@@ -1275,9 +1352,11 @@ func (ld *loader) override(n *yaml.Node, p *Policy, set *Set, what string) (over
 		return o, false
 	}
 	good := true
+	seen := map[string]int{} // part label to its line
 	for i := 0; i+1 < len(wm.Content); i += 2 {
 		label, _ := ld.str(wm.Content[i], "a key part")
-		val, ok := ld.str(resolve(wm.Content[i+1]), "a value")
+		vn := resolve(wm.Content[i+1])
+		val, ok := ld.str(vn, "a value")
 		if !ok {
 			good = false
 			continue
@@ -1291,16 +1370,18 @@ func (ld *loader) override(n *yaml.Node, p *Policy, set *Set, what string) (over
 			good = false
 			continue
 		}
-		if pt.kind == partIP {
-			a, err := netip.ParseAddr(val)
-			if err != nil {
-				ld.errf(wm.Content[i+1], "override on ip needs an address, not %q", val)
-				good = false
-				continue
-			}
-			val = string(clientip.AppendPrefix(nil, set.resolver.Group(a)))
-		} else {
-			val = escapeValue(val)
+		// A key has each part once: a part named twice would need two
+		// values at once, and the override would apply to no request.
+		if line, dup := seen[label]; dup {
+			ld.errf(wm.Content[i], "part %q repeated in when (first at line %d): a key has one value for it, so the override would apply to no request", label, line)
+			good = false
+			continue
+		}
+		seen[label] = wm.Content[i].Line
+		val, ok = ld.overrideValue(vn, pt, val, set)
+		if !ok {
+			good = false
+			continue
 		}
 		o.when = append(o.when, partValue{label, val})
 	}
@@ -1316,6 +1397,57 @@ func (ld *loader) override(n *yaml.Node, p *Policy, set *Set, what string) (over
 	}
 	o.limits = ld.limits(lv.val, p, set)
 	return o, good && len(o.limits) > 0
+}
+
+// overrideValue returns an override's value for part pt as keys write it
+// (see appendPart), or reports at n a value no request's key can hold: an
+// ip grouped as the resolver groups clients, a method in upper case, a
+// path:NAME value in lower case under paths.ignore_case. A request's
+// part is never empty (the key does not apply), nor is a header's value
+// ever padded with spaces or tabs, which net/http trims (and HTTP/2
+// forbids).
+func (ld *loader) overrideValue(n *yaml.Node, pt part, val string, set *Set) (string, bool) {
+	if val == "" {
+		ld.errf(n, "override on %s needs a value: a request without one is not keyed by it", pt.label)
+		return "", false
+	}
+	switch pt.kind {
+	case partIP:
+		a, err := netip.ParseAddr(val)
+		if err != nil {
+			ld.errf(n, "override on ip needs an address, not %q", val)
+			return "", false
+		}
+		return string(clientip.AppendPrefix(nil, set.resolver.Group(a))), true
+	case partMethod:
+		if !validToken(val) {
+			ld.errf(n, "override on method needs a method such as POST, not %q", val)
+			return "", false
+		}
+		// Keys hold methods in upper case, as policies match them.
+		val = strings.ToUpper(val)
+	case partHeader:
+		if strings.Trim(val, " \t") != val {
+			ld.errf(n, "override on %s: the value %q begins or ends with a space or tab, which a header's value never does (they are trimmed); write %q", pt.label, val, strings.Trim(val, " \t"))
+			return "", false
+		}
+	case partPath:
+		if set.paths.FoldCase {
+			val = foldASCII(val) // as the path's value is
+		}
+	}
+	return escapeValue(val), true
+}
+
+// foldASCII returns s with its ASCII letters in lower case.
+func foldASCII(s string) string {
+	b := []byte(s)
+	for i, c := range b {
+		if 'A' <= c && c <= 'Z' {
+			b[i] = c + 'a' - 'A'
+		}
+	}
+	return string(b)
 }
 
 // fits reports whether key has every part o names.

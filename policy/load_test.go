@@ -158,6 +158,13 @@ client_ip:
 policies:
   - {name: a, limits: ["1/s"]}
 `, 3, 21, []string{`trusted proxy "10.0.0.0/33"`}},
+		{"bad forwarding header", `
+client_ip:
+  trusted_proxies: [10.0.0.0/8]
+  header: X-Client-IP
+policies:
+  - {name: a, limits: ["1/s"]}
+`, 4, 11, []string{`unsupported forwarding header "X-Client-IP"`}},
 		{"override on a part the key lacks", `
 policies:
   - name: a
@@ -230,6 +237,87 @@ policies:
   - name: a
     limits: ["1000/d", "10/s", "1000 per 24h"]
 `, 4, 32, []string{`limit "1000 per 24h" is the same as "1000/d" at line 4`, `fixed_window 1000/d`}},
+		// Two window limits over one window count on one counter, as their
+		// state does not depend on the count (see stateTag).
+		{"window limits over one window", `
+policies:
+  - name: a
+    limits: ["fixed_window 100/h", "10/s", "fixed_window 200 per 1h"]
+`, 4, 44, []string{`limit "fixed_window 200 per 1h" counts in the same windows as "fixed_window 100/h" at line 4`}},
+		// An empty list (a template's unset value) would lift every limit,
+		// and a reload to it would succeed.
+		{"empty policies list", `
+prefix: sluice
+policies: []
+`, 3, 1, []string{"the policies list is empty"}},
+		{"blank policies list", `
+prefix: sluice
+policies:
+`, 3, 1, []string{"the policies list is empty"}},
+		// An override's when names each part once: a part with two values
+		// matches no key, and the partner gets the default limits.
+		{"override repeats a part", `
+policies:
+  - name: a
+    key: header:x-api-key
+    limits: ["1/s"]
+    overrides:
+      - when: {"header:x-api-key": pk_a, "header:X-API-Key": pk_b}
+        limits: ["10/s"]
+`, 7, 42, []string{`part "header:x-api-key" repeated in when (first at line 7)`}},
+		// Values no request's key can hold: net/http trims header values,
+		// and a key with an empty part does not apply.
+		{"override on a padded header value", `
+policies:
+  - name: a
+    key: header:x-api-key
+    limits: ["1/s"]
+    overrides:
+      - when: {"header:x-api-key": " pk_a"}
+        limits: ["10/s"]
+`, 7, 36, []string{`begins or ends with a space or tab`, `write "pk_a"`}},
+		{"override on an empty value", `
+policies:
+  - name: a
+    key: user
+    limits: ["1/s"]
+    overrides:
+      - when: {user: ""}
+        limits: ["10/s"]
+`, 7, 22, []string{"override on user needs a value"}},
+		{"override on a method that is none", `
+policies:
+  - name: a
+    key: [ip, method]
+    limits: ["1/s"]
+    overrides:
+      - when: {method: "GET /x", ip: 192.0.2.1}
+        limits: ["10/s"]
+`, 7, 24, []string{`override on method needs a method such as POST, not "GET /x"`}},
+		// The user section: a header, believed from trusted proxies only.
+		{"user without header", `
+client_ip: {trusted_proxies: [10.0.0.1]}
+user: {}
+policies:
+  - {name: a, key: user, match: {authenticated: true}, limits: ["1/s"]}
+`, 3, 1, []string{"user needs header"}},
+		{"user header from no trusted proxy", `
+user: {header: X-Auth-Request-User}
+policies:
+  - {name: a, key: user, match: {authenticated: true}, limits: ["1/s"]}
+`, 2, 16, []string{"believed only from client_ip.trusted_proxies, and the file trusts no proxy"}},
+		{"user header is the forwarding header", `
+client_ip: {trusted_proxies: [10.0.0.1]}
+user: {header: x-forwarded-for}
+policies:
+  - {name: a, key: user, match: {authenticated: true}, limits: ["1/s"]}
+`, 3, 16, []string{"the header client_ip reads the client address from"}},
+		{"user field misspelt", `
+client_ip: {trusted_proxies: [10.0.0.1]}
+user: {haeder: X-User}
+policies:
+  - {name: a, key: user, match: {authenticated: true}, limits: ["1/s"]}
+`, 3, 8, []string{`unknown field "haeder" in user`, `did you mean "header"?`}},
 		{"key and keys", `
 policies:
   - name: a

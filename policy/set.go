@@ -28,6 +28,11 @@ type Set struct {
 	store     StoreConfig
 	paths     pathForms
 	warnings  []Problem
+	// serveWarnings: see ServeWarnings.
+	serveWarnings []Problem
+	// userHeader is the user section's header, canonical; "" when the
+	// file has none.
+	userHeader string
 	// What some policy reads, so transports skip finding what none does.
 	usesUser, usesPlan, usesIP bool
 }
@@ -50,10 +55,43 @@ func (s *Set) UsesClientIP() bool { return s.usesIP }
 // that those pass unlimited, a key that can never apply, a plans section
 // no policy uses, a plans.header (which names the plan its client
 // asks for), a trusted proxy prefix that spans much of the Internet, a
-// priority on a shadow policy (which classifies nothing).
+// priority on a shadow policy (which classifies nothing), a user section
+// no policy reads.
 // A Set may serve with warnings; `sluice check` prints them and `sluice
 // serve` logs them. The slice is shared: do not modify it.
 func (s *Set) Warnings() []Problem { return s.warnings }
+
+// ServeWarnings returns, in the form of Warnings, what is likely not
+// meant when the file is served by `sluice serve`, which has no
+// application to name users: policies that key by user or match on
+// authentication in a file with no user section, so that every request
+// is anonymous to them. A program that names users itself
+// (policy.WithUser, httplimit's Identify) can ignore them. The slice is
+// shared: do not modify it.
+func (s *Set) ServeWarnings() []Problem { return s.serveWarnings }
+
+// UserOf returns the user the file's user section names for r: the value
+// of its header when r's peer is a trusted proxy (client_ip) and gives
+// the header once, else "", anonymous. From any other peer the header is
+// the client's own word and is not believed, and a header given twice has
+// no one value that the proxy is sure to have written. Without a user
+// section it always returns "". `sluice serve` identifies users with it;
+// libraries ignore the section unless told to, as in
+// httplimit.Options{Identify: set.UserOf}.
+func (s *Set) UserOf(r *http.Request) string {
+	if s.userHeader == "" {
+		return ""
+	}
+	v, ok := single(r.Header[s.userHeader])
+	if !ok || !s.resolver.Trusted(clientip.PeerOf(r)) {
+		return ""
+	}
+	return v
+}
+
+// UserHeader returns the header the user section names, canonical, or ""
+// when the file has no user section.
+func (s *Set) UserHeader() string { return s.userHeader }
 
 // Policies returns the policies in the order of the file. The slice is
 // shared: do not modify it.
@@ -197,7 +235,7 @@ type Limit struct {
 
 	local *Limit // Local, compiled, for the headers of local decisions
 
-	tag          string   // a short hash of the limit's text, in every key
+	tag          string   // stateTag: what the key's state means, in every key
 	headerPolicy []string // RateLimit-Policy item: "name";q=Q;w=W
 	headerName   string   // "name", the start of a RateLimit item
 	headerLimit  []string // X-RateLimit-Limit value
@@ -273,11 +311,33 @@ func compileLimit(p *Policy, name string, l rate.Limit, instances int) *Limit {
 
 func newLimit(p *Policy, name string, l rate.Limit) *Limit {
 	cl := &Limit{Limit: l, Name: name, Policy: p}
-	cl.tag = shortHash(l.String())
+	cl.tag = stateTag(l)
 	cl.headerPolicy = []string{string(ratefield.AppendPolicy(nil, name, l))}
 	cl.headerName = string(ratefield.AppendString(nil, name))
 	cl.headerLimit = []string{strconv.FormatInt(l.Capacity(), 10)}
 	return cl
+}
+
+// stateTag returns the tag of l's keys: a short hash of what the state
+// stored under them means, so that a reload keeps the state of a limit
+// whose state still means the same, and starts a changed one afresh. The
+// window algorithms (fixed_window, calendar months included,
+// sliding_window and sliding_log) store what was admitted in their
+// windows, whatever the count: a changed count keeps its windows' usage,
+// so that lowering a monthly quota from 10000 to 5000 after 9000 were
+// used refuses the rest of the month, rather than grant 5000 more. A
+// bucket's state (gcra's theoretical arrival time, a token or leaky
+// bucket's level) is measured in its rate and burst, and means another
+// thing under others: the whole limit is in its tag.
+func stateTag(l rate.Limit) string {
+	if l.Algorithm.HasBurst() {
+		return shortHash(l.String())
+	}
+	window := strconv.FormatInt(l.Period.Microseconds(), 10) + "us"
+	if l.Calendar != rate.NoCalendar {
+		window = "calendar " + strconv.Itoa(int(l.Calendar))
+	}
+	return shortHash(l.Algorithm.String() + " per " + window)
 }
 
 var _ http.Handler = (*marker)(nil)

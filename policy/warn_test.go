@@ -312,6 +312,9 @@ func TestWarnNoneInShippedFiles(t *testing.T) {
 		if w := set.Warnings(); len(w) > 0 {
 			t.Errorf("%s has warnings:\n%s", f, lines(w))
 		}
+		if w := set.ServeWarnings(); len(w) > 0 {
+			t.Errorf("%s has warnings under sluice serve:\n%s", f, lines(w))
+		}
 	}
 }
 

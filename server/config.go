@@ -29,9 +29,9 @@ type generation struct {
 }
 
 // load reads every configuration file, and logs the policy file's
-// warnings at Warn: at start and on every reload, so that a file that
-// leaves requests unlimited is noticed where it is served. Its error wraps
-// ErrConfig when a file does not load.
+// warnings, and its ServeWarnings, at Warn: at start and on every reload,
+// so that a file that leaves requests unlimited is noticed where it is
+// served. Its error wraps ErrConfig when a file does not load.
 func (s *Server) load() (*generation, error) {
 	g := &generation{}
 	var errs []error
@@ -60,8 +60,12 @@ func (s *Server) load() (*generation, error) {
 		return nil, fmt.Errorf("%w: %w", ErrConfig, errors.Join(errs...))
 	}
 	if g.set != nil {
-		for _, w := range g.set.Warnings() {
-			s.log.Warn("policy file warning", "warning", w.String())
+		// The serve warnings too: nothing but the file's user section
+		// names users here (see build).
+		for _, ws := range [][]policy.Problem{g.set.Warnings(), g.set.ServeWarnings()} {
+			for _, w := range ws {
+				s.log.Warn("policy file warning", "warning", w.String())
+			}
 		}
 	}
 	return g, nil
@@ -123,7 +127,10 @@ func (s *Server) build(g *generation) {
 	if g.set == nil {
 		return
 	}
-	mw := httplimit.Middleware(g.set, s.st.store, httplimit.Options{Options: policy.Options{
+	// The user is the one the file's user section names, believed from
+	// trusted proxies only: no application runs in front of the
+	// middleware to call WithUser.
+	mw := httplimit.Middleware(g.set, s.st.store, httplimit.Options{Identify: g.set.UserOf, Options: policy.Options{
 		Clock:    s.clock,
 		Local:    s.local,
 		Observer: observer{s},
@@ -151,9 +158,10 @@ func (s *Server) build(g *generation) {
 // configuration keeps serving and the error (every problem as
 // file:line:col) is logged, counted in sluice_config_reloads_total and
 // returned. The new file's warnings (policy.Set.Warnings) are logged but
-// do not keep it from serving. Limits that did not change keep their
-// counters: store keys carry a hash of the limit. The store is chosen at
-// start: a changed store section is logged and needs a restart.
+// do not keep it from serving. Limits whose state still means the same
+// keep their counters (a window limit whose count changed included; see
+// package policy). The store is chosen at start: a changed store section
+// is logged and needs a restart.
 //
 // With TLS, Reload also reloads the certificate, key and client CA
 // files, apart: a bad policy file does not hold back a rotated

@@ -35,8 +35,11 @@
 // the generation they started on. A file that does not load leaves the
 // old configuration serving; the reason is logged (file:line:col) and
 // counted in sluice_config_reloads_total{result="failure"}. Counters
-// survive: store keys carry a hash of the limit, so an unchanged limit
-// keeps its state and a changed one starts afresh. The store itself, and
+// survive: a store key names the policy and its key, and a window limit's
+// (fixed_window, sliding_window, sliding_log) its algorithm and window, so
+// a changed count keeps the window's usage; a bucket's names the whole
+// limit, so a changed one starts afresh (see package policy). The store
+// itself, and
 // the local store that on_store_error: local falls back to, are made once
 // and shared by every generation; a change of the store section is
 // logged and waits for a restart. The concurrency limit (concurrency:

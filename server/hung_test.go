@@ -27,8 +27,11 @@ import (
 // the first probe.
 func TestHungRedisBreakerEnvoyDeadlines(t *testing.T) {
 	rs := redistest.Start(t)
+	// The policy file carries the store section; its one policy, on a
+	// path no request takes, is there because a file without policies is
+	// refused.
 	ts := startServer(t, `store: {redis: "redis://`+rs.Addr()+`/0", timeout: 200ms}
-policies: []`,
+policies: [{name: unused, match: /unused/, limits: ["1/s"]}]`,
 		Options{EnvoyConfigs: []string{"../examples/envoy/config"}})
 	br := ts.st.breaker
 	c, _ := envoyClient(t, ts)

@@ -380,6 +380,7 @@ func newTransport(timeout time.Duration) *http.Transport {
 // apart while the upstream answers, see keepHeaders.
 func (s *Server) reverseProxy(set *policy.Set) http.Handler {
 	resolver := set.ClientIP()
+	userHeader := set.UserHeader()
 	target := s.target
 	preserveHost := s.o.PreserveHost
 	rp := &httputil.ReverseProxy{
@@ -396,6 +397,12 @@ func (s *Server) reverseProxy(set *policy.Set) http.Handler {
 				if forwardingHeader(name) && (!trusted || strings.IndexByte(name, '_') >= 0) {
 					delete(out.Header, name)
 				}
+			}
+			if userHeader != "" && !trusted {
+				// The user's name is an authentication proxy's word, as
+				// the policies read it: a client's own is not passed on
+				// for the upstream to believe.
+				out.Header.Del(userHeader)
 			}
 			setForwarded(out.Header, in, peer, trusted)
 		},

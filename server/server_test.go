@@ -103,6 +103,23 @@ func TestReloadByCall(t *testing.T) {
 	}
 }
 
+// A reload to a file whose policies list is empty (a template's unset
+// value) would lift every limit: it fails, at the list's line, and the
+// old limits keep serving.
+func TestReloadToEmptyPoliciesFails(t *testing.T) {
+	up := newUpstream(t)
+	ts := startServer(t, limit3, Options{Upstream: up.URL})
+	for _, empty := range []string{"policies:\n", "prefix: sluice\npolicies: []\n"} {
+		writeFile(t, ts.dir, "sluice.yaml", empty)
+		if err := ts.Reload(context.Background()); !errors.Is(err, ErrConfig) || !strings.Contains(err.Error(), "the policies list is empty") {
+			t.Errorf("Reload to %q: %v, want ErrConfig: the policies list is empty", empty, err)
+		}
+	}
+	if got := []int{ts.status("/"), ts.status("/"), ts.status("/"), ts.status("/")}; got[3] != 429 {
+		t.Errorf("after the failed reloads: %v, want the old 3/m", got)
+	}
+}
+
 // store.max_keys bounds the memory store: a flood of client addresses
 // past it evicts old keys, which /metrics counts, and the store never
 // holds more.
@@ -174,8 +191,10 @@ policies:
 		`sluice_decisions_total{policy="api",result="allowed"} 2`,
 		`sluice_decisions_total{policy="api",result="refused"} 2`,
 		`sluice_decisions_total{policy="trial",result="allowed"} 1`,
-		`sluice_decisions_total{policy="trial",result="shadow_refused"} 3`,
-		`sluice_refused_ratio 0.25`,
+		// The shadow policy is decided only for the 2 requests api let
+		// through: 6 decisions, 2 refusing.
+		`sluice_decisions_total{policy="trial",result="shadow_refused"} 1`,
+		`sluice_refused_ratio 0.333`,
 		`sluice_store_latency_seconds_count{store="memory"} `,
 		`sluice_config_reloads_total{result="failure"} 0`,
 		`sluice_memory_keys{store="memory"} 2`, // api and trial, one client
@@ -205,8 +224,8 @@ policies:
 	for _, p := range live.Policies {
 		got[p.Policy] = [2]int64{p.Passed, p.Refused}
 	}
-	if got["api"] != [2]int64{2, 2} || got["trial"] != [2]int64{4, 0} {
-		t.Errorf("dashboard live counts %v; want api 2 passed 2 refused, trial 4 passed (shadow refusals pass)", got)
+	if got["api"] != [2]int64{2, 2} || got["trial"] != [2]int64{2, 0} {
+		t.Errorf("dashboard live counts %v; want api 2 passed 2 refused, trial 2 passed (shadow refusals pass)", got)
 	}
 	if resp, _ := get(t, admin, "/debug/pprof/"); resp.StatusCode != 404 {
 		t.Errorf("pprof without Options.Pprof: %d", resp.StatusCode)

@@ -43,7 +43,9 @@ policies:
     match: {authenticated: false}
     key: user
     limits: ["3/m"]
-`, []string{ts.o.ConfigFile + `:5:10: key user of policy \"api\" never applies`}},
+`, []string{ts.o.ConfigFile + `:5:10: key user of policy \"api\" never applies`,
+			// The file has no user section: every request is anonymous.
+			ts.o.ConfigFile + `:2:1: policy \"api\" keys by user or matches authenticated, but the file has no user section`}},
 	}
 	for i, st := range steps {
 		if i > 0 {

@@ -24,7 +24,10 @@ A policy file that loads may still hold what is likely not meant, such as
 a policy that leaves some requests unlimited (no limits for a plan, a key
 that needs a header or form field some requests lack). Each is printed as
 file:line:col: warning: message; warnings alone leave the exit code 0,
-unless --strict is given.
+unless --strict is given. What holds only under sluice serve (a policy on
+the user with no user section to name it: an application may name it
+itself) is printed as file:line:col: warning (sluice serve): message, and
+--strict leaves it out.
 
 Examples:
 
@@ -34,8 +37,10 @@ Examples:
 
 Flags:
 
-  --envoy PATH   an Envoy rate limit configuration file, or a directory of
-                 .yaml files; repeatable
+  --envoy PATH   an Envoy rate limit configuration file, or a directory
+                 whose files are all read, recursively, but for names
+                 starting with a dot, as the reference reads them;
+                 repeatable
   --strict       exit 1 when the policy file has warnings too
   --help         show this help
 
@@ -86,6 +91,12 @@ func runCheck(_ context.Context, args []string, stdout, stderr io.Writer) int {
 		} else {
 			for _, w := range set.Warnings() {
 				fmt.Fprintf(stderr, "%s:%d:%d: warning: %s\n", w.File, w.Line, w.Column, w.Message)
+			}
+			// What holds only under sluice serve, where no application
+			// names the user: a library reading the file may name it
+			// itself, so --strict does not count these.
+			for _, w := range set.ServeWarnings() {
+				fmt.Fprintf(stderr, "%s:%d:%d: warning (sluice serve): %s\n", w.File, w.Line, w.Column, w.Message)
 			}
 			fmt.Fprintf(stdout, "%s: OK: %s\n", files[0], summarize(set))
 			if *strict && len(set.Warnings()) > 0 {
@@ -144,7 +155,7 @@ func summarize(set *policy.Set) string {
 	default:
 		s += ", store: memory"
 	}
-	if n := len(set.Warnings()); n > 0 {
+	if n := len(set.Warnings()) + len(set.ServeWarnings()); n > 0 {
 		s += fmt.Sprintf(", %d warning%s", n, plural(n))
 	}
 	return s

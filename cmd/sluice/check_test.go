@@ -46,3 +46,31 @@ func TestCheckWarning(t *testing.T) {
 		t.Errorf("examples/sluice.yaml --strict: exit %d, stderr %q", code, stderr)
 	}
 }
+
+// A policy on the user with no user section loads, with a warning that
+// holds under sluice serve alone (an application may name the user
+// itself): printed as such, and left out of --strict.
+func TestCheckServeWarning(t *testing.T) {
+	f := filepath.Join(t.TempDir(), "users.yaml")
+	err := os.WriteFile(f, []byte(`policies:
+  - name: signed-in
+    match: {authenticated: true}
+    key: user
+    limits: ["10/s"]
+`), 0o644)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, args := range [][]string{{"check", f}, {"check", "--strict", f}} {
+		code, stdout, stderr := runCLI(t, args...)
+		if code != 0 {
+			t.Errorf("%q: exit %d, want 0", args, code)
+		}
+		if want := f + ":1:1: warning (sluice serve): policy \"signed-in\""; !strings.HasPrefix(stderr, want) || strings.Count(stderr, "\n") != 1 {
+			t.Errorf("%q: stderr %q, want one line starting %q", args, stderr, want)
+		}
+		if !strings.HasSuffix(stdout, ", 1 warning\n") {
+			t.Errorf("%q: stdout %q, want the warning counted", args, stdout)
+		}
+	}
+}
