@@ -379,6 +379,9 @@ func (f *Fallback) DecideAllSource(ctx context.Context, reqs []rate.Request, out
 			return rate.Decision{}, SourcePrimary, err
 		}
 	}
+	if err := rate.CheckGroup(reqs); err != nil {
+		return rate.Decision{}, SourcePrimary, err
+	}
 	if err := ctx.Err(); err != nil {
 		return rate.Decision{}, SourcePrimary, err
 	}

@@ -395,3 +395,28 @@ func TestFallbackPartitionsEightUnnamed(t *testing.T) {
 type unnamed struct{ *manyServers }
 
 func (u *unnamed) FailedPartition(error) int { return 0 }
+
+// A group whose requests of one key under one limit add up past its
+// capacity can never pass: it is the caller's error, in every mode and
+// whether the primary is up or down, and reaches no store.
+func TestFallbackGroupPastCapacity(t *testing.T) {
+	one := rate.Limit{Algorithm: rate.GCRA, Count: 1, Period: time.Second}
+	reqs := []rate.Request{{Key: "k", Limit: one, Cost: 1}, {Key: "k", Limit: one, Cost: 1}}
+	for _, mode := range []sluice.FailureMode{sluice.FailOpen, sluice.FailClosed, sluice.FailLocal, sluice.FailError} {
+		for _, down := range []bool{false, true} {
+			f, b, _, _ := setup(t, sluice.FallbackOptions{Mode: mode})
+			if down {
+				b.state.Store(1)
+				f.Decide(context.Background(), rate.Request{Key: "other", Limit: tenPerMinute, Cost: 1})
+			}
+			calls := b.calls.Load()
+			_, _, err := f.DecideAllSource(context.Background(), reqs, make([]rate.Decision, 2))
+			if !errors.Is(err, rate.ErrCostExceedsCapacity) {
+				t.Errorf("%v, primary down %v: %v, want ErrCostExceedsCapacity", mode, down, err)
+			}
+			if b.calls.Load() != calls {
+				t.Errorf("%v, primary down %v: the group reached the primary", mode, down)
+			}
+		}
+	}
+}

@@ -27,6 +27,9 @@ type Store interface {
 	// is what is left without this request. A key may appear more than
 	// once: each of its requests is decided on the state the ones before
 	// it left, as if they had been admitted (the memory and Redis stores
-	// both do so).
+	// both do so). Requests of one key under one limit whose costs add up
+	// past its capacity can never pass together: that is an error
+	// wrapping [rate.ErrCostExceedsCapacity] (see [rate.CheckGroup]), not
+	// a refusal with a wait.
 	DecideAll(ctx context.Context, reqs []rate.Request, out []rate.Decision) (rate.Decision, error)
 }

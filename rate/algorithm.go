@@ -20,7 +20,9 @@ const (
 	TokenBucket
 	// LeakyBucket shapes traffic: it admits requests into a queue of Burst
 	// places drained at Count per Period, and tells each request the Delay
-	// it must wait for its turn.
+	// it must wait for its turn. A request waits for the first of its
+	// places only, so with a MaxDelay a request of cost c can pass where
+	// Decision.Remaining, which counts unit requests, is below c.
 	LeakyBucket
 	// FixedWindow counts requests in windows of Period aligned to the Unix
 	// epoch (so a day is a UTC day), or in UTC calendar months.

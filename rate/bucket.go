@@ -78,7 +78,7 @@ func (l *Limit) gcra(s *State, now, cost, maxDelay int64, next *State, out *Deci
 	var delay int64
 	if l.Algorithm == LeakyBucket {
 		delay = base.ceilSub(pt{now, 0})
-		if maxDelay > 0 && delay > maxDelay {
+		if maxDelay >= 0 && delay > maxDelay {
 			l.gcraRefuse(s, now, at, cost, maxDelay, next, out)
 			return
 		}
@@ -93,7 +93,7 @@ func (l *Limit) gcra(s *State, now, cost, maxDelay int64, next *State, out *Deci
 	if debt > 0 {
 		remaining -= int64(uint64(debt+t-1) / uint64(t))
 	}
-	if maxDelay > 0 && l.Algorithm == LeakyBucket {
+	if maxDelay >= 0 {
 		remaining = turnsBy(nt, now+maxDelay, n, t, remaining)
 	}
 	out.set(true, b, remaining, dur(max(0, nt.ceilSub(pt{now, 0}))), 0, dur(delay))
@@ -116,17 +116,23 @@ func (l *Limit) gcraRefuse(s *State, now, at, cost, maxDelay int64, next *State,
 	// A leaky_bucket's turn longer than the caller waits is refused until
 	// it is short enough.
 	var wait int64
-	if l.Algorithm == LeakyBucket && maxDelay > 0 {
+	if maxDelay >= 0 {
 		wait = max(0, base.ceilSub(pt{now, 0})-maxDelay)
 	}
 	nt := base.addTicks(cost*t, n)
 	full := pt{at, 0}.addTicks(b*t, n) // at + B·I
 	remaining := remainingTicks(full, base, n, t)
-	if maxDelay > 0 && l.Algorithm == LeakyBucket {
+	if maxDelay >= 0 {
 		remaining = turnsBy(base, now+maxDelay, n, t, remaining)
 	}
-	out.set(false, b, remaining,
-		dur(max(0, tat.ceilSub(pt{now, 0}))), dur(max(wait, nt.ceilSub(full)+at-now)), 0)
+	// A request beyond the capacity passes once the latest time seen has
+	// moved on by ⌈next − full⌉. One within it waits only for its turn: a
+	// step before the latest time seen is taken at that time, so waiting
+	// until then adds no room.
+	if full.less(nt) {
+		wait = max(wait, nt.ceilSub(full)+at-now)
+	}
+	out.set(false, b, remaining, dur(max(0, tat.ceilSub(pt{now, 0}))), dur(wait), 0)
 	keep(s, next)
 }
 

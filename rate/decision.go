@@ -20,7 +20,10 @@ type Decision struct {
 	// Remaining is how many more units of cost would pass right now, after
 	// this decision. It is never negative. For a leaky_bucket decided with a
 	// MaxDelay, it counts only the places in the queue whose turn comes
-	// within that delay.
+	// within that delay: how many unit requests would still pass, one after
+	// another. It is not the largest single cost that would: a request
+	// waits only for its own turn, the first of its places, so one of a
+	// larger cost can pass (a cost of 4 where Remaining is 2).
 	Remaining int64
 	// ResetAfter is how long until the key's state is back to fresh (a full
 	// bucket, an empty window) if nothing else arrives.
@@ -58,8 +61,10 @@ type Request struct {
 	Cost int64
 	// MaxDelay, if positive, is the longest a caller will wait for a
 	// leaky_bucket's Delay: a request that would be delayed longer is
-	// refused (a look, of cost 0, never is). Other algorithms never delay
-	// and ignore it.
+	// refused (a look, of cost 0, never is). Zero or less sets no bound
+	// beyond the queue's capacity; a positive MaxDelay under 1µs (a Delay is
+	// whole microseconds) admits only a request with no Delay. Other
+	// algorithms never delay and ignore it.
 	MaxDelay time.Duration
 }
 
@@ -83,6 +88,63 @@ func (r Request) Check() error {
 		return fmt.Errorf("key %q: %w %d", r.Key, ErrNegativeCost, r.Cost)
 	case r.Cost > r.Limit.Capacity():
 		return fmt.Errorf("key %q: %w: cost %d, capacity %d (%v)", r.Key, ErrCostExceedsCapacity, r.Cost, r.Limit.Capacity(), r.Limit)
+	}
+	return nil
+}
+
+// CheckGroup reports whether requests decided together, all or nothing
+// (a store's DecideAll), can ever pass, given that each passes Check.
+// Requests with the same Key and the same Limit are stepped each on the
+// state the previous left, so together they take the sum of their costs
+// from one capacity: a sum larger than the capacity would be refused
+// forever, with a RetryAfter that only ever leads to another refusal, so
+// it is an error that wraps ErrCostExceedsCapacity, as one such cost is.
+// One Key under different Limits is checked limit by limit.
+func CheckGroup(reqs []Request) error {
+	for j := range reqs {
+		if first(reqs, j) {
+			if err := checkSum(reqs, j); err != nil {
+				return err
+			}
+		}
+	}
+	return nil
+}
+
+// first reports whether reqs[j] is the first request with its Key and
+// Limit.
+func first(reqs []Request, j int) bool {
+	for k := range j {
+		if reqs[k].Key == reqs[j].Key && sameLimit(&reqs[k].Limit, &reqs[j].Limit) {
+			return false
+		}
+	}
+	return true
+}
+
+// sameLimit reports whether a and b are one limit, a Burst of zero and
+// one of Count alike.
+func sameLimit(a, b *Limit) bool {
+	return a.Algorithm == b.Algorithm && a.Count == b.Count && a.Period == b.Period &&
+		a.Calendar == b.Calendar && a.Capacity() == b.Capacity()
+}
+
+// checkSum checks the costs of reqs[j] and of the requests after it with
+// its Key and Limit against the limit's capacity. It stops as soon as the
+// sum is over the capacity, so the sum cannot overflow.
+func checkSum(reqs []Request, j int) error {
+	r := &reqs[j]
+	capacity := r.Limit.Capacity()
+	sum, n := int64(0), 0
+	for k := j; k < len(reqs); k++ {
+		if reqs[k].Key != r.Key || !sameLimit(&reqs[k].Limit, &r.Limit) {
+			continue
+		}
+		sum += reqs[k].Cost
+		n++
+		if sum > capacity {
+			return fmt.Errorf("key %q: %w: %d requests whose costs add up to %d, capacity %d (%v)", r.Key, ErrCostExceedsCapacity, n, sum, capacity, r.Limit)
+		}
 	}
 	return nil
 }
@@ -118,9 +180,16 @@ func MostRestrictive(ds []Decision) int {
 
 // Combine folds the decisions of several limits applied to one request
 // into one: Allowed only if all allow; RetryAfter and Delay the longest (the
-// wait after which every limit lets the request pass); Limit, Remaining and
-// ResetAfter from the most restrictive decision. Combining no decisions
-// gives an allowed, empty Decision.
+// wait after which every limit lets the request pass); Remaining the least
+// (a unit passes only if every limit lets it); Limit and ResetAfter from
+// the most restrictive decision. Combining no decisions gives an allowed,
+// empty Decision.
+//
+// When all allow, the most restrictive decision has the least Remaining.
+// When some refuse, the most restrictive is the longest wait, and another
+// limit (a shorter wait) may have less left: a window with 3 units left
+// refuses a cost of 5 for a minute while a bucket, empty, lets nothing
+// pass for a second. Remaining is then 0, not the window's 3.
 func Combine(ds []Decision) Decision {
 	i := MostRestrictive(ds)
 	if i < 0 {
@@ -130,6 +199,7 @@ func Combine(ds []Decision) Decision {
 	for _, d := range ds {
 		out.Allowed = out.Allowed && d.Allowed
 		out.RetryAfter = max(out.RetryAfter, d.RetryAfter)
+		out.Remaining = min(out.Remaining, d.Remaining)
 		out.Delay = max(out.Delay, d.Delay)
 	}
 	if !out.Allowed {

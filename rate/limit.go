@@ -8,6 +8,7 @@ import (
 	"strconv"
 	"strings"
 	"time"
+	"unicode"
 )
 
 // Calendar says whether a limit's windows follow the calendar rather than a
@@ -365,11 +366,17 @@ var ErrSyntax = errors.New("invalid limit")
 //	20/s burst 40
 //	token_bucket 20/s burst 40
 //
-// An optional algorithm name comes first (default gcra); units are s, m
-// (minute), h, d and month, also spelt sec, second, min, minute, hour,
-// day; "per" takes a duration such as 10s or 2d. A monthly limit is a
-// fixed_window over UTC calendar months: "10000/month" means fixed_window
-// even without the name. The result is validated.
+// An optional algorithm name comes first (default gcra). After "/" comes
+// a unit: s, m (minute), h, d or month, also spelt sec, second, min,
+// minute, hour, day, mo (and their plurals), or ms or us; or a duration
+// that starts with its number, as after "per": 10/10s is 10 per 10s, but
+// 10/h30m is an error. After "per" comes a duration such as 10s, 1m30s or
+// 2d (days, then optionally a Go duration: 1d12h), written as one word,
+// or a unit as after "/": 60 per minute. Counts and bursts are whole
+// numbers written in digits, which single underscores may group (1_000).
+// A monthly limit is a fixed_window over UTC calendar months:
+// "10000/month" means fixed_window even without the name. The result is
+// validated.
 func ParseLimit(s string) (Limit, error) {
 	fields := strings.Fields(strings.ReplaceAll(s, "/", " / "))
 	var l Limit
@@ -394,29 +401,30 @@ func ParseLimit(s string) (Limit, error) {
 		return fail("count: %v", err)
 	}
 	l.Count = count
-	switch fields[1] {
-	case "/":
-		if fields[2] == "month" || fields[2] == "mo" {
+	switch u := fields[2]; fields[1] {
+	case "/", "per":
+		if isMonth(u) {
 			l.Calendar = Month
 			break
 		}
-		d, ok := unitDuration(fields[2])
-		if !ok {
-			if d, err = parsePeriod(fields[2]); err != nil {
-				if d, err = parsePeriod("1" + fields[2]); err != nil {
-					return fail("unknown unit %q (want s, m, h, d, month or a duration like 10s)", fields[2])
-				}
+		d, ok := unitDuration(u)
+		switch {
+		case ok:
+		case isLetters(u):
+			// A unit of Go's (10/ms is 10 per 1ms), but not one with a
+			// number inside: 10/h30m is neither 10/h nor 10 per 1h30m.
+			if d, err = parsePeriod("1" + u); err != nil {
+				return fail("unknown unit %q (want s, m, h, d, month or a duration like 10s)", u)
 			}
-		}
-		l.Period = d
-	case "per":
-		if fields[2] == "month" {
-			l.Calendar = Month
-			break
-		}
-		d, ok := unitDuration(fields[2])
-		if !ok {
-			if d, err = parsePeriod(fields[2]); err != nil {
+		default:
+			if d, err = parsePeriod(u); err != nil {
+				if len(fields) > 3 && isDigits(u) && isLetters(fields[3]) {
+					// 10 per 2 seconds: the number and its unit apart.
+					return fail("period %q: write the number and its unit as one word, e.g. %s per %s%s", strings.Join(fields[2:4], " "), fields[0], u, shortUnit(fields[3]))
+				}
+				if fields[1] == "/" && !errors.Is(err, errTooLong) {
+					return fail("unknown unit %q (want s, m, h, d, month or a duration like 10s)", u)
+				}
 				return fail("period: %v", err)
 			}
 		}
@@ -447,7 +455,12 @@ func ParseLimit(s string) (Limit, error) {
 	return l, nil
 }
 
+// parseCount reads a count or a burst: digits, which single underscores
+// may group (1_000), or a negative number, refused as below 1.
 func parseCount(s string) (int64, error) {
+	if !validCount(s) {
+		return 0, fmt.Errorf("%q is not a whole number", s)
+	}
 	n, err := strconv.ParseInt(strings.ReplaceAll(s, "_", ""), 10, 64)
 	if err != nil {
 		var ne *strconv.NumError
@@ -460,6 +473,58 @@ func parseCount(s string) (int64, error) {
 		return 0, fmt.Errorf("must be at least 1, got %d", n)
 	}
 	return n, nil
+}
+
+// validCount reports whether s is digits, with an optional leading minus,
+// where every underscore stands between two digits.
+func validCount(s string) bool {
+	s = strings.TrimPrefix(s, "-")
+	for i := range len(s) {
+		switch c := s[i]; {
+		case c >= '0' && c <= '9':
+		case c == '_' && i > 0 && i < len(s)-1 && s[i-1] != '_' && s[i+1] != '_':
+		default:
+			return false
+		}
+	}
+	return s != ""
+}
+
+// isMonth reports whether u names a calendar month.
+func isMonth(u string) bool { return u == "month" || u == "months" || u == "mo" }
+
+// isLetters reports whether u is letters only (a unit such as ms or µs).
+func isLetters(u string) bool {
+	for _, r := range u {
+		if !unicode.IsLetter(r) {
+			return false
+		}
+	}
+	return u != ""
+}
+
+// shortUnit returns the letter that abbreviates unit u, or s if u is none
+// of s, m, h and d.
+func shortUnit(u string) string {
+	switch d, _ := unitDuration(u); d {
+	case time.Minute:
+		return "m"
+	case time.Hour:
+		return "h"
+	case 24 * time.Hour:
+		return "d"
+	}
+	return "s"
+}
+
+// isDigits reports whether u is ASCII digits only.
+func isDigits(u string) bool {
+	for i := range len(u) {
+		if u[i] < '0' || u[i] > '9' {
+			return false
+		}
+	}
+	return u != ""
 }
 
 func unitDuration(u string) (time.Duration, bool) {
@@ -476,6 +541,10 @@ func unitDuration(u string) (time.Duration, bool) {
 	return 0, false
 }
 
+// errTooLong is parsePeriod's error for a period past the longest a limit
+// may have, MaxExact µs (2^52 µs, a little over 52124 days).
+var errTooLong = errors.New("is too long (at most 2^52µs, about 52124d)")
+
 // parsePeriod reads a Go duration that may also use d for days: 10s, 1m30s,
 // 2d, 1d12h.
 func parsePeriod(text string) (time.Duration, error) {
@@ -483,8 +552,11 @@ func parsePeriod(text string) (time.Duration, error) {
 	var days int64
 	if i := strings.IndexByte(s, 'd'); i > 0 {
 		n, err := strconv.ParseInt(s[:i], 10, 64)
-		if err != nil || n < 0 || n > int64(MaxExact/(24*time.Hour/time.Microsecond)) {
+		if err != nil || n < 0 {
 			return 0, fmt.Errorf("invalid duration %q", text)
+		}
+		if n > int64(MaxExact/(24*time.Hour/time.Microsecond)) {
+			return 0, fmt.Errorf("%s %w", text, errTooLong)
 		}
 		days, s = n, s[i+1:]
 		if s == "" {
@@ -495,8 +567,11 @@ func parsePeriod(text string) (time.Duration, error) {
 	// After the days, a negative duration (1d-12h) is refused, as
 	// ParseDuration refuses 1h-30m, and so is a sum past the largest
 	// Duration, which would wrap.
-	if err != nil || days > 0 && (d < 0 || d > math.MaxInt64-time.Duration(days)*24*time.Hour) {
+	if err != nil || days > 0 && d < 0 {
 		return 0, fmt.Errorf("invalid duration %q", text)
+	}
+	if days > 0 && d > math.MaxInt64-time.Duration(days)*24*time.Hour {
+		return 0, fmt.Errorf("%s %w", text, errTooLong)
 	}
 	return time.Duration(days)*24*time.Hour + d, nil
 }

@@ -31,6 +31,13 @@ func TestParseLimit(t *testing.T) {
 		{"10/10s", Limit{Count: 10, Period: 10 * time.Second}, "gcra 10 per 10s"},
 		{"1_000/h", Limit{Count: 1000, Period: time.Hour}, "gcra 1000/h"},
 		{"5/ms", Limit{Count: 5, Period: time.Millisecond}, "gcra 5 per 1ms"},
+		{"10/2d", Limit{Count: 10, Period: 48 * time.Hour}, "gcra 10 per 2d"},
+		{"10 per mo", Limit{Algorithm: FixedWindow, Count: 10, Calendar: Month}, "fixed_window 10/month"},
+		{"10/mo", Limit{Algorithm: FixedWindow, Count: 10, Calendar: Month}, "fixed_window 10/month"},
+		{"10 per months", Limit{Algorithm: FixedWindow, Count: 10, Calendar: Month}, "fixed_window 10/month"},
+		{"10 per ms", Limit{Count: 10, Period: time.Millisecond}, "gcra 10 per 1ms"},
+		{"1_000_000/h", Limit{Count: 1_000_000, Period: time.Hour}, "gcra 1000000/h"},
+		{"1 per 52124d", Limit{Count: 1, Period: 52124 * 24 * time.Hour}, "gcra 1 per 52124d"},
 	}
 	for _, tt := range tests {
 		got, err := ParseLimit(tt.in)
@@ -62,7 +69,7 @@ func TestParseLimitErrors(t *testing.T) {
 		{"10 per 1ns", "whole number of microseconds"},
 		// Days and a duration that together pass time.Duration's
 		// 292 years, and a negative duration after the days.
-		{"1 per 52124d2562047h", "invalid duration"},
+		{"1 per 52124d2562047h", "is too long"},
 		{"10 per 1d-12h", "invalid duration"},
 		{"ten/s", "neither a count nor an algorithm"},
 		{"10/s burst 0", "burst: must be at least 1"},
@@ -75,6 +82,21 @@ func TestParseLimitErrors(t *testing.T) {
 		{"sliding_log 100000/h", "at most 65536"},
 		{"10 fish", "want COUNT/UNIT"},
 		{"10 x s", "want / or per"},
+		// "/" takes a unit or a duration that starts with its number: a
+		// unit followed by more is neither.
+		{"10/h30m", "unknown unit \"h30m\""},
+		{"10/2month", "unknown unit"},
+		// A period's number and unit are one word.
+		{"10 per 2 seconds", "write the number and its unit as one word, e.g. 10 per 2s"},
+		{"10 per 10 s", "e.g. 10 per 10s"},
+		{"10 per 3 minutes", "e.g. 10 per 3m"},
+		// Underscores only between digits, and no plus sign.
+		{"1__0/s", "not a whole number"},
+		{"10_/s", "not a whole number"},
+		{"_10/s", "neither a count nor an algorithm"},
+		{"10/s burst +5", "burst: \"+5\" is not a whole number"},
+		{"10/s burst 1__0", "burst: \"1__0\" is not a whole number"},
+		{"1 per 52125d", "52125d is too long"},
 	}
 	for _, tt := range tests {
 		_, err := ParseLimit(tt.in)
@@ -235,6 +257,75 @@ func TestCombine(t *testing.T) {
 	delayed := Decision{Allowed: true, Limit: 4, Delay: 2 * time.Second}
 	if got := Combine([]Decision{perSecond, delayed}); got.Delay != 2*time.Second {
 		t.Fatalf("delay lost: %v", got)
+	}
+}
+
+// The longest refusal need not have the least left: Combine's Remaining
+// is what passes under every limit.
+func TestCombineRemaining(t *testing.T) {
+	window := Limit{Algorithm: FixedWindow, Count: 10, Period: time.Minute}
+	bucket := Limit{Algorithm: GCRA, Count: 1, Period: time.Second, Burst: 1}
+	now := int64(1_700_000_040) * sec // the start of a minute
+	sw, _ := window.Step(State{}, now, 7)
+	sb, _ := bucket.Step(State{}, now, 1)
+	_, dw := window.Step(sw, now, 5) // 7 + 5 > 10: refused until the minute ends
+	_, db := bucket.Step(sb, now, 1) // empty: refused for a second
+	got := Combine([]Decision{dw, db})
+	want := Decision{Limit: 10, Remaining: 0, ResetAfter: time.Minute, RetryAfter: time.Minute}
+	if dw.Remaining != 3 || db.Remaining != 0 || got != want {
+		t.Fatalf("window %v, bucket %v: combined %v, want %v", dw, db, got, want)
+	}
+}
+
+func TestCheckGroup(t *testing.T) {
+	gcra := Limit{Algorithm: GCRA, Count: 1, Period: time.Second, Burst: 1}
+	window := Limit{Algorithm: FixedWindow, Count: 3, Period: time.Hour}
+	bucket := Limit{Algorithm: GCRA, Count: 4, Period: time.Second}
+	tests := []struct {
+		name  string
+		reqs  []Request
+		never bool
+	}{
+		{"one key, 1 + 1 of 1", []Request{{Key: "k", Limit: gcra, Cost: 1}, {Key: "k", Limit: gcra, Cost: 1}}, true},
+		{"one key, 2 + 2 of 3", []Request{{Key: "w", Limit: window, Cost: 2}, {Key: "w", Limit: window, Cost: 2}}, true},
+		{"one key among others, 2 + 2 of 3", []Request{{Key: "w", Limit: window, Cost: 2}, {Key: "b", Limit: bucket, Cost: 1}, {Key: "w", Limit: window, Cost: 2}}, true},
+		{"burst 0 is burst 4: 2 + 3 of 4", []Request{{Key: "b", Limit: bucket, Cost: 2}, {Key: "b", Limit: Limit{Count: 4, Period: time.Second, Burst: 4}, Cost: 3}}, true},
+		{"one key, 1 + 2 of 3", []Request{{Key: "w", Limit: window, Cost: 1}, {Key: "w", Limit: window, Cost: 2}}, false},
+		{"one key, 1 + 1 + 1 + 1 of 4", []Request{{Key: "b", Limit: bucket, Cost: 1}, {Key: "b", Limit: bucket, Cost: 1}, {Key: "b", Limit: bucket, Cost: 1}, {Key: "b", Limit: bucket, Cost: 1}}, false},
+		{"two keys, 1 + 1 of 1 each", []Request{{Key: "a", Limit: gcra, Cost: 1}, {Key: "b", Limit: gcra, Cost: 1}}, false},
+		{"one key, two limits", []Request{{Key: "k", Limit: gcra, Cost: 1}, {Key: "k", Limit: window, Cost: 3}}, false},
+		{"looks", []Request{{Key: "k", Limit: gcra, Cost: 1}, {Key: "k", Limit: gcra}, {Key: "k", Limit: gcra}}, false},
+		{"none", nil, false},
+	}
+	for _, tt := range tests {
+		err := CheckGroup(tt.reqs)
+		if tt.never && !errors.Is(err, ErrCostExceedsCapacity) {
+			t.Errorf("%s: %v, want ErrCostExceedsCapacity", tt.name, err)
+		}
+		if !tt.never && err != nil {
+			t.Errorf("%s: %v, want nil", tt.name, err)
+		}
+	}
+}
+
+// Two requests on one key that cannot pass together, decided as the
+// stores decide a group (each on the state the one before it left), are
+// refused however long they wait: CheckGroup refuses them up front.
+func TestCheckGroupNeverPasses(t *testing.T) {
+	l := Limit{Algorithm: GCRA, Count: 1, Period: time.Second, Burst: 1}
+	reqs := []Request{{Key: "k", Limit: l, Cost: 1}, {Key: "k", Limit: l, Cost: 1}}
+	now := int64(1_700_000_000) * sec
+	for range 3 {
+		n1, d1 := l.Step(State{}, now, 1)
+		_, d2 := l.Step(n1, now, 1)
+		d := Combine([]Decision{d1, d2})
+		if d.Allowed {
+			t.Fatalf("1 + 1 of a burst of 1 passed: %v", d)
+		}
+		now += micros(d.RetryAfter)
+	}
+	if err := CheckGroup(reqs); !errors.Is(err, ErrCostExceedsCapacity) {
+		t.Fatalf("CheckGroup: %v, want ErrCostExceedsCapacity", err)
 	}
 }
 

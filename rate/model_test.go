@@ -189,3 +189,93 @@ func expect(l Limit, m model, now, cost int64) Decision {
 	d.ResetAfter = dur(searchWait(now, horizon, func(t int64) bool { return m.remaining(t) == capacity }))
 	return d
 }
+
+// clockedBucket is the bucket algorithms (gcra, token_bucket, leaky_bucket)
+// as a token bucket holding a real number of tokens, decided at
+// max(now, latest time seen) and forgetting the latest time when full (as
+// a fresh state does): unlike bucketModel, it follows a clock that goes
+// back, and a leaky_bucket's MaxDelay.
+type clockedBucket struct {
+	leaky   bool
+	n, t, b int64
+	tokens  *big.Rat
+	last    int64 // latest time seen; -1 when fresh
+}
+
+func newClockedBucket(l Limit) *clockedBucket {
+	return &clockedBucket{leaky: l.Algorithm == LeakyBucket, n: l.Count, t: l.periodMicros(), b: l.burst(), tokens: big.NewRat(l.burst(), 1), last: -1}
+}
+
+func (m *clockedBucket) level(x int64) *big.Rat {
+	v := new(big.Rat).Set(m.tokens)
+	if m.last >= 0 && x > m.last {
+		v.Add(v, big.NewRat((x-m.last)*m.n, m.t))
+	}
+	if v.Cmp(big.NewRat(m.b, 1)) > 0 {
+		v.SetInt64(m.b)
+	}
+	return v
+}
+
+func (m *clockedBucket) atOf(now int64) int64 { return max(now, m.last) }
+
+// tat returns when (real) the queue drains, seen at now: at + missing·I.
+func (m *clockedBucket) tat(now int64) *big.Rat {
+	at := m.atOf(now)
+	miss := new(big.Rat).Sub(big.NewRat(m.b, 1), m.level(at))
+	miss.Mul(miss, big.NewRat(m.t, m.n))
+	return miss.Add(miss, big.NewRat(at, 1))
+}
+
+func (m *clockedBucket) delay(now int64) int64 {
+	d := new(big.Rat).Sub(m.tat(now), big.NewRat(now, 1))
+	return max(0, ceilRat(d))
+}
+
+func (m *clockedBucket) allows(now, cost, maxDelay int64) bool {
+	if m.level(m.atOf(now)).Cmp(big.NewRat(cost, 1)) < 0 {
+		return false
+	}
+	if m.leaky && maxDelay > 0 && m.delay(now) > maxDelay {
+		return false
+	}
+	return true
+}
+
+func (m *clockedBucket) admit(now, cost int64) {
+	at := m.atOf(now)
+	lv := m.level(at)
+	lv.Sub(lv, big.NewRat(cost, 1))
+	if lv.Cmp(big.NewRat(m.b, 1)) == 0 {
+		m.tokens, m.last = lv, -1
+		return
+	}
+	m.tokens, m.last = lv, at
+}
+
+func (m *clockedBucket) remaining(now, maxDelay int64) int64 {
+	r := floorRat(m.level(m.atOf(now)))
+	if !m.leaky || maxDelay <= 0 {
+		return r
+	}
+	// Unit j (j = 1..r) queued now starts at tat + (j−1)·I.
+	k := int64(0)
+	for j := int64(1); j <= r; j++ {
+		turn := new(big.Rat).Add(m.tat(now), big.NewRat((j-1)*m.t, m.n))
+		if turn.Cmp(big.NewRat(now+maxDelay, 1)) > 0 {
+			break
+		}
+		k++
+	}
+	return k
+}
+
+func (m *clockedBucket) reset(now int64) int64 {
+	if m.last < 0 {
+		return 0
+	}
+	if m.level(m.atOf(now)).Cmp(big.NewRat(m.b, 1)) == 0 {
+		return 0
+	}
+	return max(0, ceilRat(new(big.Rat).Sub(m.tat(now), big.NewRat(now, 1))))
+}

@@ -526,3 +526,79 @@ func fleetMost(w Limit, admitted []arrival) int64 {
 	}
 	return most
 }
+
+// Random limits across the whole valid range: a bucket share refills at
+// most 1/n of l's rate (unless even 1 per ⌈nT/Count⌉ does not fit), with a
+// burst of ⌈Burst/n⌉; a window share keeps the windows with ⌊Count/n⌋ (or
+// 1 per k windows). It logs the shares more than a millionth slower than
+// 1/n.
+func TestShareRates(t *testing.T) {
+	rng := rand.New(rand.NewPCG(1, 2))
+	periods := []int64{1, 7, 999_999, 1_000_000, 7_000_000, 3_600_000_000, 86_400_000_000, 30 * 86_400_000_000}
+	checked, slow := 0, 0
+	iterations := 50_000
+	if raceEnabled {
+		iterations = 10_000
+	}
+	for range iterations {
+		alg := Algorithms()[rng.IntN(6)]
+		p := periods[rng.IntN(len(periods))]
+		l := Limit{Algorithm: alg, Period: dur(p)}
+		maxc := MaxExact / p
+		switch rng.IntN(3) {
+		case 0:
+			l.Count = 1 + rng.Int64N(20)
+		case 1:
+			l.Count = 1 + rng.Int64N(max(1, min(maxc, 1<<40)))
+		case 2:
+			l.Count = max(1, maxc-rng.Int64N(1000))
+		}
+		if alg == SlidingLog {
+			l.Count = 1 + rng.Int64N(MaxLogCount)
+		}
+		if alg.HasBurst() && rng.IntN(2) == 0 {
+			l.Burst = 1 + rng.Int64N(max(1, min(maxc, 1<<20)))
+		}
+		if l.Validate() != nil {
+			continue
+		}
+		n := int64(2 + rng.IntN(7))
+		if rng.IntN(4) == 0 {
+			n = 2 + rng.Int64N(100000)
+		}
+		s := l.Share(n)
+		if err := s.Validate(); err != nil {
+			t.Fatalf("%v share %d = %v invalid: %v", l, n, s, err)
+		}
+		checked++
+		if alg.HasBurst() {
+			if want := (l.burst()-1)/n + 1; s.burst() != want {
+				t.Fatalf("%v share %d = %v: burst %d, want %d", l, n, s, s.burst(), want)
+			}
+			full := new(big.Rat).SetFrac64(l.Count, p*n)
+			got := new(big.Rat).SetFrac64(s.Count, s.periodMicros())
+			if got.Cmp(full) > 0 {
+				// allowed only when 1 per ⌈nT/C⌉ does not fit
+				if ceilDiv(n*p, l.Count)*s.burst() <= MaxExact && n*p > 0 {
+					t.Fatalf("%v share %d = %v refills faster than 1/n", l, n, s)
+				}
+			}
+			lo := new(big.Rat).Mul(full, big.NewRat(999_999, 1_000_000))
+			if got.Cmp(lo) < 0 {
+				slow++
+				if slow < 4 {
+					t.Logf("%v share %d = %v: rate %v of 1/n", l, n, s, new(big.Rat).Quo(got, full).FloatString(6))
+				}
+			}
+		} else {
+			if l.Count >= n || l.Calendar == Month {
+				if s.Count != max(1, l.Count/n) || s.Period != l.Period {
+					t.Fatalf("%v share %d = %v", l, n, s)
+				}
+			} else if s.Count != 1 || s.periodMicros()%p != 0 {
+				t.Fatalf("%v share %d = %v", l, n, s)
+			}
+		}
+	}
+	t.Logf("%d shares checked, %d bucket shares more than a millionth slow", checked, slow)
+}

@@ -43,7 +43,8 @@ func (l Limit) Step(s State, now, cost int64) (State, Decision) {
 // StepWithin is Step for a caller who waits at most maxDelay: a
 // leaky_bucket refuses a request whose Delay would be longer. The other
 // algorithms never delay and ignore maxDelay. A maxDelay of zero or less
-// means no bound beyond the queue's capacity.
+// means no bound beyond the queue's capacity; a positive one under 1µs
+// admits only a request with no Delay.
 func (l Limit) StepWithin(s State, now, cost int64, maxDelay time.Duration) (next State, d Decision) {
 	l.Apply(&s, now, cost, maxDelay, &next, &d)
 	return next, d
@@ -57,8 +58,10 @@ func (l Limit) StepWithin(s State, now, cost int64, maxDelay time.Duration) (nex
 // next.
 func (l *Limit) Apply(s *State, now, cost int64, maxDelay time.Duration, next *State, d *Decision) {
 	switch l.Algorithm {
-	case GCRA, LeakyBucket:
-		l.gcra(s, now, cost, micros(maxDelay), next, d)
+	case GCRA:
+		l.gcra(s, now, cost, -1, next, d)
+	case LeakyBucket:
+		l.gcra(s, now, cost, maxDelayMicros(maxDelay), next, d)
 	case TokenBucket:
 		l.tokenBucket(s, now, cost, next, d)
 	case FixedWindow:
@@ -109,6 +112,18 @@ func put(next *State, a, b, c int64) {
 
 // micros converts d to whole microseconds, rounding down.
 func micros(d time.Duration) int64 { return int64(d / time.Microsecond) }
+
+// maxDelayMicros converts a caller's MaxDelay to the bound the steps take:
+// -1 for none (zero or less), else whole microseconds, rounded down. A
+// Delay is a whole number of microseconds, so it is within d exactly when
+// it is within ⌊d⌋: a positive d under 1µs bounds the Delay to 0, it does
+// not lift the bound.
+func maxDelayMicros(d time.Duration) int64 {
+	if d <= 0 {
+		return -1
+	}
+	return micros(d)
+}
 
 // dur converts microseconds to a Duration.
 func dur(us int64) time.Duration { return time.Duration(us) * time.Microsecond }

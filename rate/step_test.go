@@ -3,6 +3,7 @@ package rate
 import (
 	"fmt"
 	"math/rand/v2"
+	"slices"
 	"testing"
 	"time"
 )
@@ -392,53 +393,284 @@ func TestStepMatchesModel(t *testing.T) {
 	}
 }
 
-// The properties every algorithm keeps, checked on the real steps alone:
-// waiting RetryAfter lets the same request pass and waiting a microsecond
-// less does not; Remaining unit requests pass at once and one more does not.
+// The properties every algorithm keeps, checked on the real steps alone,
+// calendar months included, with time going back and standing still,
+// random costs and a leaky_bucket's MaxDelay: waiting RetryAfter lets the
+// same request pass and waiting a microsecond less does not; Remaining
+// unit requests pass at once and one more does not, and Remaining is the
+// largest single cost that passes (but under a MaxDelay; see
+// TestLeakyBucketMaxDelayLargerCost); at ResetAfter, and not before, a look
+// sees the whole capacity; a look changes nothing.
 func TestStepProperties(t *testing.T) {
-	for _, alg := range Algorithms() {
-		l := Limit{Algorithm: alg, Count: 3, Period: 7 * time.Second}
-		t.Run(alg.String(), func(t *testing.T) {
-			rng := rand.New(rand.NewPCG(7, uint64(alg)))
+	type lc struct {
+		spec string
+		alg  Algorithm
+	}
+	var cases []lc
+	for _, spec := range []string{"3 per 7s", "5 per 3us", "7 per 10s", "1 per 1us"} {
+		for _, alg := range Algorithms() {
+			cases = append(cases, lc{spec, alg})
+		}
+	}
+	cases = append(cases, lc{"3/month", FixedWindow}, lc{"7 per 3s burst 2", GCRA}, lc{"7 per 3s burst 11", LeakyBucket}, lc{"7 per 3s burst 11", TokenBucket})
+	steps := 3000
+	if raceEnabled {
+		steps = 500
+	}
+	for _, c := range cases {
+		l := mustLimit(t, c.spec)
+		l.Algorithm = c.alg
+		if !c.alg.HasBurst() {
+			l.Burst = 0
+		}
+		t.Run(fmt.Sprintf("%v %s", c.alg, c.spec), func(t *testing.T) {
+			rng := rand.New(rand.NewPCG(uint64(len(c.spec)), uint64(c.alg)+77))
+			p := l.periodMicros()
+			if l.Calendar == Month {
+				p = 31 * 24 * 3600 * sec
+			}
+			cp := func(s State) State { s.Log = slices.Clone(s.Log); return s }
+			// Start near the end of 2023 / Feb 2024 so months cross a new
+			// year and a leap February.
+			now := time.Date(2023, 12, 30, 0, 0, 0, 0, time.UTC).UnixMicro()
 			s := State{}
-			now := int64(0)
-			for i := range 5000 {
-				now += rng.Int64N(4 * sec)
-				cost := 1 + rng.Int64N(l.Capacity())
-				next, d := l.Step(s, now, cost)
-				if d.Remaining < 0 || d.RetryAfter < 0 || d.ResetAfter < 0 {
-					t.Fatalf("step %d: negative field in %v", i, d)
+			capa := l.Capacity()
+			for i := range steps {
+				switch rng.IntN(6) {
+				case 0:
+				case 1:
+					now += rng.Int64N(p/l.Count + 1)
+				case 2:
+					now += rng.Int64N(p + 1)
+				case 3:
+					now -= rng.Int64N(p + 1)
+				case 4:
+					now += rng.Int64N(3)
+				case 5:
+					now -= rng.Int64N(3)
 				}
-				if d.Allowed {
-					s = next
-					if d.RetryAfter != 0 {
-						t.Fatalf("step %d: allowed with RetryAfter %v", i, d.RetryAfter)
-					}
-				} else {
+				now = max(now, 0)
+				cost := 1 + rng.Int64N(capa)
+				if rng.IntN(4) == 0 {
+					cost = 0
+				}
+				var md time.Duration
+				if c.alg == LeakyBucket && rng.IntN(2) == 0 {
+					md = dur(1 + rng.Int64N(p))
+				}
+				next, d := l.StepWithin(cp(s), now, cost, md)
+				if d.Remaining < 0 || d.Remaining > capa || d.RetryAfter < 0 || d.ResetAfter < 0 || d.Delay < 0 {
+					t.Fatalf("step %d: ill-formed %v", i, d)
+				}
+				if cost == 0 && !d.Allowed {
+					t.Fatalf("step %d: look refused %v", i, d)
+				}
+				if !d.Allowed {
 					w := micros(d.RetryAfter)
 					if w <= 0 {
-						t.Fatalf("step %d: refused with RetryAfter %v", i, d.RetryAfter)
+						t.Fatalf("step %d at %d cost %d: refused with RetryAfter %v", i, now, cost, d.RetryAfter)
 					}
-					if _, d2 := l.Step(s, now+w, cost); !d2.Allowed {
-						t.Fatalf("step %d: refused again after RetryAfter %v: %v", i, d.RetryAfter, d2)
+					if _, d2 := l.StepWithin(cp(s), now+w, cost, md); !d2.Allowed {
+						t.Fatalf("step %d at %d cost %d from %+v: %v; refused again after RetryAfter: %v", i, now, cost, s, d, d2)
 					}
-					if _, d2 := l.Step(s, now+w-1, cost); d2.Allowed {
-						t.Fatalf("step %d: RetryAfter %v is not the least wait", i, d.RetryAfter)
-					}
-				}
-				// Remaining is what passes next, at the same instant.
-				probe := s
-				for k := int64(0); k < d.Remaining; k++ {
-					var pd Decision
-					if probe, pd = l.Step(probe, now, 1); !pd.Allowed {
-						t.Fatalf("step %d: Remaining %d but unit %d refused", i, d.Remaining, k+1)
+					if _, d2 := l.StepWithin(cp(s), now+w-1, cost, md); d2.Allowed {
+						t.Fatalf("step %d at %d cost %d from %+v: %v; RetryAfter not the least wait: passes 1µs earlier", i, now, cost, s, d)
 					}
 				}
-				if _, pd := l.Step(probe, now, 1); pd.Allowed {
-					t.Fatalf("step %d: Remaining %d but one more passed", i, d.Remaining)
+				after := s
+				if d.Allowed {
+					after = next
 				}
+				if cost == 0 && d.Allowed {
+					// A look consumes nothing: the same decisions follow.
+					for _, dt := range []int64{0, 1, p / 3, p} {
+						_, a := l.StepWithin(cp(s), now+dt, 1, md)
+						_, b := l.StepWithin(cp(after), now+dt, 1, md)
+						if a != b {
+							t.Fatalf("step %d: a look changed what follows at +%dµs: %v vs %v", i, dt, a, b)
+						}
+					}
+				}
+				// Remaining: unit requests.
+				probe := cp(after)
+				units := int64(0)
+				for units <= capa {
+					nx, pd := l.StepWithin(cp(probe), now, 1, md)
+					if !pd.Allowed {
+						break
+					}
+					probe = nx
+					units++
+				}
+				if units != d.Remaining {
+					t.Fatalf("step %d at %d cost %d (%v, md %v) from %+v: Remaining %d but %d unit requests pass", i, now, cost, d, md, s, d.Remaining, units)
+				}
+				// Remaining: the largest single cost.
+				largest := int64(0)
+				for c := capa; c >= 1; c-- {
+					if _, pd := l.StepWithin(cp(after), now, c, md); pd.Allowed {
+						largest = c
+						break
+					}
+				}
+				if largest != d.Remaining && !(c.alg == LeakyBucket && md > 0) {
+					t.Fatalf("step %d: Remaining %d but the largest cost that passes is %d", i, d.Remaining, largest)
+				}
+				// ResetAfter: a look then sees the whole capacity, and not a µs earlier.
+				r := micros(d.ResetAfter)
+				if _, ld := l.Step(cp(after), now+r, 0); ld.Remaining != capa {
+					t.Fatalf("step %d at %d cost %d (%v) from %+v: at +ResetAfter a look sees %v", i, now, cost, d, s, ld)
+				}
+				if r > 0 {
+					if _, ld := l.Step(cp(after), now+r-1, 0); ld.Remaining == capa {
+						t.Fatalf("step %d at %d cost %d (%v) from %+v: 1µs before ResetAfter a look already sees %v", i, now, cost, d, s, ld)
+					}
+				}
+				s = after
 			}
 		})
+	}
+}
+
+// The bucket algorithms against clockedBucket, field by field, with time
+// that goes forward, stands still and goes back, costs of 0 up to the
+// capacity, a leaky_bucket's MaxDelay, and limits at the bounds of the
+// exact arithmetic. The Redis store's conformance tests compare its Lua
+// with the steps; this is what catches a mistake the two share.
+func TestStepMatchesClockedModel(t *testing.T) {
+	limits := []string{
+		"3 per 7s", "3 per 7s burst 5", "1/s burst 5", "7 per 3s burst 2", "13 per 1s",
+		"5 per 999999us burst 3", "2 per 3us burst 7", "999983 per 1000003us burst 4000",
+		"1 per 1125899906842us burst 4000", // B·T near 2^52
+		"4503599627 per 1s", "4503599627370496 per 1us", "1 per 4503599627370496us", "1/s burst 4503599627",
+		"4503599627370495 per 1us burst 3", "2 per 2251799813685248us",
+	}
+	steps := 500
+	if testing.Short() || raceEnabled {
+		steps = 150 // the exact model is slow, and one goroutine gives the race detector nothing to find
+	}
+	for _, spec := range limits {
+		for _, alg := range []Algorithm{GCRA, TokenBucket, LeakyBucket} {
+			for _, bounded := range []bool{false, true} {
+				// Remaining under a MaxDelay is the model's slowest
+				// part: one turn at a time.
+				if bounded && (alg != LeakyBucket || mustLimit(t, spec).Capacity() > 100) {
+					continue
+				}
+				l := mustLimit(t, spec)
+				l.Algorithm = alg
+				t.Run(fmt.Sprintf("%v/%s/maxdelay=%t", alg, spec, bounded), func(t *testing.T) {
+					rng := rand.New(rand.NewPCG(uint64(len(spec)), uint64(alg)+9))
+					m := newClockedBucket(l)
+					s := State{}
+					p := l.periodMicros()
+					iv := max(1, p/l.Count)
+					now := int64(1_700_000_000) * sec
+					for i := range steps {
+						switch rng.IntN(6) {
+						case 0:
+						case 1:
+							now += rng.Int64N(iv + 1)
+						case 2:
+							now += rng.Int64N(2*p + 1)
+						case 3:
+							now -= rng.Int64N(2*iv + 1)
+						case 4:
+							now += rng.Int64N(3)
+						case 5:
+							now -= rng.Int64N(3)
+						}
+						cost := int64(1)
+						switch rng.IntN(5) {
+						case 0:
+							cost = rng.Int64N(l.Capacity() + 1)
+						case 1:
+							cost = 0
+						}
+						var md int64
+						if bounded {
+							md = 1 + rng.Int64N(2*iv*l.burst()+1)
+						}
+						want := Decision{Limit: l.burst(), Allowed: m.allows(now, cost, md)}
+						horizon := ceilDiv(l.burst()*p, l.Count) + 10 + max(0, m.last-now) + md
+						if want.Allowed {
+							if alg == LeakyBucket {
+								want.Delay = dur(m.delay(now))
+							}
+							m.admit(now, cost)
+						} else {
+							want.RetryAfter = dur(searchWait(now, horizon, func(x int64) bool { return m.allows(x, cost, md) }))
+						}
+						want.Remaining = m.remaining(now, md)
+						want.ResetAfter = dur(m.reset(now))
+						if cost == 0 {
+							want.Allowed, want.RetryAfter = true, 0
+						}
+						next, got := l.StepWithin(s, now, cost, dur(md))
+						if got != want {
+							t.Fatalf("step %d at %d cost %d max delay %dµs from %+v:\n got %v\nwant %v", i, now, cost, md, s, got, want)
+						}
+						if got.Allowed {
+							s = next
+						}
+					}
+				})
+			}
+		}
+	}
+}
+
+// A leaky_bucket decided with a MaxDelay at a time before the latest it
+// has seen (a clock stepped back) is decided at that latest time, where
+// the queue has room: the request waits only for its turn to come within
+// the MaxDelay, not for the clock to catch up as well.
+func TestLeakyBucketMaxDelayClockBehind(t *testing.T) {
+	l := mustLimit(t, "leaky_bucket 3 per 7s")
+	s := State{A: 1700000297126584, B: 0, C: 1700000294218001}
+	now, md := int64(1700000289997519), 6263683*time.Microsecond
+	_, d := l.StepWithin(s, now, 1, md)
+	if d.Allowed || d.RetryAfter != 865382*time.Microsecond {
+		t.Fatalf("turn at +%dµs, max delay %v: %v, want refused for 865382µs", s.A-now, md, d)
+	}
+	if _, d := l.StepWithin(s, now+865382, 1, md); !d.Allowed {
+		t.Fatalf("after RetryAfter: %v, want allowed", d)
+	}
+	if _, d := l.StepWithin(s, now+865381, 1, md); d.Allowed {
+		t.Fatalf("1µs before RetryAfter: %v, want refused", d)
+	}
+}
+
+// A positive MaxDelay under a microsecond is a bound, not its absence: a
+// Delay is whole microseconds, so only a request with no Delay passes.
+func TestLeakyBucketMaxDelaySubMicrosecond(t *testing.T) {
+	l := Limit{Algorithm: LeakyBucket, Count: 2, Period: time.Second, Burst: 4}
+	s := State{}
+	for range 3 {
+		s, _ = l.Step(s, 0, 1) // turns at 0, 0.5s and 1s
+	}
+	for _, md := range []time.Duration{time.Nanosecond, 500 * time.Nanosecond, 999 * time.Nanosecond, time.Microsecond} {
+		if _, d := l.StepWithin(s, 0, 1, md); d.Allowed || d.Remaining != 0 {
+			t.Errorf("max delay %v, turn 1.5s away: %v, want refused with nothing remaining", md, d)
+		}
+		if _, d := l.StepWithin(State{}, 0, 1, md); !d.Allowed || d.Delay != 0 {
+			t.Errorf("max delay %v, empty queue: %v, want allowed at once", md, d)
+		}
+	}
+	if _, d := l.StepWithin(s, 0, 1, 0); !d.Allowed || d.Delay != 1500*time.Millisecond {
+		t.Errorf("no max delay: %v, want allowed with a delay of 1.5s", d)
+	}
+}
+
+// Under a MaxDelay, Remaining counts unit requests whose turns come in
+// time; a single request of a larger cost waits only for its first turn,
+// and passes.
+func TestLeakyBucketMaxDelayLargerCost(t *testing.T) {
+	l := Limit{Algorithm: LeakyBucket, Count: 2, Period: time.Second, Burst: 4}
+	md := 700 * time.Millisecond
+	_, look := l.StepWithin(State{}, 0, 0, md)
+	_, four := l.StepWithin(State{}, 0, 4, md)
+	if look.Remaining != 2 || !four.Allowed || four.Delay != 0 {
+		t.Fatalf("max delay %v: a look says %v, a cost of 4 %v; want Remaining 2 (turns at 0 and 0.5s) and the cost of 4 allowed at once", md, look, four)
 	}
 }
 

@@ -189,6 +189,9 @@ func (s *Store) DecideAll(ctx context.Context, reqs []rate.Request, out []rate.D
 			return rate.Decision{}, fmt.Errorf("redis store: %w", err)
 		}
 	}
+	if err := rate.CheckGroup(reqs); err != nil {
+		return rate.Decision{}, fmt.Errorf("redis store: %w", err)
+	}
 
 	var ck []byte
 	if s.deny != nil {
@@ -452,9 +455,20 @@ func appendArgs(args []string, r rate.Request, mark string) []string {
 		strconv.FormatInt(l.Burst, 10),
 		strconv.Itoa(int(l.Calendar)),
 		strconv.FormatInt(r.Cost, 10),
-		strconv.FormatInt(int64(r.MaxDelay/time.Microsecond), 10),
+		maxDelayArg(r.MaxDelay),
 		mark,
 	)
+}
+
+// maxDelayArg encodes a request's MaxDelay for the script as rate's steps
+// take it: -1 for no bound (zero or less), else whole microseconds rounded
+// down, since a Delay is whole microseconds. A positive MaxDelay under 1µs
+// is then 0, a bound that admits no delay, not the absence of one.
+func maxDelayArg(d time.Duration) string {
+	if d <= 0 {
+		return "-1"
+	}
+	return strconv.FormatInt(int64(d/time.Microsecond), 10)
 }
 
 // replyPerRequest is the number of integers the script returns per request.

@@ -370,6 +370,39 @@ func testLeakyBucketDelay(t *testing.T, newStore NewStore) {
 	h.decide(r)
 	h.at(epoch.Add(2 * time.Second))
 	h.decide(rate.Request{Key: "queue", Limit: l, Cost: 3})
+
+	// A clock 2s behind the latest time the key has seen: its queue, of
+	// turns at t and t + 7/3s, has room at that time, so a request that
+	// waits at most 6s waits only until its turn at t + 14/3s is within
+	// it, 2s + 14/3s − 6s, not also for the clock to catch up.
+	slow := rate.Limit{Algorithm: rate.LeakyBucket, Count: 3, Period: 7 * time.Second}
+	t0 := epoch.Add(10 * time.Second)
+	h.at(t0)
+	h.decide(rate.Request{Key: "behind", Limit: slow, Cost: 2})
+	behind := rate.Request{Key: "behind", Limit: slow, Cost: 1, MaxDelay: 6 * time.Second}
+	h.at(h.back(t0.Add(-2 * time.Second)))
+	if d := h.decide(behind); d.Allowed || d.RetryAfter != 666667*time.Microsecond {
+		t.Fatalf("2s behind, turn 6.67s away, max delay 6s: %v, want refused, retry 666.667ms", d)
+	}
+	h.at(h.now.Add(666666 * time.Microsecond))
+	h.decide(behind)
+	h.at(h.now.Add(time.Microsecond))
+	if d := h.decide(behind); !d.Allowed {
+		t.Fatalf("after RetryAfter: %v, want allowed", d)
+	}
+
+	// A positive MaxDelay under 1µs is a bound: only no delay passes.
+	for _, md := range []time.Duration{time.Nanosecond, 999 * time.Nanosecond} {
+		if d := h.decide(rate.Request{Key: "behind", Limit: slow, Cost: 0, MaxDelay: md}); d.Remaining != 0 {
+			t.Fatalf("a look with max delay %v at a queue: %v, want nothing remaining", md, d)
+		}
+		if d := h.decide(rate.Request{Key: "behind", Limit: slow, Cost: 1, MaxDelay: md}); d.Allowed {
+			t.Fatalf("max delay %v at a queue: %v, want refused", md, d)
+		}
+		if d := h.decide(rate.Request{Key: "fresh " + md.String(), Limit: slow, Cost: 1, MaxDelay: md}); !d.Allowed || d.Delay != 0 {
+			t.Fatalf("max delay %v at an empty queue: %v, want allowed at once", md, d)
+		}
+	}
 }
 
 // testLimitChanged: a limit changed under a key that keeps its state (a
@@ -454,22 +487,34 @@ func testAllOrNothing(t *testing.T, newStore NewStore) {
 }
 
 // testKeyTwice: a key given twice in one DecideAll is decided on the state
-// its first request left, and the whole stays all or nothing.
+// its first request left, and the whole stays all or nothing. Costs under
+// one key and limit that add up to more than its capacity could never
+// pass together: an error, as one such cost is, not a refusal with a
+// RetryAfter that leads only to another.
 func testKeyTwice(t *testing.T, newStore NewStore) {
 	h := newHarness(t, newStore)
 	window := rate.Request{Key: "{k}:w", Limit: rate.Limit{Algorithm: rate.FixedWindow, Count: 3, Period: time.Minute}, Cost: 2}
 	bucket := rate.Request{Key: "{k}:b", Limit: rate.Limit{Algorithm: rate.GCRA, Count: 4, Period: time.Second}, Cost: 1}
 	tight := rate.Request{Key: "{k}:t", Limit: rate.Limit{Algorithm: rate.FixedWindow, Count: 1, Period: time.Minute}, Cost: 1}
+	one := rate.Request{Key: "{k}:1", Limit: rate.Limit{Algorithm: rate.GCRA, Count: 1, Period: time.Second, Burst: 1}, Cost: 1}
 	h.at(epoch)
-	if d := h.decide(window, window); d.Allowed {
-		t.Errorf("2 + 2 of 3 in one call: %v, want refused", d)
+	for _, reqs := range [][]rate.Request{{window, window}, {window, bucket, window}, {one, one}, {bucket, one, one}} {
+		out := make([]rate.Decision, len(reqs))
+		if d, err := h.store.DecideAll(context.Background(), reqs, out); !errors.Is(err, rate.ErrCostExceedsCapacity) {
+			t.Errorf("%v in one call: %v, %v; want ErrCostExceedsCapacity", describe(reqs), d, err)
+		}
 	}
+	h.decide(window)
+	h.decide(window, bucket) // 2 + 2 of 3 in two calls: refused, for a while
 	h.decide(bucket, bucket, bucket)
 	h.decide(bucket, bucket, tight)
 	h.decide(bucket, tight, bucket) // the tight limit is spent: all refused
 	h.at(epoch.Add(500 * time.Millisecond))
 	h.decide(bucket, bucket)
-	h.decide(window, bucket, window)
+	h.decide(one, bucket)
+	look := one
+	look.Cost = 0
+	h.decide(look, one, look) // looks cost nothing: 0 + 1 + 0 of 1
 }
 
 // testInvalidRequests: a cost that can never pass or is negative is an

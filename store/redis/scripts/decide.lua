@@ -8,9 +8,10 @@
 --          tests pin it; keys then get no expiry, since Redis would expire
 --          them on its own clock.
 -- ARGV[8i-6 ... 8i+1]  request i: algorithm, count, period (µs), burst,
---          calendar, cost, max delay (µs), and its group mark: 0 if the
---          group goes on with request i+1, 1 if request i ends a group to
---          decide, 2 if it ends a group to check.
+--          calendar, cost, max delay (whole µs, rounded down; -1 for no
+--          bound, so that 0 bounds a delay to 0), and its group mark: 0
+--          if the group goes on with request i+1, 1 if request i ends a
+--          group to decide, 2 if it ends a group to check.
 --
 -- The requests of a group are decided all or nothing: every new state is
 -- computed first and written only if all of them allow. Groups are
@@ -189,14 +190,14 @@ while first <= nkeys do
 					end
 					local nus = bus + q
 					allowed = debt + ticks <= b * t
-					local maxdelay = 0 -- a leaky_bucket's; 0: no bound
+					local maxdelay = -1 -- a leaky_bucket's; -1: no bound
 					if alg == 2 then
 						maxdelay = ARGV[a + 6] + 0
 						delay = bus - now -- ⌈base − now⌉
 						if brem > 0 then
 							delay = delay + 1
 						end
-						if maxdelay > 0 and delay > maxdelay then
+						if maxdelay >= 0 and delay > maxdelay then
 							allowed = false
 							retry = delay - maxdelay
 						end
@@ -226,16 +227,22 @@ while first <= nkeys do
 						local fq = ticks / n
 						fq = fq - fq % 1
 						local fus, frem = at + fq, ticks - fq * n
-						-- Retry is ⌈next − full⌉ + at − now. A refused next
-						-- can lie beyond 2^53 µs (a bucket that takes a
-						-- century to refill, now full), where nus is not
-						-- exact: take the differences first.
-						local r = bus - now + (q - fq)
-						if nrem > frem then
-							r = r + 1
-						end
-						if r > retry then
-							retry = r
+						-- A request beyond the capacity (full < next) waits
+						-- ⌈next − full⌉ + at − now; one within it only for
+						-- its turn (a clock behind the latest time seen
+						-- gains no room by catching up). A refused next can
+						-- lie beyond 2^53 µs (a bucket that takes a century
+						-- to refill, now full), where nus is not exact: take
+						-- the differences first.
+						local over = (bus - at) + (q - fq)
+						if over > 0 or (over == 0 and nrem > frem) then
+							local r = bus - now + (q - fq)
+							if nrem > frem then
+								r = r + 1
+							end
+							if r > retry then
+								retry = r
+							end
 						end
 						delay = 0
 						-- Remaining counts from base up to full.
@@ -245,7 +252,7 @@ while first <= nkeys do
 						end
 						eus, erem = tus, trem
 					end
-					if maxdelay > 0 and remaining > 0 then
+					if maxdelay >= 0 and remaining > 0 then
 						-- A caller who waits at most maxdelay is told only the
 						-- places whose turn comes within it (rate's turnsBy):
 						-- turns at e, e + I, e + 2I, ... from the next one.
