@@ -243,10 +243,15 @@ func (l *Limiter) requests(key string, n int64) []rate.Request {
 // requests with [Limiter.Requests] (the limiters must share store and have
 // distinct names). It returns the combined decision (see [rate.Combine]).
 // With no request there is nothing to refuse: it allows at once, without
-// asking the store.
+// asking the store. Requests of one key under one limit whose costs add up
+// past its capacity can never pass together: an error wrapping
+// rate.ErrCostExceedsCapacity (see [rate.CheckGroup]).
 func AllowAll(ctx context.Context, store Store, reqs ...rate.Request) (rate.Decision, error) {
 	if len(reqs) == 0 {
 		return rate.Combine(nil), nil
+	}
+	if err := rate.CheckGroup(reqs); err != nil {
+		return rate.Decision{}, err
 	}
 	return store.DecideAll(ctx, reqs, make([]rate.Decision, len(reqs)))
 }

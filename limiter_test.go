@@ -672,3 +672,15 @@ func TestWaitTurnJustBeforeTheDeadline(t *testing.T) {
 		}
 	}
 }
+
+// AllowAll refuses, as the caller's error, requests of one key under one
+// limit that could never pass together, rather than a refusal with a
+// wait that only leads to another.
+func TestAllowAllGroupPastCapacity(t *testing.T) {
+	one := rate.Limit{Algorithm: rate.GCRA, Count: 1, Period: time.Second}
+	r := rate.Request{Key: "k", Limit: one, Cost: 1}
+	_, err := sluice.AllowAll(context.Background(), memory.New(memory.Options{}), r, r)
+	if !errors.Is(err, rate.ErrCostExceedsCapacity) {
+		t.Errorf("1 + 1 of 1: %v, want ErrCostExceedsCapacity", err)
+	}
+}

@@ -28,8 +28,10 @@ type Store interface {
 	// once: each of its requests is decided on the state the ones before
 	// it left, as if they had been admitted (the memory and Redis stores
 	// both do so). Requests of one key under one limit whose costs add up
-	// past its capacity can never pass together: that is an error
-	// wrapping [rate.ErrCostExceedsCapacity] (see [rate.CheckGroup]), not
-	// a refusal with a wait.
+	// past its capacity can never pass together: a store refuses them,
+	// every time, and [Fallback] returns an error wrapping
+	// [rate.ErrCostExceedsCapacity] before any store (see
+	// [rate.CheckGroup]); a caller that groups requests itself can ask
+	// rate.CheckGroup first.
 	DecideAll(ctx context.Context, reqs []rate.Request, out []rate.Decision) (rate.Decision, error)
 }

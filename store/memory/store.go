@@ -315,9 +315,8 @@ const maxStack = 8
 // sluice.Store). Their keys may live in different shards: it locks every
 // shard involved, always in the same order, so that concurrent calls
 // cannot deadlock and no other decision sees a partial commit. A key may
-// appear more than once: each step sees the state the previous ones left,
-// and costs under one key and limit that add up to more than its capacity
-// are an error (see rate.CheckGroup). Like Decide, it ignores ctx.
+// appear more than once: each step sees the state the previous ones left.
+// Like Decide, it ignores ctx.
 func (s *Store) DecideAll(_ context.Context, reqs []rate.Request, out []rate.Decision) (rate.Decision, error) {
 	if len(out) < len(reqs) {
 		return rate.Decision{}, errors.New("memory: DecideAll: out is shorter than reqs")
@@ -327,11 +326,6 @@ func (s *Store) DecideAll(_ context.Context, reqs []rate.Request, out []rate.Dec
 			if err := r.Check(); err != nil {
 				return rate.Decision{}, err
 			}
-		}
-	}
-	if len(reqs) > 1 {
-		if err := rate.CheckGroup(reqs); err != nil {
-			return rate.Decision{}, err
 		}
 	}
 	if len(reqs) == 0 {

