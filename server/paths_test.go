@@ -16,6 +16,16 @@ import (
 	"testing"
 )
 
+// loginFormPolicy limits logins per account, the account read from the
+// form's username field.
+const loginFormPolicy = `
+policies:
+  - name: login
+    match: "POST /login"
+    key: form:username
+    limits: ["2/m"]
+`
+
 // A form field given twice keys as one shared value: Go reads the first
 // value, Django, PHP and Rails the last, so a key on either would let
 // username=decoyN&username=victim log in victim under a fresh key each
@@ -28,13 +38,7 @@ func TestProxyFormFieldGivenTwice(t *testing.T) {
 		saw <- v[len(v)-1] // request.POST["username"] in Django, $_POST in PHP
 	}))
 	defer up.Close()
-	ts := startServer(t, `
-policies:
-  - name: login
-    match: "POST /login"
-    key: form:username
-    limits: ["2/m"]
-`, Options{Upstream: up.URL})
+	ts := startServer(t, loginFormPolicy, Options{Upstream: up.URL})
 	victim := 0
 	for i := range 5 {
 		body := fmt.Sprintf("username=decoy%d&username=victim&password=guess%d", i, i)
@@ -64,13 +68,7 @@ func TestProxyMultipartFieldInQueryAndBody(t *testing.T) {
 		saw <- r.MultipartForm.Value["username"][0] // the body's field alone
 	}))
 	defer up.Close()
-	ts := startServer(t, `
-policies:
-  - name: login
-    match: "POST /login"
-    key: form:username
-    limits: ["2/m"]
-`, Options{Upstream: up.URL})
+	ts := startServer(t, loginFormPolicy, Options{Upstream: up.URL})
 	victim := 0
 	for i := range 5 {
 		var buf bytes.Buffer

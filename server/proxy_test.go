@@ -458,13 +458,7 @@ func TestProxyFormKeyForwardsBody(t *testing.T) {
 				bodies <- b
 			}))
 			defer up.Close()
-			ts := startServer(t, `
-policies:
-  - name: login
-    match: "POST /login"
-    key: form:username
-    limits: ["2/m"]
-`, Options{Upstream: up.URL})
+			ts := startServer(t, loginFormPolicy, Options{Upstream: up.URL})
 			login := func(user string) int {
 				t.Helper()
 				sent, ct := form(user)
