@@ -117,18 +117,10 @@ func startReference(b *testing.B, onStop onStop, envoy, redisAddr string) *refer
 	if err := os.WriteFile(filepath.Join(conf, "bench.yaml"), []byte(envoy), 0o644); err != nil {
 		b.Fatal(err)
 	}
-	port := func(addr string) string { _, p, _ := net.SplitHostPort(addr); return p }
 	p := &referenceProcess{grpc: freeAddr(b)}
 	health := freeAddr(b)
 	cmd := exec.Command(bin)
-	cmd.Env = append(os.Environ(),
-		"HOST=127.0.0.1", "PORT="+port(health),
-		"GRPC_HOST=127.0.0.1", "GRPC_PORT="+port(p.grpc),
-		"DEBUG_HOST=127.0.0.1", "DEBUG_PORT="+port(freeAddr(b)),
-		"USE_STATSD=false", "LOG_LEVEL=warn",
-		"REDIS_SOCKET_TYPE=tcp", "REDIS_URL="+redisAddr,
-		"RUNTIME_ROOT="+dir, "RUNTIME_SUBDIRECTORY=ratelimit", "RUNTIME_WATCH_ROOT=false",
-	)
+	cmd.Env = referenceEnv(dir, p.grpc, health, freeAddr(b), redisAddr)
 	if extra := os.Getenv("SLUICE_BENCH_REFERENCE_ENV"); extra != "" {
 		// Settings to try on the reference, such as
 		// REDIS_PIPELINE_WINDOW=150us,REDIS_PIPELINE_LIMIT=8.
@@ -136,6 +128,22 @@ func startReference(b *testing.B, onStop onStop, envoy, redisAddr string) *refer
 	}
 	p.process = start(b, onStop, cmd, "http://"+health+"/healthcheck")
 	return p
+}
+
+// referenceEnv returns the environment of a reference service whose
+// configuration is under dir/ratelimit/config, listening on loopback at
+// the ports of grpc, health and debug, with its counters in the Redis at
+// redisAddr, as its README sets it up, and statsd off.
+func referenceEnv(dir, grpc, health, debug, redisAddr string) []string {
+	port := func(addr string) string { _, p, _ := net.SplitHostPort(addr); return p }
+	return append(os.Environ(),
+		"HOST=127.0.0.1", "PORT="+port(health),
+		"GRPC_HOST=127.0.0.1", "GRPC_PORT="+port(grpc),
+		"DEBUG_HOST=127.0.0.1", "DEBUG_PORT="+port(debug),
+		"USE_STATSD=false", "LOG_LEVEL=warn",
+		"REDIS_SOCKET_TYPE=tcp", "REDIS_URL="+redisAddr,
+		"RUNTIME_ROOT="+dir, "RUNTIME_SUBDIRECTORY=ratelimit", "RUNTIME_WATCH_ROOT=false",
+	)
 }
 
 // serveFlags are the listeners of one sluice serve process.
