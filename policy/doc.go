@@ -89,14 +89,22 @@
 // prefix:policy:tag:part=value|part=value; values longer than 64 bytes or
 // holding | { } # or non-printable bytes are replaced by a hash, so a
 // client can neither grow keys nor forge their structure. A value is
-// compared byte for byte, with no case folding or trimming: a form:NAME
-// or header:NAME key on an account counts "Victim@example.com",
-// "victim@example.com" and " victim@example.com" apart, while an
-// application that looks accounts up case-insensitively (as most do
-// e-mail addresses) or trims them serves them as one, so that a guesser
-// spreads its attempts on one account over its spellings. Key such an application on a normalised
-// header its authentication layer sets (the account as it looks it up),
-// or on user.
+// compared byte for byte by default: a form:NAME or header:NAME key on an
+// account counts "Victim@example.com", "victim@example.com" and
+// " victim@example.com" apart, while an application that looks accounts
+// up case-insensitively (as most do e-mail addresses) or trims them
+// serves them as one, so that a guesser spreads its attempts on one
+// account over its spellings. fold_key: true puts the values of a
+// policy's user, header:NAME, path:NAME and form:NAME parts in one form
+// before they are keyed: trimmed of white space at either end and in
+// lower case (strings.ToLower: Unicode's simple mapping, not full case
+// folding, so ß and SS stay apart). Its overrides' values for these parts
+// are folded alike, so when: {form:username: Partner@Example.com} applies
+// to partner@example.com; ip and method are unchanged, as are #many and
+// #unread. An application with its own normalisation (NFKC, or
+// dots in Gmail addresses) may still serve more spellings as one: key it
+// on the header its authentication layer sets (the account as it looks
+// it up), or on user.
 //
 // Reloads: the tag is a hash of what the key's state means. For the window
 // algorithms (fixed_window, calendar days and months included,

@@ -46,6 +46,7 @@ type part struct {
 	name  string // header (canonical), wildcard or form field
 	lower string // header in lower case, for gRPC metadata
 	index int    // path: the wildcard's index in the policy's list
+	fold  bool   // the policy's fold_key, on a part a client spells (see foldValue)
 }
 
 // partKinds lists the part names for error messages.
@@ -136,6 +137,24 @@ func plain(v string) bool {
 // so no client can send this one.
 const manyValues = "#many"
 
+// foldValue returns v as a policy with fold_key keys it: trimmed of
+// leading and trailing white space (unicode.IsSpace) and in lower case
+// (strings.ToLower, Unicode's simple lower-case mapping, not full case
+// folding: ß and SS stay apart; invalid UTF-8 becomes U+FFFD). An
+// application that looks accounts up ignoring case, or trims them, serves
+// Victim@Example.com and " victim@example.com" as one account; keyed as
+// written they would be counted apart, and a guesser would spread its
+// attempts on one account over its spellings. Both functions return v
+// itself when nothing changes, so a value already in this form costs no
+// allocation.
+func foldValue(v string) string { return strings.ToLower(strings.TrimSpace(v)) }
+
+// foldable reports whether fold_key applies to parts of kind k: those a
+// client spells. ip is grouped and method upper-cased already.
+func foldable(k partKind) bool {
+	return k == partUser || k == partHeader || k == partPath || k == partForm
+}
+
 // escapeValue returns appendValue's form of v as a string, for values
 // known at load (overrides).
 func escapeValue(v string) string { return string(appendValue(nil, v)) }
@@ -160,7 +179,7 @@ func appendPart(dst []byte, p *part, r *Request, pathVals []string) ([]byte, boo
 		if r.User == "" {
 			return dst, false
 		}
-		return appendValue(dst, r.User), true
+		return appendSpelt(dst, p, r.User), true
 	case partMethod:
 		if r.HTTP == nil {
 			return dst, false
@@ -180,12 +199,12 @@ func appendPart(dst []byte, p *part, r *Request, pathVals []string) ([]byte, boo
 		case len(vs) == 0 || vs[0] == "":
 			return dst, false
 		}
-		return appendValue(dst, vs[0]), true
+		return appendSpelt(dst, p, vs[0]), true
 	case partPath:
 		if p.index >= len(pathVals) || pathVals[p.index] == "" {
 			return dst, false
 		}
-		return appendValue(dst, pathVals[p.index]), true
+		return appendSpelt(dst, p, pathVals[p.index]), true
 	case partForm:
 		v, read := formValue(r.HTTP, p.name)
 		switch {
@@ -196,7 +215,17 @@ func appendPart(dst []byte, p *part, r *Request, pathVals []string) ([]byte, boo
 		case v == "":
 			return dst, false
 		}
-		return appendValue(dst, v), true
+		return appendSpelt(dst, p, v), true
 	}
 	return dst, false
+}
+
+// appendSpelt appends v, a value of p the client spells, folded if p
+// folds. A value that folds to nothing (white space alone) still keys,
+// as the empty value: whether a key applies does not depend on folding.
+func appendSpelt(dst []byte, p *part, v string) []byte {
+	if p.fold {
+		v = foldValue(v)
+	}
+	return appendValue(dst, v)
 }

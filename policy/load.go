@@ -673,7 +673,7 @@ func (ld *loader) concurrency(f field) Concurrency {
 	return c
 }
 
-var policyFields = []string{"name", "match", "key", "keys", "limits", "plans", "overrides", "cost", "shadow", "on_store_error", "max_delay", "priority"}
+var policyFields = []string{"name", "match", "key", "keys", "fold_key", "limits", "plans", "overrides", "cost", "shadow", "on_store_error", "max_delay", "priority"}
 
 // policy compiles one policy, or returns nil if it has no usable name.
 func (ld *loader) policy(n *yaml.Node, set *Set) *Policy {
@@ -740,6 +740,10 @@ func (ld *loader) policy(n *yaml.Node, set *Set) *Policy {
 				ld.errf(v.val, "priority %q: want low, normal or critical%s", s, didYouMean(s, priorityNames[:]))
 			}
 		}
+	}
+
+	if v, ok := f["fold_key"]; ok {
+		p.foldKey, _ = ld.boolean(v.val, "fold_key")
 	}
 
 	// Keys.
@@ -852,6 +856,11 @@ func (ld *loader) policy(n *yaml.Node, set *Set) *Policy {
 			at = ksv.key
 		}
 		ld.keyWarnings(p, what, at, keyAt)
+	}
+	if fv, ok := f["fold_key"]; ok && p.foldKey && len(p.keys) > 0 && !slices.ContainsFunc(p.keys, func(k []part) bool {
+		return slices.ContainsFunc(k, func(pt part) bool { return pt.fold })
+	}) {
+		ld.warnf(fv.key, "fold_key of %s has no effect: it folds user, header:, path: and form: parts, and its keys have none", what)
 	}
 	if pv, ok := f["plans"]; ok && len(p.plans) > 0 && len(p.limits) == 0 {
 		ld.planWarnings(p, set, what, pv.key)
@@ -1225,6 +1234,7 @@ func (ld *loader) key(n *yaml.Node, p *Policy) []part {
 			}
 			p.usesPath = true
 		}
+		pt.fold = p.foldKey && foldable(pt.kind)
 		if slices.ContainsFunc(k, func(q part) bool { return q.label == pt.label }) {
 			ld.errf(pn, "key part %q repeated", s)
 			continue
@@ -1378,7 +1388,7 @@ func (ld *loader) override(n *yaml.Node, p *Policy, set *Set, what string) (over
 			continue
 		}
 		seen[label] = wm.Content[i].Line
-		val, ok = ld.overrideValue(vn, pt, val, set)
+		val, ok = ld.overrideValue(vn, labels[label], val, set)
 		if !ok {
 			good = false
 			continue
@@ -1405,11 +1415,15 @@ func (ld *loader) override(n *yaml.Node, p *Policy, set *Set, what string) (over
 // path:NAME value in lower case under paths.ignore_case. A request's
 // part is never empty (the key does not apply), nor is a header's value
 // ever padded with spaces or tabs, which net/http trims (and HTTP/2
-// forbids).
+// forbids). Under fold_key, the value is folded as the request's is
+// (see foldValue), so Partner@Example.com applies to partner@example.com.
 func (ld *loader) overrideValue(n *yaml.Node, pt part, val string, set *Set) (string, bool) {
 	if val == "" {
 		ld.errf(n, "override on %s needs a value: a request without one is not keyed by it", pt.label)
 		return "", false
+	}
+	if pt.fold {
+		val = foldValue(val)
 	}
 	switch pt.kind {
 	case partIP:

@@ -53,6 +53,20 @@ policies:
   - name: search
     limt: ["10/s"]
 `, 4, 5, []string{`unknown field "limt" in policy "search"`, `did you mean "limits"?`, "allowed: name, match"}},
+		{"misspelt fold_key", `
+policies:
+  - name: login
+    key: form:username
+    fold_keys: true
+    limits: ["5/m"]
+`, 5, 5, []string{`unknown field "fold_keys" in policy "login"`, `did you mean "fold_key"?`}},
+		{"fold_key not a boolean", `
+policies:
+  - name: login
+    key: form:username
+    fold_key: lower
+    limits: ["5/m"]
+`, 5, 15, []string{"fold_key"}},
 		{"unknown top field", `
 polices: []
 `, 2, 1, []string{`unknown field "polices"`, `did you mean "policies"?`}},

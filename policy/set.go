@@ -206,6 +206,7 @@ type Policy struct {
 	keyHead   string // prefix:name:
 	usesPlan  bool
 	usesPath  bool
+	foldKey   bool // fold_key: values a client spells are folded (see foldValue)
 }
 
 // Limits returns the policy's default limits (for requests that no plan
