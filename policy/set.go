@@ -239,7 +239,7 @@ type Limit struct {
 	tag          string   // stateTag: what the key's state means, in every key
 	headerPolicy []string // RateLimit-Policy item: "name";q=Q;w=W
 	headerName   string   // "name", the start of a RateLimit item
-	headerLimit  []string // X-RateLimit-Limit value
+	headerLimit  string   // X-RateLimit-Limit value
 }
 
 // HeaderPolicy returns the limit's RateLimit-Policy item,
@@ -270,7 +270,7 @@ func (l *Limit) AppendHeader(dst []byte, d rate.Decision) []byte {
 }
 
 // HeaderLimit returns the X-RateLimit-Limit value: the limit's capacity.
-func (l *Limit) HeaderLimit() string { return l.headerLimit[0] }
+func (l *Limit) HeaderLimit() string { return l.headerLimit }
 
 // String returns the limit as ParseLimit reads it.
 func (l *Limit) String() string { return l.Limit.String() }
@@ -315,7 +315,7 @@ func newLimit(p *Policy, name string, l rate.Limit) *Limit {
 	cl.tag = stateTag(l)
 	cl.headerPolicy = []string{string(ratefield.AppendPolicy(nil, name, l))}
 	cl.headerName = string(ratefield.AppendString(nil, name))
-	cl.headerLimit = []string{strconv.FormatInt(l.Capacity(), 10)}
+	cl.headerLimit = strconv.FormatInt(l.Capacity(), 10)
 	return cl
 }
 
