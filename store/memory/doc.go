@@ -10,7 +10,7 @@
 //
 // The map of the package:
 //
-//   - store.go: [Store], [Options], [Stats]; Decide, DecideKey and
+//   - store.go: [Store], [Options], [Stats]; Decide, DecideKey, DecideKeyInto and
 //     DecideAll run the steps of package rate under a shard's mutex.
 //   - table.go: a shard's table: open addressing in Robin Hood order over
 //     entries of one cache line each, which hold the key (up to 27 bytes;
