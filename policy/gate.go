@@ -1,7 +1,6 @@
 package policy
 
 import (
-	"math"
 	"sync/atomic"
 )
 
@@ -24,8 +23,9 @@ func (f *InFlight) N() int64 { return f.n.Load() }
 // thresholds, so as load rises they are shed first and the slots above
 // their threshold stay free for critical work.
 type gate struct {
-	inFlight *atomic.Int64
-	limit    [numPriorities]int64
+	inFlight  *atomic.Int64
+	limit     [numPriorities]int64
+	unlimited bool // no limit: count, never shed
 }
 
 // newGate returns the gate of c counting in f, or nil if c sets no limit
@@ -37,11 +37,7 @@ func newGate(c Concurrency, f *InFlight) *gate {
 		if f == nil {
 			return nil
 		}
-		g := &gate{inFlight: &f.n}
-		for p := range g.limit {
-			g.limit[p] = math.MaxInt64
-		}
-		return g
+		return &gate{inFlight: &f.n, unlimited: true}
 	}
 	if f == nil {
 		f = new(InFlight)
@@ -59,6 +55,12 @@ func newGate(c Concurrency, f *InFlight) *gate {
 // at their low threshold would keep the count above the free slots and
 // shed critical requests too.
 func (g *gate) acquire(p Priority) bool {
+	if g.unlimited {
+		// One atomic add, where the loop below may try again under
+		// contention: nothing is shed, so nothing need be read first.
+		g.inFlight.Add(1)
+		return true
+	}
 	for {
 		n := g.inFlight.Load()
 		if n >= g.limit[p] {

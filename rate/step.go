@@ -61,7 +61,7 @@ func (l *Limit) Apply(s *State, now, cost int64, maxDelay time.Duration, next *S
 	case GCRA:
 		l.gcra(s, now, cost, -1, next, d)
 	case LeakyBucket:
-		l.gcra(s, now, cost, maxDelayMicros(maxDelay), next, d)
+		l.gcra(s, now, cost, MaxDelayMicros(maxDelay), next, d)
 	case TokenBucket:
 		l.tokenBucket(s, now, cost, next, d)
 	case FixedWindow:
@@ -113,12 +113,13 @@ func put(next *State, a, b, c int64) {
 // micros converts d to whole microseconds, rounding down.
 func micros(d time.Duration) int64 { return int64(d / time.Microsecond) }
 
-// maxDelayMicros converts a caller's MaxDelay to the bound the steps take:
+// MaxDelayMicros converts a caller's MaxDelay to the bound the steps take
+// (and the Redis store's script, which must read it alike):
 // -1 for none (zero or less), else whole microseconds, rounded down. A
 // Delay is a whole number of microseconds, so it is within d exactly when
 // it is within ⌊d⌋: a positive d under 1µs bounds the Delay to 0, it does
 // not lift the bound.
-func maxDelayMicros(d time.Duration) int64 {
+func MaxDelayMicros(d time.Duration) int64 {
 	if d <= 0 {
 		return -1
 	}

@@ -102,14 +102,13 @@ func hopByHop(r *http.Request) *http.Request {
 	return out
 }
 
-// hasToken reports whether a comma-separated list of values holds token
-// (in lower case), in any ASCII letter case, as ReverseProxy reads
-// Connection and TE (httpguts.HeaderValuesContainsToken). The tokens
-// asked for have no hyphen, which foldEqual reads an underscore as.
+// hasToken reports whether a comma-separated list of values holds token,
+// in any letter case, as ReverseProxy reads Connection and TE
+// (httpguts.HeaderValuesContainsToken).
 func hasToken(values []string, token string) bool {
 	for _, v := range values {
 		for t := range strings.SplitSeq(v, ",") {
-			if t = strings.Trim(t, " \t"); len(t) == len(token) && foldEqual(t, token) {
+			if strings.EqualFold(strings.Trim(t, " \t"), token) {
 				return true
 			}
 		}

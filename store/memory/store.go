@@ -48,7 +48,8 @@ type Options struct {
 // millions of keys costs about one miss. Deciding a request for a key the
 // store already holds does not allocate. Callers that hold their limit
 // and decide on every request can call [Store.DecideKey] rather than
-// build a Request each time.
+// build a Request each time, or [Store.DecideKeyInto] to have the
+// decision written into a variable of their own (as sluice.Limiter does).
 //
 // A key costs memory only while its state differs from fresh. A decision
 // that leaves a key fresh (a token bucket back to full, an empty window)
@@ -185,7 +186,7 @@ func valid(lim *rate.Limit, cost int64) bool {
 	}
 	return cost >= 0 && cost <= capacity && lim.Algorithm.Valid() &&
 		lim.Count >= 1 && lim.Period >= time.Microsecond && lim.Period%time.Microsecond == 0 &&
-		lim.Calendar == rate.NoCalendar
+		lim.Calendar == rate.NoCalendar && lim.InBounds()
 }
 
 // check returns why a request of cost for key under lim cannot be decided,
@@ -234,7 +235,7 @@ func (s *Store) DecideKeyInto(_ context.Context, key string, lim *rate.Limit, co
 // decide is Decide and DecideKey: it writes the decision to *d, where the
 // step writes it, rather than return a copy.
 func (s *Store) decide(key string, lim *rate.Limit, cost int64, maxDelay time.Duration, d *rate.Decision) error {
-	if !valid(lim, cost) || !lim.InBounds() {
+	if !valid(lim, cost) {
 		if err := check(key, lim, cost); err != nil {
 			return err
 		}
@@ -322,7 +323,7 @@ func (s *Store) DecideAll(_ context.Context, reqs []rate.Request, out []rate.Dec
 		return rate.Decision{}, errors.New("memory: DecideAll: out is shorter than reqs")
 	}
 	for i := range reqs {
-		if r := &reqs[i]; !valid(&r.Limit, r.Cost) || !r.Limit.InBounds() {
+		if r := &reqs[i]; !valid(&r.Limit, r.Cost) {
 			if err := r.Check(); err != nil {
 				return rate.Decision{}, err
 			}

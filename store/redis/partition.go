@@ -252,9 +252,9 @@ func (s *Store) callFailed(ctx context.Context, err error) {
 	s.refreshSlots()
 }
 
-// slotsAged is told of every script call of a group on a cluster, with
-// the time it was sent (UnixNano): once the map is maxSlotsAge old, the
-// first call to see it has the slots read again.
+// slotsAged is told of every decision on a cluster, with the time it was
+// asked (UnixNano): once the map is maxSlotsAge old, the first decision to
+// see it has the slots read again.
 func (s *Store) slotsAged(now int64) {
 	p := &s.parts
 	if due := p.due.Load(); now >= due && p.due.CompareAndSwap(due, now+int64(maxSlotsAge)) {

@@ -203,6 +203,10 @@ func (s *Store) DecideAll(ctx context.Context, reqs []rate.Request, out []rate.D
 		keys[i] = redisKey(s.prefix, r.Key)
 	}
 	sent := s.clock.Now()
+	if s.cluster {
+		// Once per decision, however many slots it spans (see slotsAged).
+		s.slotsAged(time.Now().UnixNano())
+	}
 	var err error
 	if sl, ok := s.sameSlot(keys); ok {
 		err = s.decideGroup(ctx, sl, reqs, keys, groupArgs(reqs, markDecide), out)
@@ -286,9 +290,6 @@ func groupArgs(reqs []rate.Request, mark string) []string {
 // partition (see Store.FailedPartition).
 func (s *Store) decideGroup(ctx context.Context, sl uint16, reqs []rate.Request, keys, args []string, out []rate.Decision) error {
 	part := s.partitionOf(sl)
-	if s.cluster {
-		s.slotsAged(time.Now().UnixNano())
-	}
 	var res []int64
 	var err error
 	if s.co != nil {
@@ -458,14 +459,9 @@ func appendArgs(args []string, r rate.Request, mark string) []string {
 }
 
 // maxDelayArg encodes a request's MaxDelay for the script as rate's steps
-// take it: -1 for no bound (zero or less), else whole microseconds rounded
-// down, since a Delay is whole microseconds. A positive MaxDelay under 1µs
-// is then 0, a bound that admits no delay, not the absence of one.
+// take it (see rate.MaxDelayMicros): -1 for no bound.
 func maxDelayArg(d time.Duration) string {
-	if d <= 0 {
-		return "-1"
-	}
-	return strconv.FormatInt(int64(d/time.Microsecond), 10)
+	return strconv.FormatInt(rate.MaxDelayMicros(d), 10)
 }
 
 // replyPerRequest is the number of integers the script returns per request.
