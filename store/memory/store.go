@@ -172,9 +172,10 @@ func (s *Store) locate(key string) (int, uint32) {
 // lim passes [rate.Request.Check], so that it is refused with the same
 // errors as in the Redis store: its cost is within the capacity, and lim
 // names a known algorithm, a burst only where the algorithm has one and a
-// positive whole number of microseconds, with numbers within the bounds
-// of [rate.Limit.InBounds]. It is false for some valid requests too (a
-// monthly limit), which check then decides.
+// positive whole number of microseconds. Its callers test
+// [rate.Limit.InBounds] beside it: in valid it would keep valid from
+// being inlined (go build -gcflags=-m) on the hot path. It is false for some
+// valid requests too (a monthly limit), which check then decides.
 func valid(lim *rate.Limit, cost int64) bool {
 	// lim.Capacity(), read in place: the method takes a copy of the Limit.
 	capacity := lim.Count
@@ -186,7 +187,7 @@ func valid(lim *rate.Limit, cost int64) bool {
 	}
 	return cost >= 0 && cost <= capacity && lim.Algorithm.Valid() &&
 		lim.Count >= 1 && lim.Period >= time.Microsecond && lim.Period%time.Microsecond == 0 &&
-		lim.Calendar == rate.NoCalendar && lim.InBounds()
+		lim.Calendar == rate.NoCalendar
 }
 
 // check returns why a request of cost for key under lim cannot be decided,
@@ -235,7 +236,7 @@ func (s *Store) DecideKeyInto(_ context.Context, key string, lim *rate.Limit, co
 // decide is Decide and DecideKey: it writes the decision to *d, where the
 // step writes it, rather than return a copy.
 func (s *Store) decide(key string, lim *rate.Limit, cost int64, maxDelay time.Duration, d *rate.Decision) error {
-	if !valid(lim, cost) {
+	if !valid(lim, cost) || !lim.InBounds() {
 		if err := check(key, lim, cost); err != nil {
 			return err
 		}
@@ -323,7 +324,7 @@ func (s *Store) DecideAll(_ context.Context, reqs []rate.Request, out []rate.Dec
 		return rate.Decision{}, errors.New("memory: DecideAll: out is shorter than reqs")
 	}
 	for i := range reqs {
-		if r := &reqs[i]; !valid(&r.Limit, r.Cost) {
+		if r := &reqs[i]; !valid(&r.Limit, r.Cost) || !r.Limit.InBounds() {
 			if err := r.Check(); err != nil {
 				return rate.Decision{}, err
 			}
