@@ -269,3 +269,57 @@ func TestBrowserPlaygroundOff(t *testing.T) {
 		t.Errorf("the page with the playground off: form %v, text %q", state.Form, state.Text)
 	}
 }
+
+// TestBrowserCSVNearMaxBody pastes traffic a little under the size the
+// page promises (Options.MaxBody): the page sends it as it is, not
+// percent-encoded to nearly twice its size, and the server runs it.
+func TestBrowserCSVNearMaxBody(t *testing.T) {
+	const maxBody = 8 << 10
+	d := dashboard.New(dashboard.Options{MaxBody: maxBody})
+	srv := httptest.NewServer(d)
+	defer srv.Close()
+	csv := strings.Repeat("0.1,alice\n", 600) // 6,000 bytes
+	if len(csv) >= maxBody-1500 {
+		t.Fatalf("the traffic has %d bytes, want room for the other fields under %d", len(csv), maxBody)
+	}
+
+	b := startBrowser(t, 1280, 900)
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	b.navigate(ctx, srv.URL+"/")
+	var hint string
+	b.eval(ctx, `document.getElementById("csv-fields").textContent`, &hint)
+	if !strings.Contains(hint, "At most 8 KiB") {
+		t.Errorf("the page says %q, want it to name the limit, 8 KiB", hint)
+	}
+	b.click(ctx, `input[name=source][value=csv]`)
+	b.eval(ctx, `(() => {
+		document.getElementById("csv").value = `+jsString(csv)+`;
+		document.getElementById("limit").value = "5/s";
+	})()`, nil)
+	b.click(ctx, "#run")
+	b.waitFor(ctx, `!document.getElementById("sim-result").hidden || !document.getElementById("sim-error").hidden`)
+	var state struct {
+		Error  string
+		Status string
+		Passed []int
+	}
+	b.eval(ctx, `({Error: document.getElementById("sim-error").hidden ? "" : document.getElementById("sim-error").textContent,
+		Status: document.getElementById("sim-status").textContent,
+		Passed: Array.from(document.querySelectorAll("#totals td[data-algorithm]"), (td) => +td.dataset.passed)})`, &state)
+	if state.Error != "" {
+		t.Fatalf("%d bytes of traffic, under the %d the page promises: %s", len(csv), maxBody, state.Error)
+	}
+	if state.Status != "600 requests replayed" || len(state.Passed) != len(rate.Algorithms()) {
+		t.Errorf("status %q, %d cells; want 600 requests and one cell per algorithm", state.Status, len(state.Passed))
+	}
+	for _, p := range state.Passed {
+		if p != 5 {
+			t.Errorf("cells %v, want 5 passed in each: 600 requests in one second, a limit of 5/s", state.Passed)
+			break
+		}
+	}
+	if p := b.problems(); len(p) > 0 {
+		t.Errorf("the page reported errors:\n%s", strings.Join(p, "\n"))
+	}
+}

@@ -2,7 +2,9 @@ package dashboard
 
 import (
 	"bytes"
+	"crypto/sha256"
 	"embed"
+	"encoding/hex"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -24,7 +26,8 @@ const (
 	DefaultWindow = 5 * time.Minute
 	// MaxWindow is the longest Options.Window may be.
 	MaxWindow = time.Hour
-	// DefaultMaxPolicies is how many policies get a live row of their own.
+	// DefaultMaxPolicies is how many live rows there are at most, Other's
+	// included: 255 policies get a row of their own.
 	DefaultMaxPolicies = 256
 	// DefaultMaxBody is the largest request body POST api/sim reads.
 	DefaultMaxBody = 1 << 20
@@ -42,9 +45,10 @@ type Options struct {
 	// Window is how long live decisions are kept, rounded up to whole
 	// seconds, at most MaxWindow. Zero means DefaultWindow.
 	Window time.Duration
-	// MaxPolicies bounds how many policies get a live row of their own;
-	// the decisions of any more are counted under Other. Zero means
-	// DefaultMaxPolicies.
+	// MaxPolicies bounds the live rows, Other's included: the first
+	// MaxPolicies-1 policies (of those that decided in the window) get a
+	// row of their own, the decisions of any more are counted under
+	// Other. Zero means DefaultMaxPolicies.
 	MaxPolicies int
 	// MaxBody is the largest request body POST api/sim reads, in bytes;
 	// a larger one is answered 413. Zero means DefaultMaxBody.
@@ -83,7 +87,10 @@ type Dashboard struct {
 	// noPlayground turns POST api/sim off (Options.NoPlayground).
 	noPlayground bool
 	log          *slog.Logger
-	page         []byte // the rendered index page
+	page         []byte            // the rendered index page
+	pageTag      string            // its ETag
+	static       fs.FS             // web/static
+	staticTags   map[string]string // ETag by file name in static
 	infos        []ScenarioInfo
 }
 
@@ -129,27 +136,70 @@ func New(opts Options) *Dashboard {
 	d.running = make(chan struct{}, running)
 	d.live = newLive(int((window+time.Second-1)/time.Second), maxPolicies)
 	d.page = d.renderPage()
+	d.pageTag = etag(d.page)
 
 	static, err := fs.Sub(webFS, "web/static")
 	if err != nil {
 		panic(err) // the embedded tree is part of the binary
 	}
+	d.static = static
+	d.staticTags = map[string]string{}
+	files, err := fs.ReadDir(static, ".")
+	if err != nil {
+		panic(err)
+	}
+	for _, f := range files {
+		b, err := fs.ReadFile(static, f.Name())
+		if err != nil {
+			panic(err)
+		}
+		d.staticTags[f.Name()] = etag(b)
+	}
+
 	mux := http.NewServeMux()
-	mux.HandleFunc("GET /{$}", d.servePage)
-	mux.HandleFunc("GET /static/{file}", func(w http.ResponseWriter, r *http.Request) {
-		// One file by name: no folder listing.
-		w.Header().Set("Cache-Control", "no-cache")
-		http.ServeFileFS(w, r, static, r.PathValue("file"))
+	for _, rt := range []struct {
+		method, path string
+		serve        http.HandlerFunc
+	}{
+		{http.MethodGet, "/{$}", d.servePage},
+		{http.MethodGet, "/static/{file}", d.serveStatic},
+		{http.MethodGet, "/api/live", d.serveLive},
+		{http.MethodGet, "/api/live.svg", d.serveLiveSVG},
+		{http.MethodGet, "/api/scenarios", d.serveScenarios},
+		{http.MethodPost, "/api/sim", d.serveSim},
+	} {
+		mux.HandleFunc(rt.method+" "+rt.path, rt.serve)
+		// The path with any other method. The mux would answer 405 by
+		// itself, but in plain text.
+		allow := rt.method
+		if allow == http.MethodGet {
+			allow = "GET, HEAD"
+		}
+		mux.HandleFunc(rt.path, func(w http.ResponseWriter, r *http.Request) {
+			w.Header().Set("Allow", allow)
+			writeProblem(w, newProblem(http.StatusMethodNotAllowed, "",
+				fmt.Sprintf("method %s: this endpoint answers %s", r.Method, allow)).p)
+		})
+	}
+	mux.HandleFunc("/", func(w http.ResponseWriter, r *http.Request) {
+		writeProblem(w, newProblem(http.StatusNotFound, "", "no such page or endpoint").p)
 	})
-	mux.HandleFunc("GET /api/live", d.serveLive)
-	mux.HandleFunc("GET /api/live.svg", d.serveLiveSVG)
-	mux.HandleFunc("GET /api/scenarios", d.serveScenarios)
-	mux.HandleFunc("POST /api/sim", d.serveSim)
 	// The playground is the one endpoint that costs: refuse it to pages
 	// of other origins, which could otherwise make a visitor's browser
 	// run simulations.
-	d.handler = http.NewCrossOriginProtection().Handler(mux)
+	cop := http.NewCrossOriginProtection()
+	cop.SetDenyHandler(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		writeProblem(w, newProblem(http.StatusForbidden, "",
+			"refused a request from a page of another origin; use the dashboard's own page").p)
+	}))
+	d.handler = cop.Handler(mux)
 	return d
+}
+
+// etag returns a strong ETag for b: the start of its SHA-256, quoted.
+func etag(b []byte) string {
+	sum := sha256.Sum256(b)
+	return `"` + hex.EncodeToString(sum[:12]) + `"`
 }
 
 // ServeHTTP serves the page and the API:
@@ -175,8 +225,8 @@ func (d *Dashboard) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 
 // Record counts one decision of policy: allowed or refused. It is cheap
 // (no allocation once the policy has been seen) and safe for concurrent
-// use; call it for every decision. The decisions of more than
-// Options.MaxPolicies policies are counted under Other.
+// use; call it for every decision. Beyond Options.MaxPolicies-1 policies
+// with rows of their own, decisions are counted under Other.
 func (d *Dashboard) Record(policy string, allowed bool) {
 	d.live.record(policy, allowed, d.clock.Now().Unix())
 }
@@ -233,11 +283,28 @@ func (d *Dashboard) serveScenarios(w http.ResponseWriter, r *http.Request) {
 	d.writeJSON(w, r, d.infos)
 }
 
-// servePage is GET /.
+// servePage is GET /. The page and its assets are revalidated at every
+// load (no-cache), which their ETags answer with a 304 while they have
+// not changed.
 func (d *Dashboard) servePage(w http.ResponseWriter, r *http.Request) {
-	w.Header().Set("Content-Type", "text/html; charset=utf-8")
+	h := w.Header()
+	h.Set("Content-Type", "text/html; charset=utf-8")
+	h.Set("Cache-Control", "no-cache")
+	h.Set("ETag", d.pageTag)
+	http.ServeContent(w, r, "", time.Time{}, bytes.NewReader(d.page))
+}
+
+// serveStatic is GET static/{file}: one file by name, no folder listing.
+func (d *Dashboard) serveStatic(w http.ResponseWriter, r *http.Request) {
+	name := r.PathValue("file")
+	tag, ok := d.staticTags[name]
+	if !ok {
+		writeProblem(w, newProblem(http.StatusNotFound, "", fmt.Sprintf("no static file %q", name)).p)
+		return
+	}
 	w.Header().Set("Cache-Control", "no-cache")
-	_, _ = w.Write(d.page)
+	w.Header().Set("ETag", tag)
+	http.ServeFileFS(w, r, d.static, name)
 }
 
 // pageData is what the page template shows.

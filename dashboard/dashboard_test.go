@@ -87,3 +87,80 @@ func TestPrefix(t *testing.T) {
 		}
 	}
 }
+
+// TestErrorsAreProblems: what the dashboard refuses, it refuses as
+// application/problem+json, as its doc says: a path it does not serve
+// (404), a method a path does not answer (405, with Allow naming the
+// ones it does), and a POST from a page of another origin (403).
+func TestErrorsAreProblems(t *testing.T) {
+	d := dashboard.New(dashboard.Options{})
+	for _, c := range []struct {
+		method, path string
+		status       int
+		allow        string
+	}{
+		{"GET", "/nothing", http.StatusNotFound, ""},
+		{"GET", "/static/", http.StatusNotFound, ""},
+		{"GET", "/static/nothing.js", http.StatusNotFound, ""},
+		{"GET", "/api/", http.StatusNotFound, ""},
+		{"POST", "/", http.StatusMethodNotAllowed, "GET, HEAD"},
+		{"PUT", "/static/app.js", http.StatusMethodNotAllowed, "GET, HEAD"},
+		{"DELETE", "/api/live", http.StatusMethodNotAllowed, "GET, HEAD"},
+		{"POST", "/api/live.svg", http.StatusMethodNotAllowed, "GET, HEAD"},
+		{"POST", "/api/scenarios", http.StatusMethodNotAllowed, "GET, HEAD"},
+		{"GET", "/api/sim", http.StatusMethodNotAllowed, "POST"},
+		{"OPTIONS", "/api/sim", http.StatusMethodNotAllowed, "POST"},
+	} {
+		rec := do(t, d, c.method, c.path, "", nil)
+		problemOf(t, rec, c.status)
+		if got := rec.Header().Get("Allow"); got != c.allow {
+			t.Errorf("%s %s: Allow %q, want %q", c.method, c.path, got, c.allow)
+		}
+		if rec.Header().Get("Content-Security-Policy") == "" {
+			t.Errorf("%s %s: no Content-Security-Policy", c.method, c.path)
+		}
+	}
+
+	req := httptestRequest("POST", "/api/sim", "application/json", strings.NewReader(`{"scenario": "flood"}`))
+	req.Header.Set("Sec-Fetch-Site", "cross-site")
+	if p := problemOf(t, serve(d, req), http.StatusForbidden); !strings.Contains(p.Detail, "origin") {
+		t.Errorf("cross-site POST: detail %q, want it to say why", p.Detail)
+	}
+}
+
+// TestRevalidation: the page and its assets are revalidated at every
+// load (Cache-Control: no-cache) and carry an ETag, so that revalidating
+// costs a 304 rather than the whole file again.
+func TestRevalidation(t *testing.T) {
+	d := dashboard.New(dashboard.Options{})
+	tags := map[string]string{}
+	for _, path := range []string{"/", "/static/app.js", "/static/style.css", "/static/favicon.svg"} {
+		rec := do(t, d, "GET", path, "", nil)
+		tag := rec.Header().Get("ETag")
+		if rec.Code != http.StatusOK || rec.Header().Get("Cache-Control") != "no-cache" || !strings.HasPrefix(tag, `"`) || !strings.HasSuffix(tag, `"`) || len(tag) < 3 {
+			t.Fatalf("GET %s: status %d, Cache-Control %q, ETag %q; want 200, no-cache and a strong ETag", path, rec.Code, rec.Header().Get("Cache-Control"), tag)
+		}
+		for other, t2 := range tags {
+			if t2 == tag {
+				t.Errorf("%s and %s have the same ETag %s", path, other, tag)
+			}
+		}
+		tags[path] = tag
+
+		req := httptestRequest("GET", path, "", nil)
+		req.Header.Set("If-None-Match", tag)
+		if rec := serve(d, req); rec.Code != http.StatusNotModified || rec.Body.Len() != 0 {
+			t.Errorf("GET %s, If-None-Match its ETag: status %d, %d bytes; want 304 and none", path, rec.Code, rec.Body.Len())
+		}
+		req = httptestRequest("GET", path, "", nil)
+		req.Header.Set("If-None-Match", `"stale"`)
+		if rec := serve(d, req); rec.Code != http.StatusOK || rec.Body.Len() == 0 {
+			t.Errorf("GET %s, If-None-Match another ETag: status %d, %d bytes; want 200 and the file", path, rec.Code, rec.Body.Len())
+		}
+	}
+	// The page depends on the options: another page, another ETag.
+	off := dashboard.New(dashboard.Options{NoPlayground: true})
+	if tag := do(t, off, "GET", "/", "", nil).Header().Get("ETag"); tag == tags["/"] {
+		t.Errorf("the pages with and without the playground share the ETag %s", tag)
+	}
+}

@@ -30,11 +30,14 @@
 //	GET  /api/scenarios    the built-in scenarios ([ScenarioInfo])
 //	POST /api/sim          run a simulation ([SimRequest] → [SimResponse])
 //
-// Errors are application/problem+json ([Problem]); a CSV error names its
+// Errors are application/problem+json ([Problem]), an unknown path's 404
+// and a wrong method's 405 (with Allow) included; a CSV error names its
 // line. POST api/sim reads at most Options.MaxBody bytes (413 beyond),
-// runs at most Options.MaxRunning simulations at once (429 beyond) for at
-// most Options.Timeout each (503 beyond), and refuses requests from pages
-// of other origins.
+// parses the traffic and runs at most Options.MaxRunning simulations at
+// once (429 beyond) for at most Options.Timeout each (503 beyond), and
+// refuses requests from pages of other origins (403). The page and its
+// files are revalidated at every load, and carry ETags so that an
+// unchanged one costs a 304.
 //
 // # The page
 //
@@ -54,9 +57,10 @@
 //
 // Each policy has a ring of per-second counters as long as
 // Options.Window; Record takes a read lock on the map and the policy's
-// own lock, and allocates only for a policy's first decision. At most
-// Options.MaxPolicies policies get rows of their own, the rest share the
-// row [Other]; a policy idle for the whole window gives its place up.
+// own lock, and allocates only for a policy's first decision. There are
+// at most Options.MaxPolicies rows: MaxPolicies-1 policies get rows of
+// their own, the rest share the row [Other]; a policy idle for the whole
+// window gives its place up.
 //
 // # Files
 //

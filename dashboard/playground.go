@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"maps"
 	"mime"
 	"net/http"
 	"slices"
@@ -138,12 +139,10 @@ func (d *Dashboard) serveSim(w http.ResponseWriter, r *http.Request) {
 		d.fail(w, r, err)
 		return
 	}
-	sc, err := buildScenario(req)
-	if err != nil {
-		d.fail(w, r, err)
-		return
-	}
-	// Take a place only now, so that a slow upload does not hold one.
+	// Take a place once the body is read, so that a slow upload does not
+	// hold one, but before the traffic is read into requests: they take
+	// several times the memory of the body, and only MaxRunning requests
+	// may hold them at once.
 	select {
 	case d.running <- struct{}{}:
 		defer func() { <-d.running }()
@@ -153,6 +152,11 @@ func (d *Dashboard) serveSim(w http.ResponseWriter, r *http.Request) {
 			fmt.Sprintf("%d simulations are running already; try again in a second", cap(d.running))).p)
 		return
 	}
+	sc, err := buildScenario(req)
+	if err != nil {
+		d.fail(w, r, err)
+		return
+	}
 	ctx, cancel := context.WithTimeout(r.Context(), d.timeout)
 	defer cancel()
 	res, err := sim.Run(ctx, sc)
@@ -160,7 +164,12 @@ func (d *Dashboard) serveSim(w http.ResponseWriter, r *http.Request) {
 	case errors.Is(err, sim.ErrInvalid):
 		d.fail(w, r, newProblem(http.StatusBadRequest, "", err.Error()))
 		return
-	case errors.Is(err, context.DeadlineExceeded) && r.Context().Err() == nil:
+	case err != nil && r.Context().Err() != nil:
+		// The client hung up: no one reads an answer, and it is no
+		// error of the server's.
+		d.log.DebugContext(r.Context(), "simulation abandoned by its client", "err", err)
+		return
+	case errors.Is(err, context.DeadlineExceeded):
 		d.fail(w, r, newProblem(http.StatusServiceUnavailable, "",
 			fmt.Sprintf("the simulation took longer than %v; try fewer requests, seconds or algorithms", d.timeout)))
 		return
@@ -262,7 +271,13 @@ var formFields = []string{"scenario", "csv", "limit", "algorithms", "setups", "i
 func formRequest(r *http.Request) (SimRequest, error) {
 	var req SimRequest
 	f := r.PostForm
-	for k := range f {
+	fields := slices.Collect(maps.Keys(f))
+	if r.MultipartForm != nil {
+		for k := range r.MultipartForm.File {
+			fields = append(fields, k)
+		}
+	}
+	for _, k := range fields {
 		if !slices.Contains(formFields, k) {
 			return req, newProblem(http.StatusBadRequest, k, fmt.Sprintf("unknown field %q (want %s)", k, strings.Join(formFields, ", ")))
 		}

@@ -4,9 +4,11 @@ import (
 	"bytes"
 	"context"
 	"fmt"
+	"log/slog"
 	"mime/multipart"
 	"net/http"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -248,5 +250,80 @@ func TestSimCrossOrigin(t *testing.T) {
 	req.Header.Set("Sec-Fetch-Site", "same-origin")
 	if rec := serve(d, req); rec.Code != http.StatusOK {
 		t.Errorf("same-origin POST: status %d, want 200", rec.Code)
+	}
+}
+
+// TestSimClientGone: a client that hangs up during its simulation stops
+// it, and that is no error of the server's: nothing is logged above
+// debug, and nothing is answered.
+func TestSimClientGone(t *testing.T) {
+	var logs logRecords
+	d := dashboard.New(dashboard.Options{Logger: slog.New(&logs)})
+	ctx, cancel := context.WithCancel(context.Background())
+	cancel()
+	// An hour of the clients scenario: enough steps that the run looks
+	// at its context.
+	req := httptestRequest("POST", "/api/sim", "application/json", strings.NewReader(`{"scenario": "clients", "seconds": 3600}`)).WithContext(ctx)
+	rec := serve(d, req)
+	if rec.Body.Len() != 0 {
+		t.Errorf("answered a client that is gone: status %d, %s", rec.Code, rec.Body)
+	}
+	if got := logs.above(slog.LevelDebug); len(got) > 0 {
+		t.Errorf("logged %q, want nothing above debug", got)
+	}
+}
+
+// logRecords is a slog.Handler that keeps the messages and attributes it
+// is given.
+type logRecords struct {
+	mu   sync.Mutex
+	recs []slog.Record
+}
+
+func (h *logRecords) Enabled(context.Context, slog.Level) bool { return true }
+func (h *logRecords) WithAttrs([]slog.Attr) slog.Handler       { return h }
+func (h *logRecords) WithGroup(string) slog.Handler            { return h }
+func (h *logRecords) Handle(_ context.Context, r slog.Record) error {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	h.recs = append(h.recs, r.Clone())
+	return nil
+}
+
+// above returns the records above level, as "LEVEL message key=value …".
+func (h *logRecords) above(level slog.Level) []string {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	var out []string
+	for _, r := range h.recs {
+		if r.Level <= level {
+			continue
+		}
+		s := r.Level.String() + " " + r.Message
+		r.Attrs(func(a slog.Attr) bool {
+			s += " " + a.String()
+			return true
+		})
+		out = append(out, s)
+	}
+	return out
+}
+
+// TestSimUnknownFile: a multipart form's files are fields too; one the
+// playground does not read is refused, as an unknown field is.
+func TestSimUnknownFile(t *testing.T) {
+	d := dashboard.New(dashboard.Options{})
+	var body bytes.Buffer
+	mw := multipart.NewWriter(&body)
+	fw, err := mw.CreateFormFile("traffic", "traffic.csv")
+	if err != nil {
+		t.Fatal(err)
+	}
+	fw.Write([]byte("0.1,alice\n"))
+	mw.WriteField("limit", "2/s")
+	mw.Close()
+	p := problemOf(t, do(t, d, "POST", "/api/sim", mw.FormDataContentType(), &body), http.StatusBadRequest)
+	if p.Field != "traffic" || !strings.Contains(p.Detail, `unknown field "traffic"`) {
+		t.Errorf("problem %+v, want the unknown field traffic", p)
 	}
 }
