@@ -399,19 +399,10 @@ func buildScenario(req SimRequest) (sim.Scenario, error) {
 		return bad("scenario", "choose a scenario or paste csv traffic")
 	}
 	if req.Limit != "" {
-		if first, _, _ := strings.Cut(req.Limit, " "); first != "" {
-			if _, err := rate.ParseAlgorithm(first); err == nil {
-				return bad("limit", "limit %q names an algorithm; the limit applies to every algorithm, choose them with algorithms", req.Limit)
-			}
-		}
-		l, err := rate.ParseLimit(req.Limit)
+		l, err := sim.ParseLimit(req.Limit)
 		if err != nil {
 			return bad("limit", "%v", err)
 		}
-		if l.Calendar != rate.NoCalendar {
-			return bad("limit", "limit %q: monthly limits cannot be simulated second by second; use a period such as 10s or 1m", req.Limit)
-		}
-		l.Algorithm = 0
 		sc.Limit = l
 	}
 	algs, err := parseNames(req.Algorithms, rate.Algorithms(), rate.ParseAlgorithm)

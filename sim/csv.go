@@ -90,6 +90,13 @@ func readCSV(r io.Reader, maxEvents int, maxBytes int64) (events []Event, start 
 		if err != nil {
 			var pe *csv.ParseError
 			if errors.As(err, &pe) {
+				// A quote left open swallows the lines after it: the
+				// parser notices on the last one, but the fault is where
+				// the record starts.
+				if pe.StartLine > 0 && pe.StartLine < pe.Line {
+					return nil, time.Time{}, &LineError{Line: pe.StartLine,
+						Err: fmt.Errorf("%w: the record starting here runs on to line %d; is a quote left open?", pe.Err, pe.Line)}
+				}
 				return nil, time.Time{}, &LineError{Line: pe.Line, Err: pe.Err}
 			}
 			return nil, time.Time{}, fmt.Errorf("reading csv: %w", err)

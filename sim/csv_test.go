@@ -113,6 +113,10 @@ func TestReadCSVErrors(t *testing.T) {
 		{"zero cost", "0,a,0\n", 1, `cost "0"`},
 		{"bad cost", "0,a\n0,a,x\n", 2, `cost "x"`},
 		{"bad quote", "0,a\n1,\"a\n", 2, "quote"},
+		// A quote left open runs on to the end of the file: the error
+		// names the line where the record starts, not the last one.
+		{"open quote", "0,a\n1,\"a\n2,b\n3,c\n", 2, "runs on to line 4"},
+		{"quote closed on a later line", "0,a\n1,\"a\nb\"x,1\n", 2, "runs on to line 3"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -135,6 +139,15 @@ func TestReadCSVErrors(t *testing.T) {
 				t.Errorf("error %q does not start with its line", err)
 			}
 		})
+	}
+}
+
+// An open quote's error still wraps the csv package's, for callers that
+// test for it.
+func TestReadCSVOpenQuoteWraps(t *testing.T) {
+	_, _, err := ReadCSV(strings.NewReader("0,a\n1,\"a\n2,b\n"))
+	if !errors.Is(err, csv.ErrQuote) {
+		t.Errorf("error %v does not wrap csv.ErrQuote", err)
 	}
 }
 

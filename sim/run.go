@@ -69,20 +69,33 @@ type Row struct {
 	// MaxDelay is the longest an admitted request had to wait for its
 	// turn: non-zero only for leaky_bucket, which shapes traffic.
 	MaxDelay time.Duration `json:"-"`
+	// OverCapacity counts the requests, among Refused, that cost more
+	// than Limit's capacity ([rate.Limit.Capacity]). No wait lets them
+	// pass, and a store does not refuse them: it answers with an error
+	// wrapping [rate.ErrCostExceedsCapacity].
+	OverCapacity int `json:"-"`
 }
 
 // Second counts the requests that arrived in one second.
 type Second struct {
 	// T is the second, counted from the scenario's start.
-	T       int `json:"t"`
-	Passed  int `json:"passed"`
+	T int `json:"t"`
+	// Passed counts the requests admitted (for leaky_bucket, possibly
+	// after a Delay): those that arrived in this second, whenever they
+	// went ahead.
+	Passed int `json:"passed"`
+	// Refused counts the requests that arrived in this second and were
+	// refused.
 	Refused int `json:"refused"`
 }
 
 // ClientTotal counts one client's requests.
 type ClientTotal struct {
-	Client  string
-	Passed  int
+	// Client is the client's name (see Event.Client).
+	Client string
+	// Passed counts the client's requests admitted.
+	Passed int
+	// Refused counts the client's requests refused.
 	Refused int
 }
 
@@ -200,6 +213,9 @@ func Run(ctx context.Context, s Scenario) (Result, error) {
 					row.Refused++
 					sec.Refused++
 					ct.Refused++
+					if e.cost() > l.Capacity() {
+						row.OverCapacity++
+					}
 				}
 			}
 			res.Rows = append(res.Rows, row)
@@ -213,7 +229,9 @@ func Run(ctx context.Context, s Scenario) (Result, error) {
 func decide(l rate.Limit, m map[string]rate.State, e Event, start int64) (bool, time.Duration) {
 	cost := e.cost()
 	if cost > l.Capacity() {
-		return false, 0 // a store refuses it: no wait would let it pass
+		// No wait would let it pass; a store answers it with an error,
+		// counted apart as Row.OverCapacity.
+		return false, 0
 	}
 	now := start + int64(e.At/time.Microsecond)
 	next, d := l.Step(m[e.Key], now, cost)

@@ -3,6 +3,7 @@ package sim
 import (
 	"context"
 	"errors"
+	"math"
 	"math/big"
 	"slices"
 	"strings"
@@ -254,9 +255,12 @@ func TestSharedIsSingle(t *testing.T) {
 			t.Fatal(err)
 		}
 		for _, a := range sc.algorithms() {
-			single, _ := res.Row(a, Single)
-			shared, _ := res.Row(a, SharedCounter)
-			own, _ := res.Row(a, OwnCounters)
+			single, ok1 := res.Row(a, Single)
+			shared, ok2 := res.Row(a, SharedCounter)
+			own, ok3 := res.Row(a, OwnCounters)
+			if !ok1 || !ok2 || !ok3 || len(single.PerSecond) == 0 {
+				t.Fatalf("%s/%s: a setup's row is missing or empty", sc.Name, a)
+			}
 			if !slices.Equal(single.PerSecond, shared.PerSecond) {
 				t.Errorf("%s/%s: shared counter differs from single", sc.Name, a)
 			}
@@ -492,8 +496,17 @@ func TestRunDeterministic(t *testing.T) {
 	if slices.Equal(a.Events, c.Events) {
 		t.Error("different seeds gave the same traffic")
 	}
-	ra, _ := Run(context.Background(), a)
-	rb, _ := Run(context.Background(), b)
+	ra, err := Run(context.Background(), a)
+	if err != nil {
+		t.Fatal(err)
+	}
+	rb, err := Run(context.Background(), b)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(ra.Rows) != len(rate.Algorithms()) || len(rb.Rows) != len(ra.Rows) {
+		t.Fatalf("%d and %d rows, want one per algorithm", len(ra.Rows), len(rb.Rows))
+	}
 	for i := range ra.Rows {
 		if !slices.Equal(ra.Rows[i].PerSecond, rb.Rows[i].PerSecond) {
 			t.Errorf("%s: two runs of one scenario differ", ra.Rows[i].Algorithm)
@@ -516,6 +529,10 @@ func TestRunInvalid(t *testing.T) {
 		{"negative cost", func(s *Scenario) { s.Events[0].Cost = -1 }, "negative cost"},
 		{"instances", func(s *Scenario) { s.Instances = MaxInstances + 1 }, "instances"},
 		{"too long", func(s *Scenario) { s.Events[0].At = MaxSeconds * sec }, "at most 3600s"},
+		// Its length in seconds, times a second, is past the largest
+		// Duration: it must still be told as too long, not as arriving
+		// after an end that wrapped round.
+		{"longest duration", func(s *Scenario) { s.Events[0].At = math.MaxInt64 }, "at most 3600s"},
 		{"bad setup", func(s *Scenario) { s.Setups = []Setup{Setup(9)} }, "invalid setup"},
 		{"before 1970", func(s *Scenario) { s.Start = time.Date(1969, 6, 1, 0, 0, 0, 0, time.UTC) }, "before 1970"},
 	}
@@ -553,5 +570,44 @@ func TestCostAboveCapacityRefused(t *testing.T) {
 		if row.Passed != 1 || row.Refused != 1 {
 			t.Errorf("%s: passed %d refused %d, want the cost-11 request refused and the cost-10 one passed", row.Algorithm, row.Passed, row.Refused)
 		}
+		if row.OverCapacity != 1 {
+			t.Errorf("%s: %d requests over capacity, want the cost-11 one", row.Algorithm, row.OverCapacity)
+		}
+	}
+}
+
+// TestOverCapacityNoted: a request that costs more than an algorithm's
+// capacity is counted apart and the text says so, for a store answers it
+// with an error where the table shows a refusal. A burst makes the
+// buckets' capacity larger than the windows'.
+func TestOverCapacityNoted(t *testing.T) {
+	sc := Scenario{Name: "cost", Limit: rate.Limit{Count: 10, Period: 10 * sec, Burst: 20},
+		Algorithms: []rate.Algorithm{rate.FixedWindow, rate.GCRA},
+		Setups:     []Setup{Single, OwnCounters},
+		Events:     []Event{{At: 0, Key: "k", Cost: 15}, {At: 0, Key: "k", Cost: 25}, {At: sec, Key: "k"}}}
+	res, err := Run(context.Background(), sc)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, w := range []struct {
+		alg   rate.Algorithm
+		setup Setup
+		over  int
+	}{{fw, Single, 2}, {fw, OwnCounters, 2}, {gc, Single, 1}, {gc, OwnCounters, 1}} {
+		row, ok := res.Row(w.alg, w.setup)
+		if !ok || row.OverCapacity != w.over {
+			t.Errorf("%s/%s: %d over capacity (row found: %t), want %d", w.alg, w.setup, row.OverCapacity, ok, w.over)
+		}
+	}
+	var b strings.Builder
+	if err := WriteText(&b, res); err != nil {
+		t.Fatal(err)
+	}
+	want := "Costing more than the capacity: 2 requests for fixed_window (10), 1 for gcra (20)."
+	if !strings.Contains(strings.Join(strings.Fields(b.String()), " "), want) { // as if unwrapped
+		t.Errorf("text lacks %q:\n%s", want, b.String())
+	}
+	if s := textOf(t, Scenario{Name: "fits", Limit: tenPer10s, Events: []Event{{Key: "k", Cost: 10}}}); strings.Contains(s, "capacity") {
+		t.Errorf("a note on capacity where every cost fits:\n%s", s)
 	}
 }

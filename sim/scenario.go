@@ -3,6 +3,7 @@ package sim
 import (
 	"errors"
 	"fmt"
+	"strings"
 	"time"
 	"unicode/utf8"
 
@@ -103,7 +104,9 @@ type Event struct {
 	Key string
 	// Cost is how many units the request takes. Zero means 1: a request
 	// of cost 0 would only look, and there is nothing to see in that. A
-	// cost above the limit's capacity is refused, as a store refuses it.
+	// cost above the limit's capacity can never pass: a store answers it
+	// with an error, not a refusal, and Run counts it as refused and in
+	// Row.OverCapacity.
 	Cost int64
 	// Client names who sent the request, for the per-client totals (a
 	// calm client and a burst may share a key). Empty means Key.
@@ -221,6 +224,41 @@ func (s Scenario) LimitFor(a rate.Algorithm) rate.Limit {
 	return l
 }
 
+// ParseLimit reads the limit of a scenario as people write it, "10 per
+// 10s" or "5/s burst 20", for every algorithm (see [Scenario.LimitFor]):
+// it names none (its Algorithm is the zero value), and it refuses a text
+// that does, and a calendar period, which cannot be simulated second by
+// second. [rate.ParseLimit] checks what it reads as gcra's limit when the
+// text names no algorithm; here the text is read as each algorithm's in
+// turn, and the first that accepts it gives the count, period and burst,
+// so that a daily quota too large for the buckets, or a burst the windows
+// ignore, does not stop a run that compares other algorithms. Whether
+// each algorithm compared can apply it is [Scenario.Validate]'s to check.
+func ParseLimit(text string) (rate.Limit, error) {
+	if first, _, _ := strings.Cut(strings.TrimSpace(text), " "); first != "" {
+		if _, err := rate.ParseAlgorithm(first); err == nil {
+			return rate.Limit{}, fmt.Errorf("limit %q names an algorithm; it applies to every algorithm compared: choose those with the list of algorithms", text)
+		}
+	}
+	l, err := rate.ParseLimit(text)
+	if err != nil {
+		for _, a := range rate.Algorithms() {
+			if al, aerr := rate.ParseLimit(a.String() + " " + text); aerr == nil {
+				l, err = al, nil
+				break
+			}
+		}
+	}
+	if err != nil {
+		return rate.Limit{}, err
+	}
+	if l.Calendar != rate.NoCalendar {
+		return rate.Limit{}, fmt.Errorf("limit %q: monthly limits cannot be simulated second by second; use a period such as 10s or 1m", text)
+	}
+	l.Algorithm = 0
+	return l, nil
+}
+
 // ErrInvalid is wrapped by the errors of [Scenario.Validate], and so of
 // [Run], for a scenario that cannot be run.
 var ErrInvalid = errors.New("invalid scenario")
@@ -260,16 +298,19 @@ func (s Scenario) Validate() error {
 	if len(s.Events) > MaxEvents {
 		return fail("%d requests; at most %d", len(s.Events), MaxEvents)
 	}
-	end := time.Duration(s.seconds()) * time.Second
-	if end > MaxSeconds*time.Second {
-		return fail("the traffic lasts %v; at most %ds", end, MaxSeconds)
+	// Compared in seconds: a request late enough makes the length times a
+	// second overflow a Duration.
+	seconds := s.seconds()
+	if seconds > MaxSeconds {
+		return fail("the traffic lasts %ds; at most %ds", seconds, MaxSeconds)
 	}
+	end := time.Duration(seconds) * time.Second
 	for i, e := range s.Events {
 		switch {
 		case e.At < 0:
 			return fail("request %d arrives at %v, before the start", i, e.At)
 		case e.At >= end:
-			return fail("request %d arrives at %v, after the scenario's %d seconds", i, e.At, s.seconds())
+			return fail("request %d arrives at %v, after the scenario's %d seconds", i, e.At, seconds)
 		case e.Key == "":
 			return fail("request %d has no key", i)
 		case len(e.Key) > MaxKeyLen || len(e.Client) > MaxKeyLen:

@@ -165,7 +165,9 @@ func WriteSVG(w io.Writer, r Result) error {
 	// Time axis under the last row.
 	step := chart.TickStep(bin, colW, 24)
 	for t := 0; t < seconds; t += step {
-		x := float64(chart.PlotLeft) + (float64(t)/float64(bin)+0.5)*colW
+		// The middle of second t, on the time scale the columns and the
+		// window boundaries share: in the column that holds it.
+		x := float64(chart.PlotLeft) + (float64(t)+0.5)/float64(bin)*colW
 		p.Printf(`<text x="%.1f" y="%d" font-size="10.5" text-anchor="middle" fill="%s">%d</text>`+"\n", x, bottom+22, chart.Grey, t)
 	}
 	p.Printf(`<text x="%d" y="%d" font-size="10.5" fill="%s">seconds →</text>`+"\n", chart.PlotRight+16, bottom+22, chart.Grey)

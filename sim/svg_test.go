@@ -286,3 +286,67 @@ func textOf(t *testing.T, sc Scenario) string {
 	}
 	return b.String()
 }
+
+// TestSVGTicksOverTheirSeconds: each label of the time axis stands over
+// the column that holds its second, in short scenarios (a column a
+// second) and long ones (several seconds a column) alike.
+func TestSVGTicksOverTheirSeconds(t *testing.T) {
+	for _, secs := range []int{20, 195, 1000, MaxSeconds} {
+		sc := Scenario{Name: "ticks", Limit: rate.Limit{Count: 100, Period: time.Minute},
+			Algorithms: []rate.Algorithm{rate.GCRA}, Seconds: secs,
+			Events: Steady("k", 0, time.Duration(secs)*time.Second, 10*time.Second)}
+		r, err := Run(context.Background(), sc)
+		if err != nil {
+			t.Fatal(err)
+		}
+		var b bytes.Buffer
+		if err := WriteSVG(&b, r); err != nil {
+			t.Fatal(err)
+		}
+		bin, _, colW := chart.Bins(secs)
+		dec := xml.NewDecoder(&b)
+		var x float64
+		inTick, ticks := false, 0
+		for {
+			tok, err := dec.Token()
+			if errors.Is(err, io.EOF) {
+				break
+			}
+			if err != nil {
+				t.Fatalf("invalid XML: %v", err)
+			}
+			switch tok := tok.(type) {
+			case xml.StartElement:
+				inTick = false
+				if tok.Name.Local != "text" {
+					continue
+				}
+				var size string
+				for _, a := range tok.Attr {
+					switch a.Name.Local {
+					case "font-size":
+						size = a.Value
+					case "x":
+						x, _ = strconv.ParseFloat(a.Value, 64)
+					}
+				}
+				inTick = size == "10.5"
+			case xml.CharData:
+				sec, err := strconv.Atoi(string(tok))
+				if !inTick || err != nil {
+					continue
+				}
+				ticks++
+				col := int(math.Floor((x - chart.PlotLeft) / colW))
+				if col != sec/bin {
+					t.Errorf("%d s: label %d at x %.1f, over column %d (seconds %d–%d), want column %d", secs, sec, x, col, col*bin, col*bin+bin-1, sec/bin)
+				}
+			case xml.EndElement:
+				inTick = false
+			}
+		}
+		if ticks < 2 {
+			t.Errorf("%d s: %d labels on the time axis", secs, ticks)
+		}
+	}
+}

@@ -29,6 +29,9 @@ func WriteText(w io.Writer, r Result) error {
 	if b := bucketNote(r); b != "" {
 		fmt.Fprintf(bw, "%s\n", b)
 	}
+	if o := overCapacityNote(r); o != "" {
+		wrap(bw, o, 78)
+	}
 	for _, setup := range rowSetups(r) {
 		var rows []Row
 		for _, row := range r.Rows {
@@ -73,6 +76,39 @@ func bucketNote(r Result) string {
 		return ""
 	}
 	return strings.Join(names, ", ") + ": " + describeBucket(bucket)
+}
+
+// overCapacityNote says, if any request cost more than an algorithm's
+// capacity, how many did for each: "Costing more than the capacity: 2
+// requests for fixed_window (10), 1 for gcra (20). …". The count depends
+// on the algorithm's limit alone, not on the setup.
+func overCapacityNote(r Result) string {
+	var parts []string
+	seen := map[rate.Algorithm]bool{}
+	for _, row := range r.Rows {
+		if row.OverCapacity == 0 || seen[row.Algorithm] {
+			continue
+		}
+		seen[row.Algorithm] = true
+		what := "for"
+		if len(parts) == 0 {
+			what = "request" + plural(row.OverCapacity) + " for"
+		}
+		parts = append(parts, fmt.Sprintf("%d %s %s (%d)", row.OverCapacity, what, row.Algorithm, row.Limit.Capacity()))
+	}
+	if len(parts) == 0 {
+		return ""
+	}
+	return "Costing more than the capacity: " + strings.Join(parts, ", ") +
+		". No wait lets such a request pass, and a store answers it with an error rather than a refusal; here it counts as refused."
+}
+
+// plural returns "s" unless n is 1.
+func plural(n int) string {
+	if n == 1 {
+		return ""
+	}
+	return "s"
 }
 
 // rowSetups returns the setups of r's rows in order of appearance.

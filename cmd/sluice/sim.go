@@ -44,7 +44,11 @@ Flags:
   --limit LIMIT        the limit, as in sluice's config: "10 per 10s",
                        "5/s", "100/m burst 20". The buckets (token_bucket,
                        leaky_bucket, gcra) hold burst tokens, count if no
-                       burst is given. Default: the scenario's.
+                       burst is given; the windows ignore the burst. Every
+                       algorithm compared must be able to apply it (a
+                       sliding_log counts at most 65536): leave out with
+                       --algorithms those that cannot. Default: the
+                       scenario's.
   --algorithms LIST    the algorithms to compare, comma-separated, or all
                        (default all): fixed_window, sliding_log,
                        sliding_window, token_bucket, leaky_bucket, gcra
@@ -222,31 +226,35 @@ func (f *simFlags) buildScenario() (sim.Scenario, error) {
 			return sc, usageError{fmt.Errorf("--scenario: %w", err)}
 		}
 	}
-	if f.limit != "" {
-		if first, _, _ := strings.Cut(strings.TrimSpace(f.limit), " "); first != "" {
-			if _, err := rate.ParseAlgorithm(first); err == nil {
-				return sc, usageError{fmt.Errorf("--limit %q names an algorithm; the limit applies to every algorithm, choose them with --algorithms", f.limit)}
-			}
-		}
-		l, err := rate.ParseLimit(f.limit)
-		if err != nil {
-			return sc, usageError{fmt.Errorf("--limit: %w", err)}
-		}
-		if l.Calendar != rate.NoCalendar {
-			return sc, usageError{fmt.Errorf("--limit %q: monthly limits cannot be simulated second by second; use a period such as 10s or 1m", f.limit)}
-		}
-		l.Algorithm = 0
-		sc.Limit = l
-	}
 	algs, err := parseList(f.algorithms, rate.Algorithms(), rate.ParseAlgorithm)
 	if err != nil {
 		return sc, usageError{fmt.Errorf("--algorithms: %w", err)}
 	}
 	sc.Algorithms = algs
+	if f.limit != "" {
+		l, err := sim.ParseLimit(f.limit)
+		if err != nil {
+			return sc, usageError{fmt.Errorf("--limit: %w", err)}
+		}
+		sc.Limit = l
+		for _, a := range algs {
+			if err := sc.LimitFor(a).Validate(); err != nil {
+				return sc, usageError{fmt.Errorf("--limit %q cannot apply to %s: %w; leave %s out with --algorithms", f.limit, a, err, a)}
+			}
+		}
+	}
+	setupChanged := false
 	if f.setups != "" {
 		setups, err := parseList(f.setups, sim.Setups(), sim.ParseSetup)
 		if err != nil {
 			return sc, usageError{fmt.Errorf("--setup: %w", err)}
+		}
+		own := sc.Setups
+		if len(own) == 0 {
+			own = []sim.Setup{sim.Single}
+		}
+		for _, s := range setups {
+			setupChanged = setupChanged || !slices.Contains(own, s)
 		}
 		sc.Setups = setups
 	}
@@ -256,6 +264,9 @@ func (f *simFlags) buildScenario() (sim.Scenario, error) {
 		if f.set[name] {
 			changed = append(changed, "--"+name)
 		}
+	}
+	if setupChanged {
+		changed = append(changed, "--setup")
 	}
 	if len(changed) > 0 && sc.Description != "" {
 		sc.Description += fmt.Sprintf("\n\n(The figures above are for the scenario as it comes; this run sets %s.)", strings.Join(changed, ", "))

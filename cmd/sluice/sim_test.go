@@ -10,9 +10,11 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"testing"
 
+	"github.com/sluicehq/sluice/rate"
 	"github.com/sluicehq/sluice/sim"
 )
 
@@ -150,6 +152,9 @@ func TestSimHelp(t *testing.T) {
 		if !strings.Contains(stdout, "Exit codes: 0 ") {
 			t.Errorf("%q: help does not say what the exit codes mean", args)
 		}
+		if n := strconv.Itoa(rate.MaxLogCount); !strings.Contains(stdout, "at most "+n) {
+			t.Errorf("%q: help does not give sliding_log's largest count, %s", args, n)
+		}
 	}
 }
 
@@ -168,6 +173,11 @@ func TestSimBadFlags(t *testing.T) {
 		{[]string{"--limit", "lots"}, "--limit"},
 		{[]string{"--limit", "gcra 5/s"}, "names an algorithm"},
 		{[]string{"--limit", "10/month"}, "monthly"},
+		// A limit one of the algorithms cannot apply: say which, and how
+		// to leave it out.
+		{[]string{"--limit", "70000/m"}, "sliding_log"},
+		{[]string{"--limit", "70000/m"}, "--algorithms"},
+		{[]string{"--limit", "2000000/h", "--algorithms", "fixed_window,gcra"}, "gcra"},
 		{[]string{"--algorithms", "fixed_window,leaky"}, `unknown algorithm "leaky"`},
 		{[]string{"--algorithms", ","}, "empty list"},
 		{[]string{"--setup", "cluster"}, `unknown setup "cluster"`},
@@ -296,6 +306,55 @@ func TestSimChangedDefaultsSaySo(t *testing.T) {
 	_, stdout, _ = runCLI(t, "sim", "--scenario", "steady")
 	if strings.Contains(stdout, "this run sets") {
 		t.Error("a default run says it changed something")
+	}
+}
+
+// TestSimLimitForChosenAlgorithms: --limit is checked against the
+// algorithms the run compares, not against gcra: a quota too large for
+// the buckets but fine for fixed_window runs on fixed_window, and a
+// burst, which the window algorithms ignore, does not stop them.
+func TestSimLimitForChosenAlgorithms(t *testing.T) {
+	for _, tt := range []struct {
+		limit, algorithms string
+		passed            int
+	}{
+		// boundary's 20 requests fit in any of these.
+		{"2000000/h", "fixed_window", 20},
+		{"100000/d", "fixed_window", 20},
+		{"10 per 10s burst 20", "fixed_window", 20},
+		{"10 per 10s burst 20", "gcra", 20},
+	} {
+		code, stdout, stderr := runCLI(t, "sim", "--limit", tt.limit, "--algorithms", tt.algorithms, "--json")
+		if code != 0 {
+			t.Errorf("--limit %q --algorithms %s: exit %d: %s", tt.limit, tt.algorithms, code, stderr)
+			continue
+		}
+		o := decodeStrict(t, stdout)
+		if len(o.Results) != 1 || o.Results[0].Algorithm != tt.algorithms || o.Results[0].Passed != tt.passed {
+			t.Errorf("--limit %q --algorithms %s: %+v, want %d passed", tt.limit, tt.algorithms, o.Results, tt.passed)
+		}
+	}
+}
+
+// TestSimChangedSetupSaysSo: the description's figures are for the
+// scenario's own setups; a run in others says so.
+func TestSimChangedSetupSaysSo(t *testing.T) {
+	for _, tt := range []struct {
+		args []string
+		note bool
+	}{
+		{[]string{"--scenario", "boundary", "--setup", "own-counters"}, true},
+		{[]string{"--scenario", "boundary", "--setup", "single"}, false},
+		{[]string{"--scenario", "flood", "--setup", "own-counters,shared-counter"}, false},
+		{[]string{"--scenario", "flood", "--setup", "single"}, true},
+	} {
+		code, stdout, stderr := runCLI(t, append([]string{"sim"}, tt.args...)...)
+		if code != 0 {
+			t.Fatalf("%q: exit %d: %s", tt.args, code, stderr)
+		}
+		if got := strings.Contains(stdout, "this run sets --setup"); got != tt.note {
+			t.Errorf("%q: note on --setup %t, want %t:\n%s", tt.args, got, tt.note, stdout)
+		}
 	}
 }
 
