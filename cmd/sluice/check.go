@@ -6,9 +6,14 @@ import (
 	"flag"
 	"fmt"
 	"io"
+	"os"
 	"strings"
 
+	"github.com/redis/rueidis"
+	"go.yaml.in/yaml/v3"
+
 	"github.com/sluicehq/sluice/policy"
+	"github.com/sluicehq/sluice/rls"
 	"github.com/sluicehq/sluice/server"
 )
 
@@ -16,9 +21,11 @@ const checkUsage = `Usage: sluice check [--strict] [--envoy PATH]... [FILE]
 
 Checks configuration files without serving them: a policy file (FILE), and
 files or directories in the format of Envoy's reference rate limit service
-(--envoy, repeatable). Every problem is printed as file:line:col: message
-(Envoy files: file:line: message) and the exit code is 1; when everything
-loads, one line per file sums it up and the exit code is 0.
+(--envoy, repeatable), as sluice serve would load them, the policy file's
+Redis URL included (no connection is made). Every problem is printed as
+file:line:col: message (Envoy files: file:line: message) on stderr and the
+exit code is 1; when everything loads, one line per file on stdout sums it
+up and the exit code is 0.
 
 A policy file that loads may still hold what is likely not meant, such as
 a policy that leaves some requests unlimited (no limits for a plan, a key
@@ -84,9 +91,7 @@ func runCheck(_ context.Context, args []string, stdout, stderr io.Writer) int {
 	}
 	code := exitOK
 	if len(files) == 1 {
-		set, err := policy.LoadFile(files[0])
-		if err != nil {
-			printProblems(stderr, err)
+		if set := loadPolicy(files[0], stderr); set == nil {
 			code = exitFailure
 		} else {
 			for _, w := range set.Warnings() {
@@ -108,6 +113,11 @@ func runCheck(_ context.Context, args []string, stdout, stderr io.Writer) int {
 		cfg, err := server.LoadEnvoy(envoy.vals...)
 		if err != nil {
 			printProblems(stderr, err)
+			for _, f := range envoyFiles(envoy.vals) {
+				if data, err := os.ReadFile(f); err == nil && topKey(data, "policies") && !topKey(data, "domain") {
+					fmt.Fprintf(stderr, "%s: this is a sluice policy file (it has a policies list), not an Envoy configuration: check it without --envoy\n", f)
+				}
+			}
 			code = exitFailure
 		} else {
 			d := cfg.Domains()
@@ -115,6 +125,96 @@ func runCheck(_ context.Context, args []string, stdout, stderr io.Writer) int {
 		}
 	}
 	return code
+}
+
+// loadPolicy loads the policy file at path as sluice serve would. When
+// it does not load, it prints every problem on w and returns nil. Beyond
+// policy.Load, that is the store's Redis URL: the policy package checks
+// that it is a redis://, rediss:// or unix:// URL, while the Redis client
+// reads the rest of it (the database number, the query's options) only
+// as sluice serve opens the store, where a mistake keeps serve from
+// starting.
+func loadPolicy(path string, w io.Writer) *policy.Set {
+	data, err := os.ReadFile(path)
+	if err != nil {
+		if st, serr := os.Stat(path); serr == nil && st.IsDir() {
+			err = fmt.Errorf("%s is a directory: name the policy file in it, or check Envoy configurations with --envoy %s", path, path)
+		}
+		fmt.Fprintf(w, "sluice check: %v\n", err)
+		return nil
+	}
+	set, err := policy.Load(path, data)
+	if err != nil {
+		printProblems(w, err)
+		if topKey(data, "domain") && topKey(data, "descriptors") && !topKey(data, "policies") {
+			fmt.Fprintf(w, "%s: this is an Envoy rate limit configuration (domain, descriptors), not a policy file: check it with --envoy %s\n", path, path)
+		}
+		return nil
+	}
+	if u := set.Store().Redis; u != "" {
+		// The URL parses (policy.Load saw to it), so the client's errors
+		// quote a part of its path or query, never the password.
+		if _, err := rueidis.ParseURL(u); err != nil {
+			line, col := redisPos(data)
+			fmt.Fprintln(w, policy.Problem{File: path, Line: line, Column: col,
+				Message: "store.redis: " + strings.TrimPrefix(err.Error(), "redis: ") + " (want redis://[user:pass@]host:6379/0, or rediss:// for TLS)"})
+			return nil
+		}
+	}
+	return set
+}
+
+// redisPos returns where the store section's redis URL is in a policy
+// file that loads, or 1:1 if it cannot tell.
+func redisPos(data []byte) (line, col int) {
+	store := topValue(data, "store")
+	if store == nil || store.Kind != yaml.MappingNode {
+		return 1, 1
+	}
+	for i := 0; i+1 < len(store.Content); i += 2 {
+		if store.Content[i].Value == "redis" {
+			return store.Content[i+1].Line, store.Content[i+1].Column
+		}
+	}
+	return store.Line, store.Column
+}
+
+// topValue returns the value of key in the top-level mapping of a YAML
+// document, aliases followed, or nil.
+func topValue(data []byte, key string) *yaml.Node {
+	var doc yaml.Node
+	if yaml.Unmarshal(data, &doc) != nil || len(doc.Content) == 0 || doc.Content[0].Kind != yaml.MappingNode {
+		return nil
+	}
+	m := doc.Content[0]
+	for i := 0; i+1 < len(m.Content); i += 2 {
+		if m.Content[i].Value == key {
+			v := m.Content[i+1]
+			if v.Kind == yaml.AliasNode {
+				v = v.Alias
+			}
+			return v
+		}
+	}
+	return nil
+}
+
+// topKey reports whether the top-level mapping of a YAML document has key.
+func topKey(data []byte, key string) bool { return topValue(data, key) != nil }
+
+// envoyFiles lists the files LoadEnvoy reads of paths, as far as they can
+// be listed.
+func envoyFiles(paths []string) []string {
+	var out []string
+	for _, p := range paths {
+		if st, err := os.Stat(p); err == nil && st.IsDir() {
+			fs, _ := rls.ConfigFiles(p)
+			out = append(out, fs...)
+		} else if err == nil {
+			out = append(out, p)
+		}
+	}
+	return out
 }
 
 // printProblems prints every problem of a load error, one per line.

@@ -3,6 +3,7 @@ package main
 import (
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 )
@@ -72,5 +73,60 @@ func TestCheckServeWarning(t *testing.T) {
 		if !strings.HasSuffix(stdout, ", 1 warning\n") {
 			t.Errorf("%q: stdout %q, want the warning counted", args, stdout)
 		}
+	}
+}
+
+// Files that do not load: each problem on stderr, with what to do about
+// it, nothing on stdout, exit 1. A Redis URL the policy package reads as
+// a URL, but whose database number sluice serve's Redis client refuses
+// at start, is one: check said OK to a file serve would not start with.
+// So is a file of the other format, and a directory given as the policy
+// file.
+func TestCheckDoesNotLoad(t *testing.T) {
+	dir := t.TempDir()
+	write := func(name, content string) string {
+		t.Helper()
+		f := filepath.Join(dir, name)
+		if err := os.MkdirAll(filepath.Dir(f), 0o755); err != nil {
+			t.Fatal(err)
+		}
+		if err := os.WriteFile(f, []byte(content), 0o644); err != nil {
+			t.Fatal(err)
+		}
+		return f
+	}
+	const limits = "policies:\n  - name: a\n    key: ip\n    limits: [\"5/m\"]\n"
+	badDB := write("db.yaml", "store:\n  redis: \"redis://127.0.0.1:6379/zero\"\n"+limits)
+	badQuery := write("query.yaml", "store: {redis: \"redis://127.0.0.1:6379/0?dial_timeout=soon\"}\n"+limits)
+	envoyFile := write("envoy/edge.yaml", "domain: edge\ndescriptors:\n  - key: remote_address\n    rate_limit: {unit: second, requests_per_unit: 5}\n")
+	policyFile := write("policy/sluice.yaml", limits)
+	empty := write("empty.yaml", "")
+	missing := filepath.Join(dir, "missing.yaml")
+	tests := []struct {
+		args []string
+		// want are the last lines of stderr, in order.
+		want []string
+	}{
+		{[]string{badDB}, []string{badDB + `:2:10: store.redis: invalid database number: "zero" (want redis://[user:pass@]host:6379/0, or rediss:// for TLS)`}},
+		{[]string{badQuery}, []string{badQuery + `:1:16: store.redis: invalid dial timeout: "soon" (want redis://[user:pass@]host:6379/0, or rediss:// for TLS)`}},
+		{[]string{envoyFile}, []string{envoyFile + ": this is an Envoy rate limit configuration (domain, descriptors), not a policy file: check it with --envoy " + envoyFile}},
+		{[]string{"--envoy", policyFile}, []string{policyFile + ": this is a sluice policy file (it has a policies list), not an Envoy configuration: check it without --envoy"}},
+		{[]string{"--envoy", filepath.Dir(policyFile)}, []string{policyFile + ": this is a sluice policy file (it has a policies list), not an Envoy configuration: check it without --envoy"}},
+		{[]string{filepath.Dir(envoyFile)}, []string{"sluice check: " + filepath.Dir(envoyFile) + " is a directory: name the policy file in it, or check Envoy configurations with --envoy " + filepath.Dir(envoyFile)}},
+		{[]string{empty}, []string{empty + ":1:1: the file is empty; it needs at least a policies list"}},
+		{[]string{missing}, []string{"sluice check: open " + missing + ": no such file or directory"}},
+	}
+	for _, tt := range tests {
+		code, stdout, stderr := runCLI(t, append([]string{"check"}, tt.args...)...)
+		lines := strings.Split(strings.TrimSuffix(stderr, "\n"), "\n")
+		if code != 1 || stdout != "" || len(lines) < len(tt.want) || !slices.Equal(lines[len(lines)-len(tt.want):], tt.want) {
+			t.Errorf("%q: exit %d, stdout %q, stderr:\n%s\nwant exit 1, no stdout, stderr ending:\n%s", tt.args, code, stdout, stderr, strings.Join(tt.want, "\n"))
+		}
+	}
+	// Each file is reported: a policy file that loads says so on stdout
+	// even when an Envoy file beside it does not, and the exit code is 1.
+	code, stdout, stderr := runCLI(t, "check", policyFile, "--envoy", policyFile)
+	if code != 1 || stdout != policyFile+": OK: 1 policy, 1 limit, store: memory\n" || !strings.Contains(stderr, policyFile+":1: unknown key \"policies\"") {
+		t.Errorf("a policy file and a bad Envoy file: exit %d, stdout %q, stderr %q", code, stdout, stderr)
 	}
 }

@@ -33,11 +33,12 @@ type dockerfile struct {
 	entrypoint []string
 	cmd        []string
 	runs       []string
+	copies     [][]string // each COPY's words, flags included
 }
 
 // readDockerfile reads the Dockerfile at the repository's root: its ENV,
-// EXPOSE, ENTRYPOINT, CMD and RUN instructions, lines joined where they
-// end in a backslash.
+// EXPOSE, ENTRYPOINT, CMD, RUN and COPY instructions, lines joined where
+// they end in a backslash.
 func readDockerfile(t *testing.T) dockerfile {
 	t.Helper()
 	data, err := os.ReadFile("../../Dockerfile")
@@ -91,6 +92,8 @@ func readDockerfile(t *testing.T) dockerfile {
 			}
 		case "RUN":
 			d.runs = append(d.runs, rest)
+		case "COPY":
+			d.copies = append(d.copies, strings.Fields(rest))
 		}
 	}
 	return d
@@ -134,25 +137,43 @@ func TestDockerfile(t *testing.T) {
 	if slices.Sort(ports); !slices.Equal(ports, slices.Sorted(slices.Values(d.expose))) {
 		t.Errorf("EXPOSE %v, want the listeners' ports %v", d.expose, ports)
 	}
-	built := false
+	built, out := false, ""
 	for _, run := range d.runs {
 		if strings.Contains(run, "go build") {
 			built = strings.Contains(run, "CGO_ENABLED=0") && strings.Contains(run, "./cmd/sluice")
+			f := strings.Fields(run)
+			if i := slices.Index(f, "-o"); i >= 0 && i+1 < len(f) {
+				out = f[i+1]
+			}
 		}
 	}
-	if !built {
-		t.Errorf("no RUN builds ./cmd/sluice with CGO_ENABLED=0 (a static binary, for a base with no C library): %q", d.runs)
+	if !built || out == "" {
+		t.Errorf("no RUN builds ./cmd/sluice with CGO_ENABLED=0 (a static binary, for a base with no C library) and -o: %q", d.runs)
+	}
+	// What the ENTRYPOINT runs is the binary built, copied from the build
+	// stage.
+	copied := false
+	for _, c := range d.copies {
+		n := len(c)
+		copied = copied || n >= 3 && strings.HasPrefix(c[0], "--from=") && c[n-2] == out && c[n-1] == "/sluice"
+	}
+	if !copied {
+		t.Errorf("no COPY --from puts the binary built (%s) at /sluice, which the ENTRYPOINT runs: %q", out, d.copies)
 	}
 }
 
 // k8sObject is the part of a Kubernetes object the tests read.
 type k8sObject struct {
 	Kind     string
-	Metadata struct{ Name string }
+	Metadata struct{ Name, Namespace string }
 	Data     map[string]string
 	Spec     struct {
+		// Selector is a Service's labels, or a Deployment's under
+		// matchLabels: see selector.
+		Selector yaml.Node
 		Template struct {
-			Spec struct {
+			Metadata struct{ Labels map[string]string }
+			Spec     struct {
 				Containers []k8sContainer
 				Volumes    []struct {
 					Name      string
@@ -191,6 +212,25 @@ type k8sProbe struct {
 	} `yaml:"httpGet"`
 }
 
+// selector returns the labels the selector of a Service or a Deployment
+// names.
+func (o k8sObject) selector(t *testing.T) map[string]string {
+	t.Helper()
+	var sel map[string]string
+	if o.Kind == "Deployment" {
+		var d struct {
+			MatchLabels map[string]string `yaml:"matchLabels"`
+		}
+		if err := o.Spec.Selector.Decode(&d); err != nil {
+			t.Fatalf("%s %s: selector: %v", o.Kind, o.Metadata.Name, err)
+		}
+		sel = d.MatchLabels
+	} else if err := o.Spec.Selector.Decode(&sel); err != nil {
+		t.Fatalf("%s %s: selector: %v", o.Kind, o.Metadata.Name, err)
+	}
+	return sel
+}
+
 // readK8s reads the objects of a Kubernetes manifest by kind.
 func readK8s(t *testing.T, path string) map[string]k8sObject {
 	t.Helper()
@@ -216,7 +256,8 @@ func readK8s(t *testing.T, path string) map[string]k8sObject {
 // image's environment, then the container's args and env, the ConfigMap
 // mounted where --envoy-config looks), is a sluice that starts, becomes
 // ready once Redis answers, and limits by the ConfigMap's rules; and the
-// Service, probes and ports name what the container serves.
+// Service, probes and ports name what the container serves, the
+// selectors select its pods, and all are in one namespace.
 func TestKubernetesExample(t *testing.T) {
 	objs := readK8s(t, "../../examples/kubernetes/ratelimit.yaml")
 	cm, dep, svc := objs["ConfigMap"], objs["Deployment"], objs["Service"]
@@ -224,6 +265,25 @@ func TestKubernetesExample(t *testing.T) {
 		t.Fatalf("want a ConfigMap with data, a Deployment of one container and a Service: %+v", objs)
 	}
 	c := dep.Spec.Template.Spec.Containers[0]
+
+	// One namespace: a pod mounts ConfigMaps of its own only, and a
+	// Service sends to pods of its own. The Deployment's selector must
+	// hold its pods (Kubernetes refuses it otherwise), and the Service's
+	// too, or it sends nowhere.
+	if ns := dep.Metadata.Namespace; cm.Metadata.Namespace != ns || svc.Metadata.Namespace != ns {
+		t.Errorf("namespaces: ConfigMap %q, Deployment %q, Service %q, want one", cm.Metadata.Namespace, ns, svc.Metadata.Namespace)
+	}
+	pod := dep.Spec.Template.Metadata.Labels
+	for _, o := range []k8sObject{dep, svc} {
+		sel := o.selector(t)
+		selects := len(sel) > 0
+		for k, v := range sel {
+			selects = selects && pod[k] == v
+		}
+		if !selects {
+			t.Errorf("%s %s: selector %v does not select the pods, labelled %v", o.Kind, o.Metadata.Name, sel, pod)
+		}
+	}
 
 	env := readDockerfile(t).env
 	for _, e := range c.Env {
@@ -268,6 +328,7 @@ func TestKubernetesExample(t *testing.T) {
 			t.Errorf("%s probe %+v: want the admin port's /readyz or /healthz", name, p.HTTPGet)
 		}
 	}
+	grpcPort := false
 	for _, p := range svc.Spec.Ports {
 		if _, ok := named[p.TargetPort]; !ok {
 			t.Errorf("Service port %s targets %q, which the container does not name", p.Name, p.TargetPort)
@@ -275,6 +336,10 @@ func TestKubernetesExample(t *testing.T) {
 		if p.Name == "grpc" && (p.Port != 8081 || p.TargetPort != "grpc") {
 			t.Errorf("Service port grpc: %d → %s, want the reference's 8081 → grpc", p.Port, p.TargetPort)
 		}
+		grpcPort = grpcPort || p.Port == 8081 && p.TargetPort == "grpc"
+	}
+	if svc.Metadata.Name != "ratelimit" || !grpcPort {
+		t.Errorf("Service %s, ports %+v: want the reference's ratelimit:8081, sent to the container's grpc port", svc.Metadata.Name, svc.Spec.Ports)
 	}
 
 	// The ConfigMap as the pod sees it: its keys, files in one directory.

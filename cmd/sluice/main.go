@@ -51,8 +51,10 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	}
 	name, rest := args[0], args[1:]
 	switch name {
+	case "-version", "--version":
+		return runVersion(ctx, rest, stdout, stderr)
 	case "help", "-h", "-help", "--help":
-		if len(rest) > 0 {
+		if len(rest) > 0 && rest[0] != "help" {
 			if c, ok := commands()[rest[0]]; ok {
 				return c.Run(ctx, []string{"--help"}, stdout, stderr)
 			}
@@ -66,6 +68,11 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	c, ok := commands()[name]
 	if !ok {
 		fmt.Fprintf(stderr, "sluice: unknown command %q\n", name)
+		if strings.HasPrefix(name, "-") {
+			// As from "docker run IMAGE --config …", whose arguments
+			// replace the image's "serve".
+			fmt.Fprintf(stderr, "Flags go after the command, as in: sluice serve %s\n", strings.Join(args, " "))
+		}
 		usage(stderr)
 		return 2
 	}

@@ -19,6 +19,14 @@ func TestDispatch(t *testing.T) {
 		{[]string{"version"}, 0, "sluice ", ""},
 		{[]string{"version", "x"}, 2, "", "takes no arguments"},
 		{[]string{"help", "version"}, 0, "Usage: sluice version", ""},
+		// help is listed as a command, so it explains itself.
+		{[]string{"help", "help"}, 0, "Commands:", ""},
+		{[]string{"--version"}, 0, "sluice ", ""},
+		{[]string{"-version"}, 0, "sluice ", ""},
+		{[]string{"--version", "x"}, 2, "", "takes no arguments"},
+		// Flags before the command, as "docker run IMAGE --config …"
+		// passes them: the message says where they go.
+		{[]string{"--config", "sluice.yaml"}, 2, "", "Flags go after the command, as in: sluice serve --config sluice.yaml\n"},
 	}
 	for _, tt := range tests {
 		code, stdout, stderr := runCLI(t, tt.args...)
