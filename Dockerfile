@@ -3,6 +3,10 @@
 #
 #   docker build -t sluice .
 #   docker run --rm -p 8080:8080 -p 9090:9090 sluice
+#   docker run --rm -p 8081:8081 -v "$PWD/sluice.yaml:/etc/sluice.yaml:ro" \
+#     sluice serve --config /etc/sluice.yaml
+#
+# Arguments replace the image's command, serve: name it before its flags.
 #
 # The listeners bind every interface here (the binary's defaults bind
 # loopback); the flags and SLUICE_* variables of `sluice serve --help`

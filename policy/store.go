@@ -26,7 +26,10 @@ import (
 type StoreConfig struct {
 	// Redis is the URL of a Redis server, as rueidis.ParseURL reads it:
 	// redis://[user:pass@]host:port/db, rediss:// for TLS, extra addr=
-	// parameters for a cluster, master_set= for Sentinel.
+	// parameters for a cluster, master_set= for Sentinel. Load checks
+	// its scheme and that it parses as a URL; the rest (the database
+	// number, the query's options) is the Redis client's to read, which
+	// sluice serve and sluice check do.
 	Redis string
 	// Cluster lists the seed addresses (host:port) of a Redis Cluster.
 	Cluster []string
