@@ -217,7 +217,12 @@ func startServe(b *testing.B, onStop onStop, f serveFlags) *sluiceProcess {
 	if f.upstream != "" {
 		args = append(args, "--upstream", f.upstream)
 	}
-	p.process = start(b, onStop, exec.Command(bin, args...), "http://"+p.admin+"/readyz")
+	cmd := exec.Command(bin, args...)
+	if extra := os.Getenv("SLUICE_BENCH_SERVER_ENV"); extra != "" {
+		// Settings to try on sluice serve alone, such as GOGC=200.
+		cmd.Env = append(os.Environ(), strings.Split(extra, ",")...)
+	}
+	p.process = start(b, onStop, cmd, "http://"+p.admin+"/readyz")
 	return p
 }
 

@@ -130,3 +130,29 @@ func TestCheckDoesNotLoad(t *testing.T) {
 		t.Errorf("a policy file and a bad Envoy file: exit %d, stdout %q, stderr %q", code, stdout, stderr)
 	}
 }
+
+func TestCheckCommand(t *testing.T) {
+	code, stdout, stderr := runCLI(t, "check", "../../examples/sluice.yaml")
+	if code != 0 || !strings.HasPrefix(stdout, "../../examples/sluice.yaml: OK: 9 policies (1 shadow), 8 limits") || stderr != "" {
+		t.Errorf("examples/sluice.yaml: exit %d, %q %q", code, stdout, stderr)
+	}
+	code, stdout, _ = runCLI(t, "check", "--envoy", "../../examples/envoy/config", "--envoy", "../../rls/testdata/edge.yaml")
+	if code == 0 {
+		t.Errorf("two files of domain edge should conflict: %q", stdout)
+	}
+	code, stdout, _ = runCLI(t, "check", "--envoy", "../../examples/envoy/config")
+	if code != 0 || !strings.Contains(stdout, "OK: 1 domain (edge)") {
+		t.Errorf("examples/envoy/config: exit %d %q", code, stdout)
+	}
+	dir := t.TempDir()
+	bad := filepath.Join(dir, "bad.yaml")
+	os.WriteFile(bad, []byte("policies:\n  - name: a\n    limts: [\"1/s\"]\n  - name: b\n    limits: [\"1/fortnight\"]\n"), 0o644)
+	code, stdout, stderr = runCLI(t, "check", bad)
+	lines := strings.Split(strings.TrimSpace(stderr), "\n")
+	if code != 1 || stdout != "" || len(lines) != 2 || !strings.HasPrefix(lines[0], bad+":3:5: ") || !strings.HasPrefix(lines[1], bad+":5:14: ") {
+		t.Errorf("bad file: exit %d, stdout %q, stderr %q", code, stdout, stderr)
+	}
+	if code, _, _ := runCLI(t, "check"); code != 2 {
+		t.Errorf("no file: exit %d, want 2", code)
+	}
+}

@@ -7,12 +7,15 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"math"
 	"os"
 	"os/signal"
+	"strconv"
 	"strings"
 	"syscall"
 	"time"
 
+	"github.com/sluicehq/sluice/internal/gcfloor"
 	"github.com/sluicehq/sluice/server"
 )
 
@@ -121,6 +124,11 @@ wins over its variable):
                           response (and the upstream's), as NGINX's
                           send_timeout; websockets are not bounded; 0 means
                           no bound (SLUICE_SEND_TIMEOUT). Default 1m.
+  --gc-heap-floor SIZE    let the heap grow to SIZE before the garbage
+                          collector runs, such as 64MiB (units B, KiB, MiB,
+                          GiB, as GOMEMLIMIT takes them); above it the
+                          collector runs as GOGC says; 0 turns it off
+                          (SLUICE_GC_HEAP_FLOOR). Default 64MiB.
   --log-format FORMAT     text or json (SLUICE_LOG_FORMAT). Default text.
   --log-level LEVEL       debug, info, warn or error (SLUICE_LOG_LEVEL).
                           Default info.
@@ -169,48 +177,27 @@ type serveFlags struct {
 	watch, shutdown, bodyTimeout, sendTimeout, upstreamTimeout time.Duration
 	logFormat                                                  string
 	logLevel                                                   string
+	gcFloor                                                    string
+	gcFloorBytes                                               uint64
 	printDemo                                                  bool
+}
+
+// serveEnv names the environment variable of each flag that has one but
+// the lists, --envoy-config and --admin-host (see parseServeFlags).
+var serveEnv = map[string]string{
+	"config": "SLUICE_CONFIG", "upstream": "SLUICE_UPSTREAM", "preserve-host": "SLUICE_PRESERVE_HOST",
+	"redis": "SLUICE_REDIS", "max-keys": "SLUICE_MAX_KEYS", "listen": "SLUICE_LISTEN", "check-listen": "SLUICE_CHECK_LISTEN",
+	"grpc-listen": "SLUICE_GRPC_LISTEN", "admin-listen": "SLUICE_ADMIN_LISTEN", "pprof": "SLUICE_PPROF", "playground": "SLUICE_PLAYGROUND",
+	"tls-cert": "SLUICE_TLS_CERT", "tls-key": "SLUICE_TLS_KEY", "tls-client-ca": "SLUICE_TLS_CLIENT_CA",
+	"watch-interval": "SLUICE_WATCH_INTERVAL", "shutdown-timeout": "SLUICE_SHUTDOWN_TIMEOUT",
+	"body-timeout": "SLUICE_BODY_TIMEOUT", "send-timeout": "SLUICE_SEND_TIMEOUT", "upstream-timeout": "SLUICE_UPSTREAM_TIMEOUT",
+	"log-format": "SLUICE_LOG_FORMAT", "log-level": "SLUICE_LOG_LEVEL", "gc-heap-floor": "SLUICE_GC_HEAP_FLOOR",
 }
 
 func parseServeFlags(args []string, getenv func(string) string, stderr io.Writer) (*serveFlags, error) {
 	f := &serveFlags{}
-	fs := flag.NewFlagSet("sluice serve", flag.ContinueOnError)
-	fs.SetOutput(io.Discard)
-	fs.StringVar(&f.o.ConfigFile, "config", "", "")
-	fs.Var(&f.envoy, "envoy-config", "")
-	fs.StringVar(&f.o.Upstream, "upstream", "", "")
-	fs.BoolVar(&f.o.PreserveHost, "preserve-host", false, "")
-	fs.StringVar(&f.o.RedisURL, "redis", "", "")
-	fs.IntVar(&f.o.MaxKeys, "max-keys", 0, "")
-	fs.StringVar(&f.o.Listen, "listen", server.DefaultListen, "")
-	fs.StringVar(&f.o.CheckListen, "check-listen", server.DefaultCheckListen, "")
-	fs.StringVar(&f.o.GRPCListen, "grpc-listen", server.DefaultGRPCListen, "")
-	fs.StringVar(&f.o.AdminListen, "admin-listen", server.DefaultAdminListen, "")
-	fs.Var(&f.adminHost, "admin-host", "")
-	fs.StringVar(&f.o.TLSCert, "tls-cert", "", "")
-	fs.StringVar(&f.o.TLSKey, "tls-key", "", "")
-	fs.StringVar(&f.o.TLSClientCA, "tls-client-ca", "", "")
-	fs.BoolVar(&f.o.Pprof, "pprof", false, "")
-	fs.BoolVar(&f.o.Playground, "playground", false, "")
-	fs.DurationVar(&f.watch, "watch-interval", server.DefaultWatchInterval, "")
-	fs.DurationVar(&f.shutdown, "shutdown-timeout", server.DefaultShutdownTimeout, "")
-	fs.DurationVar(&f.bodyTimeout, "body-timeout", server.DefaultBodyTimeout, "")
-	fs.DurationVar(&f.sendTimeout, "send-timeout", server.DefaultSendTimeout, "")
-	fs.DurationVar(&f.upstreamTimeout, "upstream-timeout", server.DefaultUpstreamTimeout, "")
-	fs.StringVar(&f.logFormat, "log-format", "text", "")
-	fs.StringVar(&f.logLevel, "log-level", "info", "")
-	fs.BoolVar(&f.printDemo, "print-demo-config", false, "")
-
-	env := map[string]string{
-		"config": "SLUICE_CONFIG", "upstream": "SLUICE_UPSTREAM", "preserve-host": "SLUICE_PRESERVE_HOST",
-		"redis": "SLUICE_REDIS", "max-keys": "SLUICE_MAX_KEYS", "listen": "SLUICE_LISTEN", "check-listen": "SLUICE_CHECK_LISTEN",
-		"grpc-listen": "SLUICE_GRPC_LISTEN", "admin-listen": "SLUICE_ADMIN_LISTEN", "pprof": "SLUICE_PPROF", "playground": "SLUICE_PLAYGROUND",
-		"tls-cert": "SLUICE_TLS_CERT", "tls-key": "SLUICE_TLS_KEY", "tls-client-ca": "SLUICE_TLS_CLIENT_CA",
-		"watch-interval": "SLUICE_WATCH_INTERVAL", "shutdown-timeout": "SLUICE_SHUTDOWN_TIMEOUT",
-		"body-timeout": "SLUICE_BODY_TIMEOUT", "send-timeout": "SLUICE_SEND_TIMEOUT", "upstream-timeout": "SLUICE_UPSTREAM_TIMEOUT",
-		"log-format": "SLUICE_LOG_FORMAT", "log-level": "SLUICE_LOG_LEVEL",
-	}
-	for name, key := range env {
+	fs := f.flagSet()
+	for name, key := range serveEnv {
 		if v := getenv(key); v != "" {
 			if err := fs.Set(name, v); err != nil {
 				return nil, fmt.Errorf("%s=%q: %w", key, v, err)
@@ -265,6 +252,9 @@ func parseServeFlags(args []string, getenv func(string) string, stderr io.Writer
 	if f.o.SendTimeout, err = bound("--send-timeout", f.sendTimeout); err != nil {
 		return nil, err
 	}
+	if f.gcFloorBytes, err = parseSize(f.gcFloor); err != nil {
+		return nil, fmt.Errorf("--gc-heap-floor %q: %w", f.gcFloor, err)
+	}
 	opts := &slog.HandlerOptions{Level: lvl}
 	if f.logFormat == "json" {
 		f.o.Logger = slog.New(slog.NewJSONHandler(stderr, opts))
@@ -272,6 +262,38 @@ func parseServeFlags(args []string, getenv func(string) string, stderr io.Writer
 		f.o.Logger = slog.New(slog.NewTextHandler(stderr, opts))
 	}
 	return f, nil
+}
+
+// flagSet returns the flags of sluice serve, set into f.
+func (f *serveFlags) flagSet() *flag.FlagSet {
+	fs := flag.NewFlagSet("sluice serve", flag.ContinueOnError)
+	fs.SetOutput(io.Discard)
+	fs.StringVar(&f.o.ConfigFile, "config", "", "")
+	fs.Var(&f.envoy, "envoy-config", "")
+	fs.StringVar(&f.o.Upstream, "upstream", "", "")
+	fs.BoolVar(&f.o.PreserveHost, "preserve-host", false, "")
+	fs.StringVar(&f.o.RedisURL, "redis", "", "")
+	fs.IntVar(&f.o.MaxKeys, "max-keys", 0, "")
+	fs.StringVar(&f.o.Listen, "listen", server.DefaultListen, "")
+	fs.StringVar(&f.o.CheckListen, "check-listen", server.DefaultCheckListen, "")
+	fs.StringVar(&f.o.GRPCListen, "grpc-listen", server.DefaultGRPCListen, "")
+	fs.StringVar(&f.o.AdminListen, "admin-listen", server.DefaultAdminListen, "")
+	fs.Var(&f.adminHost, "admin-host", "")
+	fs.StringVar(&f.o.TLSCert, "tls-cert", "", "")
+	fs.StringVar(&f.o.TLSKey, "tls-key", "", "")
+	fs.StringVar(&f.o.TLSClientCA, "tls-client-ca", "", "")
+	fs.BoolVar(&f.o.Pprof, "pprof", false, "")
+	fs.BoolVar(&f.o.Playground, "playground", false, "")
+	fs.DurationVar(&f.watch, "watch-interval", server.DefaultWatchInterval, "")
+	fs.DurationVar(&f.shutdown, "shutdown-timeout", server.DefaultShutdownTimeout, "")
+	fs.DurationVar(&f.bodyTimeout, "body-timeout", server.DefaultBodyTimeout, "")
+	fs.DurationVar(&f.sendTimeout, "send-timeout", server.DefaultSendTimeout, "")
+	fs.DurationVar(&f.upstreamTimeout, "upstream-timeout", server.DefaultUpstreamTimeout, "")
+	fs.StringVar(&f.gcFloor, "gc-heap-floor", "64MiB", "")
+	fs.StringVar(&f.logFormat, "log-format", "text", "")
+	fs.StringVar(&f.logLevel, "log-level", "info", "")
+	fs.BoolVar(&f.printDemo, "print-demo-config", false, "")
+	return fs
 }
 
 // runServe is "sluice serve".
@@ -303,6 +325,7 @@ func runServe(ctx context.Context, args []string, stdout, stderr io.Writer) int 
 	stops := make(chan os.Signal, 2)
 	signal.Notify(stops, os.Interrupt, syscall.SIGTERM)
 	defer signal.Stop(stops)
+	defer gcfloor.Start(f.gcFloorBytes).Stop()
 	log := f.o.Logger
 	srv, err := server.New(f.o)
 	if err != nil {
@@ -375,4 +398,24 @@ func adminHosts(vals []string) ([]string, error) {
 		}
 	}
 	return names, nil
+}
+
+// parseSize reads a size in bytes as GOMEMLIMIT is written: a number of
+// bytes, or a number with one of the units B, KiB, MiB, GiB and TiB.
+func parseSize(v string) (uint64, error) {
+	num, shift := v, 0
+	for i, unit := range []string{"TiB", "GiB", "MiB", "KiB", "B"} {
+		if n, ok := strings.CutSuffix(v, unit); ok {
+			num, shift = n, 10*(4-i)
+			break
+		}
+	}
+	n, err := strconv.ParseUint(num, 10, 64)
+	if err != nil {
+		return 0, errors.New("want a size such as 64MiB, in B, KiB, MiB, GiB or TiB, or 0")
+	}
+	if n > math.MaxUint64>>shift {
+		return 0, errors.New("too large")
+	}
+	return n << shift, nil
 }

@@ -4,6 +4,7 @@ import (
 	"bufio"
 	"encoding/json"
 	"errors"
+	"flag"
 	"fmt"
 	"io"
 	"net"
@@ -12,6 +13,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"regexp"
 	"strings"
 	"sync"
 	"syscall"
@@ -313,6 +315,8 @@ func TestServeExitCodes(t *testing.T) {
 		{[]string{"--admin-host", "http://dash.example.com"}, "--admin-host"},
 		{[]string{"--admin-host", "*.example.com"}, "--admin-host"},
 		{[]string{"--admin-host", "."}, "--admin-host"},
+		{[]string{"--gc-heap-floor", "64MB"}, "--gc-heap-floor"},
+		{[]string{"--gc-heap-floor", "-1"}, "--gc-heap-floor"},
 	} {
 		args := append([]string{"serve", "--listen", "off", "--check-listen", "off", "--grpc-listen", "127.0.0.1:0", "--admin-listen", "off"}, tt.args...)
 		code, _, stderr := runCLI(t, args...)
@@ -403,6 +407,7 @@ func TestServeEnv(t *testing.T) {
 		"SLUICE_MAX_KEYS":         "5000",
 		"SLUICE_UPSTREAM_TIMEOUT": "5s",
 		"SLUICE_PLAYGROUND":       "true",
+		"SLUICE_GC_HEAP_FLOOR":    "1GiB",
 	}
 	f, err := parseServeFlags([]string{"--admin-listen", "127.0.0.1:19090"}, func(k string) string { return env[k] }, io.Discard)
 	if err != nil {
@@ -411,7 +416,7 @@ func TestServeEnv(t *testing.T) {
 	if f.o.Listen != "127.0.0.1:18080" || f.o.AdminListen != "127.0.0.1:19090" || !f.o.Pprof ||
 		strings.Join(f.o.EnvoyConfigs, "|") != "a.yaml|b" || f.logLevel != "debug" ||
 		f.o.TLSCert != "tls.crt" || f.o.TLSKey != "tls.key" || f.o.TLSClientCA != "ca.crt" || f.o.BodyTimeout != 30*time.Second ||
-		f.o.MaxKeys != 5000 || f.o.UpstreamTimeout != 5*time.Second || !f.o.Playground {
+		f.o.MaxKeys != 5000 || f.o.UpstreamTimeout != 5*time.Second || !f.o.Playground || f.gcFloorBytes != 1<<30 {
 		t.Errorf("options %+v", f.o)
 	}
 	// --body-timeout 0 turns the bound off, where the Options' zero is
@@ -428,6 +433,58 @@ func TestServeEnv(t *testing.T) {
 	if _, err := parseServeFlags(nil, func(k string) string { return map[string]string{"SLUICE_PPROF": "maybe"}[k] }, io.Discard); err == nil ||
 		!strings.Contains(err.Error(), "SLUICE_PPROF") {
 		t.Errorf("a bad environment value: %v", err)
+	}
+}
+
+// The help names every flag, with its variable, and no flag that is not.
+func TestServeHelpNamesEveryFlag(t *testing.T) {
+	fs := new(serveFlags).flagSet()
+	fs.VisitAll(func(fl *flag.Flag) {
+		if !strings.Contains(serveUsage, "\n  --"+fl.Name+" ") {
+			t.Errorf("--%s is not in the help", fl.Name)
+		}
+		if v, ok := serveEnv[fl.Name]; ok && !strings.Contains(serveUsage, "("+v) && !strings.Contains(serveUsage, " "+v+")") {
+			t.Errorf("--%s: its variable %s is not in the help", fl.Name, v)
+		}
+	})
+	for _, m := range regexp.MustCompile(`\n  --([a-z-]+)`).FindAllStringSubmatch(serveUsage, -1) {
+		if m[1] != "help" && fs.Lookup(m[1]) == nil {
+			t.Errorf("the help names --%s, which is no flag", m[1])
+		}
+	}
+	for name := range serveEnv {
+		if fs.Lookup(name) == nil {
+			t.Errorf("a variable for --%s, which is no flag", name)
+		}
+	}
+}
+
+func TestParseSize(t *testing.T) {
+	for _, c := range []struct {
+		in   string
+		want uint64 // 0 with ok false: an error
+		ok   bool
+	}{
+		{"0", 0, true},
+		{"67108864", 64 << 20, true},
+		{"64MiB", 64 << 20, true},
+		{"512KiB", 512 << 10, true},
+		{"2GiB", 2 << 30, true},
+		{"1TiB", 1 << 40, true},
+		{"100B", 100, true},
+		{"16777216TiB", 0, false}, // 2^64
+		{"16777215TiB", 16777215 << 40, true},
+		{"64MB", 0, false},
+		{"64 MiB", 0, false},
+		{"MiB", 0, false},
+		{"", 0, false},
+		{"-1", 0, false},
+		{"1.5GiB", 0, false},
+	} {
+		got, err := parseSize(c.in)
+		if (err == nil) != c.ok || got != c.want {
+			t.Errorf("parseSize(%q) = %d, %v; want %d, ok %v", c.in, got, err, c.want, c.ok)
+		}
 	}
 }
 
@@ -496,32 +553,6 @@ func TestServeAdminHostBinary(t *testing.T) {
 		if resp.StatusCode != tt.want {
 			t.Errorf("GET %s by %s: %d, want %d", tt.path, tt.host, resp.StatusCode, tt.want)
 		}
-	}
-}
-
-func TestCheckCommand(t *testing.T) {
-	code, stdout, stderr := runCLI(t, "check", "../../examples/sluice.yaml")
-	if code != 0 || !strings.HasPrefix(stdout, "../../examples/sluice.yaml: OK: 9 policies (1 shadow), 8 limits") || stderr != "" {
-		t.Errorf("examples/sluice.yaml: exit %d, %q %q", code, stdout, stderr)
-	}
-	code, stdout, _ = runCLI(t, "check", "--envoy", "../../examples/envoy/config", "--envoy", "../../rls/testdata/edge.yaml")
-	if code == 0 {
-		t.Errorf("two files of domain edge should conflict: %q", stdout)
-	}
-	code, stdout, _ = runCLI(t, "check", "--envoy", "../../examples/envoy/config")
-	if code != 0 || !strings.Contains(stdout, "OK: 1 domain (edge)") {
-		t.Errorf("examples/envoy/config: exit %d %q", code, stdout)
-	}
-	dir := t.TempDir()
-	bad := filepath.Join(dir, "bad.yaml")
-	os.WriteFile(bad, []byte("policies:\n  - name: a\n    limts: [\"1/s\"]\n  - name: b\n    limits: [\"1/fortnight\"]\n"), 0o644)
-	code, stdout, stderr = runCLI(t, "check", bad)
-	lines := strings.Split(strings.TrimSpace(stderr), "\n")
-	if code != 1 || stdout != "" || len(lines) != 2 || !strings.HasPrefix(lines[0], bad+":3:5: ") || !strings.HasPrefix(lines[1], bad+":5:14: ") {
-		t.Errorf("bad file: exit %d, stdout %q, stderr %q", code, stdout, stderr)
-	}
-	if code, _, _ := runCLI(t, "check"); code != 2 {
-		t.Errorf("no file: exit %d, want 2", code)
 	}
 }
 

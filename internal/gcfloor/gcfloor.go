@@ -1,0 +1,122 @@
+// Package gcfloor keeps Go's garbage collector from running while the heap
+// is small: below a floor, the heap grows to the floor before the next
+// collection, and above it the collector runs as GOGC says.
+//
+// A server whose live heap is small but which allocates for every request
+// (a gRPC call allocates a few kilobytes) otherwise collects many times a
+// second: at GOGC=100 a heap of 20 MiB live is collected every 20 MiB
+// allocated. Each collection takes CPU, and stops the world twice; on a
+// machine whose cores are busy, a stop waits for every thread to be
+// scheduled, and every request in flight waits with it. Letting such a
+// heap grow to a floor of some tens of MiB collects a few times less often,
+// for memory most servers have to spare. GOMEMLIMIT, when set, still
+// bounds the heap: the collector runs harder as the heap nears it,
+// whatever the floor.
+package gcfloor
+
+import (
+	"math"
+	"runtime"
+	"runtime/debug"
+	"runtime/metrics"
+	"sync"
+)
+
+// Floor holds a heap floor in force; Stop lifts it.
+type Floor struct {
+	floor uint64
+	base  int // the GOGC percent in force before, restored by Stop
+
+	mu      sync.Mutex // orders adjust and Stop
+	stopped bool
+}
+
+// Start keeps the heap from being collected before it reaches floor bytes:
+// after each collection it sets the GOGC percent (debug.SetGCPercent) to
+// the larger of the one in force when Start was called and the one that
+// puts the next collection at floor. It returns nil, and does nothing,
+// when floor is 0 or the collector is off (GOGC=off).
+//
+// It watches collections with a cleanup (runtime.AddCleanup) that each
+// collection runs and that arms the next, so it costs nothing between
+// collections. Only one Floor should be in force in a process.
+func Start(floor uint64) *Floor {
+	if floor == 0 {
+		return nil
+	}
+	base := debug.SetGCPercent(100)
+	debug.SetGCPercent(base)
+	if base < 0 {
+		return nil
+	}
+	f := &Floor{floor: floor, base: base}
+	f.adjust()
+	f.arm()
+	return f
+}
+
+// Stop lifts the floor: the GOGC percent in force before Start is put back.
+func (f *Floor) Stop() {
+	if f == nil {
+		return
+	}
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if !f.stopped {
+		f.stopped = true
+		debug.SetGCPercent(f.base)
+	}
+}
+
+// sentinel is allocated for each collection to free. It is larger than
+// the tiny allocator's objects, which share memory with others and may
+// never be freed alone.
+type sentinel [4]uint64
+
+// arm allocates a sentinel whose cleanup runs after the next collection.
+func (f *Floor) arm() {
+	runtime.AddCleanup(new(sentinel), func(f *Floor) {
+		if f.adjust() {
+			f.arm()
+		}
+	}, f)
+}
+
+// liveMetric is the heap the last collection found live.
+const liveMetric = "/gc/heap/live:bytes"
+
+// adjust sets the GOGC percent for the heap found live at the last
+// collection, and reports whether the floor is still in force.
+func (f *Floor) adjust() bool {
+	s := []metrics.Sample{{Name: liveMetric}}
+	metrics.Read(s)
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if f.stopped {
+		return false
+	}
+	if s[0].Value.Kind() == metrics.KindUint64 {
+		debug.SetGCPercent(Percent(s[0].Value.Uint64(), f.floor, f.base))
+	}
+	return true
+}
+
+// Percent returns the GOGC percent that lets a heap of live bytes grow to
+// floor before it is collected, and base when base lets it grow further.
+// A heap of no live bytes yet (before the first collection) gets base:
+// the runtime's own floor of 4 MiB applies to it.
+func Percent(live, floor uint64, base int) int {
+	if live == 0 || live >= floor {
+		return base
+	}
+	// The runtime's goal is live + live×GOGC/100 (plus stacks and
+	// globals, which only raise it); round up so that it is not below
+	// floor.
+	d := floor - live
+	if d > math.MaxInt32/100*live {
+		return max(math.MaxInt32, base)
+	}
+	p := d * 100
+	p = p/live + min(p%live, 1)
+	return max(int(p), base)
+}

@@ -1,0 +1,122 @@
+package gcfloor
+
+import (
+	"math"
+	"runtime"
+	"runtime/debug"
+	"runtime/metrics"
+	"testing"
+	"time"
+)
+
+func TestPercent(t *testing.T) {
+	const mib = 1 << 20
+	for _, c := range []struct {
+		live, floor uint64
+		base, want  int
+	}{
+		{live: 16 * mib, floor: 64 * mib, base: 100, want: 300}, // 16 + 48 = 64
+		{live: 20 * mib, floor: 64 * mib, base: 100, want: 220}, // 20 + 44 = 64
+		{live: 3, floor: 10, base: 100, want: 234},              // 3 + 7.02 ≥ 10: rounded up
+		{live: 48 * mib, floor: 64 * mib, base: 100, want: 100}, // the floor asks less than GOGC
+		{live: 16 * mib, floor: 64 * mib, base: 400, want: 400}, // GOGC=400 lets it grow further
+		{live: 64 * mib, floor: 64 * mib, base: 100, want: 100}, // at the floor
+		{live: 80 * mib, floor: 64 * mib, base: 50, want: 50},   // above it: GOGC alone
+		{live: 0, floor: 64 * mib, base: 100, want: 100},        // no collection yet
+		{live: 1, floor: math.MaxUint64 / 200, base: 100, want: math.MaxInt32},
+		{live: 1 << 20, floor: math.MaxUint64, base: 100, want: math.MaxInt32},  // would overflow
+		{live: 100, floor: math.MaxInt32, base: 100, want: math.MaxInt32 - 100}, // just under the cap
+	} {
+		if got := Percent(c.live, c.floor, c.base); got != c.want {
+			t.Errorf("Percent(%d, %d, %d) = %d, want %d", c.live, c.floor, c.base, got, c.want)
+		}
+		if p := Percent(c.live, c.floor, c.base); c.live > 0 && c.live < c.floor && p < math.MaxInt32 &&
+			c.live+c.live*uint64(p)/100 < c.floor {
+			t.Errorf("Percent(%d, %d, %d) = %d puts the goal at %d, below the floor", c.live, c.floor, c.base, p, c.live+c.live*uint64(p)/100)
+		}
+	}
+}
+
+// cycles returns the number of collections so far.
+func cycles() uint64 {
+	s := []metrics.Sample{{Name: "/gc/cycles/total:gc-cycles"}}
+	metrics.Read(s)
+	return s[0].Value.Uint64()
+}
+
+// gcPercent returns the GOGC percent in force.
+func gcPercent() int {
+	p := debug.SetGCPercent(100)
+	debug.SetGCPercent(p)
+	return p
+}
+
+var sink []byte
+
+// churn allocates n bytes in 64 KiB pieces, none kept, and returns the
+// number of collections meanwhile.
+func churn(n int) uint64 {
+	before := cycles()
+	for range n / (64 << 10) {
+		sink = make([]byte, 64<<10)
+	}
+	sink = nil
+	return cycles() - before
+}
+
+// TestFloor allocates 256 MiB with a small live heap, with and without a
+// floor of 512 MiB: without, the runtime collects every few MiB; with it,
+// the first collection raises the goal past what is allocated.
+func TestFloor(t *testing.T) {
+	defer debug.SetGCPercent(debug.SetGCPercent(100))
+	runtime.GC()
+	without := churn(256 << 20)
+	if without < 10 {
+		t.Fatalf("%d collections for 256 MiB with GOGC=100 and a small heap: the test expects many", without)
+	}
+
+	f := Start(512 << 20)
+	// The floor is set as Start returns, and again after every
+	// collection, from a goroutine of the runtime's: wait for the one
+	// after this collection.
+	runtime.GC()
+	deadline := time.Now().Add(10 * time.Second)
+	for gcPercent() < 1000 {
+		if time.Now().After(deadline) {
+			t.Fatalf("GOGC percent %d after a collection with a floor of 512 MiB: not raised", gcPercent())
+		}
+		runtime.Gosched()
+	}
+	with := churn(256 << 20)
+	if with > 2 {
+		t.Errorf("%d collections for 256 MiB under a floor of 512 MiB, %d without: want at most 2", with, without)
+	}
+
+	f.Stop()
+	if p := gcPercent(); p != 100 {
+		t.Errorf("GOGC percent %d after Stop, want 100 back", p)
+	}
+	// A collection after Stop leaves the percent alone.
+	runtime.GC()
+	runtime.GC()
+	if p := gcPercent(); p != 100 {
+		t.Errorf("GOGC percent %d after Stop and two collections, want 100", p)
+	}
+}
+
+func TestStartOff(t *testing.T) {
+	if f := Start(0); f != nil {
+		t.Error("Start(0) returned a floor")
+	}
+	old := debug.SetGCPercent(-1)
+	defer debug.SetGCPercent(old)
+	if f := Start(64 << 20); f != nil {
+		f.Stop()
+		t.Error("Start with GOGC=off returned a floor")
+	}
+	if p := gcPercent(); p != -1 {
+		t.Errorf("GOGC percent %d, want the collector left off", p)
+	}
+	var f *Floor
+	f.Stop() // a nil Floor is one that was never started
+}
