@@ -35,10 +35,18 @@ policies: [{name: unused, match: /unused/, limits: ["1/s"]}]`,
 		Options{EnvoyConfigs: []string{"../examples/envoy/config"}})
 	br := ts.st.breaker
 	c, _ := envoyClient(t, ts)
+	// Envoy's deadline is for the calls that Redis, hung, leaves
+	// unanswered. The others are to be answered (by Redis, up, by the deny
+	// cache, or at once with the store down), and wait for their answers:
+	// on a loaded machine Envoy's deadline may pass before the server
+	// answers even so, and the call then runs on in the server while the
+	// next one comes in, two calls at once where the sequence here has
+	// one after the other.
+	const envoy, patient = 20 * time.Millisecond, 10 * time.Second
 	// A client's calls, 20 a minute, and a spammer's logins, 5 a minute
 	// in a gcra limit, which a refusal of the deny cache can answer.
-	call := func(entries ...string) (*rlsv3.RateLimitResponse, time.Duration, error) {
-		ctx, cancel := context.WithTimeout(context.Background(), 20*time.Millisecond) // Envoy's
+	call := func(deadline time.Duration, entries ...string) (*rlsv3.RateLimitResponse, time.Duration, error) {
+		ctx, cancel := context.WithTimeout(context.Background(), deadline)
 		defer cancel()
 		d := &ratelimitv3.RateLimitDescriptor{}
 		for i := 0; i+1 < len(entries); i += 2 {
@@ -55,25 +63,54 @@ policies: [{name: unused, match: /unused/, limits: ["1/s"]}]`,
 	// answer Unavailable. The server may go on with the call after its
 	// client gave up: wait for the store's instrumentation, outside the
 	// breaker, to count its error.
+	//
+	// The breaker takes such a call for one its deadline ended if it
+	// reached Redis and ended at the server's copy of the deadline, or was
+	// cancelled by the client's reset within 2ms of it. A loaded server
+	// may take a call up late: after the deadline, and it fails the call
+	// before it reaches Redis, or late enough that its copy of the
+	// deadline comes well after the reset, which is then a cancellation,
+	// of which the breaker takes no notice. So hung sends the call again,
+	// on the same server time (the same call, to the breaker), until the
+	// breaker surely took it for one its deadline ended: the store reports
+	// the deadline, or sure says what the breaker made of it. It returns
+	// how many of the calls reached Redis.
 	down := func(err error) bool {
 		return status.Code(err) == codes.Unavailable && strings.Contains(status.Convert(err).Message(), sluice.ErrStoreDown.Error())
 	}
-	hung := func(what string) {
+	const timeouts, scripts = `sluice_store_errors_total{kind="timeout"}`, "sluice_redis_script_calls_total"
+	hung := func(what string, sure func() bool) (reached int) {
 		t.Helper()
-		errs := ts.storeErrors()
-		_, took, err := call(client...)
-		if code := status.Code(err); code != codes.DeadlineExceeded && code != codes.Unavailable || down(err) || took < 15*time.Millisecond {
-			t.Fatalf("%s: %v after %v, want the 20ms deadline to pass", what, err, took)
+		for try := 1; ; try++ {
+			errs, timedOut, sent := ts.storeErrors(), ts.counter(timeouts), ts.counter(scripts)
+			_, took, err := call(envoy, client...)
+			if code := status.Code(err); code != codes.DeadlineExceeded && code != codes.Unavailable || down(err) || took < 15*time.Millisecond {
+				t.Fatalf("%s: %v after %v, want the 20ms deadline to pass", what, err, took)
+			}
+			eventually(t, what+": the server to finish the call", func() bool { return ts.storeErrors() > errs })
+			if ts.counter(scripts) > sent {
+				reached++
+				if ts.counter(timeouts) > timedOut {
+					return reached
+				}
+			}
+			if sure != nil && sure() {
+				return reached
+			}
+			if try == 20 {
+				t.Fatalf("%s: %d calls, %d of them to Redis, and none surely ended by its deadline", what, try, reached)
+			}
 		}
-		eventually(t, what+": the server to finish the call", func() bool { return ts.storeErrors() > errs })
 	}
-	for range 5 {
-		call(spammer...)
+	for i := range 5 {
+		if resp, _, err := call(patient, spammer...); err != nil || resp.OverallCode != rlsv3.RateLimitResponse_OK {
+			t.Fatalf("login %d of 5 a minute, Redis up: %v %v", i+1, resp, err)
+		}
 	}
-	if resp, _, err := call(spammer...); err != nil || resp.OverallCode != rlsv3.RateLimitResponse_OVER_LIMIT {
+	if resp, _, err := call(patient, spammer...); err != nil || resp.OverallCode != rlsv3.RateLimitResponse_OVER_LIMIT {
 		t.Fatalf("the 6th login of 5 a minute, Redis up: %v %v", resp, err)
 	}
-	if resp, _, err := call(client...); err != nil || resp.OverallCode != rlsv3.RateLimitResponse_OK {
+	if resp, _, err := call(patient, client...); err != nil || resp.OverallCode != rlsv3.RateLimitResponse_OK {
 		t.Fatalf("Redis up: %v %v", resp, err)
 	}
 
@@ -88,38 +125,52 @@ policies: [{name: unused, match: /unused/, limits: ["1/s"]}]`,
 		{time.Millisecond, true},
 	} {
 		ts.clock.Advance(step.advance)
-		if resp, _, err := call(spammer...); err != nil || resp.OverallCode != rlsv3.RateLimitResponse_OVER_LIMIT {
+		if resp, _, err := call(patient, spammer...); err != nil || resp.OverallCode != rlsv3.RateLimitResponse_OVER_LIMIT {
 			t.Fatalf("step %d, Redis hung, a key it refused: %v %v, want OVER_LIMIT from the deny cache", i, resp, err)
 		}
-		hung(fmt.Sprintf("step %d, Redis hung", i))
+		var sure func() bool
+		switch {
+		case step.down:
+			sure = func() bool { return br.Stats().Down }
+		case i > 0:
+			// The silence runs from step 0 on: whether the breaker
+			// took this call for one its deadline ended changes
+			// nothing of it.
+			sure = func() bool { return true }
+		}
+		hung(fmt.Sprintf("step %d, Redis hung", i), sure)
 		if st := br.Stats(); st.Down != step.down {
 			t.Fatalf("step %d, Redis hung and silent for %v more: %+v, want down %v", i, step.advance, st, step.down)
 		}
 	}
-	failures := br.Stats().Failures
+	failures, sent := br.Stats().Failures, ts.counter(scripts)
 	for i := range 10 {
-		if _, took, err := call(client...); !down(err) {
-			t.Fatalf("call %d, Redis known down: %v after %v, want Unavailable (store down) before the deadline", i, err, took)
+		if _, took, err := call(patient, client...); !down(err) {
+			t.Fatalf("call %d, Redis known down: %v after %v, want Unavailable (store down) at once", i, err, took)
 		}
 	}
-	if st := br.Stats(); st.Failures != failures || st.Probes != 0 {
-		t.Fatalf("stats %+v: calls reached the hung Redis while it was known down", st)
+	if st, n := br.Stats(), ts.counter(scripts)-sent; st.Failures != failures || st.Probes != 0 || n != 0 {
+		t.Fatalf("stats %+v, %d script calls: calls reached the hung Redis while it was known down", st, n)
 	}
 	// The probe runs out its caller's deadline too: a failed probe, and
 	// the next call is no probe.
 	ts.clock.Advance(sluice.DefaultProbeMinBackoff)
-	hung("the probe, Redis hung")
-	if _, _, err := call(client...); !down(err) {
+	probes := hung("the probe, Redis hung", func() bool { return br.Stats().Failures > failures })
+	if _, _, err := call(patient, client...); !down(err) {
 		t.Fatalf("after the failed probe: %v, want Unavailable (store down) at once", err)
 	}
-	if st := br.Stats(); !st.Down || st.Probes != 1 || st.Failures != failures+1 {
-		t.Fatalf("stats %+v: want down, 1 probe, failed", st)
+	if st := br.Stats(); !st.Down || st.Probes != uint64(probes) || st.Failures != failures+1 {
+		t.Fatalf("stats %+v: want down, %d probes, one failed", st, probes)
 	}
 
+	// Resumed, Redis decides again after the first probe. (It runs the
+	// client's calls sent while it was hung too, which count against the
+	// client's limit: another client's call is the probe.)
 	rs.Resume()
+	other := []string{"remote_address", "203.0.113.8"}
 	eventually(t, "Redis to decide again once resumed", func() bool {
 		ts.clock.Advance(sluice.DefaultProbeMaxBackoff) // a probe is due
-		resp, _, err := call(client...)
+		resp, _, err := call(patient, other...)
 		return err == nil && resp.OverallCode == rlsv3.RateLimitResponse_OK
 	})
 	if st := br.Stats(); st.Down || st.Outages != 1 || st.Recoveries != 1 {

@@ -14,7 +14,7 @@
 // # Files
 //
 //   - redistest.go: Server (Start, Kill, Restart, Pause, Resume, Do, Info,
-//     ScriptStats)
+//     ScriptStats, Log)
 //     and a minimal RESP client, so the harness needs no Redis library.
 //   - cluster.go: Cluster (StartCluster, StartClusterWithReplicas, Owner,
 //     SlotOwner), and changing it under a client: slot migration

@@ -296,6 +296,16 @@ func (s *Server) stop() {
 	s.cmd = nil
 }
 
+// Log returns the server's log as it is now, restarts included: for what
+// only the log tells, as when a cluster node changed its state.
+func (s *Server) Log() string {
+	b, err := os.ReadFile(filepath.Join(s.dir, "redis.log"))
+	if err != nil {
+		return ""
+	}
+	return string(b)
+}
+
 // logTail returns the end of the server's log, for error messages.
 func (s *Server) logTail() string {
 	b, err := os.ReadFile(filepath.Join(s.dir, "redis.log"))

@@ -38,7 +38,11 @@ func TestServerKillRestartPause(t *testing.T) {
 	if _, err := s.Do("PING"); err == nil {
 		t.Fatal("PING answered after Kill")
 	}
+	before := s.Log()
 	s.Restart()
+	if log := s.Log(); !strings.HasPrefix(log, before) || !strings.Contains(log[len(before):], "Ready to accept connections") {
+		t.Fatalf("the log after a restart does not go on with the restarted server's:\n%s", log)
+	}
 	if got := s.MustDo("GET", "k"); got != "" {
 		t.Fatalf("GET after restart = %q, want nothing (no persistence)", got)
 	}

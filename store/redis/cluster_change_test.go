@@ -435,12 +435,27 @@ func spreadLoad(format string, n int) (keys []string, pick func(*rand.Rand) []ra
 // MOVED) while decisions run over every master: none fails, none is lost
 // or counted twice. The new master has not run the script before: the
 // client loads it there on NOSCRIPT.
+//
+// None fails but by Redis's word that the cluster is down: the old master
+// tells the others it is a replica now, and the new master that it holds
+// the slots, each in a message of its own. A master that has the first
+// before the second, as may happen on a loaded machine, holds the slots
+// unassigned in between and declares the cluster down, answering
+// CLUSTERDOWN for its own slots too, until the second comes, a few
+// milliseconds later. The store passes that on, as it must: a decision
+// failed so counts as none of the store's failures if a node logged that
+// it declared the cluster down.
 func TestClusterFailover(t *testing.T) {
 	c := redistest.StartClusterWithReplicas(t, 3, 1)
 	client := newClient(t, c.Addrs()...)
 	s := redis.New(client, redis.Options{Prefix: "failover:", DisableDenyCache: true, CallTimeout: time.Second})
 	_, pick := spreadLoad("user=%d", 24)
 	master, replica := c.Nodes[0], c.Replicas[0]
+	nodes := append(append([]*redistest.Server(nil), c.Nodes...), c.Replicas...)
+	logged := make([]int, len(nodes)) // how much of each node's log was there before
+	for i, n := range nodes {
+		logged[i] = len(n.Log())
+	}
 
 	l := startLoad(t, s, 16, 2*time.Second, pick)
 	l.progress(300)
@@ -455,8 +470,21 @@ func TestClusterFailover(t *testing.T) {
 
 	st := s.Stats()
 	t.Logf("%d decisions, %d failed; stats %+v", l.done.Load(), l.failed.Load(), st)
-	if n := l.failed.Load(); n > 0 {
-		t.Errorf("%d decisions failed during a failover:%s", n, l.errors())
+	failed := l.failed.Load()
+	if down := l.failures("CLUSTERDOWN"); down > 0 {
+		var declared []string
+		for i, n := range nodes {
+			if log := n.Log(); len(log) > logged[i] && strings.Contains(log[logged[i]:], "Cluster state changed: fail") {
+				declared = append(declared, n.Addr())
+			}
+		}
+		if len(declared) > 0 {
+			t.Logf("%d decisions failed with CLUSTERDOWN: %v declared the cluster down", down, declared)
+			failed -= int64(down)
+		}
+	}
+	if failed > 0 {
+		t.Errorf("%d decisions failed during a failover:%s", failed, l.errors())
 	}
 	if r := master.MustDo("ROLE"); !strings.HasPrefix(r, "slave") {
 		t.Errorf("the old master's role: %q", r)
