@@ -17,7 +17,10 @@ WORKDIR /src
 COPY go.mod go.sum ./
 RUN go mod download
 COPY . .
-RUN CGO_ENABLED=0 go build -trimpath -ldflags="-s -w" -o /out/sluice ./cmd/sluice
+# The version sluice version prints: the build has no VCS history to
+# tell it (docker build --build-arg VERSION=v1.2.0 .).
+ARG VERSION
+RUN CGO_ENABLED=0 go build -trimpath -ldflags="-s -w -X main.version=${VERSION}" -o /out/sluice ./cmd/sluice
 
 FROM gcr.io/distroless/static-debian12:nonroot
 COPY --from=build /out/sluice /sluice

@@ -111,15 +111,26 @@ func runVersion(_ context.Context, args []string, stdout, stderr io.Writer) int 
 	return 0
 }
 
+// version is the version a build names at link time, as the Dockerfile
+// does (-ldflags "-X main.version=v1.2.0"), where the module's version is
+// unknown: a build from a work tree, or from a copy of one without its
+// history.
+var version string
+
 // versionText describes the build: "sluice v1.2.0 (go1.26.8)", or for a
 // build from a work tree "sluice (devel) 3f2a1c9d0b1e, modified (go1.26.8)".
 func versionText() string {
 	info, ok := debug.ReadBuildInfo()
 	if !ok {
+		if version != "" {
+			return "sluice " + version
+		}
 		return "sluice (unknown version)"
 	}
 	v := info.Main.Version
-	if v == "" {
+	if version != "" {
+		v = version
+	} else if v == "" {
 		v = "(devel)"
 	}
 	var rev, modified string

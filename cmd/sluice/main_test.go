@@ -48,3 +48,17 @@ func TestDispatch(t *testing.T) {
 		}
 	}
 }
+
+// A version set at link time, as the Dockerfile sets it, is the one
+// printed; without one, the module's.
+func TestVersionAtLinkTime(t *testing.T) {
+	defer func(v string) { version = v }(version)
+	version = ""
+	if got := versionText(); !strings.HasPrefix(got, "sluice ") || strings.Contains(got, "v9.8.7") {
+		t.Fatalf("versionText() = %q", got)
+	}
+	version = "v9.8.7"
+	if got := versionText(); !strings.HasPrefix(got, "sluice v9.8.7") {
+		t.Errorf("versionText() with version %q = %q", version, got)
+	}
+}
