@@ -121,7 +121,8 @@ type FallbackOptions struct {
 	// Redis store with CallTimeout), which spares a timer per decision.
 	Timeout time.Duration
 	// MaxSilence is how long the primary may complete no call before a
-	// call that ends by its caller's deadline counts as its failure. A
+	// call that ends by its caller's deadline (or by another call's, as
+	// the primary reports: see [Fallback]) counts as its failure. A
 	// caller whose deadline comes before Timeout (Envoy sends one of about
 	// 20ms with every call) ends the call itself, so a hung primary
 	// (connections open, nothing answered) would never fail one; a primary
@@ -177,10 +178,11 @@ type FallbackStats struct {
 	// context ended, made none.
 	Primary, Fallback uint64
 	// Failures counts calls to the primary that failed or timed out,
-	// those ended by their caller's deadline after MaxSilence included.
-	// A call sent before the primary's latest recovery counts if it
-	// failed or timed out, though it does not take the primary down; if
-	// its caller's deadline ended it, it does not count.
+	// those ended by their caller's deadline, or another call's, after
+	// MaxSilence included. A call sent before the primary's latest
+	// recovery counts if it failed or timed out, though it does not take
+	// the primary down; if its caller's deadline, or another call's, ended
+	// it, it does not count.
 	Failures uint64
 	// Probes counts calls sent to the primary while it, or a partition
 	// they were for, was down.
@@ -215,7 +217,13 @@ type FallbackStats struct {
 // call is no failure of the primary, unless its caller's deadline passed
 // while the primary had completed no call for longer than MaxSilence: a
 // hung primary is declared down even when every caller's deadline comes
-// before Timeout. [Fallback.DecideAllSource] also says who decided.
+// before Timeout. A call that the primary reports another call's deadline
+// ended (the Redis store's client closes a connection at the deadline of
+// the call on it, and fails the calls queued behind it) is decided by the
+// failure mode, its caller's time not being up, and counts against the
+// primary as that other call would: only after MaxSilence, since a
+// primary slow under load still answers. [Fallback.DecideAllSource] also
+// says who decided.
 //
 // A primary whose keys are held by servers that fail apart, as the Redis
 // store's are on a Redis Cluster, is taken server by server: each of its
@@ -465,17 +473,28 @@ func (f *Fallback) DecideAllSource(ctx context.Context, reqs []rate.Request, out
 		return d, SourcePrimary, nil
 	}
 	blame := f.blame(&c, err)
-	if !timedOut && (ctx.Err() != nil || errors.Is(err, context.DeadlineExceeded) && deadlineNear(ctx)) {
+	byCaller := !timedOut && (ctx.Err() != nil || errors.Is(err, context.DeadlineExceeded) && deadlineNear(ctx))
+	if byCaller || !timedOut && otherDeadline(err) {
 		// The caller's context ended the call, or was about to: a store
 		// may see the deadline pass a moment before the context says so
 		// (the Redis client sets its connections' deadlines from the
 		// context's). The error is the caller's, with no decision after
 		// its deadline. The primary failed too if it is hung, or if this
 		// was a probe; a failed probe then doubles the backoff rather than
-		// leave the next call to probe again.
+		// leave the next call to probe again. A cancellation is no news of
+		// the primary (see hung).
+		//
+		// Or the primary reports that another call's deadline ended this
+		// one (see otherDeadline): this caller's time is not up, and the
+		// failure mode decides for it, but of the primary the call tells
+		// what that other call's deadline does: it failed if it is hung,
+		// or if this was a probe.
+		if byCaller && !deadlineNear(ctx) {
+			blame = 0
+		}
 		counted := false
 		for i, b := range c.breakers() {
-			if blame&(1<<i) != 0 && f.fail(ctx, b, err, c.gens[i], c.probes&(1<<i) != 0, true) {
+			if blame&(1<<i) != 0 && f.fail(b, err, c.gens[i], c.probes&(1<<i) != 0, true) {
 				counted = true
 			}
 		}
@@ -483,12 +502,15 @@ func (f *Fallback) DecideAllSource(ctx context.Context, reqs []rate.Request, out
 			f.failures.Add(1)
 		}
 		f.endProbes(&c, blame)
-		return rate.Decision{}, SourcePrimary, err
+		if byCaller {
+			return rate.Decision{}, SourcePrimary, err
+		}
+		return f.fallback(ctx, reqs, out, err, nil)
 	}
 	f.failures.Add(1)
 	for i, b := range c.breakers() {
 		if blame&(1<<i) != 0 {
-			f.fail(ctx, b, err, c.gens[i], c.probes&(1<<i) != 0, false)
+			f.fail(b, err, c.gens[i], c.probes&(1<<i) != 0, false)
 		}
 	}
 	f.endProbes(&c, blame)
@@ -589,18 +611,20 @@ func (f *Fallback) endProbes(c *call, blame uint8) {
 	}
 }
 
-// hung reports whether a call that its caller's context ended counts as a
-// failure of the primary: the caller's deadline passed (see deadlineNear),
-// and the primary has completed no call for longer than the silence bound,
-// or, for a probe, since before the primary went down.
+// hung reports whether a call that a deadline ended, its caller's (see
+// deadlineNear) or another call's that the primary reports (see
+// otherDeadline), counts as a failure of the primary: whether the primary
+// has completed no call for longer than the silence bound, or, for a
+// probe, since before the primary went down.
 //
-// The caller's deadline alone proves nothing: under load, calls queue and
-// some callers' deadlines pass while the primary answers the others, and
-// taking it down then would switch limiting to the failure mode (no
-// limiting at all, with FailOpen) exactly when it is needed. Silence is
-// what a hung primary shows, and what the primary's own bound would have
-// caught had the callers given it time. A cancellation never counts: the
-// client went away, whatever the primary does.
+// The caller's deadline alone proves nothing, nor another call's: under
+// load, calls queue and some callers' deadlines pass while the primary
+// answers the others, and taking it down then would switch limiting to
+// the failure mode (no limiting at all, with FailOpen) exactly when it is
+// needed. Silence is what a hung primary shows, and what the primary's own
+// bound would have caught had the callers given it time. A cancellation
+// never counts (it never gets here): the client went away, whatever the
+// primary does.
 //
 // A probe needs no bound: the primary is down already and has completed
 // no call since but those sent before it went down (a probe's success
@@ -613,8 +637,8 @@ func (f *Fallback) endProbes(c *call, blame uint8) {
 // before the outage meanwhile) is none. Each partition has its own
 // silences: a dead master's say nothing of the others. Requires that b.mu
 // is held.
-func (f *Fallback) hung(ctx context.Context, b *breaker, probe bool, now time.Time) bool {
-	if f.silence < 0 || !deadlineNear(ctx) {
+func (f *Fallback) hung(b *breaker, probe bool, now time.Time) bool {
+	if f.silence < 0 {
 		return false
 	}
 	bound := f.silence
@@ -642,6 +666,19 @@ func deadlineNear(ctx context.Context) bool {
 	}
 	dl, ok := ctx.Deadline()
 	return ok && time.Until(dl) <= deadlineSlack
+}
+
+// otherDeadline reports whether err, the failure of a call to the primary,
+// says that a deadline not the call's ended it: most often another
+// call's. The Redis store's client closes a connection when the deadline
+// of the call on it passes, and fails the calls queued behind it with that
+// deadline; the store sends them again, and reports a call that still
+// failed so with an error whose method OtherDeadline returns true. Such a
+// failure tells that the primary is slow, as that other call's deadline
+// does, not that it failed.
+func otherDeadline(err error) bool {
+	var o interface{ OtherDeadline() bool }
+	return errors.As(err, &o) && o.OtherDeadline()
 }
 
 // silentFor returns for how long b's primary, or partition, has completed
@@ -763,15 +800,16 @@ func (b *breaker) attrs(args ...any) []any {
 
 // fail records a failure of the primary in a call sent in gen, and reports
 // whether it counted: the first failure takes the primary down, a failed
-// probe doubles the backoff. A call that its caller's context ended
-// (byCaller) counts only if the primary is hung (see hung).
+// probe doubles the backoff. A call that a deadline ended, its caller's or
+// another call's (byDeadline), counts only if the primary is hung (see
+// hung).
 //
 // A call sent before the primary's latest recovery never counts: the probe
 // that brought it back was answered since, so the failure is news of the
 // old outage, not of the primary now. Such a call, hung in an outage that
 // is over, would otherwise take a healthy primary down again for a
 // backoff period.
-func (f *Fallback) fail(ctx context.Context, b *breaker, err error, gen uint64, probe, byCaller bool) bool {
+func (f *Fallback) fail(b *breaker, err error, gen uint64, probe, byDeadline bool) bool {
 	b.mu.Lock()
 	defer b.mu.Unlock()
 	if probe {
@@ -783,7 +821,7 @@ func (f *Fallback) fail(ctx context.Context, b *breaker, err error, gen uint64, 
 		return false
 	}
 	now := f.clock.Now()
-	if byCaller && !f.hung(ctx, b, probe, now) {
+	if byDeadline && !f.hung(b, probe, now) {
 		return false
 	}
 	// A failure is silence too: a probe that the caller's deadline ends

@@ -23,14 +23,24 @@ import (
 // until its caller's context ends, as a remote store does when its server
 // is gone or stuck. Hung in state 3, it reports its caller's deadline a
 // millisecond before the context does, as the Redis client does: it sets
-// its connections' deadlines from the context's.
+// its connections' deadlines from the context's. In state 4 it fails at
+// once with another call's deadline, as the Redis store reports a call
+// whose connection its client closed at the deadline of the call on it.
 type breakable struct {
 	sluice.Store
-	state atomic.Int32 // 0 works, 1 fails, 2 hangs, 3 hangs and sees the deadline first
+	state atomic.Int32 // 0 works, 1 fails, 2 hangs, 3 hangs and sees the deadline first, 4 fails with another call's deadline
 	calls atomic.Int64
 }
 
 var errDown = errors.New("connection refused")
+
+// otherDeadlineError is a failure that another call's deadline caused, as
+// the Redis store reports one: not context.DeadlineExceeded, and marked
+// by its method OtherDeadline.
+type otherDeadlineError struct{}
+
+func (otherDeadlineError) Error() string       { return "connection closed at a deadline not the call's" }
+func (otherDeadlineError) OtherDeadline() bool { return true }
 
 func (b *breakable) DecideAll(ctx context.Context, reqs []rate.Request, out []rate.Decision) (rate.Decision, error) {
 	b.calls.Add(1)
@@ -54,6 +64,8 @@ func (b *breakable) DecideAll(ctx context.Context, reqs []rate.Request, out []ra
 		case <-ctx.Done():
 			return rate.Decision{}, ctx.Err()
 		}
+	case 4:
+		return rate.Decision{}, fmt.Errorf("store: %w", otherDeadlineError{})
 	}
 	return b.Store.DecideAll(ctx, reqs, out)
 }
@@ -775,6 +787,47 @@ func TestFallbackLoadedPrimaryStaysUp(t *testing.T) {
 	}
 	if st := f.Stats(); st.Down || st.Failures != 0 || st.Primary != 40 {
 		t.Errorf("stats %+v: a primary that answered every 30ms was declared down", st)
+	}
+}
+
+// A call that the primary reports another call's deadline ended (a slow
+// primary, whose client closed the connection at the deadline of the call
+// on it) is no failure of a primary that still answers: its caller's time
+// is not up, so the failure mode decides it, and like a call ended by its
+// caller's deadline it counts only once the primary has completed no call
+// for longer than MaxSilence. A probe it ends is a failed probe, and the
+// next waits twice as long.
+func TestFallbackOtherCallsDeadline(t *testing.T) {
+	f, b, clk, _ := setup(t, sluice.FallbackOptions{Mode: sluice.FailClosed, Timeout: -1, MaxSilence: 50 * time.Millisecond})
+	r := rate.Request{Key: "k", Limit: rate.Limit{Count: 1000, Period: time.Second}, Cost: 1}
+	const other = 4
+	for i, step := range []struct {
+		advance                 time.Duration
+		state                   int32
+		src                     sluice.Source
+		down                    bool
+		failures, probes, calls uint64 // calls: sent to the primary so far
+	}{
+		{0, other, sluice.SourceFailClosed, false, 0, 0, 1},                            // the silence starts
+		{40 * time.Millisecond, 0, sluice.SourcePrimary, false, 0, 0, 2},               // and ends
+		{40 * time.Millisecond, other, sluice.SourceFailClosed, false, 0, 0, 3},        // a new one starts
+		{50 * time.Millisecond, other, sluice.SourceFailClosed, false, 0, 0, 4},        // not longer than the bound
+		{time.Millisecond, other, sluice.SourceFailClosed, true, 1, 0, 5},              // longer: down
+		{0, 0, sluice.SourceFailClosed, true, 1, 0, 5},                                 // no probe due
+		{sluice.DefaultProbeMinBackoff, other, sluice.SourceFailClosed, true, 2, 1, 6}, // a failed probe
+		{sluice.DefaultProbeMinBackoff, 0, sluice.SourceFailClosed, true, 2, 1, 6},     // the backoff doubled
+		{sluice.DefaultProbeMinBackoff, 0, sluice.SourcePrimary, false, 2, 2, 7},       // the probe answered
+	} {
+		clk.Advance(step.advance)
+		b.state.Store(step.state)
+		d, src, err := callBy(f, time.Minute, r)
+		if err != nil || src != step.src || src == sluice.SourceFailClosed && d.Allowed {
+			t.Fatalf("step %d: %v %v %v, want decided by %v", i, d, src, err, step.src)
+		}
+		st := f.Stats()
+		if st.Down != step.down || st.Failures != step.failures || st.Probes != step.probes || uint64(b.calls.Load()) != step.calls {
+			t.Fatalf("step %d: stats %+v, %d calls sent; want down %v, %d failures, %d probes, %d calls", i, st, b.calls.Load(), step.down, step.failures, step.probes, step.calls)
+		}
 	}
 }
 

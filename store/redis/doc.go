@@ -10,10 +10,12 @@
 // store in a [sluice.Fallback] with a Timeout of -1, so that the store's
 // bound, one timer per script call, is the only one; the Fallback decides
 // by a failure mode (fail open, fail closed, or a local memory store with
-// each instance's share) while Redis is down. A call that fails on its connection (Redis restarted, and
-// the client's connections to the old process are dead) is sent again, up
+// each instance's share) while Redis is down. A call that fails on its
+// connection (Redis restarted, and the client's connections to the old
+// process are dead; or the client closed the connection at the deadline of
+// another call on it, and failed the calls queued behind) is sent again, up
 // to four times, before it counts as a failure, so a restart alone fails
-// no decision.
+// no decision, nor does another caller's deadline.
 //
 // An error does not always mean that nothing was decided. A call whose
 // connection broke after Redis ran the script (a proxy or the network cut

@@ -255,12 +255,16 @@ func (lateContext) Deadline() (time.Time, bool) { return time.Now().Add(-time.Mi
 // dial or a read that timed out at the deadline) and even before the
 // context says so, nor one the caller or the client gave up. A read that
 // timed out with no deadline of the call's is a dead connection, and is
-// retried.
+// retried; so is a call failed with a deadline while its own has not
+// passed, or it has none: the client closed its connection at another
+// call's deadline.
 func TestRetryable(t *testing.T) {
 	live := context.Background()
 	cancelled, cancel := context.WithCancel(live)
 	cancel()
 	expired, cancel := context.WithDeadline(live, time.Now().Add(-time.Second))
+	defer cancel()
+	patient, cancel := context.WithTimeout(live, time.Minute)
 	defer cancel()
 	_, dialTimeout := (&net.Dialer{}).DialContext(expired, "tcp", "127.0.0.1:1")
 	if dialTimeout == nil {
@@ -275,10 +279,13 @@ func TestRetryable(t *testing.T) {
 		{"connection reset", live, syscall.ECONNRESET, true},
 		{"connection closed", live, io.EOF, true},
 		{"read timed out, no deadline", live, os.ErrDeadlineExceeded, true},
-		{"deadline reported before the context's", live, context.DeadlineExceeded, false},
-		{"deadline wrapped", live, fmt.Errorf("redis: %w", context.DeadlineExceeded), false},
-		{"dial timed out at the deadline", live, dialTimeout, false},
+		{"deadline reported before the context's", lateContext{live}, context.DeadlineExceeded, false},
+		{"deadline wrapped", lateContext{live}, fmt.Errorf("redis: %w", context.DeadlineExceeded), false},
+		{"dial timed out at the deadline", lateContext{live}, dialTimeout, false},
 		{"read timed out at the deadline", lateContext{live}, os.ErrDeadlineExceeded, false},
+		{"another call's deadline", patient, context.DeadlineExceeded, true},
+		{"another call's deadline, none of its own", live, context.DeadlineExceeded, true},
+		{"another call's dial timed out", patient, dialTimeout, true},
 		{"caller gave up", cancelled, context.Canceled, false},
 		{"client closed", live, rueidis.ErrClosing, false},
 	} {
@@ -286,6 +293,70 @@ func TestRetryable(t *testing.T) {
 			t.Errorf("%s (%v): retryable = %t, want %t", c.name, c.err, got, c.want)
 		}
 	}
+}
+
+// Redis paused for less than the breaker's silence bound, and two calls
+// on one connection: one with Envoy's 20ms deadline, then one with a 5s
+// deadline. The client closes the connection at the first call's deadline
+// and fails the call queued behind it with that deadline, as it fails any
+// call that takes the connection up before it is replaced. That is not the
+// second call's deadline: it is sent again, on a fresh connection, and
+// Redis decides it once resumed; the breaker, which saw only the first
+// call's deadline pass, keeps Redis up. Which call reaches the connection
+// first is the scheduler's choice, so the sequence runs several times,
+// each on a client of its own.
+func TestOtherCallsDeadline(t *testing.T) {
+	srv := redistest.Start(t)
+	t.Cleanup(srv.Resume)
+	limit := rate.Limit{Algorithm: rate.GCRA, Count: 1000, Period: time.Second}
+	const tries = 10
+	retried := 0
+	for try := range tries {
+		// One connection, which the two calls share, as two of many
+		// callers share one of a few under load.
+		s, err := redis.DialOption(rueidis.ClientOption{InitAddress: []string{srv.Addr()}, DisableCache: true, PipelineMultiplex: -1}, redis.Options{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		f := sluice.NewFallback(s, sluice.FallbackOptions{Mode: sluice.FailError, Timeout: -1, MaxSilence: 200 * time.Millisecond})
+		decide := func(d time.Duration, key string) error {
+			ctx, cancel := context.WithTimeout(context.Background(), d)
+			defer cancel()
+			_, err := f.Decide(ctx, rate.Request{Key: fmt.Sprintf("%s:%d", key, try), Limit: limit, Cost: 1})
+			return err
+		}
+		if err := decide(5*time.Second, "warm"); err != nil {
+			t.Fatalf("try %d, Redis up: %v", try, err)
+		}
+		srv.Pause()
+		paused := time.Now()
+		sent := s.Stats().ScriptCalls
+		short, patient := make(chan error, 1), make(chan error, 1)
+		go func() { short <- decide(20*time.Millisecond, "short") }()
+		for s.Stats().ScriptCalls == sent {
+			if time.Since(paused) > 5*time.Second {
+				t.Fatalf("try %d: the call with 20ms to go did not start: %+v", try, s.Stats())
+			}
+			time.Sleep(100 * time.Microsecond)
+		}
+		time.Sleep(5 * time.Millisecond) // for the short call to reach the connection
+		go func() { patient <- decide(5*time.Second, "patient") }()
+		time.Sleep(60*time.Millisecond - time.Since(paused))
+		srv.Resume()
+		shortErr, err := <-short, <-patient
+		st, retries := f.Stats(), s.Stats().Retries
+		s.Close()
+		if err != nil {
+			t.Fatalf("try %d: the call with 5s to go failed: %v (the one with 20ms: %v; %d retries)", try, err, shortErr, retries)
+		}
+		if st.Down || st.Failures != 0 {
+			t.Fatalf("try %d: Redis paused for 60ms, answering again: breaker %+v, want up", try, st)
+		}
+		if retries > 0 {
+			retried++
+		}
+	}
+	t.Logf("the call with 5s to go was sent again in %d of %d tries", retried, tries)
 }
 
 // After Redis restarts, the client's connections to the old process are

@@ -379,7 +379,8 @@ func (s *Store) call(ctx context.Context, keys, args []string) ([]int64, error) 
 	}
 	res, err := decideScript.Exec(ctx, s.client, keys, args).AsIntSlice()
 	// A connection that died under the client (Redis restarted, a proxy
-	// closed it) fails on its first use, and the client dials anew; it
+	// closed it, or the client itself at another call's deadline: see
+	// retryable) fails on its first use, and the client dials anew; it
 	// keeps several connections to a server, each of which may be dead:
 	// try again, a few times, within the same deadline. Had the script run
 	// before a connection broke, the decision counts twice, which errs on
@@ -390,6 +391,9 @@ func (s *Store) call(ctx context.Context, keys, args []string) ([]int64, error) 
 	}
 	if isTryAgain(err) {
 		s.stats.tryAgain.Add(1)
+	}
+	if errors.Is(err, context.DeadlineExceeded) && ctx.Err() == nil && !timeUp(ctx) {
+		err = &otherDeadlineError{err}
 	}
 	return res, err
 }
@@ -408,16 +412,48 @@ const maxRetries = 4
 // moment before the context's own timer says so: a hung server, whose
 // connections are alive, would otherwise be sent the script again (and
 // run it twice once it wakes).
+//
+// A deadline reported while the call's time is not up is not the call's,
+// and its failure is one of the connection like any other. Most often it
+// is another call's: the client closes a connection when the deadline of
+// the call on it passes, and fails with that deadline the calls queued
+// behind it, which it has not sent, and those that take the connection up
+// before it is replaced. Those scripts have not run; sent again, on a
+// fresh connection, each still has its own time to be answered in. (A
+// call whose context has no deadline has no deadline of its own.)
 func retryable(ctx context.Context, err error) bool {
-	if ctx.Err() != nil || errors.Is(err, context.DeadlineExceeded) || errors.Is(err, rueidis.ErrClosing) {
-		return false
-	}
-	if dl, ok := ctx.Deadline(); ok && !time.Now().Before(dl) {
+	if ctx.Err() != nil || timeUp(ctx) || errors.Is(err, rueidis.ErrClosing) {
 		return false
 	}
 	_, isReply := rueidis.IsRedisErr(err)
 	return !isReply
 }
+
+// timeUp reports whether ctx's deadline has passed, even if its timer has
+// yet to say so: whether a deadline that a call reports is its own.
+func timeUp(ctx context.Context) bool {
+	dl, ok := ctx.Deadline()
+	return ok && !time.Now().Before(dl)
+}
+
+// otherDeadlineError is the failure of a script call that a deadline not
+// its own, most often another call's (see retryable), ended the last time
+// it was sent, retries and all, while its own time was not up. It does
+// not wrap context.DeadlineExceeded, which would tell the caller that its
+// deadline, or CallTimeout, had passed: the call failed on its
+// connections.
+type otherDeadlineError struct{ err error }
+
+func (e *otherDeadlineError) Error() string {
+	return "connection closed at a deadline not the call's (" + e.err.Error() + ")"
+}
+
+// OtherDeadline reports that a deadline not the call's ended it.
+// sluice.Fallback asks: another call's deadline passing says that Redis
+// is slow, not that it is down, and the failure counts against Redis only
+// as a call its caller's deadline ended would: if Redis has completed no
+// call for longer than the Fallback's MaxSilence.
+func (*otherDeadlineError) OtherDeadline() bool { return true }
 
 // nowArg returns the script's first argument: empty in production, so the
 // script reads Redis's TIME.
