@@ -168,7 +168,7 @@ func (s *Server) build(g *generation) {
 // certificate, nor the reverse (sluice_tls_reloads_total counts the TLS
 // files' reloads). The error is then the join of both.
 func (s *Server) Reload(ctx context.Context) error {
-	err := s.reloadConfig()
+	err := s.reloadConfig(nil)
 	if s.tls != nil {
 		if tlsErr := s.reloadTLS(); tlsErr != nil {
 			err = errors.Join(err, tlsErr)
@@ -177,12 +177,22 @@ func (s *Server) Reload(ctx context.Context) error {
 	return err
 }
 
-// reloadConfig is Reload for the configuration files alone.
-func (s *Server) reloadConfig() error {
+// reloadConfig is Reload for the configuration files alone. With read,
+// what it loaded serves only if read reports, once it is loaded, that the
+// files still hold what they held as the load began: the watcher's check
+// that it read the content it saw settle, not a later one caught half
+// written (a file cut short may still load, and lift the limits it lost).
+// Otherwise the files are changing again, which is no failure: the
+// watcher reloads them once they settle.
+func (s *Server) reloadConfig(read func() bool) error {
 	s.reloadMu.Lock()
 	defer s.reloadMu.Unlock()
 	start := time.Now()
 	g, err := s.load()
+	if err == nil && read != nil && !read() {
+		s.log.Info("the configuration files changed while they were read; the previous configuration keeps serving until they settle")
+		return nil
+	}
 	if err != nil {
 		// Counted before it is logged: whoever reads the log line finds
 		// the failure in /metrics.

@@ -526,7 +526,7 @@ func (s *Server) run(ctx context.Context) error {
 	if s.watch != nil {
 		go s.watch.run(ctx, s.o.WatchInterval, func() {
 			s.log.Info("configuration changed on disk; reloading")
-			_ = s.reloadConfig()
+			_ = s.reloadConfig(s.watch.unchanged)
 		})
 	}
 	if s.tlsWatch != nil {

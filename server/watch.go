@@ -20,6 +20,9 @@ import (
 // poll apart: an editor or a `cp` writing the file in place may be caught
 // half-way, and a file cut short can still load (a list of policies that
 // ends early), so a change is acted on only when the content has settled.
+// A write may begin again as the files are loaded: what was loaded serves
+// only if the files still hold the settled content once it is (see
+// unchanged).
 //
 // A path may be a directory: the files rls.ConfigFiles lists count, as
 // Envoy's reference service reads them (every file, recursively, but for
@@ -55,6 +58,16 @@ func (w *fileWatch) changed() bool {
 	}
 	w.sum, w.pending = sum, false
 	return true
+}
+
+// unchanged reports whether the files still hold the content in force,
+// the one changed last settled on: a caller that read them after changed
+// reported a change asks it once it has, to tell whether it read that
+// content or a later one, which may have been caught half written. It
+// runs on run's goroutine, in onChange.
+func (w *fileWatch) unchanged() bool {
+	sum, ok := w.hash()
+	return ok && w.seen && sum == w.sum
 }
 
 // hash hashes the names and contents of every file watched.

@@ -159,3 +159,63 @@ func TestWatchSeesAChangeBeforeRun(t *testing.T) {
 		t.Fatalf("after the reload: %v, want the new 1/m", got)
 	}
 }
+
+// unchanged tells whether the files still hold the content changed last
+// settled on.
+func TestFileWatchUnchanged(t *testing.T) {
+	p := filepath.Join(t.TempDir(), "sluice.yaml")
+	if err := os.WriteFile(p, []byte("a"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	w := &fileWatch{paths: []string{p}}
+	w.changed()
+	if !w.unchanged() {
+		t.Fatal("the content in force reported changed")
+	}
+	os.WriteFile(p, []byte("ab"), 0o644)
+	if w.unchanged() {
+		t.Fatal("new content reported unchanged")
+	}
+	w.changed()
+	w.changed() // settled: in force now
+	if !w.unchanged() {
+		t.Fatal("the settled content reported changed")
+	}
+	os.Remove(p)
+	if w.unchanged() {
+		t.Fatal("a file gone reported unchanged")
+	}
+}
+
+// A configuration the watcher loads serves only if the files still hold,
+// once it is loaded, the content the watcher saw settle: a write that
+// began meanwhile may have been caught half-way. Such a load is dropped,
+// neither a success nor a failure, and the previous configuration keeps
+// serving.
+func TestReloadDropsALoadTheFilesChangedUnder(t *testing.T) {
+	up := newUpstream(t)
+	ts := newServer(t, limit3, Options{Upstream: up.URL})
+	ts.run()
+	writeFile(t, ts.dir, "sluice.yaml", strings.Replace(limit3, "3/m", "1/m", 1))
+	if err := ts.reloadConfig(func() bool { return false }); err != nil {
+		t.Fatalf("a load the files changed under: %v, want no error", err)
+	}
+	if got := []int{ts.status("/"), ts.status("/")}; got[1] != 200 {
+		t.Fatalf("after a dropped load: %v, want the previous 3/m serving", got)
+	}
+	if m := ts.metric(`sluice_config_reloads_total{result="success"}`); !strings.HasSuffix(m, " 0") {
+		t.Errorf("a dropped load counted: %s", m)
+	}
+	if m := ts.metric(`sluice_config_reloads_total{result="failure"}`); !strings.HasSuffix(m, " 0") {
+		t.Errorf("a dropped load counted: %s", m)
+	}
+	if err := ts.reloadConfig(func() bool { return true }); err != nil {
+		t.Fatal(err)
+	}
+	if got := []int{ts.status("/"), ts.status("/")}; got[0] != 200 || got[1] != 429 {
+		t.Fatalf("after the load: %v, want the new 1/m, counted afresh", got)
+	}
+	if m := ts.metric(`sluice_config_reloads_total{result="success"}`); !strings.HasSuffix(m, " 1") {
+		t.Errorf("the load not counted: %s", m)
+	}
+}
