@@ -82,8 +82,9 @@ type Options struct {
 	// means the built-in DemoConfig, unless EnvoyConfigs are given: then
 	// the server is Envoy's rate limit service alone.
 	ConfigFile string
-	// EnvoyConfigs are files, or directories of .yaml files, in the
-	// format of Envoy's reference rate limit service (see package rls).
+	// EnvoyConfigs are files, or directories whose files are all read,
+	// recursively, but for names starting with a dot (rls.ConfigFiles), in
+	// the format of Envoy's reference rate limit service (see package rls).
 	// When there are any, the gRPC listener serves them.
 	EnvoyConfigs []string
 	// Upstream is the URL the reverse proxy forwards allowed requests to,

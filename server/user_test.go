@@ -85,6 +85,38 @@ func TestProxyPassesUserHeaderFromTrustedProxyOnly(t *testing.T) {
 	}
 }
 
+// A user header given twice, even through the trusted proxy, names no one
+// to the policies (a proxy that adds its name after the client's own
+// leaves the client's first), and the upstream gets neither.
+func TestProxyDropsUserHeaderGivenTwice(t *testing.T) {
+	seen := make(chan []string, 1)
+	up := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		seen <- r.Header.Values("X-Auth-Request-User")
+	}))
+	t.Cleanup(up.Close)
+	ts := startServer(t, strings.Replace(userPolicies, "TRUSTED", "127.0.0.1", 1), Options{Upstream: up.URL})
+	req, err := http.NewRequest("GET", "http://"+ts.Addrs().Proxy+"/orders", nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	req.Header.Add("X-Auth-Request-User", "mallory")
+	req.Header.Add("X-Auth-Request-User", "alice")
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp.Body.Close()
+	if resp.StatusCode != 200 {
+		t.Fatalf("status %d", resp.StatusCode)
+	}
+	if got := <-seen; len(got) != 0 {
+		t.Errorf("the upstream saw users %q, want none", got)
+	}
+	if n := ts.counter(`sluice_decisions_total{policy="anonymous",result="allowed"}`); n != 1 {
+		t.Errorf("the anonymous policy decided %v requests, want 1", n)
+	}
+}
+
 // A file whose policies read the user, with no user section, serves every
 // request as anonymous: sluice serve logs a warning naming those policies,
 // at start and on every reload, until the section is added.

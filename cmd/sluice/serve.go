@@ -125,10 +125,11 @@ wins over its variable):
                           send_timeout; websockets are not bounded; 0 means
                           no bound (SLUICE_SEND_TIMEOUT). Default 1m.
   --gc-heap-floor SIZE    let the heap grow to SIZE before the garbage
-                          collector runs, such as 64MiB (units B, KiB, MiB,
-                          GiB, as GOMEMLIMIT takes them); above it the
-                          collector runs as GOGC says; 0 turns it off
-                          (SLUICE_GC_HEAP_FLOOR). Default 64MiB.
+                          collector runs, such as 64MiB (bytes, or units B,
+                          KiB, MiB, GiB, TiB, as GOMEMLIMIT takes them);
+                          above it the collector runs as GOGC says; 0
+                          turns it off (SLUICE_GC_HEAP_FLOOR). Default
+                          64MiB.
   --log-format FORMAT     text or json (SLUICE_LOG_FORMAT). Default text.
   --log-level LEVEL       debug, info, warn or error (SLUICE_LOG_LEVEL).
                           Default info.
