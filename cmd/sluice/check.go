@@ -47,7 +47,8 @@ Flags:
   --envoy PATH   an Envoy rate limit configuration file, or a directory
                  whose files are all read, recursively, but for names
                  starting with a dot, as the reference reads them;
-                 repeatable
+                 repeatable; --envoy-config, as sluice serve names it,
+                 is the same flag
   --strict       exit 1 when the policy file has warnings too
   --help         show this help
 
@@ -61,6 +62,7 @@ func runCheck(_ context.Context, args []string, stdout, stderr io.Writer) int {
 	fs.SetOutput(io.Discard)
 	var envoy listFlag
 	fs.Var(&envoy, "envoy", "")
+	fs.Var(&envoy, "envoy-config", "") // sluice serve's name for it
 	strict := fs.Bool("strict", false, "")
 	help := fs.Bool("help", false, "")
 	fs.BoolVar(help, "h", false, "")

@@ -144,6 +144,15 @@ func TestCheckCommand(t *testing.T) {
 	if code != 0 || !strings.Contains(stdout, "OK: 1 domain (edge)") {
 		t.Errorf("examples/envoy/config: exit %d %q", code, stdout)
 	}
+	// sluice serve's name for the flag works too, and adds to the list.
+	code, stdout, _ = runCLI(t, "check", "--envoy-config", "../../examples/envoy/config", "--envoy", "../../rls/testdata/edge.yaml")
+	if code == 0 {
+		t.Errorf("--envoy-config and --envoy with two files of domain edge should conflict: %q", stdout)
+	}
+	code, stdout, _ = runCLI(t, "check", "--envoy-config", "../../examples/envoy/config")
+	if code != 0 || !strings.Contains(stdout, "OK: 1 domain (edge)") {
+		t.Errorf("--envoy-config examples/envoy/config: exit %d %q", code, stdout)
+	}
 	dir := t.TempDir()
 	bad := filepath.Join(dir, "bad.yaml")
 	os.WriteFile(bad, []byte("policies:\n  - name: a\n    limts: [\"1/s\"]\n  - name: b\n    limits: [\"1/fortnight\"]\n"), 0o644)

@@ -192,7 +192,7 @@ func parseSimFlags(args []string) (*simFlags, error) {
 	case f.instances < 1 || f.instances > sim.MaxInstances:
 		return nil, fmt.Errorf("--instances must be between 1 and %d, got %d", sim.MaxInstances, f.instances)
 	case f.seconds < 0 || f.seconds > sim.MaxSeconds:
-		return nil, fmt.Errorf("--seconds must be between 1 and %d, got %d", sim.MaxSeconds, f.seconds)
+		return nil, fmt.Errorf("--seconds must be between 1 and %d (0: the scenario's), got %d", sim.MaxSeconds, f.seconds)
 	case f.set["svg"] && f.svg == "":
 		return nil, errors.New("--svg needs a file name")
 	}
