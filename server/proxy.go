@@ -1,6 +1,7 @@
 package server
 
 import (
+	"bufio"
 	"context"
 	"encoding/json"
 	"errors"
@@ -270,9 +271,9 @@ func (s *Server) boundWrites(w http.ResponseWriter, r *http.Request) (http.Respo
 //
 // Writes happen on the handler's goroutine, but for informational
 // responses, which ReverseProxy writes from the transport's while the
-// handler waits on it. A protocol upgrade is not bounded: hijacking the
-// connection clears its deadlines, and a websocket may idle as long as
-// its ends like.
+// handler waits on it. A protocol upgrade (a websocket) hands the
+// connection over, its deadlines cleared: its writes are bounded the same
+// way (see Hijack), and it may idle as long as its ends like.
 type idleWriter struct {
 	http.ResponseWriter
 	rc     http.ResponseController
@@ -310,6 +311,42 @@ func (w *idleWriter) FlushError() error {
 // Unwrap returns the ResponseWriter underneath, for
 // http.ResponseController.
 func (w *idleWriter) Unwrap() http.ResponseWriter { return w.ResponseWriter }
+
+// Hijack hands the connection over for a protocol upgrade, as
+// ReverseProxy asks for it (through http.ResponseController), with each
+// write bounded as a response's are (see idleConn): a client that stops
+// reading what the upstream sends on a websocket is cut, and the
+// upstream's connection with it, where it held both for as long as it
+// liked. An upgraded connection idle both ways has no deadline.
+func (w *idleWriter) Hijack() (net.Conn, *bufio.ReadWriter, error) {
+	conn, brw, err := w.rc.Hijack()
+	if err != nil {
+		return nil, nil, err
+	}
+	w.off = true // the connection is the caller's now
+	ic := &idleConn{Conn: conn, idle: w.idle}
+	if brw.Writer.Buffered() == 0 {
+		// The response to the upgrade is written through brw.
+		brw.Writer = bufio.NewWriter(ic)
+	}
+	return ic, brw, nil
+}
+
+// idleConn is an upgraded connection whose writes fail when its client
+// takes nothing for idle: each write moves the write deadline to idle
+// from now, and a deadline that passes between writes fails nothing, as
+// the next write moves it first.
+type idleConn struct {
+	net.Conn
+	idle time.Duration
+}
+
+func (c *idleConn) Write(p []byte) (int, error) {
+	if err := c.Conn.SetWriteDeadline(time.Now().Add(c.idle)); err != nil {
+		return 0, err
+	}
+	return c.Conn.Write(p)
+}
 
 // start sets the write deadline before a write.
 func (w *idleWriter) start() {

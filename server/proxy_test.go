@@ -1148,4 +1148,31 @@ func TestProxySendTimeout(t *testing.T) {
 	if line, err := br.ReadString('\n'); err != nil || line != "echo: ping\n" {
 		t.Errorf("a websocket idle for longer than SendTimeout: %q, %v", line, err)
 	}
+
+	// A websocket whose client reads nothing of what the upstream sends
+	// is cut as a response is, and the upstream's connection with it.
+	ws := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		conn, rw, err := http.NewResponseController(w).Hijack()
+		if err != nil {
+			t.Error(err)
+			return
+		}
+		defer conn.Close()
+		rw.WriteString("HTTP/1.1 101 Switching Protocols\r\nUpgrade: websocket\r\nConnection: Upgrade\r\n\r\n")
+		rw.Flush()
+		chunk := make([]byte, 32<<10)
+		for {
+			if _, err := conn.Write(chunk); err != nil {
+				ended <- err
+				return
+			}
+		}
+	}))
+	defer ws.Close()
+	dialWebsocket(t, startServer(t, untrustedPolicy, Options{Upstream: ws.URL, SendTimeout: idle})) // and read nothing
+	select {
+	case <-ended:
+	case <-time.After(25 * idle):
+		t.Errorf("the upstream of a websocket was still writing %v after its client stopped reading", 25*idle)
+	}
 }

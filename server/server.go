@@ -168,7 +168,9 @@ type Options struct {
 	// with it, rather than hold a goroutine, a buffer and a connection to
 	// the upstream for as long as it likes. A response that keeps moving
 	// is not cut, however long it lasts, nor a stream the upstream is
-	// silent on; an upgraded connection (a websocket) is not bounded.
+	// silent on. An upgraded connection (a websocket) is bounded the same
+	// way while the proxy writes to it, and may idle as long as its ends
+	// like.
 	// Zero means DefaultSendTimeout (a minute); negative means no bound.
 	SendTimeout time.Duration
 	// TopKeys is how many refused keys /debug/top tracks. Zero means

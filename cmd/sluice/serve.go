@@ -120,10 +120,11 @@ wins over its variable):
                           the request (408), as NGINX's client_body_timeout;
                           0 means no bound (SLUICE_BODY_TIMEOUT). Default 1m.
   --send-timeout DUR      how long the proxy waits for a client to take the
-                          next bytes of a response before it cuts the
-                          response (and the upstream's), as NGINX's
-                          send_timeout; websockets are not bounded; 0 means
-                          no bound (SLUICE_SEND_TIMEOUT). Default 1m.
+                          next bytes of a response, or of a websocket,
+                          before it cuts it (and the upstream's), as
+                          NGINX's send_timeout; a websocket may idle both
+                          ways; 0 means no bound (SLUICE_SEND_TIMEOUT).
+                          Default 1m.
   --gc-heap-floor SIZE    let the heap grow to SIZE before the garbage
                           collector runs, such as 64MiB (bytes, or units B,
                           KiB, MiB, GiB, TiB, as GOMEMLIMIT takes them);
