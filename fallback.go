@@ -672,10 +672,10 @@ func deadlineNear(ctx context.Context) bool {
 // says that a deadline not the call's ended it: most often another
 // call's. The Redis store's client closes a connection when the deadline
 // of the call on it passes, and fails the calls queued behind it with that
-// deadline; the store sends them again, and reports a call that still
-// failed so with an error whose method OtherDeadline returns true. Such a
-// failure tells that the primary is slow, as that other call's deadline
-// does, not that it failed.
+// deadline; the store reports such a failure, while the call's own time is
+// not up, with an error whose method OtherDeadline returns true. It tells
+// that the primary is slow, as that other call's deadline does, not that
+// it failed.
 func otherDeadline(err error) bool {
 	var o interface{ OtherDeadline() bool }
 	return errors.As(err, &o) && o.OtherDeadline()

@@ -12,10 +12,12 @@
 // by a failure mode (fail open, fail closed, or a local memory store with
 // each instance's share) while Redis is down. A call that fails on its
 // connection (Redis restarted, and the client's connections to the old
-// process are dead; or the client closed the connection at the deadline of
-// another call on it, and failed the calls queued behind) is sent again, up
-// to four times, before it counts as a failure, so a restart alone fails
-// no decision, nor does another caller's deadline.
+// process are dead) is sent again, up to four times, before it counts as
+// a failure, so a restart alone fails no decision. A call that the client
+// failed at another call's deadline (it closes a connection at the
+// deadline of the call on it, and fails the calls queued behind) says so,
+// and the Fallback counts it against Redis only as a deadline: once Redis
+// has answered nothing for longer than MaxSilence.
 //
 // An error does not always mean that nothing was decided. A call whose
 // connection broke after Redis ran the script (a proxy or the network cut

@@ -379,8 +379,7 @@ func (s *Store) call(ctx context.Context, keys, args []string) ([]int64, error) 
 	}
 	res, err := decideScript.Exec(ctx, s.client, keys, args).AsIntSlice()
 	// A connection that died under the client (Redis restarted, a proxy
-	// closed it, or the client itself at another call's deadline: see
-	// retryable) fails on its first use, and the client dials anew; it
+	// closed it) fails on its first use, and the client dials anew; it
 	// keeps several connections to a server, each of which may be dead:
 	// try again, a few times, within the same deadline. Had the script run
 	// before a connection broke, the decision counts twice, which errs on
@@ -413,16 +412,18 @@ const maxRetries = 4
 // connections are alive, would otherwise be sent the script again (and
 // run it twice once it wakes).
 //
-// A deadline reported while the call's time is not up is not the call's,
-// and its failure is one of the connection like any other. Most often it
-// is another call's: the client closes a connection when the deadline of
-// the call on it passes, and fails with that deadline the calls queued
-// behind it, which it has not sent, and those that take the connection up
-// before it is replaced. Those scripts have not run; sent again, on a
-// fresh connection, each still has its own time to be answered in. (A
-// call whose context has no deadline has no deadline of its own.)
+// Nor is a deadline reported while the call's time is not up, though it
+// is not the call's. Most often it is another call's: the client closes a
+// connection when the deadline of the call on it passes, and fails with
+// that deadline the calls queued behind it, which it has not sent, and
+// those that take the connection up before it is replaced. Sent again,
+// such a call would wait for a fresh connection's handshake, which
+// callers share and which waits for the caller that began it, not for
+// each caller's own time: on a hung server, callers would chain those
+// waits far past their deadlines. The call fails instead, as one whose
+// deadline is not its own (see otherDeadlineError).
 func retryable(ctx context.Context, err error) bool {
-	if ctx.Err() != nil || timeUp(ctx) || errors.Is(err, rueidis.ErrClosing) {
+	if ctx.Err() != nil || errors.Is(err, context.DeadlineExceeded) || errors.Is(err, rueidis.ErrClosing) || timeUp(ctx) {
 		return false
 	}
 	_, isReply := rueidis.IsRedisErr(err)
@@ -437,16 +438,18 @@ func timeUp(ctx context.Context) bool {
 }
 
 // otherDeadlineError is the failure of a script call that a deadline not
-// its own, most often another call's (see retryable), ended the last time
-// it was sent, retries and all, while its own time was not up. It does
-// not wrap context.DeadlineExceeded, which would tell the caller that its
-// deadline, or CallTimeout, had passed: the call failed on its
-// connections.
+// its own, most often another call's (see retryable), ended while its own
+// time was not up. It wraps the client's error, context.DeadlineExceeded,
+// and says, by its OtherDeadline method, that the deadline was not the
+// call's.
 type otherDeadlineError struct{ err error }
 
 func (e *otherDeadlineError) Error() string {
 	return "connection closed at a deadline not the call's (" + e.err.Error() + ")"
 }
+
+// Unwrap returns the client's error.
+func (e *otherDeadlineError) Unwrap() error { return e.err }
 
 // OtherDeadline reports that a deadline not the call's ended it.
 // sluice.Fallback asks: another call's deadline passing says that Redis
