@@ -35,12 +35,13 @@ type breakable struct {
 var errDown = errors.New("connection refused")
 
 // otherDeadlineError is a failure that another call's deadline caused, as
-// the Redis store reports one: not context.DeadlineExceeded, and marked
-// by its method OtherDeadline.
+// the Redis store reports one: context.DeadlineExceeded, marked by its
+// method OtherDeadline.
 type otherDeadlineError struct{}
 
 func (otherDeadlineError) Error() string       { return "connection closed at a deadline not the call's" }
 func (otherDeadlineError) OtherDeadline() bool { return true }
+func (otherDeadlineError) Unwrap() error       { return context.DeadlineExceeded }
 
 func (b *breakable) DecideAll(ctx context.Context, reqs []rate.Request, out []rate.Decision) (rate.Decision, error) {
 	b.calls.Add(1)
