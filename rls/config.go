@@ -103,6 +103,28 @@ func LoadDir(dir string) (*Config, error) {
 	return LoadFiles(paths...)
 }
 
+// Files lists the files of paths as the server reads them: a file as it
+// is, a directory's as ConfigFiles lists them.
+func Files(paths ...string) ([]string, error) {
+	var files []string
+	for _, p := range paths {
+		st, err := os.Stat(p)
+		if err != nil {
+			return nil, fmt.Errorf("rls: %w", err)
+		}
+		if !st.IsDir() {
+			files = append(files, p)
+			continue
+		}
+		fs, err := ConfigFiles(p)
+		if err != nil {
+			return nil, err
+		}
+		files = append(files, fs...)
+	}
+	return files, nil
+}
+
 // ConfigFiles lists the files [LoadDir] loads from dir, each directory's
 // in name order. As the reference's loader (lyft/goruntime) does, that is
 // every file in dir and in the directories below it, whatever its name

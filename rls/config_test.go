@@ -736,3 +736,29 @@ descriptors:
 		}
 	}
 }
+
+// Files takes a file as it is and a directory's files as ConfigFiles
+// lists them, in the order given, and fails on a path that is not there.
+func TestFiles(t *testing.T) {
+	dir := t.TempDir()
+	for _, name := range []string{"a.yaml", "sub/b.yaml", ".hidden.yaml", "one.yaml"} {
+		p := filepath.Join(dir, name)
+		os.MkdirAll(filepath.Dir(p), 0o755)
+		if err := os.WriteFile(p, []byte("domain: x\n"), 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	one := filepath.Join(dir, "one.yaml")
+	got, err := Files(one, filepath.Join(dir, "sub"), one)
+	want := []string{one, filepath.Join(dir, "sub", "b.yaml"), one}
+	if err != nil || !slices.Equal(got, want) {
+		t.Errorf("Files = %q, %v; want %q", got, err, want)
+	}
+	all, _ := ConfigFiles(dir)
+	if got, err := Files(dir); err != nil || !slices.Equal(got, all) {
+		t.Errorf("Files(dir) = %q, %v; want ConfigFiles' %q", got, err, all)
+	}
+	if _, err := Files(one, filepath.Join(dir, "missing.yaml")); err == nil || !errors.Is(err, os.ErrNotExist) {
+		t.Errorf("a missing path: %v", err)
+	}
+}

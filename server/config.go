@@ -5,7 +5,6 @@ import (
 	"errors"
 	"fmt"
 	"net/http"
-	"os"
 	"sync/atomic"
 	"time"
 
@@ -73,21 +72,9 @@ func (s *Server) load() (*generation, error) {
 
 // loadEnvoy loads Envoy configuration files and directories as one Config.
 func loadEnvoy(paths []string) (*rls.Config, error) {
-	var files []string
-	for _, p := range paths {
-		st, err := os.Stat(p)
-		if err != nil {
-			return nil, fmt.Errorf("rls: %w", err)
-		}
-		if !st.IsDir() {
-			files = append(files, p)
-			continue
-		}
-		fs, err := rls.ConfigFiles(p)
-		if err != nil {
-			return nil, err
-		}
-		files = append(files, fs...)
+	files, err := rls.Files(paths...)
+	if err != nil {
+		return nil, err
 	}
 	return rls.LoadFiles(files...)
 }

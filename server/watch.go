@@ -72,27 +72,20 @@ func (w *fileWatch) unchanged() bool {
 
 // hash hashes the names and contents of every file watched.
 func (w *fileWatch) hash() ([sha256.Size]byte, bool) {
+	files, err := rls.Files(w.paths...)
+	if err != nil {
+		return [sha256.Size]byte{}, false
+	}
 	h := sha256.New()
-	for _, p := range w.paths {
-		files := []string{p}
-		if st, err := os.Stat(p); err != nil {
+	for _, f := range files {
+		b, err := os.ReadFile(f)
+		if err != nil {
 			return [sha256.Size]byte{}, false
-		} else if st.IsDir() {
-			var err error
-			if files, err = rls.ConfigFiles(p); err != nil {
-				return [sha256.Size]byte{}, false
-			}
 		}
-		for _, f := range files {
-			b, err := os.ReadFile(f)
-			if err != nil {
-				return [sha256.Size]byte{}, false
-			}
-			sum := sha256.Sum256(b)
-			h.Write([]byte(f))
-			h.Write([]byte{0})
-			h.Write(sum[:])
-		}
+		sum := sha256.Sum256(b)
+		h.Write([]byte(f))
+		h.Write([]byte{0})
+		h.Write(sum[:])
 	}
 	var out [sha256.Size]byte
 	h.Sum(out[:0])

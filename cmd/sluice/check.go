@@ -209,11 +209,8 @@ func topKey(data []byte, key string) bool { return topValue(data, key) != nil }
 func envoyFiles(paths []string) []string {
 	var out []string
 	for _, p := range paths {
-		if st, err := os.Stat(p); err == nil && st.IsDir() {
-			fs, _ := rls.ConfigFiles(p)
+		if fs, err := rls.Files(p); err == nil {
 			out = append(out, fs...)
-		} else if err == nil {
-			out = append(out, p)
 		}
 	}
 	return out
