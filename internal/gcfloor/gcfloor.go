@@ -44,8 +44,7 @@ func Start(floor uint64) *Floor {
 	if floor == 0 {
 		return nil
 	}
-	base := debug.SetGCPercent(100)
-	debug.SetGCPercent(base)
+	base := gcPercent()
 	if base < 0 {
 		return nil
 	}
@@ -84,6 +83,21 @@ func (f *Floor) arm() {
 
 // liveMetric is the heap the last collection found live.
 const liveMetric = "/gc/heap/live:bytes"
+
+// gcPercent returns the GOGC percent in force, -1 when the collector is
+// off, read without setting it.
+func gcPercent() int {
+	s := []metrics.Sample{{Name: "/gc/gogc:percent"}}
+	metrics.Read(s)
+	if s[0].Value.Kind() != metrics.KindUint64 {
+		return 100
+	}
+	v := s[0].Value.Uint64()
+	if v > math.MaxInt32 {
+		return -1 // GOGC=off reads as the largest percent
+	}
+	return int(v)
+}
 
 // adjust sets the GOGC percent for the heap found live at the last
 // collection, and reports whether the floor is still in force.

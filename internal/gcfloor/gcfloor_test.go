@@ -44,8 +44,8 @@ func cycles() uint64 {
 	return s[0].Value.Uint64()
 }
 
-// gcPercent returns the GOGC percent in force.
-func gcPercent() int {
+// inForce returns the GOGC percent in force, by setting it and back.
+func inForce() int {
 	p := debug.SetGCPercent(100)
 	debug.SetGCPercent(p)
 	return p
@@ -81,9 +81,9 @@ func TestFloor(t *testing.T) {
 	// after this collection.
 	runtime.GC()
 	deadline := time.Now().Add(10 * time.Second)
-	for gcPercent() < 1000 {
+	for inForce() < 1000 {
 		if time.Now().After(deadline) {
-			t.Fatalf("GOGC percent %d after a collection with a floor of 512 MiB: not raised", gcPercent())
+			t.Fatalf("GOGC percent %d after a collection with a floor of 512 MiB: not raised", inForce())
 		}
 		runtime.Gosched()
 	}
@@ -93,13 +93,13 @@ func TestFloor(t *testing.T) {
 	}
 
 	f.Stop()
-	if p := gcPercent(); p != 100 {
+	if p := inForce(); p != 100 {
 		t.Errorf("GOGC percent %d after Stop, want 100 back", p)
 	}
 	// A collection after Stop leaves the percent alone.
 	runtime.GC()
 	runtime.GC()
-	if p := gcPercent(); p != 100 {
+	if p := inForce(); p != 100 {
 		t.Errorf("GOGC percent %d after Stop and two collections, want 100", p)
 	}
 }
@@ -114,9 +114,20 @@ func TestStartOff(t *testing.T) {
 		f.Stop()
 		t.Error("Start with GOGC=off returned a floor")
 	}
-	if p := gcPercent(); p != -1 {
+	if p := inForce(); p != -1 {
 		t.Errorf("GOGC percent %d, want the collector left off", p)
 	}
 	var f *Floor
 	f.Stop() // a nil Floor is one that was never started
+}
+
+// gcPercent reads the percent in force, the collector off included.
+func TestGCPercent(t *testing.T) {
+	defer debug.SetGCPercent(debug.SetGCPercent(100))
+	for _, p := range []int{250, 100, 5, -1} {
+		debug.SetGCPercent(p)
+		if got := gcPercent(); got != p {
+			t.Errorf("gcPercent() = %d with GOGC %d", got, p)
+		}
+	}
 }
