@@ -329,14 +329,11 @@ func wsUpstream(t *testing.T) *httptest.Server {
 			http.Error(w, "want an upgrade", 400)
 			return
 		}
-		conn, rw, err := http.NewResponseController(w).Hijack()
-		if err != nil {
-			t.Error(err)
+		conn, rw := switchProtocols(t, w)
+		if conn == nil {
 			return
 		}
 		defer conn.Close()
-		rw.WriteString("HTTP/1.1 101 Switching Protocols\r\nUpgrade: websocket\r\nConnection: Upgrade\r\n\r\n")
-		rw.Flush()
 		for {
 			line, err := rw.ReadString('\n')
 			if err != nil || line == "bye\n" {
@@ -348,6 +345,19 @@ func wsUpstream(t *testing.T) *httptest.Server {
 	}))
 	t.Cleanup(up.Close)
 	return up
+}
+
+// switchProtocols answers an upgrade to a websocket (101) and returns the
+// connection, or nil after reporting why it cannot.
+func switchProtocols(t *testing.T, w http.ResponseWriter) (net.Conn, *bufio.ReadWriter) {
+	conn, rw, err := http.NewResponseController(w).Hijack()
+	if err != nil {
+		t.Error(err)
+		return nil, nil
+	}
+	rw.WriteString("HTTP/1.1 101 Switching Protocols\r\nUpgrade: websocket\r\nConnection: Upgrade\r\n\r\n")
+	rw.Flush()
+	return conn, rw
 }
 
 // dialWebsocket opens a websocket through the proxy, and returns it and
@@ -1152,14 +1162,11 @@ func TestProxySendTimeout(t *testing.T) {
 	// A websocket whose client reads nothing of what the upstream sends
 	// is cut as a response is, and the upstream's connection with it.
 	ws := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		conn, rw, err := http.NewResponseController(w).Hijack()
-		if err != nil {
-			t.Error(err)
+		conn, _ := switchProtocols(t, w)
+		if conn == nil {
 			return
 		}
 		defer conn.Close()
-		rw.WriteString("HTTP/1.1 101 Switching Protocols\r\nUpgrade: websocket\r\nConnection: Upgrade\r\n\r\n")
-		rw.Flush()
 		chunk := make([]byte, 32<<10)
 		for {
 			if _, err := conn.Write(chunk); err != nil {
