@@ -281,7 +281,7 @@ func (s Scenario) Validate() error {
 	}
 	for _, a := range s.algorithms() {
 		if err := s.LimitFor(a).Validate(); err != nil {
-			return fail("limit for %s: %v", a, err)
+			return fail("limit for %s: %v; leave %s out of the algorithms compared", a, err, a)
 		}
 	}
 	for _, st := range s.setups() {

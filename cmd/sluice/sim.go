@@ -236,12 +236,7 @@ func (f *simFlags) buildScenario() (sim.Scenario, error) {
 		if err != nil {
 			return sc, usageError{fmt.Errorf("--limit: %w", err)}
 		}
-		sc.Limit = l
-		for _, a := range algs {
-			if err := sc.LimitFor(a).Validate(); err != nil {
-				return sc, usageError{fmt.Errorf("--limit %q cannot apply to %s: %w; leave %s out with --algorithms", f.limit, a, err, a)}
-			}
-		}
+		sc.Limit = l // that each algorithm compared can apply it, Run checks
 	}
 	setupChanged := false
 	if f.setups != "" {

@@ -176,7 +176,7 @@ func TestSimBadFlags(t *testing.T) {
 		// A limit one of the algorithms cannot apply: say which, and how
 		// to leave it out.
 		{[]string{"--limit", "70000/m"}, "sliding_log"},
-		{[]string{"--limit", "70000/m"}, "--algorithms"},
+		{[]string{"--limit", "70000/m"}, "leave sliding_log out"},
 		{[]string{"--limit", "2000000/h", "--algorithms", "fixed_window,gcra"}, "gcra"},
 		{[]string{"--algorithms", "fixed_window,leaky"}, `unknown algorithm "leaky"`},
 		{[]string{"--algorithms", ","}, "empty list"},
