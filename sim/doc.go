@@ -37,7 +37,10 @@
 // with one entry in results per algorithm and setup, and one entry in
 // per_second for every second of the scenario. Counts are requests, not
 // units of cost. The algorithm and setup names are those of
-// [rate.Algorithm.String] and [Setup.String].
+// [rate.Algorithm.String] and [Setup.String]. A leaky_bucket row adds
+// max_delay_ns, the longest an admitted request waited for its turn, and
+// a row with requests costing more than the capacity adds over_capacity
+// (see [Row]).
 //
 // The SVG picture has one row per result and one column per second, and
 // reads without a legend; see [WriteSVG]. Both outputs are safe to serve

@@ -18,9 +18,12 @@ import (
 //	{"scenario": "boundary", "results": [
 //	  {"algorithm": "fixed_window", "setup": "single", "passed": 20, "refused": 0,
 //	   "per_second": [{"t": 0, "passed": 0, "refused": 0}, …]},
+//	  {"algorithm": "leaky_bucket", "setup": "single", "passed": 10, "refused": 10,
+//	   "max_delay_ns": 9000000000, "per_second": […]},
 //	  …]}
 //
-// Only Scenario and Rows are in it; the other fields are for Go callers.
+// Only Scenario and Rows are in it, and of each row what the example
+// shows and over_capacity (see Row); the other fields are for Go callers.
 type Result struct {
 	// Scenario is the scenario's name.
 	Scenario string `json:"scenario"`
@@ -67,13 +70,15 @@ type Row struct {
 	// order of their first request.
 	Clients []ClientTotal `json:"-"`
 	// MaxDelay is the longest an admitted request had to wait for its
-	// turn: non-zero only for leaky_bucket, which shapes traffic.
-	MaxDelay time.Duration `json:"-"`
+	// turn: non-zero only for leaky_bucket, which shapes traffic. In JSON
+	// it is max_delay_ns, in nanoseconds, left out when 0.
+	MaxDelay time.Duration `json:"max_delay_ns,omitempty"`
 	// OverCapacity counts the requests, among Refused, that cost more
 	// than Limit's capacity ([rate.Limit.Capacity]). No wait lets them
 	// pass, and a store does not refuse them: it answers with an error
-	// wrapping [rate.ErrCostExceedsCapacity].
-	OverCapacity int `json:"-"`
+	// wrapping [rate.ErrCostExceedsCapacity]. In JSON it is
+	// over_capacity, left out when 0.
+	OverCapacity int `json:"over_capacity,omitempty"`
 }
 
 // Second counts the requests that arrived in one second.

@@ -65,7 +65,10 @@ Flags:
   --json               print the result as JSON instead of tables:
                        {"scenario": NAME, "results": [{"algorithm": A,
                        "setup": S, "passed": N, "refused": N, "per_second":
-                       [{"t": 0, "passed": N, "refused": N}, ...]}, ...]}
+                       [{"t": 0, "passed": N, "refused": N}, ...]}, ...]};
+                       a row also has "max_delay_ns", the longest wait
+                       leaky_bucket shaped, and "over_capacity", requests
+                       costing more than the capacity, when not 0
   --svg FILE           also draw the result as an SVG picture in FILE
   --help               show this help
 

@@ -13,6 +13,7 @@ import (
 	"strconv"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/sluicehq/sluice/rate"
 	"github.com/sluicehq/sluice/sim"
@@ -26,7 +27,10 @@ type simOutput struct {
 		Setup     string `json:"setup"`
 		Passed    int    `json:"passed"`
 		Refused   int    `json:"refused"`
-		PerSecond []struct {
+		// MaxDelay and OverCapacity are left out when 0.
+		MaxDelay     int64 `json:"max_delay_ns"`
+		OverCapacity int   `json:"over_capacity"`
+		PerSecond    []struct {
 			T       int `json:"t"`
 			Passed  int `json:"passed"`
 			Refused int `json:"refused"`
@@ -88,6 +92,20 @@ func TestSimJSONFlood(t *testing.T) {
 		}
 		if r.Passed != w || r.Refused != 100-w {
 			t.Errorf("%s: passed %d refused %d, want %d and %d", name, r.Passed, r.Refused, w, 100-w)
+		}
+		// Only leaky_bucket shapes: its queue, one place a second, holds
+		// the whole burst of 10 per counter in the first second, the last
+		// admitted 9 s after it came.
+		if wantDelay := int64(0); r.Algorithm == "leaky_bucket" {
+			wantDelay = int64(9 * time.Second)
+			if r.MaxDelay != wantDelay {
+				t.Errorf("%s: max_delay_ns %d, want %d", name, r.MaxDelay, wantDelay)
+			}
+		} else if r.MaxDelay != 0 {
+			t.Errorf("%s: max_delay_ns %d, want none", name, r.MaxDelay)
+		}
+		if r.OverCapacity != 0 {
+			t.Errorf("%s: over_capacity %d, want none", name, r.OverCapacity)
 		}
 		if len(r.PerSecond) != 10 {
 			t.Errorf("%s: %d seconds, want 10", name, len(r.PerSecond))
@@ -239,6 +257,19 @@ func TestSimCSV(t *testing.T) {
 		if len(r.PerSecond) != 13 {
 			t.Errorf("%d seconds, want 13 (up to the last request at 12 s)", len(r.PerSecond))
 		}
+	}
+
+	// A request costing more than the capacity (10) is counted in JSON too.
+	over := filepath.Join(dir, "over.csv")
+	if err := os.WriteFile(over, []byte("0,a,11\n0,a,10\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	code, stdout, stderr = runCLI(t, "sim", "--csv", over, "--limit", "10 per 10s", "--algorithms", "fixed_window", "--json")
+	if code != 0 {
+		t.Fatalf("exit %d: %s", code, stderr)
+	}
+	if o := decodeStrict(t, stdout); len(o.Results) != 1 || o.Results[0].Refused != 1 || o.Results[0].OverCapacity != 1 {
+		t.Errorf("over capacity: %+v, want one result with the cost-11 request refused and counted in over_capacity", o.Results)
 	}
 
 	bad := filepath.Join(dir, "bad.csv")
