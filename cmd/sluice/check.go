@@ -19,7 +19,8 @@ import (
 
 const checkUsage = `Usage: sluice check [--strict] [--envoy PATH]... [FILE]
 
-Checks configuration files without serving them: a policy file (FILE), and
+Checks configuration files without serving them: a policy file (FILE, or -
+to read it from standard input, named <stdin> in messages), and
 files or directories in the format of Envoy's reference rate limit service
 (--envoy, repeatable), as sluice serve would load them, the policy file's
 Redis URL included (no connection is made). Every problem is printed as
@@ -41,6 +42,7 @@ Examples:
   sluice check sluice.yaml
   sluice check --envoy /etc/ratelimit/config
   sluice check sluice.yaml --envoy ratelimit.yaml
+  kubectl get configmap sluice -o jsonpath='{.data.sluice\.yaml}' | sluice check -
 
 Flags:
 
@@ -67,6 +69,7 @@ func runCheck(_ context.Context, args []string, stdout, stderr io.Writer) int {
 	help := fs.Bool("help", false, "")
 	fs.BoolVar(help, "h", false, "")
 	// Flags may come after the file: parse, take a positional, repeat.
+	// The flag package stops at a lone "-" and leaves it as a positional.
 	var files []string
 	for {
 		if err := fs.Parse(args); err != nil {
@@ -105,7 +108,11 @@ func runCheck(_ context.Context, args []string, stdout, stderr io.Writer) int {
 			for _, w := range set.ServeWarnings() {
 				fmt.Fprintf(stderr, "%s:%d:%d: warning (sluice serve): %s\n", w.File, w.Line, w.Column, w.Message)
 			}
-			fmt.Fprintf(stdout, "%s: OK: %s\n", files[0], summarize(set))
+			name := files[0]
+			if name == "-" {
+				name = stdinName
+			}
+			fmt.Fprintf(stdout, "%s: OK: %s\n", name, summarize(set))
 			if *strict && len(set.Warnings()) > 0 {
 				code = exitFailure
 			}
@@ -136,8 +143,17 @@ func runCheck(_ context.Context, args []string, stdout, stderr io.Writer) int {
 // reads the rest of it (the database number, the query's options) only
 // as sluice serve opens the store, where a mistake keeps serve from
 // starting.
+//
+// A path of "-" reads the file from standard input, named stdinName.
 func loadPolicy(path string, w io.Writer) *policy.Set {
-	data, err := os.ReadFile(path)
+	var data []byte
+	var err error
+	if path == "-" {
+		path = stdinName
+		data, err = io.ReadAll(os.Stdin)
+	} else {
+		data, err = os.ReadFile(path)
+	}
 	if err != nil {
 		if st, serr := os.Stat(path); serr == nil && st.IsDir() {
 			err = fmt.Errorf("%s is a directory: name the policy file in it, or check Envoy configurations with --envoy %s", path, path)
@@ -149,7 +165,11 @@ func loadPolicy(path string, w io.Writer) *policy.Set {
 	if err != nil {
 		printProblems(w, err)
 		if topKey(data, "domain") && topKey(data, "descriptors") && !topKey(data, "policies") {
-			fmt.Fprintf(w, "%s: this is an Envoy rate limit configuration (domain, descriptors), not a policy file: check it with --envoy %s\n", path, path)
+			arg := path
+			if path == stdinName {
+				arg = "FILE" // --envoy reads files only
+			}
+			fmt.Fprintf(w, "%s: this is an Envoy rate limit configuration (domain, descriptors), not a policy file: check it with --envoy %s\n", path, arg)
 		}
 		return nil
 	}
@@ -165,6 +185,10 @@ func loadPolicy(path string, w io.Writer) *policy.Set {
 	}
 	return set
 }
+
+// stdinName names the policy file read from standard input in messages,
+// as compilers name it.
+const stdinName = "<stdin>"
 
 // redisPos returns where the store section's redis URL is in a policy
 // file that loads, or 1:1 if it cannot tell.

@@ -165,3 +165,64 @@ func TestCheckCommand(t *testing.T) {
 		t.Errorf("no file: exit %d, want 2", code)
 	}
 }
+
+// withStdin runs f with data on standard input.
+func withStdin(t *testing.T, data string, f func()) {
+	t.Helper()
+	r, w, err := os.Pipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	go func() {
+		w.WriteString(data)
+		w.Close()
+	}()
+	old := os.Stdin
+	os.Stdin = r
+	defer func() { os.Stdin = old; r.Close() }()
+	f()
+}
+
+// "sluice check -" reads the policy file from standard input, naming it
+// <stdin> in its problems, warnings and summary.
+func TestCheckStdin(t *testing.T) {
+	tests := []struct {
+		name, data string
+		code       int
+		stdout     string
+		stderr     []string
+	}{
+		{"loads", "policies:\n  - {name: api, match: /, key: ip, limits: [\"10/s\"]}\n", 0,
+			"<stdin>: OK: 1 policy, 1 limit, store: memory\n", nil},
+		{"warning", "policies:\n  - name: login\n    match: \"POST /login\"\n    key: form:username\n    limits: [\"5/m\"]\n", 0,
+			"<stdin>: OK: 1 policy, 1 limit, store: memory, 1 warning\n",
+			[]string{`<stdin>:4:10: warning: policy "login" does not limit requests without form:username`}},
+		{"problem", "policies:\n  - name: api\n    match: /\n    key: ip\n    limits: [\"0/s\"]\n", 1, "",
+			[]string{"<stdin>:5:14: "}},
+		{"envoy", "domain: api\ndescriptors:\n  - key: remote_address\n    rate_limit: {unit: second, requests_per_unit: 1}\n", 1, "",
+			[]string{`<stdin>:1:1: unknown field "domain"`, "<stdin>:1:1: the policy file has no policies list", `<stdin>:2:1: unknown field "descriptors"`,
+				"<stdin>: this is an Envoy rate limit configuration (domain, descriptors), not a policy file: check it with --envoy FILE"}},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			var code int
+			var stdout, stderr string
+			withStdin(t, tt.data, func() { code, stdout, stderr = runCLI(t, "check", "-") })
+			if code != tt.code || stdout != tt.stdout {
+				t.Errorf("exit %d, stdout %q; want %d, %q (stderr %q)", code, stdout, tt.code, tt.stdout, stderr)
+			}
+			lines := strings.Split(strings.TrimSpace(stderr), "\n")
+			if stderr == "" {
+				lines = nil
+			}
+			if len(lines) != len(tt.stderr) {
+				t.Fatalf("stderr %q, want %d lines starting %q", stderr, len(tt.stderr), tt.stderr)
+			}
+			for i, want := range tt.stderr {
+				if !strings.HasPrefix(lines[i], want) {
+					t.Errorf("stderr line %d %q, want it to start %q", i+1, lines[i], want)
+				}
+			}
+		})
+	}
+}
