@@ -14,8 +14,8 @@
 //
 // # Files
 //
-//	config.go    Config, Parse, LoadFiles, LoadDir, ConfigFiles: the
-//	             reference's YAML format, decoded strictly, errors as
+//	config.go    Config, Parse, LoadFiles, LoadDir, ConfigFiles, Files:
+//	             the reference's YAML format, decoded strictly, errors as
 //	             file:line: message
 //	match.go     how a request descriptor finds its limit, and its store key
 //	service.go   Service, Options, Event: deciding a request

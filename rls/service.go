@@ -284,10 +284,15 @@ func (s *Service) decideCounting(ctx context.Context, it *item) error {
 	}
 	it.reset = s.resetOf(ls, d)
 	// The limit is read back from the capacity the store decided with,
-	// 2×limit+1, rather than taken from ls: a Fallback deciding locally
-	// applies its share of it (see rate.Limit.Share), and its count is
-	// weighed against the share of the limit.
-	limit, count := (d.Limit-1)/2, d.Limit-d.Remaining
+	// 2×limit+1, rather than taken from ls: a Fallback deciding locally on
+	// n instances applies its share of it, ⌊(2×limit+1)/n⌋ (see
+	// rate.Limit.Share), and half of that, rounded down, is exactly the
+	// share of the limit, ⌊limit/n⌋, against which its count is weighed.
+	// (Unshared, half of 2×limit+1 is the limit.) A limit below n leaves
+	// each instance less than one a window: the share of 2×limit+1 is 1,
+	// and the instance refuses every request, as it cannot know n to
+	// admit one every few windows.
+	limit, count := d.Limit/2, d.Limit-d.Remaining
 	it.over = !d.Allowed || count > limit
 	if !it.over {
 		it.remain = limit - count

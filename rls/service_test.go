@@ -2,6 +2,7 @@ package rls
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"math"
 	"strings"
@@ -787,5 +788,44 @@ func TestEachDescriptorIsAStoreCall(t *testing.T) {
 	}
 	if len(resp.GetStatuses()) != n || cs.calls.Load() != n {
 		t.Errorf("%d statuses and %d store calls for %d descriptors", len(resp.GetStatuses()), cs.calls.Load(), n)
+	}
+}
+
+// downStore fails every call, as a store whose server is gone.
+type downStore struct{}
+
+func (downStore) Decide(context.Context, rate.Request) (rate.Decision, error) {
+	return rate.Decision{}, errors.New("connection refused")
+}
+
+func (downStore) DecideAll(context.Context, []rate.Request, []rate.Decision) (rate.Decision, error) {
+	return rate.Decision{}, errors.New("connection refused")
+}
+
+// A Fallback deciding locally, on one of 4 instances, gives each its share
+// of a limit in either mode: a quarter, rounded down, in each window.
+func TestFallbackSharesTheLimit(t *testing.T) {
+	for _, consumeNothing := range []bool{false, true} {
+		for _, tt := range []struct{ limit, share int }{{5, 1}, {6, 1}, {10, 2}, {20, 5}, {21, 5}} {
+			clock := ratetest.NewClock(start)
+			fb := sluice.NewFallback(downStore{}, sluice.FallbackOptions{Mode: sluice.FailLocal, Instances: 4, Clock: clock})
+			cfg := parse(t, fmt.Sprintf("domain: api\ndescriptors:\n  - key: user\n    rate_limit: {unit: second, requests_per_unit: %d}\n", tt.limit))
+			svc := NewService(cfg, fb, Options{Clock: clock, RefusedConsumeNothing: consumeNothing})
+			for i := range tt.share + 1 {
+				resp, err := svc.ShouldRateLimit(context.Background(), &rlsv3.RateLimitRequest{
+					Domain: "api", Descriptors: []*ratelimitv3.RateLimitDescriptor{desc("user", "a")},
+				})
+				if err != nil {
+					t.Fatal(err)
+				}
+				want := st{ok, uint32(tt.limit), second, uint32(tt.share - 1 - i), 1}
+				if i == tt.share {
+					want = st{over, uint32(tt.limit), second, 0, 1}
+				}
+				if got := statusOf(resp.GetStatuses()[0]); got != want {
+					t.Errorf("RefusedConsumeNothing=%v, %d a second, request %d: %+v, want %+v", consumeNothing, tt.limit, i+1, got, want)
+				}
+			}
+		}
 	}
 }
