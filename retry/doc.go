@@ -56,13 +56,18 @@
 // format HTTP does not use) is taken for one second, the least a server
 // can ask for: it did ask for a wait, and the first backoff is far
 // shorter. A number of seconds too large to represent saturates (as
-// RFC 9111 prescribes for delta-seconds) and so exceeds the cap.
+// RFC 9111 prescribes for delta-seconds) and so exceeds the cap. A
+// Retry-After that arrives more than once (two field lines, or a line a
+// proxy joined into "5, 60") is read as its longest value, so the client
+// comes back after every wait it was given, not after the first.
 //
 // Of errors, only those of the connection are retried: a net.Error (a
 // failed dial, read or write, a timeout), a connection the server closed.
 // An error the Transport does not know is more likely one every attempt
 // would meet (an unsupported scheme, an invalid header) than one another
 // attempt would avoid, and retrying it would spend the budget for nothing.
+// A failed dial is retried even for a POST: the request never left, so
+// sending it again repeats nothing.
 //
 // Pacing is off by default. When on, and a host reports r requests left
 // until a reset t away (RateLimit, RateLimit-Policy, or the older

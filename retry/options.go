@@ -103,7 +103,8 @@ type RetryInfo struct {
 	// Attempt is the number of attempts sent so far: 1 before the first
 	// retry.
 	Attempt int
-	// Wait is how long the Transport will wait before the retry.
+	// Wait is how long the Transport will wait before the retry. With
+	// Options.Pacing, a pacing wait for the host may follow it.
 	Wait time.Duration
 	// StatusCode is the status of the refused response (429 or 503), or 0
 	// when Err is set.

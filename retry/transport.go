@@ -17,8 +17,9 @@ import (
 )
 
 // maxDrain bounds how much of a discarded response body is read so that
-// its connection can be reused; a larger body is cut off and its
-// connection closed, which is cheaper than reading megabytes of error page.
+// its connection can be reused: a body of up to maxDrain bytes is read to
+// its end; a larger one is cut off and its connection closed, which is
+// cheaper than reading megabytes of error page.
 const maxDrain = 64 << 10
 
 // Transport is an http.RoundTripper that retries a request refused with
@@ -32,10 +33,15 @@ const maxDrain = 64 << 10
 // before the server refuses anything.
 //
 // A request is safe to send again when its method is GET, HEAD, OPTIONS,
-// TRACE, PUT or DELETE, or when it carries an Idempotency-Key header; and,
-// if it has a body, when the body can be replayed through Request.GetBody
-// (http.NewRequest sets it for in-memory bodies). Other requests are sent
-// once and their response is returned untouched.
+// TRACE, PUT or DELETE, or when its Header map has an Idempotency-Key or
+// X-Idempotency-Key entry, as for net/http's Transport (a zero-length
+// entry marks the request without being sent); and, if it has a body,
+// when the body can be replayed through Request.GetBody (http.NewRequest
+// sets it for in-memory bodies). Other requests are sent once and their
+// response is returned untouched, with one exception: a request whose
+// connection could not even be made (a failed dial) never reached the
+// server, so it is retried whatever its method, if its body can be
+// replayed, as net/http's Transport does with a request it never wrote.
 //
 // Of the errors of the wrapped RoundTripper, only those of the connection
 // are retried: a dial, read or write that failed or timed out (a
@@ -157,7 +163,7 @@ func (t *Transport) RoundTrip(req *http.Request) (*http.Response, error) {
 	if t.budget != nil {
 		t.budget.request(o.Clock.Now())
 	}
-	canRetry := replayable(req)
+	safe, rewindable := idempotent(req), rewindable(req)
 	deadline, hasDeadline := ctx.Deadline()
 	var host string
 	if req.URL != nil {
@@ -201,7 +207,9 @@ func (t *Transport) RoundTrip(req *http.Request) (*http.Response, error) {
 		default:
 			return resp, nil
 		}
-		if !canRetry || attempt >= o.MaxAttempts {
+		// A request that never left, its connection not even made, repeats
+		// nothing when sent again, whatever its method.
+		if !rewindable || !(safe || err != nil && unsent(err)) || attempt >= o.MaxAttempts {
 			return resp, err
 		}
 
@@ -221,12 +229,15 @@ func (t *Transport) RoundTrip(req *http.Request) (*http.Response, error) {
 		if !told {
 			wait = t.Backoff(attempt)
 		}
+		// took is how long this attempt took: none, if the clock stepped
+		// back under it, since addSat takes no negative duration.
+		took := max(now.Sub(sent), 0)
 		// cut reports whether a retry decided at at could not complete in
 		// time: after the wait it would need as long as this attempt took.
 		// The caller then gets the server's answer now, not its own
 		// deadline later.
 		cut := func(at time.Time) bool {
-			return hasDeadline && addSat(wait, now.Sub(sent)) >= deadline.Sub(at)
+			return hasDeadline && addSat(wait, took) >= deadline.Sub(at)
 		}
 		if cut(now) {
 			return resp, err
@@ -280,32 +291,98 @@ func (t *Transport) RoundTrip(req *http.Request) (*http.Response, error) {
 // shorten the wait. A value that cannot be read is taken for one second,
 // the least a server can ask for in delta-seconds: it asked for a wait,
 // and the first backoff is far shorter.
+//
+// The field holds one value, but it arrives repeated: a gateway adds its
+// own to the server's, or a proxy joins two into "5, 60". Each value is a
+// wait someone asked for, so the longest wins; taking the first, or the
+// joined line for garbage, would bring the client back too early.
 func retryAfter(h http.Header, now time.Time) (time.Duration, bool) {
-	v := h.Get("Retry-After")
-	if strings.Trim(v, " \t") == "" {
+	lines := h.Values("Retry-After")
+	if len(lines) == 0 {
 		return 0, false
 	}
 	if date, err := http.ParseTime(h.Get("Date")); err == nil {
 		now = date
 	}
-	if ra, ok := ParseRetryAfter(v, now); ok {
-		return ra, true
+	longest, told := time.Duration(0), false
+	ask := func(v string) {
+		if strings.Trim(v, " \t") == "" {
+			return
+		}
+		told = true
+		ra, ok := ParseRetryAfter(v, now)
+		if !ok {
+			ra = time.Second
+		}
+		longest = max(longest, ra)
 	}
-	return time.Second, true
+	for _, line := range lines {
+		if _, ok := ParseRetryAfter(line, now); ok || !strings.Contains(line, ",") {
+			ask(line)
+			continue
+		}
+		// A joined line. An HTTP-date has a comma of its own, after the
+		// day of the week: a member that cannot be read alone is tried
+		// with the next one.
+		members := strings.Split(line, ",")
+		for i := 0; i < len(members); i++ {
+			m := members[i]
+			if _, ok := ParseRetryAfter(m, now); !ok && i+1 < len(members) {
+				if _, ok := ParseRetryAfter(m+","+members[i+1], now); ok {
+					m += "," + members[i+1]
+					i++
+				}
+			}
+			ask(m)
+		}
+	}
+	return longest, told
 }
 
-// replayable reports whether req may be sent again: an idempotent method
-// (RFC 9110 §9.2.2) or an Idempotency-Key, and a body that can be replayed.
-func replayable(req *http.Request) bool {
-	if hasBody(req) && req.GetBody == nil {
-		return false
-	}
+// rewindable reports whether req's body, if it has one, can be sent
+// again.
+func rewindable(req *http.Request) bool {
+	return !hasBody(req) || req.GetBody != nil
+}
+
+// idempotent reports whether req may be sent again once the server may
+// have received it: an idempotent method (RFC 9110 §9.2.2) or an
+// idempotency key.
+//
+// The key is read as net/http's Transport reads it, so that a request it
+// would replay is replayed here too: an Idempotency-Key or
+// X-Idempotency-Key entry in the Header map, whatever its value; an empty
+// entry marks the request without being sent.
+func idempotent(req *http.Request) bool {
 	switch req.Method {
 	case "", http.MethodGet, http.MethodHead, http.MethodOptions, http.MethodTrace,
 		http.MethodPut, http.MethodDelete:
 		return true
 	}
-	return req.Header.Get("Idempotency-Key") != ""
+	_, key := req.Header["Idempotency-Key"]
+	_, xkey := req.Header["X-Idempotency-Key"]
+	return key || xkey
+}
+
+// unsent reports whether err, a connection error, means that the request
+// never reached the server: the connection to it could not be made. Then
+// nothing of the request was written, and sending it again cannot repeat
+// it, as net/http's Transport reasons when it retries such a request of
+// any method. A proxy's report of a failed dial wraps the dial's error;
+// any other report of a proxy, a TLS handshake or a read or write is not
+// taken for proof.
+func unsent(err error) bool {
+	var op *net.OpError
+	for errors.As(err, &op) {
+		if op.Op == "dial" {
+			return true
+		}
+		if op.Op != "proxyconnect" {
+			return false
+		}
+		err = op.Err
+	}
+	return false
 }
 
 // lostConnection holds the texts of the errors net/http reports, with
@@ -374,16 +451,19 @@ func closeBody(req *http.Request) {
 	}
 }
 
-// readAhead reads up to maxDrain bytes of a refused response's body, so
-// that its connection can be reused once it is closed, and returns a body
-// that gives them back, followed by the rest. A nil body, which
-// http.Client tolerates from a RoundTripper, stays nil.
+// readAhead reads a refused response's body to its end, if that is at
+// most maxDrain bytes away, so that its connection can be reused once it is
+// closed, and returns a body that gives them back, followed by the rest. A
+// nil body, which http.Client tolerates from a RoundTripper, stays nil.
 func readAhead(body io.ReadCloser) io.ReadCloser {
 	if body == nil {
 		return nil
 	}
 	var buf bytes.Buffer
-	_, _ = buf.ReadFrom(io.LimitReader(body, maxDrain))
+	// One byte more than maxDrain: the end of a body (the last, empty
+	// chunk of a chunked one) can take a read of its own after the last
+	// byte, and a body closed before its end loses its connection.
+	_, _ = buf.ReadFrom(io.LimitReader(body, maxDrain+1))
 	return &readAheadBody{Reader: io.MultiReader(&buf, body), body: body}
 }
 

@@ -1,6 +1,7 @@
 package retry
 
 import (
+	"bytes"
 	"context"
 	"crypto/tls"
 	"crypto/x509"
@@ -166,6 +167,64 @@ func TestWhichRequestsAreRetried(t *testing.T) {
 	}
 }
 
+// TestIdempotencyKeyAsNetHTTPReads checks that a POST is marked safe to
+// repeat the way net/http's Transport documents it: an Idempotency-Key or
+// X-Idempotency-Key entry in the Header map, whatever its value, and a
+// zero-length entry marks the request without being sent on the wire.
+func TestIdempotencyKeyAsNetHTTPReads(t *testing.T) {
+	cases := []struct {
+		name   string
+		header http.Header
+		sent   string // the Idempotency-Key or X-Idempotency-Key the server must see
+	}{
+		{"Idempotency-Key", http.Header{"Idempotency-Key": {"k-1"}}, "k-1"},
+		{"X-Idempotency-Key", http.Header{"X-Idempotency-Key": {"k-2"}}, "k-2"},
+		{"nil Idempotency-Key: marked, not sent", http.Header{"Idempotency-Key": nil}, ""},
+		{"empty X-Idempotency-Key: marked, not sent", http.Header{"X-Idempotency-Key": {}}, ""},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			var (
+				mu   sync.Mutex
+				keys []string
+			)
+			srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+				io.Copy(io.Discard, r.Body)
+				mu.Lock()
+				keys = append(keys, r.Header.Get("Idempotency-Key")+r.Header.Get("X-Idempotency-Key"))
+				n := len(keys)
+				mu.Unlock()
+				if n == 1 {
+					w.Header().Set("Retry-After", "1")
+					w.WriteHeader(http.StatusTooManyRequests)
+				}
+			}))
+			defer srv.Close()
+			req := mustRequest(t, http.MethodPost, srv.URL, strings.NewReader("payload"))
+			for k, v := range tc.header {
+				req.Header[k] = v
+			}
+			tr := NewTransport(nil, Options{Clock: newFakeClock(testStart)})
+			defer tr.CloseIdleConnections()
+			resp, err := tr.RoundTrip(req)
+			if err != nil {
+				t.Fatal(err)
+			}
+			resp.Body.Close()
+			mu.Lock()
+			defer mu.Unlock()
+			if resp.StatusCode != 200 || len(keys) != 2 {
+				t.Fatalf("status %d after %d attempts, want 200 after 2", resp.StatusCode, len(keys))
+			}
+			for i, k := range keys {
+				if k != tc.sent {
+					t.Errorf("attempt %d carried key %q, want %q", i+1, k, tc.sent)
+				}
+			}
+		})
+	}
+}
+
 // TestWaitsForRetryAfter checks that the wait before a retry is the
 // server's Retry-After plus at most one Base of jitter, for both forms of
 // the header, and the backoff when the header is missing.
@@ -240,6 +299,61 @@ func TestWaitsForRetryAfter(t *testing.T) {
 	}
 }
 
+// TestRetryAfterSentTwice checks a Retry-After sent more than once: as
+// two field lines (a server's own and one a gateway added), or as one line
+// a proxy joined ("5, 60"). Each value is a wait someone in front of the
+// client asked for, so the longest is honoured; the first alone, or the
+// joined line read as garbage (one second), would bring the client back
+// before it was told to. A member that cannot be read still counts as one
+// second, as a lone one does.
+func TestRetryAfterSentTwice(t *testing.T) {
+	base := 100 * time.Millisecond
+	date := func(d time.Duration) string { return testStart.Add(d).Format(http.TimeFormat) }
+	cases := []struct {
+		name  string
+		lines []string // the Retry-After field lines, in order
+		want  time.Duration
+	}{
+		{"two lines, shorter first", []string{"5", "60"}, time.Minute},
+		{"two lines, longer first", []string{"60", "5"}, time.Minute},
+		{"a blank line and a value", []string{"", "7"}, 7 * time.Second},
+		{"joined", []string{"5, 60"}, time.Minute},
+		{"joined without space", []string{"60,5"}, time.Minute},
+		{"joined, empty member", []string{"5,, 60"}, time.Minute},
+		{"joined dates", []string{date(30*time.Second) + ", " + date(90*time.Second)}, 90 * time.Second},
+		{"joined RFC 850 dates", []string{testStart.Add(90*time.Second).Format(time.RFC850) + ", 5"}, 90 * time.Second},
+		{"a date and seconds on two lines", []string{date(90 * time.Second), "5"}, 90 * time.Second},
+		{"seconds and garbage", []string{"5, soon"}, 5 * time.Second},
+		{"zero and garbage: one second", []string{"0, soon"}, time.Second},
+		{"all garbage: one second", []string{"soon, later"}, time.Second},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			n := 0
+			next := rtFunc(func(req *http.Request) (*http.Response, error) {
+				n++
+				if n == 1 {
+					var kv []string
+					for _, l := range tc.lines {
+						kv = append(kv, "Retry-After", l)
+					}
+					return reply(req, 429, nil, kv...), nil
+				}
+				return reply(req, 200, nil), nil
+			})
+			clock := newFakeClock(testStart)
+			tr := NewTransport(next, Options{Clock: clock, Base: base, Rand: func() float64 { return 0 }})
+			resp, err := tr.RoundTrip(mustRequest(t, "GET", "http://example.test/", nil))
+			if err != nil || resp.StatusCode != 200 || n != 2 {
+				t.Fatalf("got %v, %v after %d attempts; want 200 after 2", resp, err, n)
+			}
+			if s := clock.Sleeps(); len(s) != 1 || s[0] != tc.want {
+				t.Errorf("Retry-After %q: slept %v, want one wait of %v", tc.lines, s, tc.want)
+			}
+		})
+	}
+}
+
 // A retry that would start in time but could not finish before the
 // deadline (its attempt taking as long as the last one) is not waited
 // for: the caller gets the server's 429 now, where it would get its own
@@ -272,6 +386,30 @@ func TestNoRetryTheDeadlineWouldCut(t *testing.T) {
 		if n != tc.attempts {
 			t.Errorf("deadline %v: %d attempts, want %d", tc.deadline, n, tc.attempts)
 		}
+	}
+}
+
+// TestClockSteppingBackDuringAttempt checks that a clock stepping back
+// while an attempt is under way (a wall clock corrected, in a Clock with no
+// monotonic reading) does not make the attempt look endless: the retry
+// still fits an hour's deadline and is sent.
+func TestClockSteppingBackDuringAttempt(t *testing.T) {
+	clock := newFakeClock(time.Now()) // compared with a real context deadline
+	n := 0
+	next := rtFunc(func(req *http.Request) (*http.Response, error) {
+		n++
+		if n == 1 {
+			clock.Advance(-time.Minute)
+			return reply(req, 429, nil, "Retry-After", "1"), nil
+		}
+		return reply(req, 200, nil), nil
+	})
+	tr := NewTransport(next, Options{Clock: clock})
+	ctx, cancel := context.WithDeadline(context.Background(), clock.Now().Add(time.Hour))
+	defer cancel()
+	resp, err := tr.RoundTrip(mustRequest(t, "GET", "http://example.test/", nil).WithContext(ctx))
+	if err != nil || resp.StatusCode != 200 || n != 2 {
+		t.Fatalf("got %v, %v after %d attempts; want 200 after 2", resp, err, n)
 	}
 }
 
@@ -377,8 +515,8 @@ func TestMaxAttemptsAndDraining(t *testing.T) {
 		if !b.closed.Load() {
 			t.Errorf("discarded body %d not closed", i)
 		}
-		if r := b.read.Load(); r == 0 || r > maxDrain {
-			t.Errorf("discarded body %d: read %d bytes, want 1..%d", i, r, maxDrain)
+		if r := b.read.Load(); r == 0 || r > maxDrain+1 {
+			t.Errorf("discarded body %d: read %d bytes, want 1..%d", i, r, maxDrain+1)
 		}
 	}
 	last := bodies[2]
@@ -387,6 +525,52 @@ func TestMaxAttemptsAndDraining(t *testing.T) {
 	}
 	if len(clock.Sleeps()) != 2 {
 		t.Errorf("slept %v, want 2 sleeps", clock.Sleeps())
+	}
+}
+
+// TestRefusedBodyReusesConnection checks, against a real server, that a
+// refused response's body of up to maxDrain bytes is read to its end, so
+// that the retry goes out on the same connection, and that a larger one
+// is cut off and its connection closed. The bodies are sent in one chunk,
+// whose end (the last, empty chunk) is a read of its own after the last
+// byte: reading maxDrain bytes alone would not see it.
+func TestRefusedBodyReusesConnection(t *testing.T) {
+	for _, tc := range []struct {
+		size  int
+		conns int32
+	}{
+		{10, 1},
+		{maxDrain, 1},
+		{2 * maxDrain, 3},
+	} {
+		t.Run(fmt.Sprint(tc.size), func(t *testing.T) {
+			var conns, n atomic.Int32
+			srv := httptest.NewUnstartedServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+				if n.Add(1) < 3 {
+					w.Header().Set("Retry-After", "0")
+					w.WriteHeader(http.StatusTooManyRequests)
+					w.Write(bytes.Repeat([]byte("x"), tc.size)) // one chunk
+				}
+			}))
+			srv.Config.ConnState = func(_ net.Conn, s http.ConnState) {
+				if s == http.StateNew {
+					conns.Add(1)
+				}
+			}
+			srv.Start()
+			defer srv.Close()
+			tr := NewTransport(&http.Transport{}, Options{Clock: newFakeClock(testStart)})
+			defer tr.CloseIdleConnections()
+			resp, err := tr.RoundTrip(mustRequest(t, "GET", srv.URL, nil))
+			if err != nil {
+				t.Fatal(err)
+			}
+			resp.Body.Close()
+			if resp.StatusCode != 200 || n.Load() != 3 || conns.Load() != tc.conns {
+				t.Errorf("status %d after %d attempts over %d connections; want 200 after 3 over %d",
+					resp.StatusCode, n.Load(), conns.Load(), tc.conns)
+			}
+		})
 	}
 }
 
@@ -917,6 +1101,79 @@ func TestDialTimeoutRetried(t *testing.T) {
 	if resp.StatusCode != 200 || dials.Load() != 2 || len(clock.Sleeps()) != 1 {
 		t.Errorf("status %d after %d dials and sleeps %v; want 200 after 2 dials and one sleep",
 			resp.StatusCode, dials.Load(), clock.Sleeps())
+	}
+}
+
+// TestUnsentRequestRetried checks that a request whose connection could
+// not be made is retried whatever its method: it never reached the server,
+// so sending it cannot repeat anything (net/http's Transport retries such
+// a request too). A non-idempotent request that did reach the server, or
+// whose body cannot be replayed, is still sent once.
+func TestUnsentRequestRetried(t *testing.T) {
+	// closedAddr is a loopback address nothing listens on: dialing it is
+	// refused before any byte of the request is written.
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	closedAddr := l.Addr().String()
+	l.Close()
+
+	cases := []struct {
+		name       string
+		hangUp     bool // the server reads the request, then drops the connection
+		oneShot    bool // the body has no GetBody
+		wantDials  int32
+		wantServed int32 // requests the server received whole
+		wantOK     bool
+	}{
+		{"POST refused at dial: retried", false, false, 2, 1, true},
+		{"POST refused at dial, one-shot body: sent once", false, true, 1, 0, false},
+		{"POST lost after it was sent: not retried", true, false, 1, 1, false},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			var served atomic.Int32
+			srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+				if b, _ := io.ReadAll(r.Body); string(b) == "payload" {
+					served.Add(1)
+				}
+				if tc.hangUp {
+					conn, _, err := w.(http.Hijacker).Hijack()
+					if err == nil {
+						conn.Close()
+					}
+					return
+				}
+				io.WriteString(w, "ok")
+			}))
+			defer srv.Close()
+			var dials atomic.Int32
+			next := &http.Transport{DialContext: func(ctx context.Context, network, addr string) (net.Conn, error) {
+				if dials.Add(1) == 1 && !tc.hangUp {
+					addr = closedAddr
+				}
+				return (&net.Dialer{}).DialContext(ctx, network, addr)
+			}}
+			defer next.CloseIdleConnections()
+			clock := newFakeClock(testStart)
+			tr := NewTransport(next, Options{Clock: clock})
+
+			var body io.Reader = strings.NewReader("payload")
+			if tc.oneShot {
+				body = io.NopCloser(body)
+			}
+			resp, err := tr.RoundTrip(mustRequest(t, http.MethodPost, srv.URL, body))
+			if resp != nil {
+				resp.Body.Close()
+			}
+			if ok := err == nil && resp.StatusCode == 200; ok != tc.wantOK {
+				t.Errorf("got %v, %v; want success %v", resp, err, tc.wantOK)
+			}
+			if d, s := dials.Load(), served.Load(); d != tc.wantDials || s != tc.wantServed {
+				t.Errorf("%d dials, %d requests served; want %d and %d", d, s, tc.wantDials, tc.wantServed)
+			}
+		})
 	}
 }
 
