@@ -45,10 +45,13 @@
 // dot (API.Example.com. is api.example.com, post is POST), as the
 // gateways and applications that serve such requests read them; a method
 // key counts them as one. A pattern's host has no port (a policy matches
-// its host on every port), and an IPv6 address matches with or without
-// one. A header given more than once is present, and equal to a value if
-// one of its values is, as servers differ on the value they read. No
-// match means every request.
+// its host on every port) and no wildcard (*.example.com is refused), and
+// an IPv6 address matches with or without one. A pattern's path has no
+// query string or fragment: one with a ? or a # is refused. A header
+// given more than once is present, and equal to a value if one of its
+// values is, as servers differ on the value they read; Host is no header
+// field of a request (net/http moves it to Request.Host), so conditions
+// and key parts on it are refused. No match means every request.
 //
 // Paths are otherwise matched as ServeMux matches them: in their case
 // (/LOGIN is not /login), with their final slash (/login/ is not /login,
@@ -160,8 +163,11 @@
 // (per 7d) are aligned to the Unix epoch, not to the calendar: a week's
 // window starts on a Thursday, 00:00 UTC. Plans (a section naming
 // them, a header or an API key table saying which applies) select other
-// limits per policy, and overrides give named keys their own. A limit
-// that could never pass a request of the policy's cost is refused at load.
+// limits per policy, and overrides give named keys their own: a key gets
+// the limits of the first override that names it, and an override that
+// could never apply, after one that names all its keys, is refused. A
+// limit that could never pass a request of the policy's cost is refused
+// at load.
 //
 // Waiting: max_delay lets a refused request wait instead, once, when it
 // would pass within that time; a leaky_bucket limit makes every request

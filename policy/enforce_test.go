@@ -322,3 +322,39 @@ policies:
 		})
 	}
 }
+
+// A key takes the limits of the first override that names it: a narrower
+// override written before a broader one applies to its keys, and the
+// broader one to the rest. (The other order is refused at load: the
+// narrower one would never apply.)
+func TestOverrideFirstMatchWins(t *testing.T) {
+	e := newTestEnforcer(t, `
+policies:
+  - name: api
+    key: [ip, header:x-user]
+    limits: ["1/m"]
+    overrides:
+      - when: {ip: 192.0.2.1, "header:x-user": alice}
+        limits: ["3/m"]
+      - when: {"header:x-user": alice}
+        limits: ["2/m"]
+`)
+	for _, tt := range []struct {
+		client, user string
+		passed       int // of 4 requests in the minute
+	}{
+		{"192.0.2.1", "alice", 3},
+		{"192.0.2.2", "alice", 2},
+		{"192.0.2.1", "bob", 1},
+	} {
+		passed := 0
+		for range 4 {
+			if sendFrom(e, "GET", "/", tt.client, "X-User", tt.user) == Allow {
+				passed++
+			}
+		}
+		if passed != tt.passed {
+			t.Errorf("%s from %s: %d of 4 passed, want %d", tt.user, tt.client, passed, tt.passed)
+		}
+	}
+}

@@ -72,6 +72,9 @@ func parsePart(s string) (part, error) {
 		switch kind {
 		case "header":
 			c := textproto.CanonicalMIMEHeaderKey(arg)
+			if c == "Host" {
+				return part{}, fmt.Errorf("key part %q would never apply: %s", s, hostNotHeader)
+			}
 			return part{kind: partHeader, label: "header:" + strings.ToLower(arg), name: c, lower: strings.ToLower(arg)}, nil
 		case "path":
 			return part{kind: partPath, label: s, name: arg}, nil
@@ -85,6 +88,11 @@ func parsePart(s string) (part, error) {
 	}
 	return part{}, fmt.Errorf("%s (want one of %s)", msg, partKinds)
 }
+
+// hostNotHeader says why no policy reads a Host header: net/http moves
+// it out of the request's header fields into Request.Host, and HTTP/2
+// and gRPC send the host as :authority.
+const hostNotHeader = "no request has a Host header field to read (net/http moves it to Request.Host; HTTP/2 and gRPC send :authority); match a host with match: {host: NAME}"
 
 // validToken reports whether s is an RFC 9110 token, which header names
 // and the names of wildcards and form fields all are here.

@@ -828,10 +828,21 @@ func (ld *loader) policy(n *yaml.Node, set *Set) *Policy {
 		}
 	}
 	if v, ok := f["overrides"]; ok {
+		var at []*yaml.Node // where each of p.overrides is written
 		for _, on := range ld.list(v.val, "overrides") {
-			if o, ok := ld.override(on, p, set, what); ok {
-				p.overrides = append(p.overrides, o)
+			o, ok := ld.override(on, p, set, what)
+			if !ok {
+				continue
 			}
+			// A key takes the limits of the first override that names it
+			// (see limitsFor): one after an override that asks less of a
+			// key, as a repeated one does, would never apply.
+			if j := slices.IndexFunc(p.overrides, o.within); j >= 0 {
+				ld.errf(on, "override never applies: every key it names is named by the override at line %d, which comes first, with the same values as keys hold them; merge the two", at[j].Line)
+				continue
+			}
+			p.overrides = append(p.overrides, o)
+			at = append(at, on)
 		}
 	}
 	_, hasLimits := f["limits"]
@@ -1030,7 +1041,11 @@ func (ld *loader) match(n *yaml.Node, what string, forms pathForms) matcher {
 	var pathNode, hostNode *yaml.Node
 	if n.Kind == yaml.ScalarNode {
 		s := strings.TrimSpace(n.Value)
-		if method, rest, ok := strings.Cut(s, " "); ok {
+		// A method ends at a space or a tab, as ServeMux reads patterns:
+		// cut at a space alone, "POST\t/login" would name a host "POST\t"
+		// and match no request.
+		if i := strings.IndexAny(s, " \t"); i >= 0 {
+			method, rest := s[:i], s[i+1:]
 			switch {
 			case !validToken(method):
 				ld.errf(n, "invalid method %q in pattern %q", method, s)
@@ -1110,6 +1125,10 @@ func (ld *loader) match(n *yaml.Node, what string, forms pathForms) matcher {
 					continue
 				}
 				c.name, c.lower, c.present = textproto.CanonicalMIMEHeaderKey(name), strings.ToLower(name), true
+				if c.name == "Host" {
+					ld.errf(nf.val, "header condition on %s: %s", name, hostNotHeader)
+					continue
+				}
 				pv, hasPresent := hf["present"]
 				ev, hasEquals := hf["equals"]
 				switch {
@@ -1120,8 +1139,12 @@ func (ld *loader) match(n *yaml.Node, what string, forms pathForms) matcher {
 					c.present, _ = ld.boolean(pv.val, "present")
 				default:
 					c.equals, _ = ld.str(ev.val, "equals")
-					if c.equals == "" {
+					switch {
+					case c.equals == "":
 						ld.errf(ev.val, "equals needs a value; to test that %s is present, write present: true", name)
+					case strings.Trim(c.equals, " \t") != c.equals:
+						// As for an override's value: it would equal no value.
+						ld.errf(ev.val, "equals %q begins or ends with a space or tab, which a header's value never does (they are trimmed), so it would match no request; write %q", c.equals, strings.Trim(c.equals, " \t"))
 					}
 				}
 				m.headers = append(m.headers, c)
@@ -1134,6 +1157,12 @@ func (ld *loader) match(n *yaml.Node, what string, forms pathForms) matcher {
 	if path == "" {
 		path = "/"
 	}
+	// ServeMux compares a pattern's host as written: *.example.com
+	// would match only a request that names that very host.
+	if strings.Contains(host, "*") {
+		ld.errf(hostNode, "host %q has a *: a host is matched as written, with no wildcards, so it would match no request it names; leave the host out to match every host, or write a policy for each", host)
+		return m
+	}
 	// Requests are matched by their host in lower case, without a final
 	// dot (see routedHost); so is the pattern. ServeMux matches a request
 	// by its host without the port: a pattern's port would match none.
@@ -1145,6 +1174,13 @@ func (ld *loader) match(n *yaml.Node, what string, forms pathForms) matcher {
 		return m
 	}
 	host, _ = routedHost(host)
+	// A request's path holds neither its query string nor a fragment
+	// (which no client sends): a pattern with a ? or a # would match only
+	// a path that escapes it, never the requests it names.
+	if i := strings.IndexAny(path, "?#"); i >= 0 {
+		ld.errf(pathNode, "path %q has a %c: patterns match the path alone, not the query string or a fragment, so it would match no request it names; write %q (a form:NAME key part reads a query parameter)", path, path[i], path[:i])
+		return m
+	}
 	if forms.StripParams && strings.Contains(path, ";") {
 		ld.errf(pathNode, "path %q has a ;, and paths.ignore_path_parameters cuts every ; off requests' paths, with the rest of its segment: it would match no request", path)
 		return m
@@ -1166,22 +1202,33 @@ func (ld *loader) match(n *yaml.Node, what string, forms pathForms) matcher {
 }
 
 // foldLiterals returns a pattern's path with the ASCII letters outside
-// its wildcards in lower case: {userID} names a wildcard as written.
+// its wildcards in lower case, escaped ones decoded (%4C is l), as
+// requests' paths are: {userID} names a wildcard as written.
 func foldLiterals(path string) string {
-	b := []byte(path)
+	b := make([]byte, 0, len(path))
 	depth := 0
-	for i, c := range b {
+	for i := 0; i < len(path); i++ {
+		c := path[i]
 		switch {
 		case c == '{':
 			depth++
 		case c == '}' && depth > 0:
 			depth--
-		case depth == 0 && 'A' <= c && c <= 'Z':
-			b[i] = c + 'a' - 'A'
+		case depth > 0:
+		case 'A' <= c && c <= 'Z':
+			c += 'a' - 'A'
+		case c == '%' && i+2 < len(path):
+			if d, err := strconv.ParseUint(path[i+1:i+3], 16, 8); err == nil && isLetter(byte(d)) {
+				c, i = byte(d)|0x20, i+2
+			}
 		}
+		b = append(b, c)
 	}
 	return string(b)
 }
+
+// isLetter reports whether c is an ASCII letter.
+func isLetter(c byte) bool { return 'a' <= c|0x20 && c|0x20 <= 'z' }
 
 // slashForm returns a pattern's path in its other form, with or without a
 // final slash, for paths.ignore_trailing_slash: /login gives /login/{$}
@@ -1468,6 +1515,17 @@ func foldASCII(s string) string {
 func (o *override) fits(key []part) bool {
 	for _, w := range o.when {
 		if !slices.ContainsFunc(key, func(pt part) bool { return pt.label == w.part }) {
+			return false
+		}
+	}
+	return true
+}
+
+// within reports whether every key o applies to is one that earlier,
+// which asks for a subset of o's parts and values, applies to too.
+func (o override) within(earlier override) bool {
+	for _, w := range earlier.when {
+		if !slices.Contains(o.when, w) {
 			return false
 		}
 	}

@@ -332,6 +332,81 @@ user: {haeder: X-User}
 policies:
   - {name: a, key: user, match: {authenticated: true}, limits: ["1/s"]}
 `, 3, 8, []string{`unknown field "haeder" in user`, `did you mean "header"?`}},
+		{"query string in pattern", `
+policies:
+  - name: a
+    match: "GET /search?type=export"
+    limits: ["1/s"]
+`, 4, 12, []string{`path "/search?type=export" has a ?`, "match no request it names", `write "/search"`}},
+		{"fragment in path", `
+policies:
+  - name: a
+    match: {path: "/docs#top"}
+    limits: ["1/s"]
+`, 4, 19, []string{`path "/docs#top" has a #`}},
+		{"wildcard host", `
+policies:
+  - name: a
+    match: {host: "*.example.com", path: /}
+    limits: ["1/s"]
+`, 4, 19, []string{`host "*.example.com" has a *`, "no wildcards"}},
+		{"wildcard host in pattern", `
+policies:
+  - name: a
+    match: "GET *.example.com/export"
+    limits: ["1/s"]
+`, 4, 12, []string{`host "*.example.com" has a *`}},
+		{"key on the Host header", `
+policies:
+  - name: a
+    key: header:host
+    limits: ["1/s"]
+`, 4, 10, []string{`key part "header:host" would never apply`, "Request.Host"}},
+		{"header condition on Host", `
+policies:
+  - name: a
+    match: {headers: [{name: Host, equals: api.example.com}]}
+    limits: ["1/s"]
+`, 4, 30, []string{"header condition on Host", "match: {host: NAME}"}},
+		{"header condition on a padded value", `
+policies:
+  - name: a
+    match: {headers: [{name: X-Tier, equals: "gold "}]}
+    limits: ["1/s"]
+`, 4, 46, []string{`equals "gold " begins or ends with a space`, `write "gold"`}},
+		{"override repeated", `
+policies:
+  - name: a
+    key: header:x-api-key
+    limits: ["1/s"]
+    overrides:
+      - when: {"header:x-api-key": pk_a}
+        limits: ["10/s"]
+      - when: {"header:X-API-Key": pk_a}
+        limits: ["20/s"]
+`, 9, 9, []string{"override never applies", "override at line 7"}},
+		{"override after a broader one", `
+policies:
+  - name: a
+    key: [ip, user]
+    limits: ["1/s"]
+    overrides:
+      - when: {user: alice}
+        limits: ["10/s"]
+      - when: {user: alice, ip: 192.0.2.1}
+        limits: ["20/s"]
+`, 9, 9, []string{"override never applies", "override at line 7"}},
+		{"override on an address of one group", `
+client_ip: {ipv4_prefix: 24}
+policies:
+  - name: a
+    limits: ["1/s"]
+    overrides:
+      - when: {ip: 192.0.2.1}
+        limits: ["10/s"]
+      - when: {ip: 192.0.2.9}
+        limits: ["20/s"]
+`, 9, 9, []string{"override never applies", "override at line 7"}},
 		{"key and keys", `
 policies:
   - name: a

@@ -72,6 +72,10 @@ policies:
     match: "GET /files/{rest...}"
     key: ip
     limits: ["100/m"]
+  - name: admin
+    match: "GET /%41dmin"
+    key: ip
+    limits: ["100/m"]
 `
 	with := keysOf(t, `
 paths:
@@ -107,6 +111,13 @@ paths:
 		{"GET", "/Reports/Q1/", "reports path:Name=q1", "reports path:Name=Q1"},
 		{"GET", "/files", "files", ""},
 		{"GET", "/files/a/b/", "files", "files"},
+		// An escaped letter in a pattern is the letter (%41 is A), in
+		// lower case under ignore_case, as it is in requests' paths.
+		{"GET", "/Admin", "admin", "admin"},
+		{"GET", "/admin", "admin", ""},
+		{"GET", "/ADMIN", "admin", ""},
+		{"GET", "/%41dmin", "admin", "admin"},
+		{"GET", "/%61dmin", "admin", ""},
 	} {
 		r := httptest.NewRequest(tt.method, "http://x"+tt.path, nil)
 		for _, d := range []struct {

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"net/http/httptest"
+	"slices"
 	"strings"
 	"testing"
 
@@ -64,6 +65,28 @@ policies:
 		if v := decide(m, "a", "/m"); v != Refuse {
 			t.Errorf("%s /m after POST /m: %v; want refuse, one counter", m, v)
 		}
+	}
+}
+
+// A pattern's method ends at a space or a tab, as ServeMux reads it: a
+// policy on "POST<tab>/login" limits POST /login, and nothing else.
+func TestPatternMethodSeparator(t *testing.T) {
+	for _, pattern := range []string{`POST /login`, `POST\t/login`, `POST \t /login`, `POST\t\t/login`} {
+		t.Run(pattern, func(t *testing.T) {
+			e := newTestEnforcer(t, `
+policies:
+  - name: login
+    match: "`+pattern+`"
+    limits: ["1/m"]
+`)
+			var got []Verdict
+			for _, method := range []string{"GET", "POST", "GET", "POST"} {
+				got = append(got, sendFrom(e, method, "/login", "192.0.2.1"))
+			}
+			if want := []Verdict{Allow, Allow, Allow, Refuse}; !slices.Equal(got, want) {
+				t.Errorf("GET, POST, GET, POST /login: %v, want %v (1/m on POST alone)", got, want)
+			}
+		})
 	}
 }
 
