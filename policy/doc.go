@@ -44,7 +44,8 @@
 // Hosts and methods match whatever their case, and hosts without a final
 // dot (API.Example.com. is api.example.com, post is POST), as the
 // gateways and applications that serve such requests read them; a method
-// key counts them as one. A pattern's host has no port (a policy matches
+// key counts them as one, and HEAD as GET (a policy on GET matches HEAD
+// too, so a client alternating the two must not have twice the limit). A pattern's host has no port (a policy matches
 // its host on every port) and no wildcard (*.example.com is refused), and
 // an IPv6 address matches with or without one. A pattern's path has no
 // query string or fragment: one with a ? or a # is refused. A header

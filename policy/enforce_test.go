@@ -323,6 +323,40 @@ policies:
 	}
 }
 
+// A method key counts HEAD as GET, as a policy on GET matches HEAD too:
+// a client alternating the two has the limit once, not twice. Other
+// methods keep counters of their own, and an override on HEAD names GET.
+func TestMethodKeyHeadIsGet(t *testing.T) {
+	e := newTestEnforcer(t, `
+policies:
+  - name: api
+    key: [ip, method]
+    limits: ["2/m"]
+    overrides:
+      - when: {method: head, ip: 192.0.2.9}
+        limits: ["3/m"]
+`)
+	steps := []struct {
+		method, from string
+		want         Verdict
+	}{
+		{"GET", "192.0.2.1", Allow},
+		{"HEAD", "192.0.2.1", Allow},
+		{"head", "192.0.2.1", Refuse}, // GET's counter: 2 of 2 spent
+		{"GET", "192.0.2.1", Refuse},
+		{"POST", "192.0.2.1", Allow}, // a counter of its own
+		{"GET", "192.0.2.9", Allow},  // the override's 3/m
+		{"HEAD", "192.0.2.9", Allow},
+		{"GET", "192.0.2.9", Allow},
+		{"HEAD", "192.0.2.9", Refuse},
+	}
+	for i, s := range steps {
+		if got := sendFrom(e, s.method, "/", s.from); got != s.want {
+			t.Errorf("step %d, %s from %s: %v, want %v", i, s.method, s.from, got, s.want)
+		}
+	}
+}
+
 // A key takes the limits of the first override that names it: a narrower
 // override written before a broader one applies to its keys, and the
 // broader one to the rest. (The other order is refused at load: the

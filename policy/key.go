@@ -5,6 +5,7 @@ import (
 	"encoding/base64"
 	"encoding/hex"
 	"fmt"
+	"net/http"
 	"net/textproto"
 	"strings"
 
@@ -87,6 +88,22 @@ func parsePart(s string) (part, error) {
 		msg += fmt.Sprintf("; did you mean %q?", d)
 	}
 	return part{}, fmt.Errorf("%s (want one of %s)", msg, partKinds)
+}
+
+// keyMethod returns method as a method key part holds it: in upper case,
+// as the policies match it (see methodIn), since post and POST are one
+// method to the applications that serve them; and HEAD as GET, as a
+// policy on GET matches HEAD: a HEAD is a GET whose body the server
+// leaves out, and a client alternating the two would otherwise have
+// twice the limit.
+func keyMethod(method string) string {
+	if strings.IndexFunc(method, func(c rune) bool { return 'a' <= c && c <= 'z' }) >= 0 {
+		method = strings.ToUpper(method)
+	}
+	if method == http.MethodHead {
+		return http.MethodGet
+	}
+	return method
 }
 
 // hostNotHeader says why no policy reads a Host header: net/http moves
@@ -192,13 +209,7 @@ func appendPart(dst []byte, p *part, r *Request, pathVals []string) ([]byte, boo
 		if r.HTTP == nil {
 			return dst, false
 		}
-		// In upper case, as the policies match it (see methodIn): post
-		// and POST are one method to the applications that serve them.
-		m := r.HTTP.Method
-		if strings.IndexFunc(m, func(c rune) bool { return 'a' <= c && c <= 'z' }) >= 0 {
-			m = strings.ToUpper(m)
-		}
-		return appendValue(dst, m), true
+		return appendValue(dst, keyMethod(r.HTTP.Method)), true
 	case partHeader:
 		vs := r.header(p.name, p.lower)
 		switch {

@@ -1485,8 +1485,8 @@ func (ld *loader) overrideValue(n *yaml.Node, pt part, val string, set *Set) (st
 			ld.errf(n, "override on method needs a method such as POST, not %q", val)
 			return "", false
 		}
-		// Keys hold methods in upper case, as policies match them.
-		val = strings.ToUpper(val)
+		// In the form keys hold it: in upper case, HEAD as GET.
+		val = keyMethod(val)
 	case partHeader:
 		if strings.Trim(val, " \t") != val {
 			ld.errf(n, "override on %s: the value %q begins or ends with a space or tab, which a header's value never does (they are trimmed); write %q", pt.label, val, strings.Trim(val, " \t"))
