@@ -227,6 +227,8 @@ func (l *limiter) problem(w http.ResponseWriter, r *http.Request, status int, ou
 		ptype = "about:blank" // an outage or shedding is not the client's quota
 	}
 	h := w.Header()
+	// setHeaders wrote a refusal's Retry-After already, unless both header
+	// vocabularies are off; a 503 never went through it.
 	if _, ok := h[hRetryAfter]; !ok {
 		h[hRetryAfter] = []string{strconv.FormatInt(retry, 10)}
 	}
