@@ -12,6 +12,7 @@ import (
 	"net/http/httputil"
 	"net/netip"
 	"net/textproto"
+	"net/url"
 	"os"
 	"strings"
 	"sync"
@@ -413,7 +414,8 @@ func newTransport(timeout time.Duration) *http.Transport {
 // the transport, having read that end, writes the trailer.
 //
 // Headers set before the proxy runs (the rate limit headers) are kept
-// apart while the upstream answers, see keepHeaders.
+// apart while the upstream answers, see keepHeaders. A Location naming
+// the upstream is rewritten to the path on sluice, see relocate.
 func (s *Server) reverseProxy(set *policy.Set) http.Handler {
 	resolver := set.ClientIP()
 	userHeader := set.UserHeader()
@@ -453,6 +455,7 @@ func (s *Server) reverseProxy(set *policy.Set) http.Handler {
 		ErrorLog:   slog.NewLogLogger(s.log.Handler(), slog.LevelWarn),
 		ModifyResponse: func(res *http.Response) error {
 			res.Header = restoreHeaders(res.Request, res.Header)
+			relocate(res.Header, target)
 			return nil
 		},
 		ErrorHandler: func(w http.ResponseWriter, r *http.Request, err error) {
@@ -509,6 +512,41 @@ func restoreHeaders(r *http.Request, h http.Header) http.Header {
 		}
 	}
 	return h
+}
+
+// relocate rewrites a Location field of h that names the upstream,
+// target, into the path the client asks sluice for, as NGINX's
+// proxy_redirect default does: an upstream that builds its redirects
+// from the Host it gets (its own name, unless PreserveHost), as NGINX's
+// and Apache's own directory redirects do, sent clients to an address
+// they cannot reach, and told them what it is. The scheme and host match
+// in any letter case, as URLs read them; target's path, which every
+// path the upstream gets begins with, is taken off. A Location whose
+// path would read as another host's (//evil.example, /\evil.example) is
+// left alone, as is any that names another host, scheme, port or a user.
+func relocate(h http.Header, target *url.URL) {
+	loc := h.Get("Location")
+	origin := target.Scheme + "://" + target.Host
+	if len(loc) < len(origin) || !strings.EqualFold(loc[:len(origin)], origin) {
+		return
+	}
+	rest := loc[len(origin):]
+	if base := strings.TrimSuffix(target.EscapedPath(), "/"); base != "" {
+		after, ok := strings.CutPrefix(rest, base)
+		if !ok || after != "" && !strings.ContainsRune("/?#", rune(after[0])) {
+			return
+		}
+		rest = after
+	} else if rest != "" && !strings.ContainsRune("/?#", rune(rest[0])) {
+		return // another port, or another host that begins as this one does
+	}
+	if rest == "" || rest[0] != '/' {
+		rest = "/" + rest
+	}
+	if len(rest) > 1 && (rest[1] == '/' || rest[1] == '\\') {
+		return
+	}
+	h.Set("Location", rest)
 }
 
 // setForwarded sets the forwarding headers of h, for a request forwarded

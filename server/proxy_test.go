@@ -1183,3 +1183,44 @@ func TestProxySendTimeout(t *testing.T) {
 		t.Errorf("the upstream of a websocket was still writing %v after its client stopped reading", 25*idle)
 	}
 }
+
+// A Location that names the upstream itself, as an upstream builds it
+// from the Host it gets (its own name, by default), reaches the client as
+// the path to ask sluice for, as NGINX's proxy_redirect default rewrites
+// it: passed on, it sent clients to an address they cannot reach, or
+// that they should not know. Any other Location is passed on as it is,
+// and so is one whose path would read as another host's (//evil).
+func TestProxyRelocatesUpstreamRedirects(t *testing.T) {
+	up := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		w.Header().Set("Location", strings.ReplaceAll(r.URL.Query().Get("to"), "{host}", r.Host))
+		w.WriteHeader(http.StatusFound)
+	}))
+	defer up.Close()
+	host := strings.TrimPrefix(up.URL, "http://")
+	for _, tc := range []struct {
+		target, location, want string
+	}{
+		{up.URL, "http://{host}/dir/?a=1#top", "/dir/?a=1#top"},
+		{up.URL, "HTTP://" + strings.ToUpper(host) + "/x", "/x"},
+		{up.URL, "http://{host}", "/"},
+		{up.URL, "http://{host}?q=1", "/?q=1"},
+		{up.URL, "http://{host}//evil.example/", "http://" + host + "//evil.example/"},
+		{up.URL, `http://{host}/\evil.example/`, `http://` + host + `/\evil.example/`},
+		{up.URL, "https://{host}/x", "https://" + host + "/x"},
+		{up.URL, "http://{host}0/x", "http://" + host + "0/x"},
+		{up.URL, "http://user@{host}/x", "http://user@" + host + "/x"},
+		{up.URL, "http://other.example/x", "http://other.example/x"},
+		{up.URL, "/relative", "/relative"},
+		{up.URL + "/api/", "http://{host}/api/x?q", "/x?q"},
+		{up.URL + "/api", "http://{host}/api", "/"},
+		{up.URL + "/api", "http://{host}/apix", "http://" + host + "/apix"},
+		{up.URL + "/api", "http://{host}/other", "http://" + host + "/other"},
+	} {
+		ts := startServer(t, untrustedPolicy, Options{Upstream: tc.target})
+		resp, _ := rawRequest(t, ts.Addrs().Proxy, "GET /?to="+url.QueryEscape(tc.location)+" HTTP/1.1\r\nHost: api.example.com\r\n\r\n")
+		if got := resp.Header.Get("Location"); resp.StatusCode != http.StatusFound || got != tc.want {
+			t.Errorf("upstream %s answering Location %q: %d, Location %q; want %q", tc.target, tc.location, resp.StatusCode, got, tc.want)
+		}
+		ts.stop()
+	}
+}

@@ -96,11 +96,14 @@ type Options struct {
 	// it, as NGINX's proxy_read_timeout and proxy_connect_timeout: an
 	// upstream that takes longer is answered 504 Gateway Timeout. A
 	// response that has begun streams for as long as it takes. Zero means
-	// DefaultUpstreamTimeout (a minute); negative means no bound.
+	// DefaultUpstreamTimeout (a minute); negative means no bound on the
+	// response headers, and connecting gives up after 30 seconds, as with
+	// http.DefaultTransport (a TLS handshake after 10, whatever the value).
 	UpstreamTimeout time.Duration
 	// PreserveHost sends the client's Host header to the upstream. By
 	// default the upstream gets its own host name (as NGINX does), and the
-	// client's in X-Forwarded-Host.
+	// client's in X-Forwarded-Host. Either way, a Location naming the
+	// upstream reaches the client as a path on sluice (see relocate).
 	PreserveHost bool
 	// RedisURL, when set, replaces the policy file's store section: the
 	// counters live in the Redis at this URL (rueidis.ParseURL's form).
