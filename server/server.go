@@ -155,7 +155,7 @@ type Options struct {
 	// off (SIGHUP, through Reload, still works).
 	WatchInterval time.Duration
 	// ShutdownTimeout bounds how long Run waits for requests in flight
-	// once its context ends. Zero means DefaultShutdownTimeout.
+	// once its context ends. Zero or less means DefaultShutdownTimeout.
 	ShutdownTimeout time.Duration
 	// BodyTimeout is how long the proxy and the check endpoint wait for
 	// the next bytes of a request body, as NGINX's client_body_timeout: a
