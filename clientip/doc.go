@@ -11,8 +11,8 @@
 // to its left was written by the client or by proxies it chose, so it is
 // never read. When the hop a trusted proxy wrote is not an address
 // ("unknown", an obfuscated identifier, garbage, an element with no
-// "for"), the walk stops there and the client is the proxy to its right,
-// or the peer: every such request shares that proxy's key.
+// "for" or with two), the walk stops there and the client is the proxy
+// to its right, or the peer: every such request shares that proxy's key.
 //
 // Addresses are normalized (IPv4-mapped IPv6 becomes IPv4, zones and ports
 // are dropped) and then grouped: an IPv6 host picks any address in its

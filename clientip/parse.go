@@ -128,13 +128,13 @@ func xffHops(values []string, hops *[maxHops]string) int {
 // forwardedHops reads RFC 7239 Forwarded values: comma-separated
 // elements of semicolon-separated name=value pairs, where a value is a
 // token or a quoted string. Each element contributes the value of its
-// "for" pair as one hop (empty, so invalid, when it has none), without an
-// obfuscated port. An element that breaks the grammar is one invalid hop,
-// and reading goes on after the first comma following its start, as it
-// does in X-Forwarded-For: the elements to its right were written by the
-// proxies nearer to this server, which append to the field or join its
-// lines, and must not be lost to what the client wrote on the left;
-// nothing to the left of the invalid hop is believed.
+// "for" pair as one hop (empty, so invalid, when it has none or several),
+// without an obfuscated port. An element that breaks the grammar is one
+// invalid hop, and reading goes on after the first comma following its
+// start, as it does in X-Forwarded-For: the elements to its right were
+// written by the proxies nearer to this server, which append to the field
+// or join its lines, and must not be lost to what the client wrote on the
+// left; nothing to the left of the invalid hop is believed.
 func forwardedHops(values []string, hops *[maxHops]string) int {
 	n := 0
 	push := func(h string) {
@@ -215,12 +215,16 @@ func (p *fwdParser) ows() {
 
 // element reads one forwarded-element and returns its "for" value. The
 // grammar lets a pair be empty ("for=192.0.2.1;", ";;"): an empty pair
-// is skipped.
+// is skipped. An element that names "for" twice, which RFC 7239 forbids,
+// names no one client and gives the empty (invalid) value: a proxy that
+// writes a pair after its "for" without quoting it, as host=$host does,
+// would otherwise let a Host of "x;for=192.0.2.1" choose the client.
 func (p *fwdParser) element() (forValue string, ok bool) {
+	fors := 0
 	for {
 		p.ows()
 		if p.i >= len(p.s) || p.s[p.i] == ',' {
-			return forValue, true
+			break
 		}
 		if p.s[p.i] == ';' {
 			p.i++
@@ -241,14 +245,19 @@ func (p *fwdParser) element() (forValue string, ok bool) {
 		}
 		if strings.EqualFold(name, "for") {
 			forValue = val
+			fors++
 		}
 		p.ows()
 		if p.i < len(p.s) && p.s[p.i] == ';' {
 			p.i++
 			continue
 		}
-		return forValue, true
+		break
 	}
+	if fors > 1 {
+		return "", true
+	}
+	return forValue, true
 }
 
 func (p *fwdParser) token() string {

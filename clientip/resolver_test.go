@@ -191,6 +191,12 @@ func TestForwardedClient(t *testing.T) {
 		{`for=203.0.113.9;`, "203.0.113.9"},
 		{`;for=203.0.113.9`, "203.0.113.9"},
 		{`proto=https;;for=203.0.113.9 ; , for=10.3.3.3;`, "203.0.113.9"},
+		// An element that names "for" twice names no one client. A proxy
+		// that writes host=$host unquoted after its for= pair passes a Host
+		// of "x;for=198.51.100.66" on as a second pair: the client's.
+		{`for=203.0.113.9;host=x;for=198.51.100.66;proto=http`, "10.0.0.2"},
+		{`for=198.51.100.66;FOR=203.0.113.9`, "10.0.0.2"},
+		{`for=198.51.100.1, for=203.0.113.9;host=x;for=10.3.3.3, for=10.3.3.4`, "10.3.3.4"},
 		// Hidden ports.
 		{`for="203.0.113.9:_abc"`, "203.0.113.9"},
 		{`for="[2001:db8:cafe::17]:_p-1.x_Y"`, "2001:db8:cafe::17"},
