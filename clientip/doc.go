@@ -13,6 +13,11 @@
 // ("unknown", an obfuscated identifier, garbage, an element with no
 // "for" or with two), the walk stops there and the client is the proxy
 // to its right, or the peer: every such request shares that proxy's key.
+// A trusted proxy must write its Forwarded values quoted where they may
+// hold what the client sent: NGINX's host=$host unquoted lets a Host of
+// "x,for=192.0.2.1" end the proxy's element and begin one that names
+// the client's choice, which no parser can tell from a real one; quote
+// it (host="$host") or send X-Forwarded-For.
 //
 // Addresses are normalized (IPv4-mapped IPv6 becomes IPv4, zones and ports
 // are dropped) and then grouped: an IPv6 host picks any address in its
