@@ -59,6 +59,12 @@ var upstreamBody = []byte(`{"items":[{"id":1,"name":"sluice"}],"next":null}` + "
 // (store-over-50ms-ppm).
 const redisTimeout = time.Second
 
+// apiWork is how long the upstream of the proxy-10ms benchmarks takes to
+// answer, as an API that does some work (a database query, another
+// service) would: against an upstream that answers at once, a proxy's
+// second hop costs as much as the upstream itself.
+const apiWork = 10 * time.Millisecond
+
 // rlsConns is how many gRPC connections the Envoy benchmark's callers
 // share, as a few Envoy workers would.
 const rlsConns = 4
@@ -92,6 +98,9 @@ const rlsConns = 4
 //     and through sluice's reverse proxy enforcing serverPolicy. The last
 //     two also report their rate as a percentage of the bare one's
 //     (pct-of-bare, against the median of the bare runs).
+//   - proxy-10ms/...: the same, with an upstream that answers after
+//     apiWork without using the CPU, as an API waiting on its database
+//     does.
 //
 // Redis is a local redis-server started for the benchmark, with a store
 // timeout of redisTimeout instead of the default 50ms; the share of store
@@ -123,63 +132,72 @@ func BenchmarkServer(b *testing.B) {
 	b.Run("rls", func(b *testing.B) { rlsGroup(b, envs, keys, "rls", rlsCall) })
 	b.Run("rls-lean", func(b *testing.B) { rlsGroup(b, envs, keys, "rls-lean", rlsLeanCall) })
 
-	b.Run("proxy", func(b *testing.B) {
-		upstream := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) {
-			w.Header().Set("Content-Type", "application/json")
-			w.Write(upstreamBody)
-		}))
-		b.Cleanup(upstream.Close)
-		var bare []float64 // the rates of proxy/bare's runs
-		pctOfBare := func(b *testing.B, rate float64) {
-			if len(bare) == 0 {
-				b.Log("proxy/bare did not run: no pct-of-bare")
-				return
-			}
-			b.ReportMetric(100*rate/median(bare), "pct-of-bare")
-		}
+	b.Run("proxy", func(b *testing.B) { proxyGroup(b, envs, keys, "proxy", 0) })
+	b.Run("proxy-10ms", func(b *testing.B) { proxyGroup(b, envs, keys, "proxy-10ms", apiWork) })
+}
 
-		b.Run("bare", func(b *testing.B) {
-			do := envs.get(b, "proxy/bare", func(b *testing.B, _ onStop) any {
-				do := proxyCall(upstream.URL, keys, false)
-				warm(b, do)
-				return do
-			}).(call)
-			r := measure(b, "requests/s", do, nil)
-			r.failed(b, "proxy/bare")
-			if b.N > 1 {
-				bare = append(bare, r.rate())
+// proxyGroup runs the proxy benchmarks named under prefix against an
+// upstream that answers upstreamBody after work (none if 0), as an API
+// that does its work in that time, spending no CPU on it.
+func proxyGroup(b *testing.B, envs *oneAtATime, keys []string, prefix string, work time.Duration) {
+	upstream := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) {
+		if work > 0 {
+			time.Sleep(work)
+		}
+		w.Header().Set("Content-Type", "application/json")
+		w.Write(upstreamBody)
+	}))
+	b.Cleanup(upstream.Close)
+	var bare []float64 // the rates of proxy/bare's runs
+	pctOfBare := func(b *testing.B, rate float64) {
+		if len(bare) == 0 {
+			b.Log(prefix + "/bare did not run: no pct-of-bare")
+			return
+		}
+		b.ReportMetric(100*rate/median(bare), "pct-of-bare")
+	}
+
+	b.Run("bare", func(b *testing.B) {
+		do := envs.get(b, prefix+"/bare", func(b *testing.B, _ onStop) any {
+			do := proxyCall(upstream.URL, keys, false)
+			warm(b, do)
+			return do
+		}).(call)
+		r := measure(b, "requests/s", do, nil)
+		r.failed(b, prefix+"/bare")
+		if b.N > 1 {
+			bare = append(bare, r.rate())
+		}
+	})
+	b.Run("reverseproxy", func(b *testing.B) {
+		do := envs.get(b, prefix+"/reverseproxy", func(b *testing.B, onStop onStop) any {
+			u, err := url.Parse(upstream.URL)
+			if err != nil {
+				b.Fatal(err)
 			}
-		})
-		b.Run("reverseproxy", func(b *testing.B) {
-			do := envs.get(b, "proxy/reverseproxy", func(b *testing.B, onStop onStop) any {
-				u, err := url.Parse(upstream.URL)
-				if err != nil {
-					b.Fatal(err)
-				}
-				tr := http.DefaultTransport.(*http.Transport).Clone()
-				tr.Proxy, tr.MaxIdleConns, tr.MaxIdleConnsPerHost = nil, 512, 256 // as sluice's
-				rp := httptest.NewServer(&httputil.ReverseProxy{
-					Rewrite:   func(pr *httputil.ProxyRequest) { pr.SetURL(u); pr.SetXForwarded() },
-					Transport: tr,
-				})
-				onStop(func(testing.TB) { rp.Close() })
-				do := proxyCall(rp.URL, keys, false)
-				warm(b, do)
-				return do
-			}).(call)
-			r := measure(b, "requests/s", do, nil)
-			r.failed(b, "proxy/reverseproxy")
-			pctOfBare(b, r.rate())
-		})
-		b.Run("sluice", func(b *testing.B) {
-			env := envs.get(b, "proxy/sluice", func(b *testing.B, onStop onStop) any {
-				s, cpu := startSluice(b, onStop, "memory", serveFlags{proxy: true, upstream: upstream.URL, policy: serverPolicy})
-				do := proxyCall("http://"+s.proxy, keys, true)
-				warm(b, do)
-				return &sluiceEnv{admin: s.admin, do: do, server: cpu}
-			}).(*sluiceEnv)
-			pctOfBare(b, env.measure(b, "requests/s", "bench").rate())
-		})
+			tr := http.DefaultTransport.(*http.Transport).Clone()
+			tr.Proxy, tr.MaxIdleConns, tr.MaxIdleConnsPerHost = nil, 512, 256 // as sluice's
+			rp := httptest.NewServer(&httputil.ReverseProxy{
+				Rewrite:   func(pr *httputil.ProxyRequest) { pr.SetURL(u); pr.SetXForwarded() },
+				Transport: tr,
+			})
+			onStop(func(testing.TB) { rp.Close() })
+			do := proxyCall(rp.URL, keys, false)
+			warm(b, do)
+			return do
+		}).(call)
+		r := measure(b, "requests/s", do, nil)
+		r.failed(b, prefix+"/reverseproxy")
+		pctOfBare(b, r.rate())
+	})
+	b.Run("sluice", func(b *testing.B) {
+		env := envs.get(b, prefix+"/sluice", func(b *testing.B, onStop onStop) any {
+			s, cpu := startSluice(b, onStop, "memory", serveFlags{proxy: true, upstream: upstream.URL, policy: serverPolicy})
+			do := proxyCall("http://"+s.proxy, keys, true)
+			warm(b, do)
+			return &sluiceEnv{admin: s.admin, do: do, server: cpu}
+		}).(*sluiceEnv)
+		pctOfBare(b, env.measure(b, "requests/s", "bench").rate())
 	})
 }
 
