@@ -64,7 +64,10 @@ type Event struct {
 	// "messaging.message_type_marketing.to_number". Its cardinality is
 	// that of the configuration, except under detailed_metric and
 	// value_to_metric, which put the request's values in it, as in the
-	// reference.
+	// reference. The values are kept as they came: the reference's stats
+	// names replace the : and | of a key, and the dots of an IPv4
+	// address, with _, which a metric built from Key must do itself to
+	// match them.
 	Key string
 	// Name is the limit's configured name, or "".
 	Name string
