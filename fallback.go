@@ -20,7 +20,7 @@ type FailureMode uint8
 
 const (
 	// FailOpen admits every request: availability first. The decisions
-	// report the full capacity as remaining.
+	// report the full capacity less the request's cost as remaining.
 	FailOpen FailureMode = iota
 	// FailClosed refuses every request, with FallbackOptions.RetryAfter:
 	// protection first. A look (cost 0), which spends nothing, passes

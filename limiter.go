@@ -280,7 +280,9 @@ func (l *Limiter) Wait(ctx context.Context, key string) error {
 //
 // With a leaky_bucket limit, WaitN takes a place in the queue only if its
 // turn comes before the deadline, then sleeps until its turn. Should ctx end
-// during that last sleep, the place is not given back.
+// during that last sleep, the place is not given back, nor is it when the
+// store's answer comes so late that the turn no longer falls before the
+// deadline (WaitN then returns ErrWouldExceedDeadline at once).
 func (l *Limiter) WaitN(ctx context.Context, key string, n int64) error {
 	reqs := l.requests(key, n)
 	out := make([]rate.Decision, len(reqs))
@@ -305,10 +307,18 @@ func (l *Limiter) WaitN(ctx context.Context, key string, n int64) error {
 		if err != nil {
 			return err
 		}
+		if bounded {
+			// The answer took time to come, and a wait it names is slept
+			// from now: measure the time left for it from now too.
+			left = deadline.Sub(l.clock.Now())
+		}
 		if d.Allowed {
 			// A look (n = 0) is told how long the queue is, but took no
 			// place in it: it has no turn to wait for.
 			if d.Delay > 0 && n > 0 {
+				if bounded && d.Delay >= left {
+					return fmt.Errorf("sluice: %q would have to wait %v, %v left: %w", key, d.Delay, left, ErrWouldExceedDeadline)
+				}
 				return l.clock.Sleep(ctx, d.Delay)
 			}
 			return nil

@@ -684,3 +684,73 @@ func TestAllowAllGroupPastCapacity(t *testing.T) {
 		t.Errorf("1 + 1 of 1: %v, want ErrCostExceedsCapacity", err)
 	}
 }
+
+// slowAnswer is a store whose answers reach the caller late: it decides
+// at once, then the clock moves on by lag before the caller hears of it,
+// as a remote store's answer crosses the network.
+type slowAnswer struct {
+	sluice.Store
+	clock *ratetest.Clock
+	lag   time.Duration
+}
+
+func (s slowAnswer) DecideAll(ctx context.Context, reqs []rate.Request, out []rate.Decision) (rate.Decision, error) {
+	d, err := s.Store.DecideAll(ctx, reqs, out)
+	s.clock.Advance(s.lag)
+	return d, err
+}
+
+// TestWaitDeadlineAfterASlowAnswer: the time left before the deadline is
+// measured again once the store has answered, so that Wait never starts a
+// sleep that the time the answer took has made too long.
+func TestWaitDeadlineAfterASlowAnswer(t *testing.T) {
+	for _, tt := range []struct {
+		name  string
+		limit string
+		// The first request passes at once; Wait asks for the second with
+		// the deadline this far away, and the answer takes 300ms.
+		deadline time.Duration
+		passes   bool
+	}{
+		// Refused for 1s from when the store decided: the request could
+		// pass at +1s, but Wait hears of it at +300ms, and a sleep of 1s
+		// would end at +1.3s.
+		{"refusal", "1/s", 1100 * time.Millisecond, false},
+		// Then at +1.3s it asks again, and hears at +1.6s.
+		{"refusal, deadline far enough", "1/s", 1700 * time.Millisecond, true},
+		// Admitted with a turn 1s after the store decided: Wait would
+		// sleep until +1.3s.
+		{"turn in a queue", "leaky_bucket 1/s burst 2", 1100 * time.Millisecond, false},
+		{"turn in a queue, deadline far enough", "leaky_bucket 1/s burst 2", 1400 * time.Millisecond, true},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			clock := ratetest.NewClock(start)
+			mem := memory.New(memory.Options{Clock: clock})
+			lim, err := sluice.NewLimiter(sluice.LimiterOptions{
+				Limits: limits(t, tt.limit),
+				Store:  slowAnswer{Store: mem, clock: clock, lag: 300 * time.Millisecond},
+				Clock:  clock,
+			})
+			if err != nil {
+				t.Fatal(err)
+			}
+			if d, _ := mem.Decide(context.Background(), lim.Requests("a", 1)[0]); !d.Allowed {
+				t.Fatalf("first request refused: %v", d)
+			}
+			deadline := clock.Now().Add(tt.deadline)
+			ctx, cancel := context.WithDeadline(context.Background(), deadline)
+			defer cancel()
+			err = lim.Wait(ctx, "a")
+			slept, _ := clock.Slept()
+			switch {
+			case tt.passes && err != nil:
+				t.Errorf("Wait = %v, want nil", err)
+			case tt.passes && clock.Now().After(deadline):
+				t.Errorf("Wait went ahead at +%v, after the deadline at +%v", clock.Now().Sub(start), tt.deadline)
+			case !tt.passes && (!errors.Is(err, sluice.ErrWouldExceedDeadline) || slept != 0):
+				t.Errorf("Wait = %v after sleeping %v (until +%v, deadline +%v); want ErrWouldExceedDeadline at once",
+					err, slept, clock.Now().Sub(start), tt.deadline)
+			}
+		})
+	}
+}

@@ -215,7 +215,13 @@ func CeilSeconds(d time.Duration) int64 {
 	if d <= 0 {
 		return 0
 	}
-	return int64((d + time.Second - 1) / time.Second)
+	// Rounded up after the division: d + 1s − 1 would wrap for the longest
+	// durations.
+	s := int64(d / time.Second)
+	if d%time.Second != 0 {
+		s++
+	}
+	return s
 }
 
 // RetryAfterSeconds returns the Retry-After value for a wait of d: whole

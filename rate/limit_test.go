@@ -2,6 +2,7 @@ package rate
 
 import (
 	"errors"
+	"math"
 	"strings"
 	"testing"
 	"time"
@@ -336,6 +337,8 @@ func TestRetryAfterSeconds(t *testing.T) {
 	}{
 		{-time.Second, 0, 1}, {0, 0, 1}, {time.Microsecond, 1, 1}, {time.Millisecond, 1, 1},
 		{1000 * time.Millisecond, 1, 1}, {1001 * time.Millisecond, 2, 2}, {59*time.Second + time.Nanosecond, 60, 60},
+		// The longest durations round up without wrapping.
+		{math.MaxInt64, 9223372037, 9223372037}, {math.MaxInt64 - 854775807, 9223372036, 9223372036},
 	} {
 		if got := CeilSeconds(tt.d); got != tt.ceil {
 			t.Errorf("CeilSeconds(%v) = %d, want %d", tt.d, got, tt.ceil)
