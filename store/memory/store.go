@@ -66,6 +66,9 @@ type Options struct {
 // key closest to fresh makes that mistake as small as it can be. Each
 // shard holds at most MaxKeys divided by the number of shards, so the
 // store may start evicting a little before it holds MaxKeys keys in all.
+// A DecideAll never evicts a key it decides: one with more new keys in a
+// shard than the shard has room for takes it past its share (Stats.Keys
+// may then exceed Stats.MaxKeys), and the next new keys bring it back.
 // [Store.Stats] counts evictions: if they are frequent, raise MaxKeys.
 type Store struct {
 	clock rate.Clock

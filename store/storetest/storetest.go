@@ -90,7 +90,6 @@ func (h *harness) want(reqs []rate.Request) (rate.Decision, []rate.Decision) {
 	outs := make([]rate.Decision, len(reqs))
 	// A key given twice: each of its requests is decided on the state the
 	// ones before it left, as if they had been admitted.
-	before := make([]rate.State, len(reqs))
 	states := map[string]rate.State{}
 	state := func(key string) rate.State {
 		if s, ok := states[key]; ok {
@@ -100,8 +99,7 @@ func (h *harness) want(reqs []rate.Request) (rate.Decision, []rate.Decision) {
 	}
 	all := true
 	for i, r := range reqs {
-		before[i] = state(r.Key)
-		next, out := r.Limit.StepWithin(before[i], now, r.Cost, r.MaxDelay)
+		next, out := r.Limit.StepWithin(state(r.Key), now, r.Cost, r.MaxDelay)
 		outs[i] = out
 		if out.Allowed {
 			states[r.Key] = next
@@ -115,10 +113,12 @@ func (h *harness) want(reqs []rate.Request) (rate.Decision, []rate.Decision) {
 		}
 	} else {
 		// Nothing was consumed: a request that would have passed alone
-		// reports what is left without it.
+		// reports what is left without it, from its key's state before
+		// the call (not as the group's earlier requests of the key would
+		// have left it, since none was admitted).
 		for i, r := range reqs {
 			if outs[i].Allowed {
-				_, peek := r.Limit.StepWithin(before[i], now, 0, r.MaxDelay)
+				_, peek := r.Limit.StepWithin(h.model[r.Key], now, 0, r.MaxDelay)
 				outs[i].Remaining, outs[i].ResetAfter = peek.Remaining, peek.ResetAfter
 			}
 		}
@@ -499,7 +499,13 @@ func testKeyTwice(t *testing.T, newStore NewStore) {
 	}
 	h.decide(bucket, bucket, bucket)
 	h.decide(bucket, bucket, tight)
-	h.decide(bucket, tight, bucket) // the tight limit is spent: all refused
+	h.decide(bucket, tight, bucket) // bucket has room for one: all refused
+	h.decide(tight)                 // spends it
+	// A fresh key asked twice would pass both times, and the tight limit
+	// refuses: nothing is spent, and each of the two reports what is left
+	// without it, from the key's state before the call.
+	fresh := rate.Request{Key: "{k}:f", Limit: bucket.Limit, Cost: 1}
+	h.decide(fresh, fresh, tight)
 	h.at(epoch.Add(500 * time.Millisecond))
 	h.decide(bucket, bucket)
 	h.decide(window, bucket, window)
