@@ -162,6 +162,15 @@
 // bounded (Options.DenyCacheSize) and can be turned off
 // (Options.DisableDenyCache).
 //
+// That holds while a key is decided under one limit. A key's expiry is
+// set by the limit that last wrote it, and a refusal writes nothing: a
+// key refused under a slower limit than the one that wrote it (a longer
+// period, a lower rate) may expire, fresh, before the refusal's
+// RetryAfter, and Redis then admits what the cache still refuses. Keys
+// that change limit should change name: package policy and the Envoy
+// service put the limit's period (and a bucket's whole limit) in their
+// keys, so a reload that changes them starts new keys.
+//
 // # Stats
 //
 // [Store.Stats] returns counters, read atomically and cheap enough for

@@ -7,8 +7,9 @@ import "strings"
 // A key that carries a hash tag (a non-empty {…}, as Redis Cluster reads
 // it) keeps it: its caller chose which keys share a slot. Any other key is
 // wrapped whole in braces, so its slot depends on the key alone and keys
-// spread over the cluster. The prefix is outside the tag and never affects
-// the slot.
+// spread over the cluster. The prefix is outside the tag and does not
+// affect the slot, unless it holds a tag of its own (then it is the
+// first, which Redis Cluster hashes, and every key shares its slot).
 func redisKey(prefix, k string) string {
 	if hasTag(k) {
 		return prefix + k

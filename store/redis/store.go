@@ -31,7 +31,8 @@ const DefaultDenyCacheSize = 1 << 16
 // decisions coalesced, and the system clock.
 type Options struct {
 	// Prefix is prepended to every Redis key, outside its hash tag, e.g.
-	// "sluice:". Empty means none.
+	// "sluice:". Empty means none. A prefix holding a hash tag of its own
+	// ("app{x}:") puts every key in that one slot of a cluster.
 	Prefix string
 	// DisableDenyCache turns the deny cache off: every request goes to
 	// Redis, even one Redis has just refused.
