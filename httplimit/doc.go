@@ -30,6 +30,10 @@
 //	 "detail":"rate limited by policy \"search\" (limit gcra 10/s burst 20); retry in 1s",
 //	 "retry_after":1,"violated-policies":["search"]}
 //
+// violated-policies names the limits that refused, the longest wait
+// first, as RateLimit-Policy names them: a policy's name, or name.N for
+// one of a policy's several limits.
+//
 // A request shed by the concurrency limit, or refused because the store
 // failed under on_store_error: closed, gets 503 Service Unavailable with
 // Retry-After and a problem body of the same shape, whose type is always

@@ -16,11 +16,18 @@ func exampleEnv(t *testing.T) *env {
 	return newEnv(t, string(data), Options{}, nil)
 }
 
+// violated wants r refused, its problem's violated-policies listing want,
+// the names of the limits that refused as RateLimit-Policy names them: the
+// first of them is the field's item.
 func violated(t *testing.T, e *env, r req, want string) {
 	t.Helper()
 	w := e.do(r)
 	if w.Code != 429 || !strings.Contains(w.Body.String(), `"violated-policies":[`+want+`]`) {
 		t.Errorf("%+v: %d %s, want 429 violating %s", r, w.Code, w.Body, want)
+	}
+	first, _, _ := strings.Cut(want, ",")
+	if p := w.Header().Get("RateLimit-Policy"); !strings.HasPrefix(p, first+";") {
+		t.Errorf("%+v: RateLimit-Policy %q, want the item of %s, the first violated", r, p, first)
 	}
 }
 
@@ -32,7 +39,7 @@ func TestExampleAnonymousAndAuthenticated(t *testing.T) {
 	for i := range 10 {
 		expect(t, fmt.Sprint("anonymous ", i), e.do(req{remote: ip}), 200, nil, nil)
 	}
-	violated(t, e, req{remote: ip}, `"anonymous"`)
+	violated(t, e, req{remote: ip}, `"anonymous.1"`) // of 5/s burst 10 and 1000/d
 	// The same address, signed in: a free user gets a burst of 40.
 	for i := range 40 {
 		expect(t, fmt.Sprint("free user ", i), e.do(req{remote: ip, user: "u1"}), 200, nil, nil)

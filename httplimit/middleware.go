@@ -248,11 +248,13 @@ func (l *limiter) problem(w http.ResponseWriter, r *http.Request, status int, ou
 	b = strconv.AppendInt(b, retry, 10)
 	if out.Verdict == policy.Refuse {
 		b = append(b, `,"violated-policies":[`...)
-		for i, p := range out.Violated {
+		// The names of the refusing limits, as RateLimit-Policy names
+		// them: a policy of several limits names the one that refused.
+		for i, l := range out.Refused {
 			if i > 0 {
 				b = append(b, ',')
 			}
-			b = appendJSONString(b, p.Name)
+			b = appendJSONString(b, l.Name)
 		}
 		b = append(b, ']')
 	}

@@ -3,6 +3,7 @@ package policy
 import (
 	"context"
 	"log/slog"
+	"slices"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -63,6 +64,12 @@ type Outcome struct {
 	// Violated lists the policies that refused the request, the one with
 	// the longest wait first. Only for Refuse.
 	Violated []*Policy
+	// Refused lists the limits that refused the request, the one with the
+	// longest wait first, one per name: a limit's Name is its
+	// RateLimit-Policy item's, the name an RFC 9457 problem's
+	// violated-policies lists (a policy of several limits names each
+	// apart). Only for Refuse.
+	Refused []*Limit
 	// Waited is how long the request was held back (max_delay or a
 	// leaky_bucket's turn) before its verdict.
 	Waited time.Duration
@@ -475,9 +482,25 @@ func conclude(d rate.Decision, decs []rate.Decision, lims []*Limit, out *Outcome
 			}
 		}
 		if best < 0 {
-			return
+			break
 		}
 		out.Violated = append(out.Violated, lims[best].Policy)
+	}
+	// The refusing limits, the longest wait first, likewise.
+	for {
+		best := -1
+		for j := range decs {
+			if decs[j].Allowed || slices.ContainsFunc(out.Refused, func(l *Limit) bool { return l.Name == lims[j].Name }) {
+				continue
+			}
+			if best < 0 || decs[j].RetryAfter > decs[best].RetryAfter {
+				best = j
+			}
+		}
+		if best < 0 {
+			return
+		}
+		out.Refused = append(out.Refused, lims[best])
 	}
 }
 
