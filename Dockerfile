@@ -29,6 +29,8 @@ ENV SLUICE_LISTEN=0.0.0.0:8080 \
     SLUICE_GRPC_LISTEN=0.0.0.0:8082 \
     SLUICE_ADMIN_LISTEN=0.0.0.0:9090
 EXPOSE 8080 8081 8082 9090
-USER nonroot:nonroot
+# By number (distroless's nonroot): Kubernetes checks runAsNonRoot only
+# against a numeric USER.
+USER 65532:65532
 ENTRYPOINT ["/sluice"]
 CMD ["serve"]
