@@ -7,9 +7,11 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"maps"
 	"math"
 	"os"
 	"os/signal"
+	"slices"
 	"strconv"
 	"strings"
 	"syscall"
@@ -155,19 +157,14 @@ const (
 	exitBadConfig = 3
 )
 
-// listFlag is a repeatable flag. Values from the environment are replaced,
-// not extended, by the first one on the command line.
+// listFlag is a repeatable flag.
 type listFlag struct {
-	vals    []string
-	fromEnv bool
+	vals []string
 }
 
 func (l *listFlag) String() string { return strings.Join(l.vals, ",") }
 
 func (l *listFlag) Set(v string) error {
-	if l.fromEnv {
-		l.vals, l.fromEnv = nil, false
-	}
 	l.vals = append(l.vals, v)
 	return nil
 }
@@ -182,6 +179,18 @@ type serveFlags struct {
 	gcFloor                                                    string
 	gcFloorBytes                                               uint64
 	printDemo                                                  bool
+	// fromEnv names the variable each flag set by the environment took
+	// its value from, for messages about the value.
+	fromEnv map[string]string
+}
+
+// name returns what set the flag of that name, for a message about its
+// value: its environment variable, or else the flag.
+func (f *serveFlags) name(flagName string) string {
+	if key, ok := f.fromEnv[flagName]; ok {
+		return key
+	}
+	return "--" + flagName
 }
 
 // serveEnv names the environment variable of each flag that has one but
@@ -197,65 +206,78 @@ var serveEnv = map[string]string{
 }
 
 func parseServeFlags(args []string, getenv func(string) string, stderr io.Writer) (*serveFlags, error) {
-	f := &serveFlags{}
+	f := &serveFlags{fromEnv: map[string]string{}}
 	fs := f.flagSet()
-	for name, key := range serveEnv {
-		if v := getenv(key); v != "" {
-			if err := fs.Set(name, v); err != nil {
-				return nil, fmt.Errorf("%s=%q: %w", key, v, err)
-			}
-		}
-	}
-	for key, l := range map[string]*listFlag{"SLUICE_ENVOY_CONFIG": &f.envoy, "SLUICE_ADMIN_HOST": &f.adminHost} {
-		if v := getenv(key); v != "" {
-			for _, p := range strings.Split(v, ",") {
-				if p = strings.TrimSpace(p); p != "" {
-					l.vals = append(l.vals, p)
-				}
-			}
-			l.fromEnv = true
-		}
-	}
 	if err := fs.Parse(args); err != nil {
 		return nil, err
 	}
 	if fs.NArg() > 0 {
 		return nil, fmt.Errorf("unexpected argument %q (the policy file goes after --config)", fs.Arg(0))
 	}
+	// A flag wins over its variable: the environment sets only the flags
+	// the command line left alone, in the order of their names, so that
+	// of several bad values the same one is named every time.
+	given := map[string]bool{}
+	fs.Visit(func(fl *flag.Flag) { given[fl.Name] = true })
+	for _, name := range slices.Sorted(maps.Keys(serveEnv)) {
+		key := serveEnv[name]
+		if v := getenv(key); v != "" && !given[name] {
+			if err := fs.Set(name, v); err != nil {
+				return nil, fmt.Errorf("%s=%q: %w", key, v, err)
+			}
+			f.fromEnv[name] = key
+		}
+	}
+	for _, e := range []struct {
+		name, key string
+		l         *listFlag
+	}{{"envoy-config", "SLUICE_ENVOY_CONFIG", &f.envoy}, {"admin-host", "SLUICE_ADMIN_HOST", &f.adminHost}} {
+		if v := getenv(e.key); v != "" && !given[e.name] {
+			for _, p := range strings.Split(v, ",") {
+				if p = strings.TrimSpace(p); p != "" {
+					e.l.vals = append(e.l.vals, p)
+				}
+			}
+		}
+	}
 	if f.logFormat != "text" && f.logFormat != "json" {
-		return nil, fmt.Errorf("--log-format %q: want text or json", f.logFormat)
+		return nil, fmt.Errorf("%s %q: want text or json", f.name("log-format"), f.logFormat)
 	}
 	var lvl slog.Level
 	if err := lvl.UnmarshalText([]byte(f.logLevel)); err != nil {
-		return nil, fmt.Errorf("--log-level %q: want debug, info, warn or error", f.logLevel)
+		return nil, fmt.Errorf("%s %q: want debug, info, warn or error", f.name("log-level"), f.logLevel)
 	}
 	f.o.EnvoyConfigs = f.envoy.vals
 	var err error
 	if f.o.AdminHosts, err = adminHosts(f.adminHost.vals); err != nil {
 		return nil, err
 	}
-	f.o.WatchInterval = f.watch
-	if f.watch <= 0 {
+	switch {
+	case f.watch < 0:
+		return nil, fmt.Errorf("%s must not be negative (0 turns watching off)", f.name("watch-interval"))
+	case f.watch == 0:
 		f.o.WatchInterval = -1
+	default:
+		f.o.WatchInterval = f.watch
 	}
 	if f.shutdown <= 0 {
-		return nil, fmt.Errorf("--shutdown-timeout must be above zero")
+		return nil, fmt.Errorf("%s must be above zero", f.name("shutdown-timeout"))
 	}
 	f.o.ShutdownTimeout = f.shutdown
 	if f.o.MaxKeys < 0 {
-		return nil, fmt.Errorf("--max-keys must not be negative (0 means the policy file's, or 1048576)")
+		return nil, fmt.Errorf("%s must not be negative (0 means the policy file's, or 1048576)", f.name("max-keys"))
 	}
-	if f.o.UpstreamTimeout, err = bound("--upstream-timeout", f.upstreamTimeout); err != nil {
+	if f.o.UpstreamTimeout, err = bound(f.name("upstream-timeout"), f.upstreamTimeout); err != nil {
 		return nil, err
 	}
-	if f.o.BodyTimeout, err = bound("--body-timeout", f.bodyTimeout); err != nil {
+	if f.o.BodyTimeout, err = bound(f.name("body-timeout"), f.bodyTimeout); err != nil {
 		return nil, err
 	}
-	if f.o.SendTimeout, err = bound("--send-timeout", f.sendTimeout); err != nil {
+	if f.o.SendTimeout, err = bound(f.name("send-timeout"), f.sendTimeout); err != nil {
 		return nil, err
 	}
 	if f.gcFloorBytes, err = parseSize(f.gcFloor); err != nil {
-		return nil, fmt.Errorf("--gc-heap-floor %q: %w", f.gcFloor, err)
+		return nil, fmt.Errorf("%s %q: %w", f.name("gc-heap-floor"), f.gcFloor, err)
 	}
 	opts := &slog.HandlerOptions{Level: lvl}
 	if f.logFormat == "json" {
@@ -372,11 +394,12 @@ func runServe(ctx context.Context, args []string, stdout, stderr io.Writer) int 
 }
 
 // bound turns a timeout flag, where 0 means no bound, into the Options
-// value, where 0 means the default and a negative value no bound.
-func bound(flag string, d time.Duration) (time.Duration, error) {
+// value, where 0 means the default and a negative value no bound. name is
+// what set it, for the message.
+func bound(name string, d time.Duration) (time.Duration, error) {
 	switch {
 	case d < 0:
-		return 0, fmt.Errorf("%s must not be negative (0 means no bound)", flag)
+		return 0, fmt.Errorf("%s must not be negative (0 means no bound)", name)
 	case d == 0:
 		return -1, nil
 	}

@@ -436,6 +436,53 @@ func TestServeEnv(t *testing.T) {
 	}
 }
 
+// A bad value is refused naming where it came from: the variable, for a
+// value from the environment, or the flag. A flag wins over its variable,
+// which is then not read at all; a negative --watch-interval is refused,
+// as the negative timeouts are, rather than taken to turn watching off.
+func TestServeBadValueNamesItsSource(t *testing.T) {
+	for _, tt := range []struct {
+		env  map[string]string
+		args []string
+		want string // in the error; "" for none
+	}{
+		{map[string]string{"SLUICE_LOG_FORMAT": "xml"}, nil, "SLUICE_LOG_FORMAT"},
+		{map[string]string{"SLUICE_LOG_LEVEL": "loud"}, nil, "SLUICE_LOG_LEVEL"},
+		{map[string]string{"SLUICE_SHUTDOWN_TIMEOUT": "0s"}, nil, "SLUICE_SHUTDOWN_TIMEOUT"},
+		{map[string]string{"SLUICE_MAX_KEYS": "-1"}, nil, "SLUICE_MAX_KEYS"},
+		{map[string]string{"SLUICE_UPSTREAM_TIMEOUT": "-1s"}, nil, "SLUICE_UPSTREAM_TIMEOUT"},
+		{map[string]string{"SLUICE_BODY_TIMEOUT": "-1s"}, nil, "SLUICE_BODY_TIMEOUT"},
+		{map[string]string{"SLUICE_SEND_TIMEOUT": "-1s"}, nil, "SLUICE_SEND_TIMEOUT"},
+		{map[string]string{"SLUICE_GC_HEAP_FLOOR": "64MB"}, nil, "SLUICE_GC_HEAP_FLOOR"},
+		{map[string]string{"SLUICE_WATCH_INTERVAL": "-1s"}, nil, "SLUICE_WATCH_INTERVAL"},
+		{nil, []string{"--log-format", "xml"}, "--log-format"},
+		{nil, []string{"--shutdown-timeout", "0s"}, "--shutdown-timeout"},
+		{nil, []string{"--gc-heap-floor", "64MB"}, "--gc-heap-floor"},
+		{nil, []string{"--watch-interval", "-1s"}, "--watch-interval"},
+		{map[string]string{"SLUICE_LOG_FORMAT": "json"}, []string{"--log-format", "xml"}, "--log-format"},
+		{map[string]string{"SLUICE_LOG_FORMAT": "xml"}, []string{"--log-format", "json"}, ""},
+		{map[string]string{"SLUICE_PPROF": "maybe"}, []string{"--pprof"}, ""},
+		{map[string]string{"SLUICE_WATCH_INTERVAL": "0"}, nil, ""},
+	} {
+		_, err := parseServeFlags(tt.args, func(k string) string { return tt.env[k] }, io.Discard)
+		switch {
+		case tt.want == "" && err != nil:
+			t.Errorf("env %v, args %q: %v, want no error", tt.env, tt.args, err)
+		case tt.want != "" && (err == nil || !strings.Contains(err.Error(), tt.want)):
+			t.Errorf("env %v, args %q: %v, want an error naming %s", tt.env, tt.args, err, tt.want)
+		case tt.want != "" && len(tt.env) == 0 && strings.Contains(err.Error(), "SLUICE_"):
+			t.Errorf("args %q: %v names a variable that is not set", tt.args, err)
+		}
+	}
+	// Of several bad variables, the same one is named every time.
+	env := map[string]string{"SLUICE_PPROF": "maybe", "SLUICE_MAX_KEYS": "many", "SLUICE_WATCH_INTERVAL": "often"}
+	for range 20 {
+		if _, err := parseServeFlags(nil, func(k string) string { return env[k] }, io.Discard); err == nil || !strings.HasPrefix(err.Error(), "SLUICE_MAX_KEYS=") {
+			t.Fatalf("%v, want the first bad variable by flag name, SLUICE_MAX_KEYS", err)
+		}
+	}
+}
+
 // The help names every flag, with its variable, and no flag that is not.
 func TestServeHelpNamesEveryFlag(t *testing.T) {
 	fs := new(serveFlags).flagSet()

@@ -119,18 +119,27 @@ func (f *Floor) adjust() bool {
 // floor before it is collected, and base when base lets it grow further.
 // A heap of no live bytes yet (before the first collection) gets base:
 // the runtime's own floor of 4 MiB applies to it.
+//
+// The percent is at most math.MaxInt32 and 2^62/live: the runtime
+// computes its goal as (live + stacks + globals)×GOGC in 64 bits, and a
+// product that wraps would put the goal below the live heap, collecting
+// without pause. A floor that far away (petabytes for a heap of some
+// gigabytes) is as good as none.
 func Percent(live, floor uint64, base int) int {
 	if live == 0 || live >= floor {
 		return base
 	}
+	const most = 1 << 62
+	limit := min(math.MaxInt32, most/live)
 	// The runtime's goal is live + live×GOGC/100 (plus stacks and
 	// globals, which only raise it); round up so that it is not below
-	// floor.
+	// floor. Past most/100, d×100 would wrap, and the percent is past
+	// limit anyway.
 	d := floor - live
-	if d > math.MaxInt32/100*live {
-		return max(math.MaxInt32, base)
+	if d > most/100 {
+		return max(int(limit), base)
 	}
 	p := d * 100
 	p = p/live + min(p%live, 1)
-	return max(int(p), base)
+	return max(int(min(p, limit)), base)
 }

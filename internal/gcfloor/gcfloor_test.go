@@ -2,6 +2,7 @@ package gcfloor
 
 import (
 	"math"
+	"math/bits"
 	"runtime"
 	"runtime/debug"
 	"runtime/metrics"
@@ -26,12 +27,24 @@ func TestPercent(t *testing.T) {
 		{live: 1, floor: math.MaxUint64 / 200, base: 100, want: math.MaxInt32},
 		{live: 1 << 20, floor: math.MaxUint64, base: 100, want: math.MaxInt32},  // would overflow
 		{live: 100, floor: math.MaxInt32, base: 100, want: math.MaxInt32 - 100}, // just under the cap
+		{live: 1 << 30, floor: 1 << 40, base: 100, want: 102300},                // 1 GiB + 1023 GiB = 1 TiB
+		// The runtime multiplies live by the percent in 64 bits: from 2 GiB
+		// live, the percent stays at most 2^62/live.
+		{live: 1 << 31, floor: math.MaxUint64, base: 100, want: math.MaxInt32},
+		{live: 1 << 33, floor: math.MaxUint64, base: 100, want: 1 << 29},
+		{live: 1 << 34, floor: math.MaxUint64, base: 100, want: 1 << 28},
+		{live: 1 << 34, floor: 1<<58 + 1<<34, base: 100, want: 1 << 28}, // 100 × (floor − live) passes 2^64
+		{live: 1 << 34, floor: 1<<40 + 1<<34, base: 100, want: 6400},
 	} {
-		if got := Percent(c.live, c.floor, c.base); got != c.want {
-			t.Errorf("Percent(%d, %d, %d) = %d, want %d", c.live, c.floor, c.base, got, c.want)
+		p := Percent(c.live, c.floor, c.base)
+		if p != c.want {
+			t.Errorf("Percent(%d, %d, %d) = %d, want %d", c.live, c.floor, c.base, p, c.want)
 		}
-		if p := Percent(c.live, c.floor, c.base); c.live > 0 && c.live < c.floor && p < math.MaxInt32 &&
-			c.live+c.live*uint64(p)/100 < c.floor {
+		if hi, lo := bits.Mul64(c.live, uint64(p)); hi != 0 || lo > 1<<62 {
+			t.Errorf("Percent(%d, %d, %d) = %d: the runtime's goal, live × percent, would overflow", c.live, c.floor, c.base, p)
+		}
+		atCap := p == math.MaxInt32 || c.live > 0 && uint64(p) == (1<<62)/c.live
+		if c.live > 0 && c.live < c.floor && !atCap && c.live+c.live*uint64(p)/100 < c.floor {
 			t.Errorf("Percent(%d, %d, %d) = %d puts the goal at %d, below the floor", c.live, c.floor, c.base, p, c.live+c.live*uint64(p)/100)
 		}
 	}
