@@ -262,33 +262,16 @@ func TestWaitsForRetryAfter(t *testing.T) {
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
-			n := 0
-			next := rtFunc(func(req *http.Request) (*http.Response, error) {
-				n++
-				if n == 1 {
-					var kv []string
-					if tc.header != "-" {
-						kv = append(kv, "Retry-After", tc.header)
-					}
-					if tc.date != "" {
-						kv = append(kv, "Date", tc.date)
-					}
-					return reply(req, tc.status, nil, kv...), nil
-				}
-				return reply(req, 200, nil), nil
-			})
-			clock := newFakeClock(testStart)
+			var kv []string
+			if tc.header != "-" {
+				kv = append(kv, "Retry-After", tc.header)
+			}
+			if tc.date != "" {
+				kv = append(kv, "Date", tc.date)
+			}
 			// Rand just below 1 puts the wait at the top of its range,
 			// where an off-by-a-window mistake would show.
-			tr := NewTransport(next, Options{Clock: clock, Base: base, Rand: func() float64 { return 0.999 }})
-			resp, err := tr.RoundTrip(mustRequest(t, "GET", "http://example.test/", nil))
-			if err != nil {
-				t.Fatal(err)
-			}
-			if resp.StatusCode != 200 || n != 2 {
-				t.Fatalf("status %d after %d attempts, want 200 after 2", resp.StatusCode, n)
-			}
-			sleeps := clock.Sleeps()
+			sleeps := sleepsAfterRefusal(t, tc.status, kv, base, 0.999)
 			if len(sleeps) != 1 {
 				t.Fatalf("slept %v, want one sleep", sleeps)
 			}
@@ -297,6 +280,29 @@ func TestWaitsForRetryAfter(t *testing.T) {
 			}
 		})
 	}
+}
+
+// sleepsAfterRefusal sends a GET through a Transport on a fake clock,
+// with Base base and Rand giving rnd, to a server that refuses it once
+// with status and the header fields kv (name, value, ...) and then serves
+// it, and returns the waits the Transport slept.
+func sleepsAfterRefusal(t *testing.T, status int, kv []string, base time.Duration, rnd float64) []time.Duration {
+	t.Helper()
+	n := 0
+	next := rtFunc(func(req *http.Request) (*http.Response, error) {
+		n++
+		if n == 1 {
+			return reply(req, status, nil, kv...), nil
+		}
+		return reply(req, 200, nil), nil
+	})
+	clock := newFakeClock(testStart)
+	tr := NewTransport(next, Options{Clock: clock, Base: base, Rand: func() float64 { return rnd }})
+	resp, err := tr.RoundTrip(mustRequest(t, "GET", "http://example.test/", nil))
+	if err != nil || resp.StatusCode != 200 || n != 2 {
+		t.Fatalf("got %v, %v after %d attempts; want 200 after 2", resp, err, n)
+	}
+	return clock.Sleeps()
 }
 
 // TestRetryAfterSentTwice checks a Retry-After sent more than once: as
@@ -329,25 +335,11 @@ func TestRetryAfterSentTwice(t *testing.T) {
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
-			n := 0
-			next := rtFunc(func(req *http.Request) (*http.Response, error) {
-				n++
-				if n == 1 {
-					var kv []string
-					for _, l := range tc.lines {
-						kv = append(kv, "Retry-After", l)
-					}
-					return reply(req, 429, nil, kv...), nil
-				}
-				return reply(req, 200, nil), nil
-			})
-			clock := newFakeClock(testStart)
-			tr := NewTransport(next, Options{Clock: clock, Base: base, Rand: func() float64 { return 0 }})
-			resp, err := tr.RoundTrip(mustRequest(t, "GET", "http://example.test/", nil))
-			if err != nil || resp.StatusCode != 200 || n != 2 {
-				t.Fatalf("got %v, %v after %d attempts; want 200 after 2", resp, err, n)
+			var kv []string
+			for _, l := range tc.lines {
+				kv = append(kv, "Retry-After", l)
 			}
-			if s := clock.Sleeps(); len(s) != 1 || s[0] != tc.want {
+			if s := sleepsAfterRefusal(t, 429, kv, base, 0); len(s) != 1 || s[0] != tc.want {
 				t.Errorf("Retry-After %q: slept %v, want one wait of %v", tc.lines, s, tc.want)
 			}
 		})
