@@ -12,6 +12,7 @@ import (
 	"strconv"
 	"strings"
 	"time"
+	"unicode/utf8"
 
 	"go.yaml.in/yaml/v3"
 
@@ -1161,6 +1162,13 @@ func (ld *loader) match(n *yaml.Node, what string, forms pathForms) matcher {
 	// would match only a request that names that very host.
 	if strings.Contains(host, "*") {
 		ld.errf(hostNode, "host %q has a *: a host is matched as written, with no wildcards, so it would match no request it names; leave the host out to match every host, or write a policy for each", host)
+		return m
+	}
+	// Clients send an internationalized name in its ASCII form
+	// (xn--bcher-kva.example for bücher.example), which is what a request's
+	// host is compared with.
+	if i := strings.IndexFunc(host, func(r rune) bool { return r >= utf8.RuneSelf }); i >= 0 {
+		ld.errf(hostNode, "host %q is not ASCII: clients send an internationalized name in its ASCII form (punycode, xn--…), so it would match no request; write that form", host)
 		return m
 	}
 	// Requests are matched by their host in lower case, without a final

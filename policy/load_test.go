@@ -356,6 +356,12 @@ policies:
     match: "GET *.example.com/export"
     limits: ["1/s"]
 `, 4, 12, []string{`host "*.example.com" has a *`}},
+		{"internationalized host", `
+policies:
+  - name: a
+    match: {host: "bücher.example", path: /}
+    limits: ["1/s"]
+`, 4, 19, []string{`host "bücher.example" is not ASCII`, "punycode"}},
 		{"key on the Host header", `
 policies:
   - name: a
