@@ -356,6 +356,11 @@ policies:
     match: "GET *.example.com/export"
     limits: ["1/s"]
 `, 4, 12, []string{`host "*.example.com" has a *`}},
+		{"IPv4-mapped trusted proxy prefix", `
+client_ip: {trusted_proxies: ["::ffff:10.0.0.0/8"]}
+policies:
+  - {name: a, limits: ["1/s"]}
+`, 2, 31, []string{`trusted proxy "::ffff:10.0.0.0/8" is an IPv4-mapped prefix`, "10.0.0.0/8"}},
 		{"internationalized host", `
 policies:
   - name: a
