@@ -168,7 +168,7 @@ func (s *Server) serveReadyz(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	if err := s.ready.storeErr(); err != nil {
-		fmt.Fprintf(w, "ok: %v, and no policy needs it (every on_store_error is open or local)\n", err)
+		fmt.Fprintf(w, "ok: %v, and no policy needs it (every enforcing policy's on_store_error is open or local)\n", err)
 		return
 	}
 	_, _ = w.Write([]byte("ok\n"))
@@ -176,17 +176,19 @@ func (s *Server) serveReadyz(w http.ResponseWriter, r *http.Request) {
 
 // needsStore reports whether g cannot serve as configured while a shared
 // store is down: Envoy's service then answers every call Unavailable, and
-// a policy with on_store_error: closed refuses with 503. Policies that let
-// requests through (open) or decide them in this process (local) serve on
-// without it, and an instance taken out of rotation for an outage every
-// instance shares would only turn it into one of the whole service.
+// an enforcing policy with on_store_error: closed refuses with 503.
+// Policies that let requests through (open) or decide them in this
+// process (local) serve on without it, and so do shadow policies, which
+// refuse nothing whatever their on_store_error; an instance taken out of
+// rotation for an outage every instance shares would only turn it into
+// one of the whole service.
 func needsStore(g *generation) bool {
 	if g.rls != nil {
 		return true
 	}
 	if g.set != nil {
 		for _, p := range g.set.Policies() {
-			if p.OnStoreError == sluice.FailClosed {
+			if p.OnStoreError == sluice.FailClosed && !p.Shadow {
 				return true
 			}
 		}

@@ -215,3 +215,32 @@ func TestHostName(t *testing.T) {
 		}
 	}
 }
+
+// A shadow policy refuses nothing, whatever its on_store_error says: with
+// Redis down it does not keep an instance whose enforcing policies serve
+// on without Redis out of rotation. Were it to, a shadow copy of a policy
+// that kept on_store_error: closed would take every instance out at once.
+func TestReadyzIgnoresAShadowPolicyFailingClosed(t *testing.T) {
+	rs := redistest.Start(t)
+	up := newUpstream(t)
+	ts := startServer(t, `
+store: {redis: "redis://`+rs.Addr()+`/0", timeout: 200ms}
+policies:
+  - name: api
+    key: "header:X-Id"
+    limits: ["2/m"]
+  - name: api_next
+    key: "header:X-Id"
+    limits: ["1/m"]
+    shadow: true
+    on_store_error: closed
+`, Options{Upstream: up.URL, Clock: realClock{}})
+	rs.Kill()
+	ts.ready.forget()
+	if resp, _ := get(t, ts.Addrs().Proxy, "/", "X-Id", "a"); resp.StatusCode != 200 {
+		t.Fatalf("with Redis down, a request the fail-open policy lets through: %d, want 200", resp.StatusCode)
+	}
+	if resp, body := get(t, ts.Addrs().Admin, "/readyz"); resp.StatusCode != 200 || !strings.Contains(body, "Redis store does not answer") {
+		t.Errorf("/readyz with Redis down, the only fail-closed policy a shadow one: %d %q, want 200 saying Redis does not answer", resp.StatusCode, body)
+	}
+}

@@ -21,6 +21,7 @@ type Metrics struct {
 	storeErrors  *prometheus.CounterVec
 	reloads      *prometheus.CounterVec
 	lastReload   prometheus.Gauge
+	reloadOK     prometheus.Gauge
 	shed         *prometheus.CounterVec
 	now          func() time.Time
 }
@@ -45,10 +46,23 @@ func NewMetrics(reg prometheus.Registerer, now func() time.Time) *Metrics {
 			Namespace: "sluice", Name: "decisions_total",
 			Help: "Decisions by policy (for Envoy's service, rls:DOMAIN) and result: allowed, refused, shadow_refused, throttled, error.",
 		}, []string{"policy", "result"}),
+		// From a decision in memory (about 100ns) to a call that waits
+		// for a hung Redis about twice store.timeout (50ms by default,
+		// more where Redis is far): each lands in a bucket of its own
+		// size, where a quantile means something.
 		storeLatency: prometheus.NewHistogramVec(prometheus.HistogramOpts{
 			Namespace: "sluice", Name: "store_latency_seconds",
-			Help:    "Time the store took to decide one request.",
-			Buckets: []float64{.00001, .000025, .00005, .0001, .00025, .0005, .001, .0025, .005, .01, .025, .05, .1},
+			Help: "Time the store took to decide one request.",
+			Buckets: []float64{
+				.0000001, .00000025, .0000005,
+				.000001, .0000025, .000005,
+				.00001, .000025, .00005,
+				.0001, .00025, .0005,
+				.001, .0025, .005,
+				.01, .025, .05,
+				.1, .25, .5,
+				1,
+			},
 		}, []string{"store"}),
 		storeErrors: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Namespace: "sluice", Name: "store_errors_total",
@@ -62,6 +76,13 @@ func NewMetrics(reg prometheus.Registerer, now func() time.Time) *Metrics {
 			Namespace: "sluice", Name: "config_last_reload_success_timestamp_seconds",
 			Help: "When the configuration in force was loaded.",
 		}),
+		// A failed reload is counted once, as the files are read again
+		// only when they change: this says, for as long as it lasts, that
+		// the files on disk are not the ones serving.
+		reloadOK: prometheus.NewGauge(prometheus.GaugeOpts{
+			Namespace: "sluice", Name: "config_last_reload_successful",
+			Help: "1 if the last load of the configuration files succeeded, 0 if it failed and the previous configuration keeps serving.",
+		}),
 		shed: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Namespace: "sluice", Name: "shed_total",
 			Help: "Requests shed with 503 by the concurrency limit, by priority class.",
@@ -72,7 +93,7 @@ func NewMetrics(reg prometheus.Registerer, now func() time.Time) *Metrics {
 	// has a series to watch before the first one.
 	m.reloads.WithLabelValues("success")
 	m.reloads.WithLabelValues("failure")
-	reg.MustRegister(m.decisions, m.storeLatency, m.storeErrors, m.reloads, m.lastReload, m.shed)
+	reg.MustRegister(m.decisions, m.storeLatency, m.storeErrors, m.reloads, m.lastReload, m.reloadOK, m.shed)
 	return m
 }
 
@@ -92,6 +113,7 @@ func (m *Metrics) Reload(ok bool) {
 		return
 	}
 	m.reloads.WithLabelValues("failure").Inc()
+	m.reloadOK.Set(0)
 }
 
 // RegisterRedis adds the counters a Redis store keeps itself (deny-cache
@@ -195,7 +217,10 @@ func registerTLS(reg prometheus.Registerer, notAfter func() time.Time) *promethe
 }
 
 // loaded records when the configuration in force was loaded.
-func (m *Metrics) loaded() { m.lastReload.Set(float64(m.now().UnixNano()) / 1e9) }
+func (m *Metrics) loaded() {
+	m.lastReload.Set(float64(m.now().UnixNano()) / 1e9)
+	m.reloadOK.Set(1)
+}
 
 // Shed counts a request shed by the concurrency limit.
 func (m *Metrics) Shed(priority string) { m.shed.WithLabelValues(priority).Inc() }

@@ -25,8 +25,11 @@ func (o observer) Observe(_ context.Context, e policy.Event) {
 		result = ResultThrottled
 	}
 	o.s.m.Decision(e.Policy.Name, result)
-	// What the client saw: throttled and shadow-refused requests passed.
-	o.s.dash.Record(e.Policy.Name, result != ResultRefused && (e.StoreErr == nil || e.Decision.Allowed))
+	// What the client saw: throttled requests passed, and so did every
+	// request a shadow policy decided, on a store error too (its Decision
+	// is then whatever the store returned with its error). On an enforcing
+	// policy's store error the Decision is on_store_error's.
+	o.s.dash.Record(e.Policy.Name, e.Decision.Allowed || e.Shadow)
 	if result == ResultRefused {
 		o.s.top.Add(e.Key)
 	}

@@ -1,0 +1,190 @@
+package server
+
+import (
+	"context"
+	"errors"
+	"testing"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+
+	"github.com/sluicehq/sluice/dashboard"
+	"github.com/sluicehq/sluice/policy"
+	"github.com/sluicehq/sluice/rate"
+	"github.com/sluicehq/sluice/rate/ratetest"
+)
+
+// gathered returns the value of the series of reg named name whose labels
+// include labels (name=value pairs), and whether there is one. A
+// histogram's value is its count.
+func gathered(t *testing.T, reg *prometheus.Registry, name string, labels ...string) (float64, bool) {
+	t.Helper()
+	mfs, err := reg.Gather()
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, mf := range mfs {
+		if mf.GetName() != name {
+			continue
+		}
+	series:
+		for _, m := range mf.GetMetric() {
+			have := map[string]string{}
+			for _, lp := range m.GetLabel() {
+				have[lp.GetName()] = lp.GetValue()
+			}
+			for i := 0; i+1 < len(labels); i += 2 {
+				if have[labels[i]] != labels[i+1] {
+					continue series
+				}
+			}
+			switch {
+			case m.GetCounter() != nil:
+				return m.GetCounter().GetValue(), true
+			case m.GetGauge() != nil:
+				return m.GetGauge().GetValue(), true
+			case m.GetHistogram() != nil:
+				return float64(m.GetHistogram().GetSampleCount()), true
+			}
+		}
+	}
+	return 0, false
+}
+
+// observedServer is the part of a Server the observer counts in.
+func observedServer(t *testing.T) (*Server, *prometheus.Registry) {
+	t.Helper()
+	reg := prometheus.NewRegistry()
+	clock := ratetest.NewClock(start)
+	s := &Server{m: NewMetrics(reg, clock.Now), dash: dashboard.New(dashboard.Options{Clock: clock}), top: NewTopK(10)}
+	registerRefusedRatio(reg, s.dash)
+	return s, reg
+}
+
+// Each policy decision is counted under its result, and in
+// sluice_refused_ratio as the client saw it: a shadow policy refuses
+// nothing, when the store failed under it too, so a Redis outage under
+// a shadow policy does not read as refusals (and fire the refused-ratio
+// alert) while every client is served.
+func TestObserverCountsWhatClientsSaw(t *testing.T) {
+	s, reg := observedServer(t)
+	down := errors.New("redis store: connection refused")
+	enforcing := &policy.Policy{Name: "api"}
+	shadow := &policy.Policy{Name: "api_next", Shadow: true}
+	for _, tt := range []struct {
+		what    string
+		e       policy.Event
+		result  string
+		refused bool
+	}{
+		{"allowed", policy.Event{Policy: enforcing, Decision: rate.Decision{Allowed: true}}, ResultAllowed, false},
+		{"refused", policy.Event{Policy: enforcing, Key: "k1"}, ResultRefused, true},
+		{"throttled", policy.Event{Policy: enforcing, Decision: rate.Decision{Allowed: true, Delay: time.Second}}, ResultThrottled, false},
+		{"open on a store error", policy.Event{Policy: enforcing, Decision: rate.Decision{Allowed: true}, StoreErr: down}, ResultError, false},
+		{"closed on a store error", policy.Event{Policy: enforcing, Decision: rate.Decision{RetryAfter: time.Second}, StoreErr: down}, ResultError, true},
+		{"shadow refused", policy.Event{Policy: shadow, Shadow: true, Key: "k2"}, ResultShadowRefused, false},
+		// The store's error comes with an empty Decision, which refuses.
+		{"shadow on a store error", policy.Event{Policy: shadow, Shadow: true, StoreErr: down}, ResultError, false},
+	} {
+		before, _ := gathered(t, reg, "sluice_decisions_total", "policy", tt.e.Policy.Name, "result", tt.result)
+		live := s.dash.Live(60).Policies
+		observer{s}.Observe(context.Background(), tt.e)
+		if after, _ := gathered(t, reg, "sluice_decisions_total", "policy", tt.e.Policy.Name, "result", tt.result); after != before+1 {
+			t.Errorf("%s: sluice_decisions_total{result=%q} went from %v to %v, want one more", tt.what, tt.result, before, after)
+		}
+		var passed, refused int64
+		for _, p := range s.dash.Live(60).Policies {
+			passed, refused = passed+p.Passed, refused+p.Refused
+		}
+		for _, p := range live {
+			passed, refused = passed-p.Passed, refused-p.Refused
+		}
+		if got := refused == 1 && passed == 0; got != tt.refused || passed+refused != 1 {
+			t.Errorf("%s: counted %d passed, %d refused; want refused %v", tt.what, passed, refused, tt.refused)
+		}
+	}
+	if ratio, _ := gathered(t, reg, "sluice_refused_ratio"); ratio != 2.0/7 {
+		t.Errorf("sluice_refused_ratio %v, want 2/7: a refusal and a store error failing closed, of 7", ratio)
+	}
+	if keys, total := s.top.Top(-1); total != 1 || len(keys) != 1 || keys[0].Key != "k1" {
+		t.Errorf("/debug/top holds %v of %d refusals, want k1's alone", keys, total)
+	}
+}
+
+// sluice_store_latency_seconds tells apart what its stores take: a
+// decision in memory (about 100ns, with the clock read around it), a
+// Redis call on the local network (a fraction of a millisecond), and a
+// call that waits for Redis up to about twice the store's timeout (50ms by
+// default, more where Redis is far). Each lands in a bucket at most 2.5
+// times its value, not in the first one or in +Inf, where a quantile
+// would read the bucket's bound whatever the latency.
+func TestStoreLatencyBuckets(t *testing.T) {
+	reg := prometheus.NewRegistry()
+	m := NewMetrics(reg, nil)
+	latencies := []time.Duration{
+		150 * time.Nanosecond, // in memory
+		400 * time.Nanosecond, // in memory, on a busy core
+		3 * time.Microsecond,  // in memory, evicting a key
+		300 * time.Microsecond,
+		4 * time.Millisecond,
+		2*DefaultStoreTimeout + 10*time.Millisecond,  // a hung Redis, the default timeout
+		2*400*time.Millisecond + 50*time.Millisecond, // a hung Redis, a timeout of 400ms
+	}
+	m.storeLatency.WithLabelValues("redis").Observe(0)
+	mfs, err := reg.Gather()
+	if err != nil {
+		t.Fatal(err)
+	}
+	var bounds []float64
+	for _, mf := range mfs {
+		if mf.GetName() == "sluice_store_latency_seconds" {
+			for _, b := range mf.GetMetric()[0].GetHistogram().GetBucket() {
+				bounds = append(bounds, b.GetUpperBound())
+			}
+		}
+	}
+	if len(bounds) == 0 {
+		t.Fatal("no sluice_store_latency_seconds buckets")
+	}
+	for _, d := range latencies {
+		v := d.Seconds()
+		i := 0
+		for i < len(bounds) && bounds[i] < v {
+			i++
+		}
+		switch {
+		case i == len(bounds):
+			t.Errorf("%v lands in +Inf (the largest bucket is %gs)", d, bounds[len(bounds)-1])
+		case i == 0:
+			t.Errorf("%v lands in the first bucket, %gs", d, bounds[0])
+		case bounds[i] > 2.5*v:
+			t.Errorf("%v lands in the bucket of %gs, over 2.5 times it", d, bounds[i])
+		}
+	}
+}
+
+// A reload that fails is counted once, as the watcher reads a file once
+// per change: sluice_config_last_reload_successful says for as long as it
+// lasts that the files on disk are not the ones serving, where an alert
+// on the failures' counter would resolve while the bad file stays.
+func TestConfigLastReloadSuccessful(t *testing.T) {
+	ts := startServer(t, checkPolicy, Options{})
+	want := func(when, v string) {
+		t.Helper()
+		if got := ts.metric("sluice_config_last_reload_successful "); got != "sluice_config_last_reload_successful "+v {
+			t.Errorf("%s: %q, want %s", when, got, v)
+		}
+	}
+	want("at start", "1")
+	writeFile(t, ts.dir, "sluice.yaml", "policies: [")
+	if err := ts.Reload(context.Background()); err == nil {
+		t.Fatal("a file cut short reloaded")
+	}
+	want("after a failed reload", "0")
+	want("still, at the next scrape", "0")
+	writeFile(t, ts.dir, "sluice.yaml", checkPolicy)
+	if err := ts.Reload(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	want("after the file is fixed", "1")
+}
