@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"errors"
+	"log/slog"
 	"net/http"
 	"net/http/httptest"
 	"net/netip"
@@ -390,5 +391,36 @@ policies:
 		if passed != tt.passed {
 			t.Errorf("%s from %s: %d of 4 passed, want %d", tt.user, tt.client, passed, tt.passed)
 		}
+	}
+}
+
+// A shadow policy's refusals are logged at most once a second, each line
+// saying how many it left out since the one before: a flood of refusals
+// must not flood the log.
+func TestShadowRefusalsLoggedOnceASecond(t *testing.T) {
+	var buf bytes.Buffer
+	clock := ratetest.NewClock(time.Date(2026, 3, 1, 12, 0, 0, 0, time.UTC))
+	e := generation(t, `
+policies:
+  - {name: dry, shadow: true, limits: ["1/h"]}
+`, memory.New(memory.Options{Clock: clock}), clock, Options{Logger: slog.New(slog.NewTextHandler(&buf, nil))})
+	lines := func() []string { return strings.Split(strings.TrimSpace(buf.String()), "\n") }
+	for range 5 { // 1 passes, 4 would be refused: 1 line, 3 left out
+		if v := sendFrom(e, "GET", "/", "192.0.2.1"); v != Allow {
+			t.Fatalf("a shadow policy refused: %v", v)
+		}
+	}
+	if l := lines(); len(l) != 1 || !strings.Contains(l[0], "shadow policy would refuse") || !strings.Contains(l[0], "not_logged=0") {
+		t.Fatalf("log after 4 refusals in one instant:\n%s\nwant one line, with not_logged=0", buf.String())
+	}
+	clock.Advance(999 * time.Millisecond)
+	sendFrom(e, "GET", "/", "192.0.2.1")
+	if l := lines(); len(l) != 1 {
+		t.Fatalf("a second line within the second:\n%s", buf.String())
+	}
+	clock.Advance(time.Millisecond)
+	sendFrom(e, "GET", "/", "192.0.2.1")
+	if l := lines(); len(l) != 2 || !strings.Contains(l[1], "not_logged=4") {
+		t.Fatalf("log a second after the first line:\n%s\nwant a second line, with not_logged=4", buf.String())
 	}
 }

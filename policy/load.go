@@ -700,7 +700,7 @@ func (ld *loader) policy(n *yaml.Node, set *Set) *Policy {
 	// A misspelt field is reported as such; do not also report what its
 	// absence leaves missing.
 	misspelt := len(ld.probs) > before
-	p := &Policy{Cost: 1}
+	p := &Policy{Cost: 1, refusalLog: &sampler{}}
 	nv, ok := f["name"]
 	if !ok {
 		ld.errf(n, "%s has no name", what)

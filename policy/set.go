@@ -207,6 +207,8 @@ type Policy struct {
 	usesPlan  bool
 	usesPath  bool
 	foldKey   bool // fold_key: values a client spells are folded (see foldValue)
+
+	refusalLog *sampler // paces the log of a shadow policy's refusals
 }
 
 // Limits returns the policy's default limits (for requests that no plan
