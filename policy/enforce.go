@@ -598,39 +598,15 @@ func (e *Enforcer) decideShadow(ctx context.Context, st *state) {
 			return // the request ended: nothing more to decide
 		}
 		if err == nil && !d.Allowed && e.logger != nil {
-			if left, ok := p.refusalLog.take(e.clock.Now()); ok {
+			if held, ok := p.refusalLog.Take(e.clock.Now()); ok {
 				e.logger.LogAttrs(ctx, slog.LevelInfo, "shadow policy would refuse",
 					slog.String("policy", p.Name), slog.String("key", st.reqs[a].Key),
-					slog.Duration("retry_after", d.RetryAfter), slog.Int64("not_logged", left))
+					slog.Duration("retry_after", d.RetryAfter), slog.Int64("not_logged", held))
 			}
 		}
 		e.observe(ctx, st, a, b, err)
 		a = b
 	}
-}
-
-// logEvery is the least time between two log lines of one kind for one
-// policy: a flood of refusals, which is when they come, would otherwise
-// flood the log with one line a request.
-const logEvery = time.Second
-
-// sampler paces a kind of log line to one per logEvery, and counts the
-// lines it leaves out, which the next one reports.
-type sampler struct {
-	last    atomic.Int64 // when the last line was logged, in ns since the epoch
-	skipped atomic.Int64 // lines left out since
-}
-
-// take reports whether a line may be logged at now, and how many were
-// left out before it.
-func (s *sampler) take(now time.Time) (left int64, ok bool) {
-	t := now.UnixNano()
-	last := s.last.Load()
-	if last != 0 && t-last < int64(logEvery) || !s.last.CompareAndSwap(last, t) {
-		s.skipped.Add(1)
-		return 0, false
-	}
-	return s.skipped.Swap(0), true
 }
 
 // observe reports the policies of entries [a, b) to the observer.

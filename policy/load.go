@@ -18,6 +18,7 @@ import (
 
 	"github.com/sluicehq/sluice"
 	"github.com/sluicehq/sluice/clientip"
+	"github.com/sluicehq/sluice/internal/logpace"
 	"github.com/sluicehq/sluice/internal/yamlalias"
 	"github.com/sluicehq/sluice/internal/yamlpos"
 	"github.com/sluicehq/sluice/rate"
@@ -700,7 +701,7 @@ func (ld *loader) policy(n *yaml.Node, set *Set) *Policy {
 	// A misspelt field is reported as such; do not also report what its
 	// absence leaves missing.
 	misspelt := len(ld.probs) > before
-	p := &Policy{Cost: 1, refusalLog: &sampler{}}
+	p := &Policy{Cost: 1, refusalLog: &logpace.Pacer{}}
 	nv, ok := f["name"]
 	if !ok {
 		ld.errf(n, "%s has no name", what)

@@ -7,6 +7,7 @@ import (
 
 	"github.com/sluicehq/sluice"
 	"github.com/sluicehq/sluice/clientip"
+	"github.com/sluicehq/sluice/internal/logpace"
 	"github.com/sluicehq/sluice/internal/ratefield"
 	"github.com/sluicehq/sluice/internal/urlpath"
 	"github.com/sluicehq/sluice/rate"
@@ -208,7 +209,7 @@ type Policy struct {
 	usesPath  bool
 	foldKey   bool // fold_key: values a client spells are folded (see foldValue)
 
-	refusalLog *sampler // paces the log of a shadow policy's refusals
+	refusalLog *logpace.Pacer // paces the log of a shadow policy's refusals
 }
 
 // Limits returns the policy's default limits (for requests that no plan

@@ -657,7 +657,11 @@ func (s *Server) proxyError(w http.ResponseWriter, r *http.Request, err error) {
 		// and logs nothing.
 		panic(http.ErrAbortHandler)
 	}
-	s.log.Warn("upstream failed", "method", r.Method, "path", r.URL.Path, "error", err.Error())
+	// One line a second, counting those it left out: a down upstream
+	// fails every request.
+	if held, ok := s.upstreamLog.Take(s.clock.Now()); ok {
+		s.log.Warn("upstream failed", "method", r.Method, "path", r.URL.Path, "error", err.Error(), "not_logged", held)
+	}
 	if ne, ok := errors.AsType[net.Error](err); ok && ne.Timeout() {
 		writeProblem(w, http.StatusGatewayTimeout, "the upstream did not answer in time")
 		return

@@ -300,10 +300,22 @@ func TestProxyUpstreamDown(t *testing.T) {
 	l := localListener(t)
 	dead := "http://" + l.Addr().String()
 	l.Close()
-	ts := startServer(t, untrustedPolicy, Options{Upstream: dead})
+	ts := startServer(t, "policies: [{name: api, key: ip, limits: [\"100/m\"]}]\n", Options{Upstream: dead})
 	resp, body := get(t, ts.Addrs().Proxy, "/")
 	if resp.StatusCode != http.StatusBadGateway || resp.Header.Get("Content-Type") != "application/problem+json" || resp.Header.Get("Ratelimit") == "" {
 		t.Errorf("upstream down: %d %v %q; want 502 problem+json with the RateLimit fields", resp.StatusCode, resp.Header, body)
+	}
+	// Every request fails: the log has one line a second, each counting
+	// those it left out, not one a request.
+	get(t, ts.Addrs().Proxy, "/")
+	get(t, ts.Addrs().Proxy, "/")
+	if n := strings.Count(ts.logs.String(), "upstream failed"); n != 1 {
+		t.Errorf("3 failures in one instant logged %d lines, want 1:\n%s", n, ts.logs.String())
+	}
+	ts.clock.Advance(time.Second)
+	get(t, ts.Addrs().Proxy, "/")
+	if logs := ts.logs.String(); strings.Count(logs, "upstream failed") != 2 || !strings.Contains(logs, "not_logged=2") {
+		t.Errorf("a second later: want a second line, with not_logged=2:\n%s", logs)
 	}
 }
 

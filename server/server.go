@@ -24,6 +24,7 @@ import (
 	healthpb "google.golang.org/grpc/health/grpc_health_v1"
 
 	"github.com/sluicehq/sluice/dashboard"
+	"github.com/sluicehq/sluice/internal/logpace"
 	"github.com/sluicehq/sluice/policy"
 	"github.com/sluicehq/sluice/rate"
 	"github.com/sluicehq/sluice/rls"
@@ -215,6 +216,9 @@ type Server struct {
 	target   *url.URL     // upstream; nil for the demo upstream or no proxy
 	proxy    bool         // the proxy listener is on
 	trans    http.RoundTripper
+	// upstreamLog paces the log of upstream failures: a down upstream
+	// fails every request.
+	upstreamLog logpace.Pacer
 
 	// watch polls the configuration files, and tlsWatch the TLS files;
 	// nil when they are not watched. They are made before the files are

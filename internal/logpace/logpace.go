@@ -1,0 +1,32 @@
+// Package logpace paces a kind of log line: a rate limiter logs most when
+// it is attacked or its store or upstream is down, one line a request
+// unless something holds it back.
+package logpace
+
+import (
+	"sync/atomic"
+	"time"
+)
+
+// Every is the least time between two lines of one Pacer.
+const Every = time.Second
+
+// Pacer lets one line through per Every and counts the lines it holds
+// back, which the next line it lets through reports. The zero Pacer is
+// ready to use; it is safe for concurrent use.
+type Pacer struct {
+	last    atomic.Int64 // when the last line went, in ns since the epoch
+	skipped atomic.Int64 // lines held back since
+}
+
+// Take reports whether a line may be logged at now, and how many were
+// held back before it.
+func (p *Pacer) Take(now time.Time) (held int64, ok bool) {
+	t := now.UnixNano()
+	last := p.last.Load()
+	if last != 0 && t-last < int64(Every) || !p.last.CompareAndSwap(last, t) {
+		p.skipped.Add(1)
+		return 0, false
+	}
+	return p.skipped.Swap(0), true
+}
