@@ -54,7 +54,9 @@ type Options struct {
 	// a larger one is answered 413. Zero means DefaultMaxBody.
 	MaxBody int64
 	// Timeout bounds one simulation; one that takes longer is answered
-	// 503. Zero means DefaultTimeout.
+	// 503. It also bounds how long the request's body takes to arrive
+	// (408 beyond) and how long the client takes to read the answer.
+	// Zero means DefaultTimeout.
 	Timeout time.Duration
 	// MaxRunning is how many simulations may run at once; a request
 	// beyond it is answered 429 with Retry-After. Zero means

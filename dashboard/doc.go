@@ -33,9 +33,12 @@
 // Errors are application/problem+json ([Problem]), an unknown path's 404
 // and a wrong method's 405 (with Allow) included; a CSV error names its
 // line. POST api/sim reads at most Options.MaxBody bytes (413 beyond),
-// parses the traffic and runs at most Options.MaxRunning simulations at
-// once (429 beyond) for at most Options.Timeout each (503 beyond), and
-// refuses requests from pages of other origins (403). The page and its
+// arriving within Options.Timeout (408 beyond), parses the traffic and
+// runs at most Options.MaxRunning simulations at once (429 beyond) for
+// at most Options.Timeout each (503 beyond), and refuses requests from
+// pages of other origins (403). A client gets Options.Timeout more to
+// take its answer, after which its connection is cut: one that reads
+// nothing does not keep its place among MaxRunning. The page and its
 // files are revalidated at every load, and carry ETags so that an
 // unchanged one costs a 304.
 //

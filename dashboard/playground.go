@@ -9,9 +9,11 @@ import (
 	"maps"
 	"mime"
 	"net/http"
+	"os"
 	"slices"
 	"strconv"
 	"strings"
+	"time"
 
 	"github.com/sluicehq/sluice/rate"
 	"github.com/sluicehq/sluice/sim"
@@ -134,15 +136,29 @@ func (d *Dashboard) serveSim(w http.ResponseWriter, r *http.Request) {
 		writeProblem(w, newProblem(http.StatusForbidden, "", playgroundOff).p)
 		return
 	}
+	// The admin listener bounds neither how long a body takes to arrive
+	// nor how long a client takes to read the answer: the playground
+	// does, by Timeout each, or a client that stops reading would keep
+	// its place among MaxRunning (and the result in memory) for as long
+	// as it keeps its connection open. Where the ResponseWriter does not
+	// support deadlines, there are none.
+	rc := http.NewResponseController(w)
+	_ = rc.SetReadDeadline(time.Now().Add(d.timeout))
 	req, err := d.readSimRequest(w, r)
 	if err != nil {
+		// The deadline stays: before it answers, net/http reads what is
+		// left of the body, which must not wait for good either.
 		d.fail(w, r, err)
 		return
 	}
+	// Past the body, a read is net/http's watch for the client hanging
+	// up: a deadline firing there would cancel the simulation.
+	_ = rc.SetReadDeadline(time.Time{})
 	// Take a place once the body is read, so that a slow upload does not
 	// hold one, but before the traffic is read into requests: they take
 	// several times the memory of the body, and only MaxRunning requests
-	// may hold them at once.
+	// may hold them at once. The place is kept until the answer is
+	// written, so that results waiting for a slow client count too.
 	select {
 	case d.running <- struct{}{}:
 		defer func() { <-d.running }()
@@ -178,6 +194,7 @@ func (d *Dashboard) serveSim(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	d.log.DebugContext(r.Context(), "simulation", "scenario", res.Scenario, "requests", len(sc.Events), "rows", len(res.Rows))
+	_ = rc.SetWriteDeadline(time.Now().Add(d.timeout))
 
 	if wantsSVG(r.Header.Get("Accept")) {
 		w.Header().Set("Content-Type", "image/svg+xml; charset=utf-8")
@@ -258,6 +275,10 @@ func (d *Dashboard) bodyError(err error, what string) error {
 	if _, ok := errors.AsType[*http.MaxBytesError](err); ok {
 		return newProblem(http.StatusRequestEntityTooLarge, "",
 			fmt.Sprintf("the body is larger than %s; paste less traffic", sizeText(d.maxBody)))
+	}
+	if errors.Is(err, os.ErrDeadlineExceeded) {
+		return newProblem(http.StatusRequestTimeout, "",
+			fmt.Sprintf("the body took longer than %v to arrive", d.timeout))
 	}
 	return newProblem(http.StatusBadRequest, "", fmt.Sprintf("unreadable %s: %v", what, err))
 }

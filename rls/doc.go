@@ -95,9 +95,11 @@
 //
 // In this mode each descriptor is one store call, one after the other (the
 // reference sends a request's descriptors to Redis in one pipeline).
-// Neither bounds how many descriptors a request carries: Envoy sends one
-// per rate_limits entry of the route, and gRPC's limit on a message's size
-// (4MB by default) bounds the rest.
+// Envoy sends one descriptor per rate_limits entry of the route, a
+// handful; a request of more than [Options].MaxDescriptors (1,000 by
+// default) is refused with InvalidArgument before any is decided, where
+// the reference has no bound but gRPC's on a message's size (4MB by
+// default, some 400,000 descriptors).
 //
 // With [Options].RefusedConsumeNothing, a request's enforced descriptors
 // are decided together with one [sluice.Store].DecideAll, all or nothing,

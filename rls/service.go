@@ -53,7 +53,18 @@ type Options struct {
 	// Logger receives warnings about store errors. If nil, nothing is
 	// logged.
 	Logger *slog.Logger
+	// MaxDescriptors is the most descriptors a request may carry; one
+	// with more is refused with InvalidArgument before any is decided.
+	// Envoy sends one descriptor per rate_limits entry of a route, a
+	// handful; without a bound, one message of gRPC's 4MB holds some
+	// 400,000, each a store call, a key and a status. Zero means
+	// DefaultMaxDescriptors; a negative value, no bound (as in the
+	// reference).
+	MaxDescriptors int
 }
+
+// DefaultMaxDescriptors is Options.MaxDescriptors when zero.
+const DefaultMaxDescriptors = 1000
 
 // Event describes one descriptor's decision, for metrics.
 type Event struct {
@@ -94,12 +105,13 @@ type Event struct {
 type Service struct {
 	rlsv3.UnimplementedRateLimitServiceServer
 
-	store  sluice.Store
-	opts   Options
-	clock  rate.Clock
-	log    *slog.Logger
-	cfg    atomic.Pointer[Config]
-	health *health.Server
+	store    sluice.Store
+	opts     Options
+	clock    rate.Clock
+	maxDescs int // no bound when negative
+	log      *slog.Logger
+	cfg      atomic.Pointer[Config]
+	health   *health.Server
 }
 
 var _ rlsv3.RateLimitServiceServer = (*Service)(nil)
@@ -113,6 +125,10 @@ func NewService(cfg *Config, store sluice.Store, opts Options) *Service {
 	}
 	if s.log == nil {
 		s.log = slog.New(slog.DiscardHandler)
+	}
+	s.maxDescs = opts.MaxDescriptors
+	if s.maxDescs == 0 {
+		s.maxDescs = DefaultMaxDescriptors
 	}
 	s.cfg.Store(cfg)
 	s.health.SetServingStatus("", healthpb.HealthCheckResponse_SERVING)
@@ -162,7 +178,8 @@ type item struct {
 // one status per descriptor, in order, and OVER_LIMIT overall when any
 // enforced descriptor is over its limit. An unknown domain or a
 // descriptor no limit matches is OK with no current_limit; an empty
-// domain or descriptor list is InvalidArgument; a store that cannot decide
+// domain or descriptor list is InvalidArgument, and so is one of more
+// than Options.MaxDescriptors descriptors; a store that cannot decide
 // makes the call fail with Unavailable, and Envoy's failure_mode_deny
 // decides what happens to the request.
 func (s *Service) ShouldRateLimit(ctx context.Context, req *rlsv3.RateLimitRequest) (*rlsv3.RateLimitResponse, error) {
@@ -172,6 +189,9 @@ func (s *Service) ShouldRateLimit(ctx context.Context, req *rlsv3.RateLimitReque
 	descs := req.GetDescriptors()
 	if len(descs) == 0 {
 		return nil, status.Error(codes.InvalidArgument, "rate limit descriptor list must not be empty")
+	}
+	if s.maxDescs > 0 && len(descs) > s.maxDescs {
+		return nil, status.Errorf(codes.InvalidArgument, "%d rate limit descriptors; at most %d", len(descs), s.maxDescs)
 	}
 	cfg := s.cfg.Load()
 	items := make([]item, len(descs))

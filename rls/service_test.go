@@ -770,14 +770,14 @@ func TestOddDescriptors(t *testing.T) {
 	}
 }
 
-// As in the reference, a request may carry any number of descriptors. In
-// the reference's mode each is its own store call, one after the other
-// (the reference sends them to Redis in one pipeline).
+// A request may carry up to DefaultMaxDescriptors descriptors. In the
+// reference's mode each is its own store call, one after the other (the
+// reference sends them to Redis in one pipeline).
 func TestEachDescriptorIsAStoreCall(t *testing.T) {
 	clock := ratetest.NewClock(start)
 	cs := &countingStore{Store: memory.New(memory.Options{Clock: clock})}
 	svc := NewService(parse(t, perMinute), cs, Options{Clock: clock})
-	const n = 1000
+	const n = DefaultMaxDescriptors
 	req := &rlsv3.RateLimitRequest{Domain: "api"}
 	for i := range n {
 		req.Descriptors = append(req.Descriptors, desc("user", fmt.Sprint(i)))
@@ -788,6 +788,46 @@ func TestEachDescriptorIsAStoreCall(t *testing.T) {
 	}
 	if len(resp.GetStatuses()) != n || cs.calls.Load() != n {
 		t.Errorf("%d statuses and %d store calls for %d descriptors", len(resp.GetStatuses()), cs.calls.Load(), n)
+	}
+}
+
+// A request of more descriptors than Options.MaxDescriptors is refused
+// before any is decided: one gRPC message holds hundreds of thousands,
+// each a store call, a store key and a status.
+func TestTooManyDescriptors(t *testing.T) {
+	for _, tt := range []struct {
+		max, n  int
+		refused bool
+	}{
+		{0, DefaultMaxDescriptors, false},
+		{0, DefaultMaxDescriptors + 1, true},
+		{3, 3, false},
+		{3, 4, true},
+		{-1, DefaultMaxDescriptors + 1, false},
+	} {
+		for _, consumeNothing := range []bool{false, true} {
+			clock := ratetest.NewClock(start)
+			cs := &countingStore{Store: memory.New(memory.Options{Clock: clock})}
+			svc := NewService(parse(t, perMinute), cs, Options{Clock: clock, MaxDescriptors: tt.max, RefusedConsumeNothing: consumeNothing})
+			req := &rlsv3.RateLimitRequest{Domain: "api"}
+			for i := range tt.n {
+				req.Descriptors = append(req.Descriptors, desc("user", fmt.Sprint(i)))
+			}
+			resp, err := svc.ShouldRateLimit(context.Background(), req)
+			name := fmt.Sprintf("MaxDescriptors %d, %d descriptors, RefusedConsumeNothing=%v", tt.max, tt.n, consumeNothing)
+			if !tt.refused {
+				if err != nil || len(resp.GetStatuses()) != tt.n {
+					t.Errorf("%s: %d statuses, %v; want %d", name, len(resp.GetStatuses()), err, tt.n)
+				}
+				continue
+			}
+			if status.Code(err) != codes.InvalidArgument {
+				t.Errorf("%s: %v, want InvalidArgument", name, err)
+			}
+			if c := cs.calls.Load(); c != 0 {
+				t.Errorf("%s: %d store calls, want none", name, c)
+			}
+		}
 	}
 }
 
