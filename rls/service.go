@@ -16,6 +16,7 @@ import (
 	"google.golang.org/protobuf/types/known/durationpb"
 
 	"github.com/sluicehq/sluice"
+	"github.com/sluicehq/sluice/internal/logpace"
 	"github.com/sluicehq/sluice/rate"
 )
 
@@ -50,8 +51,8 @@ type Options struct {
 	// quick and safe for concurrent use: the server counts metrics with
 	// it.
 	Observe func(Event)
-	// Logger receives warnings about store errors. If nil, nothing is
-	// logged.
+	// Logger receives warnings about store errors, at most one a second
+	// (each saying how many it left out). If nil, nothing is logged.
 	Logger *slog.Logger
 	// MaxDescriptors is the most descriptors a request may carry; one
 	// with more is refused with InvalidArgument before any is decided.
@@ -110,6 +111,7 @@ type Service struct {
 	clock    rate.Clock
 	maxDescs int // no bound when negative
 	log      *slog.Logger
+	storeLog logpace.Pacer // paces the log of store failures
 	cfg      atomic.Pointer[Config]
 	health   *health.Server
 }
@@ -239,7 +241,11 @@ func (s *Service) ShouldRateLimit(ctx context.Context, req *rlsv3.RateLimitReque
 		if ctxErr := ctx.Err(); ctxErr != nil {
 			return nil, status.FromContextError(ctxErr).Err()
 		}
-		s.log.WarnContext(ctx, "rls: store could not decide", "domain", req.GetDomain(), "err", err)
+		// One line a second, counting those it left out: while the store
+		// is down, every call fails.
+		if held, ok := s.storeLog.Take(s.clock.Now()); ok {
+			s.log.WarnContext(ctx, "rls: store could not decide", "domain", req.GetDomain(), "err", err, "not_logged", held)
+		}
 		return nil, status.Errorf(codes.Unavailable, "rate limit store: %v", err)
 	}
 	return s.respond(req.GetDomain(), items), nil

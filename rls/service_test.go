@@ -1,9 +1,11 @@
 package rls
 
 import (
+	"bytes"
 	"context"
 	"errors"
 	"fmt"
+	"log/slog"
 	"math"
 	"strings"
 	"sync"
@@ -867,5 +869,33 @@ func TestFallbackSharesTheLimit(t *testing.T) {
 				}
 			}
 		}
+	}
+}
+
+// While the store is down every call fails: the log has one warning a
+// second, each counting those it left out, not one a call.
+func TestStoreFailuresLoggedOnceASecond(t *testing.T) {
+	var buf bytes.Buffer
+	clock := ratetest.NewClock(start)
+	cfg := parse(t, perMinute)
+	svc := NewService(cfg, downStore{}, Options{Clock: clock, Logger: slog.New(slog.NewTextHandler(&buf, nil))})
+	call := func() {
+		_, err := svc.ShouldRateLimit(context.Background(), &rlsv3.RateLimitRequest{
+			Domain: "api", Descriptors: []*ratelimitv3.RateLimitDescriptor{desc("user", "a")},
+		})
+		if status.Code(err) != codes.Unavailable {
+			t.Fatalf("a call on a down store: %v, want Unavailable", err)
+		}
+	}
+	for range 3 {
+		call()
+	}
+	if n := strings.Count(buf.String(), "store could not decide"); n != 1 {
+		t.Fatalf("3 failures in one instant logged %d lines, want 1:\n%s", n, buf.String())
+	}
+	clock.Advance(time.Second)
+	call()
+	if logs := buf.String(); strings.Count(logs, "store could not decide") != 2 || !strings.Contains(logs, "not_logged=2") {
+		t.Fatalf("a second later: want a second line, with not_logged=2:\n%s", logs)
 	}
 }
