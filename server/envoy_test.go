@@ -11,8 +11,10 @@ import (
 	ratelimitv3 "github.com/envoyproxy/go-control-plane/envoy/extensions/common/ratelimit/v3"
 	rlsv3 "github.com/envoyproxy/go-control-plane/envoy/service/ratelimit/v3"
 	"google.golang.org/grpc"
+	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/credentials/insecure"
 	healthpb "google.golang.org/grpc/health/grpc_health_v1"
+	"google.golang.org/grpc/status"
 )
 
 // envoyClient connects a generated client to the server's gRPC listener.
@@ -80,6 +82,29 @@ func TestEnvoyRateLimitService(t *testing.T) {
 	hr, err := health.Check(context.Background(), &healthpb.HealthCheckRequest{Service: rlsv3.RateLimitService_ServiceDesc.ServiceName})
 	if err != nil || hr.Status != healthpb.HealthCheckResponse_SERVING {
 		t.Errorf("health: %v, %v", hr, err)
+	}
+}
+
+// A call larger than the gRPC listener takes (256 KiB) is refused by
+// gRPC before it is decoded, which would cost some 25 times its size; a
+// large call under it is decided.
+func TestEnvoyMessageBound(t *testing.T) {
+	ts := startServer(t, "", Options{EnvoyConfigs: []string{"../examples/envoy/config"}})
+	c, _ := envoyClient(t, ts)
+	call := func(size int) error {
+		d := &ratelimitv3.RateLimitDescriptor{Entries: []*ratelimitv3.RateLimitDescriptor_Entry{
+			{Key: "remote_address", Value: strings.Repeat("a", size)},
+		}}
+		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+		defer cancel()
+		_, err := c.ShouldRateLimit(ctx, &rlsv3.RateLimitRequest{Domain: "edge", Descriptors: []*ratelimitv3.RateLimitDescriptor{d}})
+		return err
+	}
+	if err := call(200 << 10); err != nil {
+		t.Errorf("a 200 KiB call: %v, want it decided", err)
+	}
+	if err := call(300 << 10); status.Code(err) != codes.ResourceExhausted {
+		t.Errorf("a 300 KiB call: %v, want ResourceExhausted", err)
 	}
 }
 

@@ -319,6 +319,28 @@ func TestProxyUpstreamDown(t *testing.T) {
 	}
 }
 
+// A request whose header fields pass MaxHeaderBytes (64 KiB unless set)
+// is answered 431 without costing the server more than that; under the
+// bound it is served, and the bound can be raised.
+func TestMaxHeaderBytes(t *testing.T) {
+	up := newUpstream(t)
+	big := strings.Repeat("x", 80<<10)
+	for _, tt := range []struct {
+		max, size int
+		want      int
+	}{
+		{0, 40 << 10, http.StatusOK},
+		{0, 80 << 10, http.StatusRequestHeaderFieldsTooLarge},
+		{128 << 10, 80 << 10, http.StatusOK},
+	} {
+		ts := startServer(t, "policies: [{name: api, key: ip, limits: [\"100/m\"]}]\n", Options{Upstream: up.URL, MaxHeaderBytes: tt.max})
+		resp, _ := get(t, ts.Addrs().Proxy, "/", "X-Padding", big[:tt.size])
+		if resp.StatusCode != tt.want {
+			t.Errorf("MaxHeaderBytes %d, %d bytes of header: %d, want %d", tt.max, tt.size, resp.StatusCode, tt.want)
+		}
+	}
+}
+
 // A websocket handshake and its frames pass through: the proxy answers
 // 101 and then copies bytes both ways.
 func TestProxyWebsocket(t *testing.T) {

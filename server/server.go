@@ -52,6 +52,16 @@ const (
 	DefaultUpstreamTimeout = time.Minute
 	DefaultStoreTimeout    = 50 * time.Millisecond
 	DefaultTopKeys         = 1000
+	// DefaultMaxHeaderBytes bounds a request's line and header fields,
+	// as Envoy's 60 KiB and NGINX's four 8 KiB buffers do: net/http's own
+	// default, 1 MiB, lets a client make each request cost megabytes.
+	DefaultMaxHeaderBytes = 64 << 10
+	// The gRPC listener's bounds. Envoy's calls carry a handful of
+	// descriptors, and rls refuses more than 1,000; a message of gRPC's
+	// default 4 MiB decodes to some 100 MiB. Envoy opens few connections
+	// and many streams on each.
+	grpcMaxRecvMsgSize    = 256 << 10
+	grpcMaxStreamsPerConn = 1024
 )
 
 // UpstreamDemo, as Options.Upstream, serves the built-in demo upstream: a
@@ -177,6 +187,10 @@ type Options struct {
 	// like.
 	// Zero means DefaultSendTimeout (a minute); negative means no bound.
 	SendTimeout time.Duration
+	// MaxHeaderBytes bounds the request line and header fields of a
+	// request to the proxy, check and admin listeners; a larger one is
+	// answered 431. Zero means DefaultMaxHeaderBytes (64 KiB).
+	MaxHeaderBytes int
 	// TopKeys is how many refused keys /debug/top tracks. Zero means
 	// DefaultTopKeys.
 	TopKeys int
@@ -303,6 +317,9 @@ func New(o Options) (_ *Server, err error) {
 	}
 	if s.o.UpstreamTimeout == 0 {
 		s.o.UpstreamTimeout = DefaultUpstreamTimeout
+	}
+	if s.o.MaxHeaderBytes <= 0 {
+		s.o.MaxHeaderBytes = DefaultMaxHeaderBytes
 	}
 	if s.o.TopKeys <= 0 {
 		s.o.TopKeys = DefaultTopKeys
@@ -480,6 +497,7 @@ func (s *Server) run(ctx context.Context) error {
 			Handler:           h,
 			ReadHeaderTimeout: 10 * time.Second,
 			IdleTimeout:       2 * time.Minute,
+			MaxHeaderBytes:    s.o.MaxHeaderBytes,
 			ErrorLog:          slog.NewLogLogger(s.log.Handler(), slog.LevelWarn),
 			BaseContext:       func(net.Listener) context.Context { return reqCtx },
 		}
@@ -516,7 +534,11 @@ func (s *Server) run(ctx context.Context) error {
 		// A fixed pool of stream workers reuses goroutines (and their grown
 		// stacks) across calls instead of starting one per call: with many
 		// callers that is a tenth of the CPU.
-		opts := []grpc.ServerOption{grpc.NumStreamWorkers(uint32(64 * runtime.GOMAXPROCS(0)))}
+		opts := []grpc.ServerOption{
+			grpc.NumStreamWorkers(uint32(64 * runtime.GOMAXPROCS(0))),
+			grpc.MaxRecvMsgSize(grpcMaxRecvMsgSize),
+			grpc.MaxConcurrentStreams(grpcMaxStreamsPerConn),
+		}
 		mode := "off"
 		if s.tls != nil {
 			opts = append(opts, grpc.Creds(credentials.NewTLS(s.tls.serverConfig("h2"))))

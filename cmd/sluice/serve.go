@@ -127,6 +127,11 @@ wins over its variable):
                           NGINX's send_timeout; a websocket may idle both
                           ways; 0 means no bound (SLUICE_SEND_TIMEOUT).
                           Default 1m.
+  --max-header-bytes SIZE the most a request's line and header fields may
+                          take on the proxy, check and admin listeners; a
+                          larger one is answered 431, as Envoy's 60 KiB
+                          bound does (SLUICE_MAX_HEADER_BYTES). Default
+                          64KiB.
   --gc-heap-floor SIZE    let the heap grow to SIZE before the garbage
                           collector runs, such as 64MiB (bytes, or units B,
                           KiB, MiB, GiB, TiB, as GOMEMLIMIT takes them);
@@ -178,6 +183,7 @@ type serveFlags struct {
 	logLevel                                                   string
 	gcFloor                                                    string
 	gcFloorBytes                                               uint64
+	maxHeader                                                  string
 	printDemo                                                  bool
 	// fromEnv names the variable each flag set by the environment took
 	// its value from, for messages about the value.
@@ -203,6 +209,7 @@ var serveEnv = map[string]string{
 	"watch-interval": "SLUICE_WATCH_INTERVAL", "shutdown-timeout": "SLUICE_SHUTDOWN_TIMEOUT",
 	"body-timeout": "SLUICE_BODY_TIMEOUT", "send-timeout": "SLUICE_SEND_TIMEOUT", "upstream-timeout": "SLUICE_UPSTREAM_TIMEOUT",
 	"log-format": "SLUICE_LOG_FORMAT", "log-level": "SLUICE_LOG_LEVEL", "gc-heap-floor": "SLUICE_GC_HEAP_FLOOR",
+	"max-header-bytes": "SLUICE_MAX_HEADER_BYTES",
 }
 
 func parseServeFlags(args []string, getenv func(string) string, stderr io.Writer) (*serveFlags, error) {
@@ -279,6 +286,14 @@ func parseServeFlags(args []string, getenv func(string) string, stderr io.Writer
 	if f.gcFloorBytes, err = parseSize(f.gcFloor); err != nil {
 		return nil, fmt.Errorf("%s %q: %w", f.name("gc-heap-floor"), f.gcFloor, err)
 	}
+	switch n, err := parseSize(f.maxHeader); {
+	case err != nil:
+		return nil, fmt.Errorf("%s %q: %w", f.name("max-header-bytes"), f.maxHeader, err)
+	case n < 1<<10 || n > 1<<30:
+		return nil, fmt.Errorf("%s %q: want between 1KiB and 1GiB", f.name("max-header-bytes"), f.maxHeader)
+	default:
+		f.o.MaxHeaderBytes = int(n)
+	}
 	opts := &slog.HandlerOptions{Level: lvl}
 	if f.logFormat == "json" {
 		f.o.Logger = slog.New(slog.NewJSONHandler(stderr, opts))
@@ -314,6 +329,7 @@ func (f *serveFlags) flagSet() *flag.FlagSet {
 	fs.DurationVar(&f.sendTimeout, "send-timeout", server.DefaultSendTimeout, "")
 	fs.DurationVar(&f.upstreamTimeout, "upstream-timeout", server.DefaultUpstreamTimeout, "")
 	fs.StringVar(&f.gcFloor, "gc-heap-floor", "64MiB", "")
+	fs.StringVar(&f.maxHeader, "max-header-bytes", "64KiB", "")
 	fs.StringVar(&f.logFormat, "log-format", "text", "")
 	fs.StringVar(&f.logLevel, "log-level", "info", "")
 	fs.BoolVar(&f.printDemo, "print-demo-config", false, "")
