@@ -8,6 +8,7 @@ import (
 
 	"github.com/sluicehq/sluice"
 	"github.com/sluicehq/sluice/dashboard"
+	"github.com/sluicehq/sluice/policy"
 	"github.com/sluicehq/sluice/store/memory"
 	"github.com/sluicehq/sluice/store/redis"
 )
@@ -89,10 +90,17 @@ func NewMetrics(reg prometheus.Registerer, now func() time.Time) *Metrics {
 		}, []string{"priority"}),
 		now: now,
 	}
-	// Both results exist from the start, so that an alert on failures
-	// has a series to watch before the first one.
+	// Every result, store error kind and priority has a series from the
+	// start, so that an alert on increase() sees the first failure, which
+	// would otherwise only create the series.
 	m.reloads.WithLabelValues("success")
 	m.reloads.WithLabelValues("failure")
+	for _, kind := range storeErrorKinds {
+		m.storeErrors.WithLabelValues(kind)
+	}
+	for _, p := range []policy.Priority{policy.Low, policy.Normal, policy.Critical} {
+		m.shed.WithLabelValues(p.String())
+	}
 	reg.MustRegister(m.decisions, m.storeLatency, m.storeErrors, m.reloads, m.lastReload, m.reloadOK, m.shed)
 	return m
 }

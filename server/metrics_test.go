@@ -3,6 +3,7 @@ package server
 import (
 	"context"
 	"errors"
+	"strings"
 	"testing"
 	"time"
 
@@ -187,4 +188,22 @@ func TestConfigLastReloadSuccessful(t *testing.T) {
 		t.Fatal(err)
 	}
 	want("after the file is fixed", "1")
+}
+
+// Every store error kind and shed priority has a series, at 0, before the
+// first: an alert on increase() would otherwise miss the first burst,
+// which only creates the series.
+func TestMetricsSeriesFromTheStart(t *testing.T) {
+	ts := startServer(t, checkPolicy, Options{})
+	for _, series := range []string{
+		`sluice_store_errors_total{kind="down"} 0`, `sluice_store_errors_total{kind="timeout"} 0`,
+		`sluice_store_errors_total{kind="canceled"} 0`, `sluice_store_errors_total{kind="invalid"} 0`,
+		`sluice_store_errors_total{kind="unavailable"} 0`,
+		`sluice_shed_total{priority="low"} 0`, `sluice_shed_total{priority="normal"} 0`, `sluice_shed_total{priority="critical"} 0`,
+	} {
+		name, _, _ := strings.Cut(series, " ")
+		if got := ts.metric(name); got != series {
+			t.Errorf("%s: %q, want %q", name, got, series)
+		}
+	}
 }

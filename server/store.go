@@ -182,6 +182,9 @@ func (s *instrumented) done(start time.Time, err error) {
 	}
 }
 
+// storeErrorKinds lists what errorKind returns.
+var storeErrorKinds = []string{"down", "timeout", "canceled", "invalid", "unavailable"}
+
 // errorKind classifies a store error for the store_errors_total label:
 // down is a call not sent because the store is known to be down.
 func errorKind(err error) string {
