@@ -27,6 +27,23 @@ type generation struct {
 	warnedUntrusted atomic.Bool
 }
 
+// names returns the names g's decisions are counted under: its policies'
+// and, as rls:DOMAIN, its Envoy domains'.
+func (g *generation) names() []string {
+	var out []string
+	if g.set != nil {
+		for _, p := range g.set.Policies() {
+			out = append(out, p.Name)
+		}
+	}
+	if g.rls != nil {
+		for _, d := range g.rls.Domains() {
+			out = append(out, "rls:"+d)
+		}
+	}
+	return out
+}
+
 // load reads every configuration file, and logs the policy file's
 // warnings, and its ServeWarnings, at Warn: at start and on every reload,
 // so that a file that leaves requests unlimited is noticed where it is
@@ -191,11 +208,12 @@ func (s *Server) reloadConfig(read func() bool) error {
 		s.log.Warn("the store section changed; a restart is needed for it to apply, the current store stays in use")
 	}
 	s.build(g)
-	s.gen.Store(g)
+	old := s.gen.Swap(g)
 	if s.rls != nil {
 		s.rls.SetConfig(g.rls)
 	}
 	s.m.Reload(true)
+	s.m.forget(old.names(), g.names())
 	attrs := []any{"took", time.Since(start).String()}
 	if g.set != nil {
 		attrs = append(attrs, "policies", len(g.set.Policies()))

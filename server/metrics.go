@@ -1,6 +1,7 @@
 package server
 
 import (
+	"slices"
 	"sync/atomic"
 	"time"
 
@@ -108,6 +109,18 @@ func NewMetrics(reg prometheus.Registerer, now func() time.Time) *Metrics {
 // Decision counts one decision of policy.
 func (m *Metrics) Decision(policy, result string) {
 	m.decisions.WithLabelValues(policy, result).Inc()
+}
+
+// forget drops the decision series of every name in was, policies and
+// Envoy domains (rls:DOMAIN), missing from is: a reload that removes or
+// renames a policy would otherwise leave its series, flat, for the life
+// of the process.
+func (m *Metrics) forget(was, is []string) {
+	for _, name := range was {
+		if !slices.Contains(is, name) {
+			m.decisions.DeletePartialMatch(prometheus.Labels{"policy": name})
+		}
+	}
 }
 
 // StoreError counts a store call that could not decide.

@@ -207,3 +207,29 @@ func TestMetricsSeriesFromTheStart(t *testing.T) {
 		}
 	}
 }
+
+// A reload that removes a policy drops its decision series, which would
+// otherwise stay, flat, for the life of the process; the policies it
+// keeps keep theirs.
+func TestReloadForgetsRemovedPolicies(t *testing.T) {
+	two := "policies:\n  - {name: keep, match: /a, key: ip, limits: [\"10/m\"]}\n  - {name: gone, match: /b, key: ip, limits: [\"10/m\"]}\n"
+	up := newUpstream(t)
+	ts := startServer(t, two, Options{Upstream: up.URL})
+	get(t, ts.Addrs().Proxy, "/a")
+	get(t, ts.Addrs().Proxy, "/b")
+	for _, name := range []string{"keep", "gone"} {
+		if got := ts.metric(`sluice_decisions_total{policy="` + name + `",result="allowed"}`); !strings.HasSuffix(got, " 1") {
+			t.Fatalf("before the reload, %s: %q, want 1", name, got)
+		}
+	}
+	writeFile(t, ts.dir, "sluice.yaml", "policies:\n  - {name: keep, match: /a, key: ip, limits: [\"10/m\"]}\n")
+	if err := ts.Reload(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	if got := ts.metric(`sluice_decisions_total{policy="gone"`); got != "" {
+		t.Errorf("after the reload, the removed policy's series stays: %q", got)
+	}
+	if got := ts.metric(`sluice_decisions_total{policy="keep",result="allowed"}`); !strings.HasSuffix(got, " 1") {
+		t.Errorf("after the reload, keep: %q, want its count kept", got)
+	}
+}
