@@ -85,11 +85,19 @@ func BenchmarkHotKeyParallel(b *testing.B) {
 	for _, c := range hotKey(b) {
 		b.Run(c.name, func(b *testing.B) {
 			b.ReportAllocs()
+			var refused atomic.Int64
 			b.RunParallel(func(pb *testing.PB) {
+				n := int64(0)
 				for pb.Next() {
-					c.allow()
+					if !c.allow() {
+						n++
+					}
 				}
+				refused.Add(n)
 			})
+			if r := refused.Load(); r > int64(b.N)/100 {
+				b.Fatalf("%d of %d refused: the benchmark should measure admitted requests", r, b.N)
+			}
 		})
 	}
 }
@@ -152,7 +160,12 @@ var manyKeysContenders = []struct {
 		lim := newSluice(tb, fmt.Sprintf("gcra %d per %v", perKeyCount, perKeyPeriod))
 		ctx := context.Background()
 		return contender{
-			take:  func(key string) bool { d, _ := lim.Allow(ctx, key); return d.Allowed },
+			// An error is not an admission: every contender's take counts
+			// it as a refusal, which the benchmark fails on.
+			take: func(key string) bool {
+				d, err := lim.Allow(ctx, key)
+				return err == nil && d.Allowed
+			},
 			close: func() {},
 			held:  lim.Store().(*memory.Store).Len,
 		}
@@ -186,8 +199,8 @@ var manyKeysContenders = []struct {
 		ctx := context.Background()
 		return contender{
 			take: func(key string) bool {
-				_, _, _, ok, _ := s.Take(ctx, key)
-				return ok
+				_, _, _, ok, err := s.Take(ctx, key)
+				return err == nil && ok
 			},
 			close: func() {
 				if err := s.Close(ctx); err != nil {
@@ -212,8 +225,10 @@ var manyKeysContenders = []struct {
 		ctx := context.Background()
 		return contender{
 			take: func(key string) bool {
-				limited, _, _ := lim.RateLimitCtx(ctx, key, 1)
-				return !limited
+				// On an error throttled returns limited false: that is not
+				// an admission.
+				limited, _, err := lim.RateLimitCtx(ctx, key, 1)
+				return err == nil && !limited
 			},
 			close: func() {},
 		}
@@ -286,6 +301,10 @@ func BenchmarkIdleKeyMemory(b *testing.B) {
 					}
 				}
 				after := heap()
+				// The store must still be reachable when after is read: a
+				// contender whose close and held do not refer to it (throttled)
+				// would otherwise let the collector free it first.
+				runtime.KeepAlive(c)
 				if c.held != nil {
 					if n := c.held(); n != len(keys) {
 						b.Fatalf("holds %d keys, want %d", n, len(keys))

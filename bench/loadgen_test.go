@@ -4,6 +4,7 @@ import (
 	"bufio"
 	"context"
 	"fmt"
+	"math"
 	"net"
 	"net/http"
 	"os"
@@ -90,7 +91,9 @@ func (r loadResult) quantile(q float64) time.Duration {
 	if len(r.lat) == 0 {
 		return 0
 	}
-	i := int(q*float64(len(r.lat))+0.5) - 1
+	// The nearest rank is ⌈q·n⌉; rounding q·n instead would take the
+	// rank below it whenever q·n has a fraction under a half.
+	i := int(math.Ceil(q*float64(len(r.lat)))) - 1
 	return r.lat[min(max(i, 0), len(r.lat)-1)]
 }
 

@@ -148,13 +148,14 @@ func proxyGroup(b *testing.B, envs *oneAtATime, keys []string, prefix string, wo
 		w.Write(upstreamBody)
 	}))
 	b.Cleanup(upstream.Close)
-	var bare []float64 // the rates of proxy/bare's runs
+	var bare runRates // proxy/bare's
 	pctOfBare := func(b *testing.B, rate float64) {
-		if len(bare) == 0 {
+		m, ok := bare.median()
+		if !ok {
 			b.Log(prefix + "/bare did not run: no pct-of-bare")
 			return
 		}
-		b.ReportMetric(100*rate/median(bare), "pct-of-bare")
+		b.ReportMetric(100*rate/m, "pct-of-bare")
 	}
 
 	b.Run("bare", func(b *testing.B) {
@@ -165,9 +166,7 @@ func proxyGroup(b *testing.B, envs *oneAtATime, keys []string, prefix string, wo
 		}).(call)
 		r := measure(b, "requests/s", do, nil)
 		r.failed(b, prefix+"/bare")
-		if b.N > 1 {
-			bare = append(bare, r.rate())
-		}
+		bare.add(b.N, r.rate())
 	})
 	b.Run("reverseproxy", func(b *testing.B) {
 		do := envs.get(b, prefix+"/reverseproxy", func(b *testing.B, onStop onStop) any {
@@ -206,7 +205,7 @@ func proxyGroup(b *testing.B, envs *oneAtATime, keys []string, prefix string, wo
 // store, whose rates are also reported against the reference's median
 // (x-reference).
 func rlsGroup(b *testing.B, envs *oneAtATime, keys []string, prefix string, newCall func(*testing.B, string, []string) (call, func())) {
-	var reference []float64 // the rates of the reference's runs
+	var reference runRates // the reference's
 	b.Run("reference", func(b *testing.B) {
 		env := envs.get(b, prefix+"/reference", func(b *testing.B, onStop onStop) any {
 			rs := startRedis(b, onStop)
@@ -218,9 +217,7 @@ func rlsGroup(b *testing.B, envs *oneAtATime, keys []string, prefix string, newC
 		}).(*sluiceEnv)
 		r := measure(b, "decisions/s", env.do, env.server)
 		r.failed(b, prefix+"/reference")
-		if b.N > 1 {
-			reference = append(reference, r.rate())
-		}
+		reference.add(b.N, r.rate())
 	})
 	for _, store := range []string{"redis", "memory"} {
 		b.Run(store, func(b *testing.B) {
@@ -232,8 +229,8 @@ func rlsGroup(b *testing.B, envs *oneAtATime, keys []string, prefix string, newC
 				return &sluiceEnv{admin: s.admin, do: do, server: cpu}
 			}).(*sluiceEnv)
 			r := env.measure(b, "decisions/s", "rls:bench")
-			if len(reference) > 0 {
-				b.ReportMetric(r.rate()/median(reference), "x-reference")
+			if m, ok := reference.median(); ok {
+				b.ReportMetric(r.rate()/m, "x-reference")
 			}
 		})
 	}
@@ -323,9 +320,47 @@ func (o *oneAtATime) stop(tb testing.TB) {
 	o.name, o.env, o.stops = "", nil, nil
 }
 
-// median returns the median of xs, which must not be empty.
+// runRates keeps the rate of every run of one benchmark, for others to be
+// reported against their median. Go calls a benchmark's function once per
+// b.N it tries: 1, then larger counts until a run lasts -benchtime (a
+// single count with -benchtime Nx), and all of that again for each
+// -count. Only the last run of each such sequence is a measurement, the
+// one Go prints; the shorter ones before it (b.N of 100 or 10,000 here,
+// a fraction of a second) only find the count, and must not move the
+// median the others are compared with.
+type runRates struct {
+	n    []int
+	rate []float64
+}
+
+// add records a run of b.N requests at rate.
+func (r *runRates) add(n int, rate float64) {
+	r.n, r.rate = append(r.n, n), append(r.rate, rate)
+}
+
+// median returns the median rate of the runs Go printed, leaving out a
+// b.N of 1, and false if there is none. A run is the last of its
+// sequence when no larger b.N follows it.
+func (r *runRates) median() (float64, bool) {
+	var last []float64
+	for i, n := range r.n {
+		if n > 1 && (i == len(r.n)-1 || r.n[i+1] <= n) {
+			last = append(last, r.rate[i])
+		}
+	}
+	if len(last) == 0 {
+		return 0, false
+	}
+	return median(last), true
+}
+
+// median returns the median of xs, which must not be empty: for an even
+// count, the mean of the two middle values.
 func median(xs []float64) float64 {
 	s := slices.Sorted(slices.Values(xs))
+	if len(s)%2 == 0 {
+		return (s[len(s)/2-1] + s[len(s)/2]) / 2
+	}
 	return s[len(s)/2]
 }
 
@@ -505,5 +540,39 @@ func proxyCall(base string, keys []string, limited bool) call {
 			return errors.New("proxy: 200 without a RateLimit field: the policy did not decide it (a store error under on_store_error: open?)")
 		}
 		return nil
+	}
+}
+
+// TestRunRatesMedian checks that only the runs Go prints count: the last
+// of each sequence of growing b.N.
+func TestRunRatesMedian(t *testing.T) {
+	type run struct {
+		n    int
+		rate float64
+	}
+	for _, tc := range []struct {
+		name string
+		runs []run
+		want float64 // 0: no median
+	}{
+		{"none", nil, 0},
+		{"only b.N of 1", []run{{1, 5}}, 0},
+		{"one timed run", []run{{1, 5}, {100, 1}, {10000, 7}, {27000, 10}}, 10},
+		{"three timed runs", []run{
+			{1, 5}, {100, 1}, {10000, 7}, {27000, 10},
+			{1, 5}, {100, 2}, {10000, 8}, {26000, 12},
+			{1, 5}, {100, 3}, {10000, 9}, {25000, 11},
+		}, 11},
+		{"two timed runs: the mean of both", []run{{1, 5}, {100, 1}, {30000, 10}, {1, 5}, {100, 1}, {31000, 12}}, 11},
+		{"-benchtime Nx", []run{{1, 5}, {50000, 9}, {1, 5}, {50000, 10}, {1, 5}, {50000, 20}}, 10},
+	} {
+		var r runRates
+		for _, x := range tc.runs {
+			r.add(x.n, x.rate)
+		}
+		got, ok := r.median()
+		if ok != (tc.want != 0) || got != tc.want {
+			t.Errorf("%s: median %v, %v; want %v", tc.name, got, ok, tc.want)
+		}
 	}
 }
