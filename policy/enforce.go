@@ -192,14 +192,16 @@ func (e *Enforcer) Set() *Set { return e.set }
 
 // state is the scratch space of one Enforce call, pooled.
 type state struct {
-	reqs   []rate.Request
-	decs   []rate.Decision
-	lims   []*Limit
-	spans  []int // key i is keys[spans[2i]:spans[2i+1]]
-	nEnf   int   // entries [0, nEnf) enforce; [nEnf, len) are shadow
-	buf    []byte
-	parts  []byte
-	values []string
+	reqs  []rate.Request
+	decs  []rate.Decision
+	lims  []*Limit
+	spans []int // key i is keys[spans[2i]:spans[2i+1]]
+	nEnf  int   // entries [0, nEnf) enforce; [nEnf, len) are shadow
+	// matched holds the policies with keys that the request matches.
+	matched []*Policy
+	buf     []byte
+	parts   []byte
+	values  []string
 	// The fallback's entries when the store fails.
 	lreqs []rate.Request
 	ldecs []rate.Decision
@@ -208,7 +210,7 @@ type state struct {
 
 func (st *state) reset() {
 	st.reqs, st.decs, st.lims, st.spans = st.reqs[:0], st.decs[:0], st.lims[:0], st.spans[:0]
-	st.buf = st.buf[:0]
+	st.buf, st.matched = st.buf[:0], st.matched[:0]
 }
 
 // Enforce decides r. Whatever the verdict, the caller must call Done on
@@ -224,44 +226,33 @@ func (e *Enforcer) Enforce(ctx context.Context, r *Request) Outcome {
 		r.routed = nil
 	}()
 
+	// The policies r matches, enforcing ones first, then shadow ones, so
+	// that each group's entries are contiguous; and its priority, the
+	// lowest any matching enforcing policy sets (a route classified low by
+	// one policy is low).
 	prio, classified := Normal, false
-	plan, planKnown := "", false
-	// Enforcing policies first, then shadow ones, so that each group's
-	// entries are contiguous.
+	nEnf := 0 // st.matched[:nEnf] enforce
 	for pass := 0; pass < 2; pass++ {
 		shadow := pass == 1
 		for _, p := range e.set.policies {
 			if p.Shadow != shadow || !p.match.matches(r) {
 				continue
 			}
-			// The lowest priority any matching policy sets wins: a route
-			// classified low by one policy is low.
 			if !shadow && p.HasPriority && (!classified || p.Priority < prio) {
 				prio, classified = p.Priority, true
 			}
-			if len(p.keys) == 0 {
-				continue
+			if len(p.keys) > 0 {
+				st.matched = append(st.matched, p)
 			}
-			if p.usesPlan && !planKnown {
-				plan, planKnown = e.set.planOf(r), true
-			}
-			e.collect(st, p, r, plan)
 		}
 		if !shadow {
-			st.nEnf = len(st.reqs)
+			nEnf = len(st.matched)
 		}
 	}
-	if len(st.reqs) > 0 {
-		keys := string(st.buf)
-		for i := range st.reqs {
-			st.reqs[i].Key = keys[st.spans[2*i]:st.spans[2*i+1]]
-		}
-	}
-	if cap(st.decs) < len(st.reqs) {
-		st.decs = make([]rate.Decision, len(st.reqs))
-	}
-	st.decs = st.decs[:len(st.reqs)]
 
+	// The concurrency limit counts the request before its keys are built:
+	// a form:NAME key reads the body, which a shed request need not, and
+	// which the limit then bounds how many are held at once.
 	var out Outcome
 	decided := false // see the release below
 	if e.gate != nil {
@@ -280,6 +271,30 @@ func (e *Enforcer) Enforce(ctx context.Context, r *Request) Outcome {
 			}
 		}()
 	}
+
+	plan, planKnown := "", false
+	for i, p := range st.matched {
+		if i == nEnf {
+			st.nEnf = len(st.reqs)
+		}
+		if p.usesPlan && !planKnown {
+			plan, planKnown = e.set.planOf(r), true
+		}
+		e.collect(st, p, r, plan)
+	}
+	if nEnf == len(st.matched) {
+		st.nEnf = len(st.reqs)
+	}
+	if len(st.reqs) > 0 {
+		keys := string(st.buf)
+		for i := range st.reqs {
+			st.reqs[i].Key = keys[st.spans[2*i]:st.spans[2*i+1]]
+		}
+	}
+	if cap(st.decs) < len(st.reqs) {
+		st.decs = make([]rate.Decision, len(st.reqs))
+	}
+	st.decs = st.decs[:len(st.reqs)]
 	if st.nEnf > 0 {
 		e.decide(ctx, st, &out)
 	}

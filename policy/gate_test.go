@@ -3,6 +3,7 @@ package policy
 import (
 	"context"
 	"net/http/httptest"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -115,4 +116,52 @@ func TestInFlightAcrossReloadThatAddsLimit(t *testing.T) {
 	if o.Verdict != Allow || inFlight.N() != 1 {
 		t.Errorf("once they finished: %v with %d in flight, want allow with 1", o.Verdict, inFlight.N())
 	}
+}
+
+// countingBody counts the bytes read of a request body.
+type countingBody struct {
+	r *strings.Reader
+	n atomic.Int64
+}
+
+func (b *countingBody) Read(p []byte) (int, error) {
+	n, err := b.r.Read(p)
+	b.n.Add(int64(n))
+	return n, err
+}
+
+func (b *countingBody) Close() error { return nil }
+
+// The concurrency limit counts a request before its keys are built: a
+// form:NAME key reads the body, and a request shed for want of a slot has
+// none of it read, so that the limit bounds how many bodies are held at
+// once.
+func TestShedBeforeFormIsRead(t *testing.T) {
+	set, err := Load("t.yaml", []byte(`
+concurrency:
+  max_in_flight: 1
+policies:
+  - {name: login, match: "POST /login", key: "form:username", limits: ["10/s"]}
+`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	e := NewEnforcer(set, memory.New(memory.Options{}), Options{})
+	send := func() (Outcome, *countingBody) {
+		body := &countingBody{r: strings.NewReader("username=alice&password=guess")}
+		r := httptest.NewRequest("POST", "/login", nil)
+		r.Body = body
+		r.Header.Set("Content-Type", "application/x-www-form-urlencoded")
+		return e.Enforce(context.Background(), &Request{HTTP: r, Header: r.Header}), body
+	}
+	first, firstBody := send()
+	if first.Verdict != Allow || firstBody.n.Load() == 0 {
+		t.Fatalf("the first request: %v with %d bytes read, want allowed with its form read", first.Verdict, firstBody.n.Load())
+	}
+	second, secondBody := send() // the first still holds the only slot
+	if second.Verdict != Shed || secondBody.n.Load() != 0 {
+		t.Errorf("the second request: %v with %d bytes of its body read, want shed with none", second.Verdict, secondBody.n.Load())
+	}
+	second.Done()
+	first.Done()
 }
