@@ -193,7 +193,9 @@
 // 80%, critical 100% by default), so low-priority work is shed first. A
 // request's priority is the lowest one set by the enforcing policies it
 // matches, normal if none sets one. A policy may set a priority and no
-// limits: it only classifies.
+// limits: it only classifies. A request takes its slot before its keys
+// are built, so a shed request has nothing of its body read for a
+// form:NAME key.
 //
 // # Where to start
 //
