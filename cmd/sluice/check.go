@@ -1,6 +1,7 @@
 package main
 
 import (
+	"bytes"
 	"context"
 	"errors"
 	"flag"
@@ -51,7 +52,8 @@ Flags:
                  starting with a dot, as the reference reads them;
                  repeatable; --envoy-config, as sluice serve names it,
                  is the same flag
-  --strict       exit 1 when the policy file has warnings too
+  --strict       exit 1 when the policy file (or an Envoy file) has
+                 warnings too
   --help         show this help
 
 Exit codes: 0 every file loads, 1 some file has problems (or, with
@@ -131,6 +133,16 @@ func runCheck(_ context.Context, args []string, stdout, stderr io.Writer) int {
 		} else {
 			d := cfg.Domains()
 			fmt.Fprintf(stdout, "%s: OK: %d domain%s (%s)\n", strings.Join(envoy.vals, ", "), len(d), plural(len(d)), strings.Join(d, ", "))
+			warned := false
+			for _, f := range envoyFiles(envoy.vals) {
+				if line := secondDocument(f); line > 0 {
+					fmt.Fprintf(stderr, "%s:%d: warning: this is a second YAML document (after a ---), and the reference service and sluice read only a file's first; put it in a file of its own\n", f, line)
+					warned = true
+				}
+			}
+			if *strict && warned {
+				code = exitFailure
+			}
 		}
 	}
 	return code
@@ -238,6 +250,27 @@ func envoyFiles(paths []string) []string {
 		}
 	}
 	return out
+}
+
+// secondDocument returns the line of the first content of a second YAML
+// document in the file at path, or 0: Envoy's reference service
+// reads only a file's first document, and so does sluice, which a file
+// of several separated by --- would not lead anyone to expect.
+func secondDocument(path string) int {
+	data, err := os.ReadFile(path)
+	if err != nil {
+		return 0
+	}
+	dec := yaml.NewDecoder(bytes.NewReader(data))
+	for i := 0; ; i++ {
+		var doc yaml.Node
+		if err := dec.Decode(&doc); err != nil {
+			return 0 // the end, or what the loader reported already
+		}
+		if i > 0 && len(doc.Content) > 0 && !(doc.Content[0].Kind == yaml.ScalarNode && doc.Content[0].Tag == "!!null") {
+			return doc.Content[0].Line
+		}
+	}
 }
 
 // printProblems prints every problem of a load error, one per line.

@@ -226,3 +226,29 @@ func TestCheckStdin(t *testing.T) {
 		})
 	}
 }
+
+// An Envoy file of several YAML documents loads its first, as the
+// reference reads it, and check warns of the rest; --strict makes the
+// warning fail. A --- that ends the file with nothing after it is no
+// second document.
+func TestCheckEnvoySecondDocument(t *testing.T) {
+	dir := t.TempDir()
+	doc := func(domain string) string {
+		return "domain: " + domain + "\ndescriptors:\n  - key: k\n    rate_limit: {unit: second, requests_per_unit: 1}\n"
+	}
+	two := filepath.Join(dir, "two.yaml")
+	trailing := filepath.Join(dir, "trailing.yaml")
+	os.WriteFile(two, []byte(doc("a")+"---\n# the next domain\n"+doc("b")), 0o644)
+	os.WriteFile(trailing, []byte(doc("c")+"---\n"), 0o644)
+	code, stdout, stderr := runCLI(t, "check", "--envoy", two)
+	want := two + ":7: warning: this is a second YAML document"
+	if code != 0 || !strings.Contains(stdout, "OK: 1 domain (a)") || !strings.HasPrefix(stderr, want) {
+		t.Errorf("two documents: exit %d, %q %q; want 0, domain a, and a warning starting %q", code, stdout, stderr, want)
+	}
+	if code, _, _ := runCLI(t, "check", "--strict", "--envoy", two); code != 1 {
+		t.Errorf("two documents, --strict: exit %d, want 1", code)
+	}
+	if code, _, stderr := runCLI(t, "check", "--strict", "--envoy", trailing); code != 0 || stderr != "" {
+		t.Errorf("a trailing ---: exit %d, stderr %q; want 0 and nothing", code, stderr)
+	}
+}
