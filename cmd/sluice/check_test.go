@@ -136,22 +136,16 @@ func TestCheckCommand(t *testing.T) {
 	if code != 0 || !strings.HasPrefix(stdout, "../../examples/sluice.yaml: OK: 9 policies (1 shadow), 8 limits") || stderr != "" {
 		t.Errorf("examples/sluice.yaml: exit %d, %q %q", code, stdout, stderr)
 	}
-	code, stdout, _ = runCLI(t, "check", "--envoy", "../../examples/envoy/config", "--envoy", "../../rls/testdata/edge.yaml")
-	if code == 0 {
-		t.Errorf("two files of domain edge should conflict: %q", stdout)
-	}
-	code, stdout, _ = runCLI(t, "check", "--envoy", "../../examples/envoy/config")
-	if code != 0 || !strings.Contains(stdout, "OK: 1 domain (edge)") {
-		t.Errorf("examples/envoy/config: exit %d %q", code, stdout)
-	}
 	// sluice serve's name for the flag works too, and adds to the list.
-	code, stdout, _ = runCLI(t, "check", "--envoy-config", "../../examples/envoy/config", "--envoy", "../../rls/testdata/edge.yaml")
-	if code == 0 {
-		t.Errorf("--envoy-config and --envoy with two files of domain edge should conflict: %q", stdout)
-	}
-	code, stdout, _ = runCLI(t, "check", "--envoy-config", "../../examples/envoy/config")
-	if code != 0 || !strings.Contains(stdout, "OK: 1 domain (edge)") {
-		t.Errorf("--envoy-config examples/envoy/config: exit %d %q", code, stdout)
+	for _, flag := range []string{"--envoy", "--envoy-config"} {
+		code, stdout, _ = runCLI(t, "check", flag, "../../examples/envoy/config", "--envoy", "../../rls/testdata/edge.yaml")
+		if code == 0 {
+			t.Errorf("%s and --envoy with two files of domain edge should conflict: %q", flag, stdout)
+		}
+		code, stdout, _ = runCLI(t, "check", flag, "../../examples/envoy/config")
+		if code != 0 || !strings.Contains(stdout, "OK: 1 domain (edge)") {
+			t.Errorf("%s examples/envoy/config: exit %d %q", flag, code, stdout)
+		}
 	}
 	dir := t.TempDir()
 	bad := filepath.Join(dir, "bad.yaml")
