@@ -193,7 +193,8 @@ func (s *Server) reloadConfig(read func() bool) error {
 	defer s.reloadMu.Unlock()
 	start := time.Now()
 	g, err := s.load()
-	if err == nil && read != nil && !read() {
+	// Loaded or not: a file caught half written may fail to load as well.
+	if read != nil && !read() {
 		s.log.Info("the configuration files changed while they were read; the previous configuration keeps serving until they settle")
 		return nil
 	}

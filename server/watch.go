@@ -65,9 +65,17 @@ func (w *fileWatch) changed() bool {
 // reported a change asks it once it has, to tell whether it read that
 // content or a later one, which may have been caught half written. It
 // runs on run's goroutine, in onChange.
+//
+// When they do not, the caller drops what it read, and the content it
+// meant to load is in force no longer: whatever the files settle on
+// next, that very content again included, is a change.
 func (w *fileWatch) unchanged() bool {
 	sum, ok := w.hash()
-	return ok && w.seen && sum == w.sum
+	if ok && w.seen && sum == w.sum {
+		return true
+	}
+	w.sum, w.pending = [sha256.Size]byte{}, false // no content hashes to it
+	return false
 }
 
 // hash hashes the names and contents of every file watched.

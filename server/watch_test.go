@@ -185,6 +185,13 @@ func TestFileWatchUnchanged(t *testing.T) {
 	if w.unchanged() {
 		t.Fatal("a file gone reported unchanged")
 	}
+	// The load that found the files changed was dropped: the content it
+	// meant to load is not in force, and when the files settle on it
+	// again, that is a change to act on.
+	os.WriteFile(p, []byte("ab"), 0o644)
+	if w.changed() || !w.changed() {
+		t.Fatal("the content of a dropped load, settled again, not reported as a change")
+	}
 }
 
 // A configuration the watcher loads serves only if the files still hold,
@@ -209,6 +216,15 @@ func TestReloadDropsALoadTheFilesChangedUnder(t *testing.T) {
 	if m := ts.metric(`sluice_config_reloads_total{result="failure"}`); !strings.HasSuffix(m, " 0") {
 		t.Errorf("a dropped load counted: %s", m)
 	}
+	// Caught half written, a file may not load at all: no failure either.
+	writeFile(t, ts.dir, "sluice.yaml", "policies: [")
+	if err := ts.reloadConfig(func() bool { return false }); err != nil {
+		t.Fatalf("a load of a half-written file: %v, want no error", err)
+	}
+	if m := ts.metric(`sluice_config_reloads_total{result="failure"}`); !strings.HasSuffix(m, " 0") {
+		t.Errorf("a half-written file counted as a failure: %s", m)
+	}
+	writeFile(t, ts.dir, "sluice.yaml", strings.Replace(limit3, "3/m", "1/m", 1))
 	if err := ts.reloadConfig(func() bool { return true }); err != nil {
 		t.Fatal(err)
 	}
