@@ -25,6 +25,10 @@ type generation struct {
 	// warnedUntrusted is set once a check under this generation has
 	// warned of a gateway missing from trusted_proxies.
 	warnedUntrusted atomic.Bool
+	// retired is set once a reload has replaced the generation: its
+	// requests still in flight are not counted in the decision series
+	// then, which would bring back those of a policy the reload removed.
+	retired atomic.Bool
 }
 
 // names returns the names g's decisions are counted under: its policies'
@@ -137,7 +141,7 @@ func (s *Server) build(g *generation) {
 	mw := httplimit.Middleware(g.set, s.st.store, httplimit.Options{Identify: g.set.UserOf, Options: policy.Options{
 		Clock:    s.clock,
 		Local:    s.local,
-		Observer: observer{s},
+		Observer: observer{s, g},
 		Logger:   s.log,
 		// The breaker in front of Redis logs its outages, each cluster
 		// master's apart.
@@ -214,6 +218,7 @@ func (s *Server) reloadConfig(read func() bool) error {
 		s.rls.SetConfig(g.rls)
 	}
 	s.m.Reload(true)
+	old.retired.Store(true)
 	s.m.forget(old.names(), g.names())
 	attrs := []any{"took", time.Since(start).String()}
 	if g.set != nil {

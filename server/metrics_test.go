@@ -89,7 +89,7 @@ func TestObserverCountsWhatClientsSaw(t *testing.T) {
 	} {
 		before, _ := gathered(t, reg, "sluice_decisions_total", "policy", tt.e.Policy.Name, "result", tt.result)
 		live := s.dash.Live(60).Policies
-		observer{s}.Observe(context.Background(), tt.e)
+		observer{s, &generation{}}.Observe(context.Background(), tt.e)
 		if after, _ := gathered(t, reg, "sluice_decisions_total", "policy", tt.e.Policy.Name, "result", tt.result); after != before+1 {
 			t.Errorf("%s: sluice_decisions_total{result=%q} went from %v to %v, want one more", tt.what, tt.result, before, after)
 		}
@@ -222,12 +222,20 @@ func TestReloadForgetsRemovedPolicies(t *testing.T) {
 			t.Fatalf("before the reload, %s: %q, want 1", name, got)
 		}
 	}
+	old := ts.gen.Load()
 	writeFile(t, ts.dir, "sluice.yaml", "policies:\n  - {name: keep, match: /a, key: ip, limits: [\"10/m\"]}\n")
 	if err := ts.Reload(context.Background()); err != nil {
 		t.Fatal(err)
 	}
 	if got := ts.metric(`sluice_decisions_total{policy="gone"`); got != "" {
 		t.Errorf("after the reload, the removed policy's series stays: %q", got)
+	}
+	// A request of the old generation, still in flight, decided after the
+	// reload: its decision does not bring the series back.
+	gone := old.set.Policies()[1]
+	observer{ts.Server, old}.Observe(context.Background(), policy.Event{Policy: gone, Decision: rate.Decision{Allowed: true}})
+	if got := ts.metric(`sluice_decisions_total{policy="gone"`); got != "" {
+		t.Errorf("a request in flight across the reload brought the removed policy's series back: %q", got)
 	}
 	if got := ts.metric(`sluice_decisions_total{policy="keep",result="allowed"}`); !strings.HasSuffix(got, " 1") {
 		t.Errorf("after the reload, keep: %q, want its count kept", got)

@@ -7,9 +7,12 @@ import (
 	"github.com/sluicehq/sluice/rls"
 )
 
-// observer counts every policy decision in the metrics, the dashboard
-// and the top refused keys.
-type observer struct{ s *Server }
+// observer counts every policy decision of generation g in the metrics,
+// the dashboard and the top refused keys.
+type observer struct {
+	s *Server
+	g *generation
+}
 
 // Observe implements policy.Observer.
 func (o observer) Observe(_ context.Context, e policy.Event) {
@@ -24,7 +27,9 @@ func (o observer) Observe(_ context.Context, e policy.Event) {
 	case e.Decision.Delay > 0:
 		result = ResultThrottled
 	}
-	o.s.m.Decision(e.Policy.Name, result)
+	if !o.g.retired.Load() {
+		o.s.m.Decision(e.Policy.Name, result)
+	}
 	// What the client saw: throttled requests passed, and so did every
 	// request a shadow policy decided, on a store error too (its Decision
 	// is then whatever the store returned with its error). On an enforcing
