@@ -307,21 +307,25 @@ func (l *Limiter) WaitN(ctx context.Context, key string, n int64) error {
 		if err != nil {
 			return err
 		}
-		if bounded {
-			// The answer took time to come, and a wait it names is slept
-			// from now: measure the time left for it from now too.
-			left = deadline.Sub(l.clock.Now())
-		}
+		// A wait the answer names is slept from when it came: the time
+		// left for it is measured again then (the answer took time), and
+		// only where there is a wait, as reading the clock is much of an
+		// admission's cost.
 		if d.Allowed {
 			// A look (n = 0) is told how long the queue is, but took no
 			// place in it: it has no turn to wait for.
 			if d.Delay > 0 && n > 0 {
-				if bounded && d.Delay >= left {
-					return fmt.Errorf("sluice: %q would have to wait %v, %v left: %w", key, d.Delay, left, ErrWouldExceedDeadline)
+				if bounded {
+					if left = deadline.Sub(l.clock.Now()); d.Delay >= left {
+						return fmt.Errorf("sluice: %q would have to wait %v, %v left: %w", key, d.Delay, left, ErrWouldExceedDeadline)
+					}
 				}
 				return l.clock.Sleep(ctx, d.Delay)
 			}
 			return nil
+		}
+		if bounded {
+			left = deadline.Sub(l.clock.Now())
 		}
 		// A refusal always names a positive wait; never spin on a zero.
 		sleep := max(d.RetryAfter, time.Microsecond)
