@@ -57,13 +57,6 @@ func cycles() uint64 {
 	return s[0].Value.Uint64()
 }
 
-// inForce returns the GOGC percent in force, by setting it and back.
-func inForce() int {
-	p := debug.SetGCPercent(100)
-	debug.SetGCPercent(p)
-	return p
-}
-
 var sink []byte
 
 // churn allocates n bytes in 64 KiB pieces, none kept, and returns the
@@ -94,9 +87,9 @@ func TestFloor(t *testing.T) {
 	// after this collection.
 	runtime.GC()
 	deadline := time.Now().Add(10 * time.Second)
-	for inForce() < 1000 {
+	for gcPercent() < 1000 {
 		if time.Now().After(deadline) {
-			t.Fatalf("GOGC percent %d after a collection with a floor of 512 MiB: not raised", inForce())
+			t.Fatalf("GOGC percent %d after a collection with a floor of 512 MiB: not raised", gcPercent())
 		}
 		runtime.Gosched()
 	}
@@ -106,13 +99,13 @@ func TestFloor(t *testing.T) {
 	}
 
 	f.Stop()
-	if p := inForce(); p != 100 {
+	if p := gcPercent(); p != 100 {
 		t.Errorf("GOGC percent %d after Stop, want 100 back", p)
 	}
 	// A collection after Stop leaves the percent alone.
 	runtime.GC()
 	runtime.GC()
-	if p := inForce(); p != 100 {
+	if p := gcPercent(); p != 100 {
 		t.Errorf("GOGC percent %d after Stop and two collections, want 100", p)
 	}
 }
@@ -127,7 +120,7 @@ func TestStartOff(t *testing.T) {
 		f.Stop()
 		t.Error("Start with GOGC=off returned a floor")
 	}
-	if p := inForce(); p != -1 {
+	if p := gcPercent(); p != -1 {
 		t.Errorf("GOGC percent %d, want the collector left off", p)
 	}
 	var f *Floor
