@@ -308,11 +308,11 @@ func (s *Server) Log() string {
 
 // logTail returns the end of the server's log, for error messages.
 func (s *Server) logTail() string {
-	b, err := os.ReadFile(filepath.Join(s.dir, "redis.log"))
-	if err != nil {
+	log := s.Log()
+	if log == "" {
 		return "(no log)"
 	}
-	lines := strings.Split(strings.TrimSpace(string(b)), "\n")
+	lines := strings.Split(strings.TrimSpace(log), "\n")
 	return strings.Join(lines[max(0, len(lines)-5):], "\n")
 }
 
