@@ -19,6 +19,7 @@ import (
 	"github.com/sluicehq/sluice"
 	"github.com/sluicehq/sluice/clientip"
 	"github.com/sluicehq/sluice/internal/logpace"
+	"github.com/sluicehq/sluice/internal/urlpath"
 	"github.com/sluicehq/sluice/internal/yamlalias"
 	"github.com/sluicehq/sluice/internal/yamlpos"
 	"github.com/sluicehq/sluice/rate"
@@ -1233,8 +1234,8 @@ func foldLiterals(path string) string {
 		case 'A' <= c && c <= 'Z':
 			c += 'a' - 'A'
 		case c == '%' && i+2 < len(path):
-			if d, err := strconv.ParseUint(path[i+1:i+3], 16, 8); err == nil && isLetter(byte(d)) {
-				c, i = byte(d)|0x20, i+2
+			if d, ok := urlpath.Unhex(path[i+1], path[i+2]); ok && isLetter(d) {
+				c, i = d|0x20, i+2
 			}
 		}
 		b = append(b, c)

@@ -106,7 +106,7 @@ func decodeUnreserved(p string) string {
 		if p[i] != '%' {
 			continue
 		}
-		c, ok := unhex(p[i+1], p[i+2])
+		c, ok := Unhex(p[i+1], p[i+2])
 		if !ok || !unreserved(c) {
 			continue
 		}
@@ -123,7 +123,9 @@ func decodeUnreserved(p string) string {
 	return string(append(b, p[last:]...))
 }
 
-func unhex(h, l byte) (byte, bool) {
+// Unhex returns the byte the two hex digits h and l of a percent-escape
+// spell, and whether both are hex digits.
+func Unhex(h, l byte) (byte, bool) {
 	hv, ok1 := hexVal(h)
 	lv, ok2 := hexVal(l)
 	return hv<<4 | lv, ok1 && ok2
