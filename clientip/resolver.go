@@ -93,8 +93,8 @@ func New(o Options) (*Resolver, error) {
 		return nil, fmt.Errorf("unsupported forwarding header %q: want X-Forwarded-For, Forwarded or X-Real-IP", o.Header)
 	}
 	for _, p := range o.TrustedProxies {
-		if !p.IsValid() {
-			return nil, fmt.Errorf("invalid trusted proxy prefix %v", p)
+		if err := CheckTrusted(p); err != nil {
+			return nil, err
 		}
 		p = p.Masked()
 		if p.Addr().Is4In6() && p.Bits() >= 96 {
@@ -103,6 +103,20 @@ func New(o Options) (*Resolver, error) {
 		r.trusted = append(r.trusted, p)
 	}
 	return r, nil
+}
+
+// CheckTrusted returns why p cannot name trusted proxies, or nil. An
+// IPv4-mapped prefix shorter than the mapping's 96 bits counts its bits
+// from the IPv6 address's first: it names IPv6 addresses beside the
+// mapping, and no IPv4 proxy.
+func CheckTrusted(p netip.Prefix) error {
+	switch {
+	case !p.IsValid():
+		return fmt.Errorf("invalid trusted proxy prefix %v", p)
+	case p.Addr().Is4In6() && p.Bits() < 96:
+		return fmt.Errorf("trusted proxy %v is an IPv4-mapped prefix shorter than the mapping's /96: its bits count from the IPv6 address's first, so it names no IPv4 proxy; write the IPv4 prefix, such as %s/%d", p, p.Addr().Unmap(), min(p.Bits(), 32))
+	}
+	return nil
 }
 
 // Header returns the canonical name of the forwarding header r reads, for

@@ -124,6 +124,8 @@ func TestNewRejects(t *testing.T) {
 		{IPv6Prefix: 8},
 		{Header: "X-Client-IP"},
 		{TrustedProxies: []netip.Prefix{{}}},
+		// Mapped, but shorter than the mapping: ::/8, no IPv4 proxy.
+		{TrustedProxies: []netip.Prefix{netip.MustParsePrefix("::ffff:10.0.0.0/8")}},
 	} {
 		if _, err := New(o); err == nil {
 			t.Errorf("New(%+v) accepted", o)

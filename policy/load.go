@@ -462,10 +462,8 @@ func (ld *loader) clientIP(f field) *clientip.Resolver {
 					}
 					p = netip.PrefixFrom(a, a.BitLen())
 				}
-				// An IPv4-mapped prefix shorter than the mapping's 96 bits
-				// names IPv6 addresses beside it, never an IPv4 proxy.
-				if p.Addr().Is4In6() && p.Bits() < 96 {
-					ld.errf(n, "trusted proxy %q is an IPv4-mapped prefix shorter than the mapping's /96: its bits count from the IPv6 address's first, so it names no IPv4 proxy; write the IPv4 prefix, such as %s/%d", s, p.Addr().Unmap(), min(p.Bits(), 32))
+				if err := clientip.CheckTrusted(p); err != nil {
+					ld.errf(n, "%v", err) // at its line, not the section's
 					continue
 				}
 				o.TrustedProxies = append(o.TrustedProxies, p)

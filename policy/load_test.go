@@ -360,7 +360,7 @@ policies:
 client_ip: {trusted_proxies: ["::ffff:10.0.0.0/8"]}
 policies:
   - {name: a, limits: ["1/s"]}
-`, 2, 31, []string{`trusted proxy "::ffff:10.0.0.0/8" is an IPv4-mapped prefix`, "10.0.0.0/8"}},
+`, 2, 31, []string{`trusted proxy ::ffff:10.0.0.0/8 is an IPv4-mapped prefix`, "10.0.0.0/8"}},
 		{"internationalized host", `
 policies:
   - name: a
