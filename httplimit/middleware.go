@@ -250,11 +250,11 @@ func (l *limiter) problem(w http.ResponseWriter, r *http.Request, status int, ou
 		b = append(b, `,"violated-policies":[`...)
 		// The names of the refusing limits, as RateLimit-Policy names
 		// them: a policy of several limits names the one that refused.
-		for i, l := range out.Refused {
+		for i, lim := range out.Refused {
 			if i > 0 {
 				b = append(b, ',')
 			}
-			b = appendJSONString(b, l.Name)
+			b = appendJSONString(b, lim.Name)
 		}
 		b = append(b, ']')
 	}

@@ -109,7 +109,6 @@ type Service struct {
 	store    sluice.Store
 	opts     Options
 	clock    rate.Clock
-	maxDescs int // no bound when negative
 	log      *slog.Logger
 	storeLog logpace.Pacer // paces the log of store failures
 	cfg      atomic.Pointer[Config]
@@ -128,9 +127,8 @@ func NewService(cfg *Config, store sluice.Store, opts Options) *Service {
 	if s.log == nil {
 		s.log = slog.New(slog.DiscardHandler)
 	}
-	s.maxDescs = opts.MaxDescriptors
-	if s.maxDescs == 0 {
-		s.maxDescs = DefaultMaxDescriptors
+	if s.opts.MaxDescriptors == 0 {
+		s.opts.MaxDescriptors = DefaultMaxDescriptors
 	}
 	s.cfg.Store(cfg)
 	s.health.SetServingStatus("", healthpb.HealthCheckResponse_SERVING)
@@ -192,8 +190,8 @@ func (s *Service) ShouldRateLimit(ctx context.Context, req *rlsv3.RateLimitReque
 	if len(descs) == 0 {
 		return nil, status.Error(codes.InvalidArgument, "rate limit descriptor list must not be empty")
 	}
-	if s.maxDescs > 0 && len(descs) > s.maxDescs {
-		return nil, status.Errorf(codes.InvalidArgument, "%d rate limit descriptors; at most %d", len(descs), s.maxDescs)
+	if most := s.opts.MaxDescriptors; most > 0 && len(descs) > most {
+		return nil, status.Errorf(codes.InvalidArgument, "%d rate limit descriptors; at most %d", len(descs), most)
 	}
 	cfg := s.cfg.Load()
 	items := make([]item, len(descs))

@@ -526,6 +526,9 @@ func restoreHeaders(r *http.Request, h http.Header) http.Header {
 // left alone, as is any that names another host, scheme, port or a user.
 func relocate(h http.Header, target *url.URL) {
 	loc := h.Get("Location")
+	if loc == "" {
+		return // most responses: nothing to build the origin for
+	}
 	origin := target.Scheme + "://" + target.Host
 	if len(loc) < len(origin) || !strings.EqualFold(loc[:len(origin)], origin) {
 		return

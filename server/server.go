@@ -189,7 +189,7 @@ type Options struct {
 	SendTimeout time.Duration
 	// MaxHeaderBytes bounds the request line and header fields of a
 	// request to the proxy, check and admin listeners; a larger one is
-	// answered 431. Zero means DefaultMaxHeaderBytes (64 KiB).
+	// answered 431. Zero or less means DefaultMaxHeaderBytes (64 KiB).
 	MaxHeaderBytes int
 	// TopKeys is how many refused keys /debug/top tracks. Zero means
 	// DefaultTopKeys.

@@ -139,8 +139,8 @@ func TestCheckCommand(t *testing.T) {
 	// sluice serve's name for the flag works too, and adds to the list.
 	for _, flag := range []string{"--envoy", "--envoy-config"} {
 		code, stdout, _ = runCLI(t, "check", flag, "../../examples/envoy/config", "--envoy", "../../rls/testdata/edge.yaml")
-		if code == 0 {
-			t.Errorf("%s and --envoy with two files of domain edge should conflict: %q", flag, stdout)
+		if code != 1 {
+			t.Errorf("%s and --envoy with two files of domain edge should conflict (exit 1): exit %d, %q", flag, code, stdout)
 		}
 		code, stdout, _ = runCLI(t, "check", flag, "../../examples/envoy/config")
 		if code != 0 || !strings.Contains(stdout, "OK: 1 domain (edge)") {

@@ -284,7 +284,7 @@ func parseServeFlags(args []string, getenv func(string) string, stderr io.Writer
 		return nil, err
 	}
 	if f.gcFloorBytes, err = parseSize(f.gcFloor); err != nil {
-		return nil, fmt.Errorf("%s %q: %w", f.name("gc-heap-floor"), f.gcFloor, err)
+		return nil, fmt.Errorf("%s %q: %w, or 0 to turn it off", f.name("gc-heap-floor"), f.gcFloor, err)
 	}
 	switch n, err := parseSize(f.maxHeader); {
 	case err != nil:
@@ -453,7 +453,7 @@ func parseSize(v string) (uint64, error) {
 	}
 	n, err := strconv.ParseUint(num, 10, 64)
 	if err != nil {
-		return 0, errors.New("want a size such as 64MiB, in B, KiB, MiB, GiB or TiB, or 0")
+		return 0, errors.New("want a size such as 64MiB, in B, KiB, MiB, GiB or TiB")
 	}
 	if n > math.MaxUint64>>shift {
 		return 0, errors.New("too large")
