@@ -436,13 +436,13 @@ func (s *Server) reverseProxy(set *policy.Set) http.Handler {
 					delete(out.Header, name)
 				}
 			}
-			if userHeader != "" && (!trusted || len(out.Header[userHeader]) > 1) {
-				// The user's name is an authentication proxy's word, as
-				// the policies read it: a client's own is not passed on
-				// for the upstream to believe. Nor is a name given twice,
-				// which the policies take for no one's: a proxy that adds
-				// its own after the client's leaves the client's first,
-				// where an upstream would read it.
+			if userHeader != "" && set.UserOf(in) == "" {
+				// The upstream is told of a user only where the policies
+				// believe one: not a client's own name (from an untrusted
+				// peer), nor a name given twice, which the policies take
+				// for no one's (a proxy that adds its own after the
+				// client's leaves the client's first, where an upstream
+				// would read it).
 				out.Header.Del(userHeader)
 			}
 			setForwarded(out.Header, in, peer, trusted)
