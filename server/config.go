@@ -42,7 +42,7 @@ func (g *generation) names() []string {
 	}
 	if g.rls != nil {
 		for _, d := range g.rls.Domains() {
-			out = append(out, "rls:"+d)
+			out = append(out, rlsName(d))
 		}
 	}
 	return out

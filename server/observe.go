@@ -43,6 +43,9 @@ func (o observer) Observe(_ context.Context, e policy.Event) {
 // Shed implements policy.Observer.
 func (o observer) Shed(_ context.Context, p policy.Priority) { o.s.m.Shed(p.String()) }
 
+// rlsName is the policy label of Envoy's domain.
+func rlsName(domain string) string { return "rls:" + domain }
+
 // observeRLS counts a decision of Envoy's rate limit service. Its policy
 // label is rls:DOMAIN: the domain is bounded by the configuration, while
 // the descriptor's stat key may hold request values (detailed_metric).
@@ -50,7 +53,7 @@ func (o observer) Shed(_ context.Context, p policy.Priority) { o.s.m.Shed(p.Stri
 // value, as a policy's do: the stat key would put every client of a limit
 // in one entry.
 func (s *Server) observeRLS(e rls.Event) {
-	name := "rls:" + e.Domain
+	name := rlsName(e.Domain)
 	result := ResultAllowed
 	switch {
 	case e.Over && e.Shadow:

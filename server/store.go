@@ -182,21 +182,29 @@ func (s *instrumented) done(start time.Time, err error) {
 	}
 }
 
-// storeErrorKinds lists what errorKind returns.
-var storeErrorKinds = []string{"down", "timeout", "canceled", "invalid", "unavailable"}
+// The kinds of store error, the store_errors_total label.
+const (
+	kindDown        = "down" // a call not sent: the store is known to be down
+	kindTimeout     = "timeout"
+	kindCanceled    = "canceled"
+	kindInvalid     = "invalid"
+	kindUnavailable = "unavailable"
+)
 
-// errorKind classifies a store error for the store_errors_total label:
-// down is a call not sent because the store is known to be down.
+// storeErrorKinds lists what errorKind returns.
+var storeErrorKinds = []string{kindDown, kindTimeout, kindCanceled, kindInvalid, kindUnavailable}
+
+// errorKind classifies a store error for the store_errors_total label.
 func errorKind(err error) string {
 	switch {
 	case errors.Is(err, sluice.ErrStoreDown):
-		return "down"
+		return kindDown
 	case errors.Is(err, context.DeadlineExceeded):
-		return "timeout"
+		return kindTimeout
 	case errors.Is(err, context.Canceled):
-		return "canceled"
+		return kindCanceled
 	case errors.Is(err, rate.ErrCostExceedsCapacity), errors.Is(err, rate.ErrNegativeCost), errors.Is(err, rate.ErrSyntax):
-		return "invalid"
+		return kindInvalid
 	}
-	return "unavailable"
+	return kindUnavailable
 }
