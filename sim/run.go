@@ -206,7 +206,7 @@ func Run(ctx context.Context, s Scenario) (Result, error) {
 					}
 				}
 				m := states[i%counters]
-				ok, delay := decide(l, m, e, start)
+				ok, delay, over := decide(l, m, e, start)
 				sec := &row.PerSecond[e.At/time.Second]
 				ct := &row.Clients[clientOf[i]]
 				if ok {
@@ -218,7 +218,7 @@ func Run(ctx context.Context, s Scenario) (Result, error) {
 					row.Refused++
 					sec.Refused++
 					ct.Refused++
-					if e.cost() > l.Capacity() {
+					if over {
 						row.OverCapacity++
 					}
 				}
@@ -230,19 +230,20 @@ func Run(ctx context.Context, s Scenario) (Result, error) {
 }
 
 // decide steps l for e over the states in m, storing the new state if the
-// request passes, and returns whether it passed and its delay.
-func decide(l rate.Limit, m map[string]rate.State, e Event, start int64) (bool, time.Duration) {
+// request passes, and returns whether it passed, its delay, and whether
+// it was refused for costing more than l's capacity.
+func decide(l rate.Limit, m map[string]rate.State, e Event, start int64) (ok bool, delay time.Duration, over bool) {
 	cost := e.cost()
 	if cost > l.Capacity() {
 		// No wait would let it pass; a store answers it with an error,
 		// counted apart as Row.OverCapacity.
-		return false, 0
+		return false, 0, true
 	}
 	now := start + int64(e.At/time.Microsecond)
 	next, d := l.Step(m[e.Key], now, cost)
 	if !d.Allowed {
-		return false, 0
+		return false, 0, false
 	}
 	m[e.Key] = next
-	return true, d.Delay
+	return true, d.Delay, false
 }
