@@ -327,8 +327,9 @@ func (w *idleWriter) Hijack() (net.Conn, *bufio.ReadWriter, error) {
 	w.off = true // the connection is the caller's now
 	ic := &idleConn{Conn: conn, idle: w.idle}
 	if brw.Writer.Buffered() == 0 {
-		// The response to the upgrade is written through brw.
-		brw.Writer = bufio.NewWriter(ic)
+		// The response to the upgrade is written through brw: through ic
+		// now, in the buffer net/http gave it.
+		brw.Writer.Reset(ic)
 	}
 	return ic, brw, nil
 }
