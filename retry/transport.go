@@ -305,20 +305,18 @@ func retryAfter(h http.Header, now time.Time) (time.Duration, bool) {
 		now = date
 	}
 	longest, told := time.Duration(0), false
-	ask := func(v string) {
-		if strings.Trim(v, " \t") == "" {
-			return
-		}
-		told = true
-		ra, ok := ParseRetryAfter(v, now)
+	take := func(ra time.Duration, ok bool) {
 		if !ok {
-			ra = time.Second
+			ra = time.Second // asked for a wait, unreadable
 		}
-		longest = max(longest, ra)
+		longest, told = max(longest, ra), true
 	}
 	for _, line := range lines {
-		if _, ok := ParseRetryAfter(line, now); ok || !strings.Contains(line, ",") {
-			ask(line)
+		if strings.Trim(line, " \t") == "" {
+			continue
+		}
+		if ra, ok := ParseRetryAfter(line, now); ok || !strings.Contains(line, ",") {
+			take(ra, ok)
 			continue
 		}
 		// A joined line. An HTTP-date has a comma of its own, after the
@@ -327,13 +325,16 @@ func retryAfter(h http.Header, now time.Time) (time.Duration, bool) {
 		members := strings.Split(line, ",")
 		for i := 0; i < len(members); i++ {
 			m := members[i]
-			if _, ok := ParseRetryAfter(m, now); !ok && i+1 < len(members) {
-				if _, ok := ParseRetryAfter(m+","+members[i+1], now); ok {
-					m += "," + members[i+1]
-					i++
+			if strings.Trim(m, " \t") == "" {
+				continue
+			}
+			ra, ok := ParseRetryAfter(m, now)
+			if !ok && i+1 < len(members) {
+				if joined, jok := ParseRetryAfter(m+","+members[i+1], now); jok {
+					ra, ok, i = joined, true, i+1
 				}
 			}
-			ask(m)
+			take(ra, ok)
 		}
 	}
 	return longest, told
