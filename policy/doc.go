@@ -45,9 +45,10 @@
 // dot (API.Example.com. is api.example.com, post is POST), as the
 // gateways and applications that serve such requests read them; a method
 // key counts them as one, and HEAD as GET (a policy on GET matches HEAD
-// too, so a client alternating the two must not have twice the limit). A pattern's host has no port (a policy matches
-// its host on every port) and no wildcard (*.example.com is refused), and
-// an IPv6 address matches with or without one. A pattern's path has no
+// too, so a client alternating the two must not have twice the limit). A
+// pattern's host has no port (a policy matches its host on every port, an
+// IPv6 address with or without one) and no wildcard (*.example.com is
+// refused), and is ASCII, as clients send it. A pattern's path has no
 // query string or fragment: one with a ? or a # is refused. A header
 // given more than once is present, and equal to a value if one of its
 // values is, as servers differ on the value they read; Host is no header

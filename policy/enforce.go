@@ -134,8 +134,8 @@ type Options struct {
 	Observer Observer
 	// Logger logs store failures and recoveries (once per transition)
 	// and the refusals of shadow policies (at most one line a second per
-	// policy, with the store key, the key's values as clients sent them,
-	// and how many refusals it left out). If nil, nothing is logged.
+	// policy, with the store key and how many refusals it left out). If
+	// nil, nothing is logged.
 	Logger *slog.Logger
 	// StoreLogs says that the store logs its own outages, as a
 	// sluice.Fallback does: the Enforcer then logs no store failure or
@@ -273,18 +273,17 @@ func (e *Enforcer) Enforce(ctx context.Context, r *Request) Outcome {
 	}
 
 	plan, planKnown := "", false
-	for i, p := range st.matched {
-		if i == nEnf {
-			st.nEnf = len(st.reqs)
+	collect := func(ps []*Policy) {
+		for _, p := range ps {
+			if p.usesPlan && !planKnown {
+				plan, planKnown = e.set.planOf(r), true
+			}
+			e.collect(st, p, r, plan)
 		}
-		if p.usesPlan && !planKnown {
-			plan, planKnown = e.set.planOf(r), true
-		}
-		e.collect(st, p, r, plan)
 	}
-	if nEnf == len(st.matched) {
-		st.nEnf = len(st.reqs)
-	}
+	collect(st.matched[:nEnf])
+	st.nEnf = len(st.reqs)
+	collect(st.matched[nEnf:])
 	if len(st.reqs) > 0 {
 		keys := string(st.buf)
 		for i := range st.reqs {
@@ -487,23 +486,9 @@ func conclude(d rate.Decision, decs []rate.Decision, lims []*Limit, out *Outcome
 		return
 	}
 	out.Verdict, out.RetryAfter = Refuse, d.RetryAfter
-	// The violated policies, the longest wait first.
-	for {
-		best := -1
-		for j := range decs {
-			if decs[j].Allowed || containsPolicy(out.Violated, lims[j].Policy) {
-				continue
-			}
-			if best < 0 || decs[j].RetryAfter > decs[best].RetryAfter {
-				best = j
-			}
-		}
-		if best < 0 {
-			break
-		}
-		out.Violated = append(out.Violated, lims[best].Policy)
-	}
-	// The refusing limits, the longest wait first, likewise.
+	// The refusing limits, the longest wait first, one per name; their
+	// policies, in that order, are the violated ones (a limit's name holds
+	// its policy's, so no two policies share one).
 	for {
 		best := -1
 		for j := range decs {
@@ -515,9 +500,14 @@ func conclude(d rate.Decision, decs []rate.Decision, lims []*Limit, out *Outcome
 			}
 		}
 		if best < 0 {
-			return
+			break
 		}
 		out.Refused = append(out.Refused, lims[best])
+	}
+	for _, l := range out.Refused {
+		if !containsPolicy(out.Violated, l.Policy) {
+			out.Violated = append(out.Violated, l.Policy)
+		}
 	}
 }
 
