@@ -267,8 +267,8 @@ type domain struct {
 
 // level is one list of descriptors: the top of a domain or the children of
 // a descriptor. A request entry looks for its (key, value) in exact, then
-// for the first wildcard whose key matches and whose prefix starts its
-// value, then for its key alone in anyValue.
+// for the first wildcard, in file order, that it matches (see
+// node.matches), then for its key alone in anyValue.
 type level struct {
 	exact    map[entryKey]*node
 	wildcard []*node
@@ -284,16 +284,17 @@ func (l *level) empty() bool {
 // node is one configured descriptor.
 type node struct {
 	key, value string
-	// wildcard is set for a value ending in "*"; prefix is the value
-	// without it.
-	wildcard bool
-	prefix   string
-	limit    *limitSpec
-	shadow   bool
-	share    bool
-	detailed bool
-	toMetric bool
-	children level
+	// wildcard is set for a value ending in "*", and for a key ending in
+	// "*" with no value (anyKey); prefix is the value, or the key,
+	// without its "*".
+	wildcard, anyKey bool
+	prefix           string
+	limit            *limitSpec
+	shadow           bool
+	share            bool
+	detailed         bool
+	toMetric         bool
+	children         level
 	// stat is the reference service's name for the node in its stats:
 	// the path of key or key_value parts joined with dots, the last of
 	// them part.
@@ -676,8 +677,6 @@ func (p *parser) parseLevel(l *level, list *yaml.Node, stat string) {
 
 func (l *level) find(n *node) *node {
 	switch {
-	case n.value == "":
-		return l.anyValue[n.key]
 	case n.wildcard:
 		for _, w := range l.wildcard {
 			if w.key == n.key && w.value == n.value {
@@ -685,19 +684,21 @@ func (l *level) find(n *node) *node {
 			}
 		}
 		return nil
+	case n.value == "":
+		return l.anyValue[n.key]
 	}
 	return l.exact[entryKey{n.key, n.value}]
 }
 
 func (l *level) add(n *node) {
 	switch {
+	case n.wildcard:
+		l.wildcard = append(l.wildcard, n)
 	case n.value == "":
 		if l.anyValue == nil {
 			l.anyValue = map[string]*node{}
 		}
 		l.anyValue[n.key] = n
-	case n.wildcard:
-		l.wildcard = append(l.wildcard, n)
 	default:
 		if l.exact == nil {
 			l.exact = map[entryKey]*node{}
@@ -753,11 +754,17 @@ func (p *parser) parseNode(item *yaml.Node, parentStat string) *node {
 		}
 		return nil
 	}
-	if strings.HasSuffix(n.value, "*") {
+	switch {
+	case strings.HasSuffix(n.value, "*"):
 		n.wildcard, n.prefix = true, strings.TrimSuffix(n.value, "*")
+	case n.value == "" && strings.HasSuffix(n.key, "*"):
+		// The reference looks an entry up by "key_value" and takes a
+		// descriptor's "key_value", or its key when it has no value, for
+		// a wildcard when it ends in "*": such a key is one.
+		n.wildcard, n.anyKey, n.prefix = true, true, strings.TrimSuffix(n.key, "*")
 	}
 	if n.share && !n.wildcard {
-		p.errorf(n.line, "share_threshold needs a wildcard value ending in '*' (key %q value %q)", n.key, n.value)
+		p.errorf(n.line, "share_threshold needs a wildcard: a value ending in '*', or a key ending in '*' with no value (key %q value %q)", n.key, n.value)
 	}
 	part := n.key
 	if n.value != "" {

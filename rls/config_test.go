@@ -252,7 +252,7 @@ descriptors:
     share_threshold: true
     rate_limit: {unit: second, requests_per_unit: 1}
 `,
-			want: `test.yaml:3: share_threshold needs a wildcard value ending in '*'`,
+			want: `test.yaml:3: share_threshold needs a wildcard: a value ending in '*'`,
 		},
 		{
 			name: "empty domain",

@@ -1,8 +1,8 @@
 // Package rls serves Envoy's rate limit service API
 // (envoy.service.ratelimit.v3.RateLimitService) from sluice: Envoy, Istio,
-// Contour, Emissary and Envoy Gateway can point their global rate limiting
-// at it instead of Envoy's reference service (envoyproxy/ratelimit),
-// keeping their configuration files as they are.
+// Contour and Emissary can point their global rate limiting at it instead
+// of Envoy's reference service (envoyproxy/ratelimit), keeping their
+// configuration files as they are.
 //
 // # Use
 //
@@ -138,14 +138,24 @@
 // them, has no equivalent. quota_mode: true is refused: the reference's
 // quota mode (over-limit requests pass and are listed in the response's
 // dynamic metadata) is not here, nor its global shadow and quota modes,
-// response metadata and X-RateLimit headers; Options.Headers gives the
-// RateLimit fields of the current IETF draft instead.
+// response metadata, and its RateLimit-Limit, RateLimit-Remaining and
+// RateLimit-Reset headers; Options.Headers gives the RateLimit fields of
+// the current IETF draft instead. Configuration comes from files: the
+// reference's xDS mode (CONFIG_TYPE=GRPC_XDS_SOTW), in which Envoy
+// Gateway feeds the rate limit service it deploys, is not served. A
+// scalar is read as YAML text, so a float or a number past 64 bits
+// stands for itself as a key or value, where the reference refuses the
+// file. A request without a domain or without descriptors is refused
+// with InvalidArgument, where the reference answers Unknown.
 //
 // The reference names a descriptor key_value and looks an entry up by
 // that name, so two things that are apart here meet there. A wildcard
-// matches on its descriptor's key and the value's prefix; the
-// reference matches the prefix of "key_value", so its "a_b*" wildcard
-// also catches the key "a" with a value starting "b". A descriptor written
+// value (key "a", value "b*") matches the entries of key "a" whose value
+// starts with "b"; the reference matches the prefix "a_b" of the entry's
+// "key_value", so it also catches the key "a_bc" with any value. A key
+// ending in "*" with no value is a wildcard over "key_value" here as
+// there: "user*" matches the keys user_id and username, "*" any entry.
+// A descriptor written
 // with key "a_b" and no value matches the entry key "a_b" alone; in the
 // reference, the entry a=b finds it too (and a file with both "key: a_b"
 // and "key: a, value: b" is refused as a duplicate).

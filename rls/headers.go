@@ -23,18 +23,20 @@ import (
 // Items are written as package ratefield writes them for the HTTP
 // middleware (q is the capacity: the burst, when an algorithm extension
 // sets one). A policy is named by its limit's name, or else by its
-// configured path. Shadow-mode limits are not enforced and are left out,
-// as are repeated names after the first. Times are whole seconds rounded
-// up; Retry-After is never 0, so a client never returns before the window
+// configured path. Shadow-mode limits are not enforced and are left out.
+// A name given by several descriptors (the same limit for two values, or
+// two limits of one name) is written once, where it first comes, with the
+// state of the descriptor nearest to refusing: one over its limit, else
+// the one with the least left. Times are whole seconds rounded up;
+// Retry-After is never 0, so a client never returns before the window
 // resets.
 func headers(items []item) []*corev3.HeaderValue {
-	// The fields are written on the stack, then copied into one string
-	// that every value is a part of; a request names a few limits at
-	// most, so names already written are found by a scan.
-	var polBuf, stateBuf [128]byte
-	pol, state := polBuf[:0], stateBuf[:0]
-	var names [8]string
-	seen := names[:0]
+	// A request names a few limits at most: the one reported for each
+	// name is found by a scan, and the fields are written on the stack,
+	// then copied into one string that every value is a part of.
+	var namesBuf [8]string
+	var repsBuf [8]*item
+	names, reps := namesBuf[:0], repsBuf[:0]
 	var retry time.Duration
 	over := false
 	for i := range items {
@@ -50,19 +52,26 @@ func headers(items []item) []*corev3.HeaderValue {
 		if name == "" {
 			name = it.m.policy
 		}
-		if slices.Contains(seen, name) {
+		if j := slices.Index(names, name); j >= 0 {
+			if r := reps[j]; it.over && !r.over || it.over == r.over && it.remain < r.remain {
+				reps[j] = it
+			}
 			continue
 		}
-		seen = append(seen, name)
-		if len(pol) > 0 {
+		names, reps = append(names, name), append(reps, it)
+	}
+	if len(names) == 0 {
+		return nil
+	}
+	var polBuf, stateBuf [128]byte
+	pol, state := polBuf[:0], stateBuf[:0]
+	for j, it := range reps {
+		if j > 0 {
 			pol = append(pol, ", "...)
 			state = append(state, ", "...)
 		}
-		pol = ratefield.AppendPolicy(pol, name, it.m.limit.limit)
-		state = ratefield.AppendItem(state, name, it.remain, it.reset)
-	}
-	if len(seen) == 0 {
-		return nil
+		pol = ratefield.AppendPolicy(pol, names[j], it.m.limit.limit)
+		state = ratefield.AppendItem(state, names[j], it.remain, it.reset)
 	}
 	var allBuf [320]byte
 	b := append(append(allBuf[:0], pol...), state...)

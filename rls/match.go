@@ -77,9 +77,9 @@ func (c *Config) lookup(domainName string, d *ratelimitv3.RateLimitDescriptor, c
 
 	lvl := &dom.root
 	var leaf *node
-	// shared[i] is the pattern entry i is counted under, when it matched a
-	// wildcard with share_threshold.
-	var shared []string
+	// shared[i] is the wildcard with share_threshold that entry i matched,
+	// whose pattern it is counted under, or nil.
+	var shared []*node
 	// The nodes matched, level by level; dynamic is set when the stat
 	// name takes a value from the request (value_to_metric), where it is
 	// otherwise the leaf's own, built at load.
@@ -90,16 +90,16 @@ func (c *Config) lookup(domainName string, d *ratelimitv3.RateLimitDescriptor, c
 		next := lvl.exact[entryKey{key, value}]
 		if next == nil {
 			for _, w := range lvl.wildcard {
-				if w.key == key && strings.HasPrefix(value, w.prefix) {
+				if w.matches(key, value) {
 					next = w
 					break
 				}
 			}
 			if next != nil && next.share {
 				if shared == nil {
-					shared = make([]string, len(entries))
+					shared = make([]*node, len(entries))
 				}
-				shared[i] = next.value
+				shared[i] = next
 			}
 		}
 		if next == nil {
@@ -149,12 +149,12 @@ func (ls *limitSpec) keyID(counting bool) string {
 // nodes, when it holds values from the request: value_to_metric puts a
 // node's value in its part, detailed_metric every entry's, except those
 // counted under a shared wildcard, whose pattern stays.
-func statName(domain string, entries []*ratelimitv3.RateLimitDescriptor_Entry, nodes []*node, shared []string, detailed bool) string {
+func statName(domain string, entries []*ratelimitv3.RateLimitDescriptor_Entry, nodes []*node, shared []*node, detailed bool) string {
 	parts := make([]string, len(nodes))
 	for i, n := range nodes {
 		e := entries[i]
 		switch {
-		case shared != nil && shared[i] != "":
+		case shared != nil && shared[i] != nil:
 			parts[i] = n.part
 		case detailed && shared == nil:
 			// The reference writes key_value here even for an empty
@@ -192,13 +192,13 @@ const maxKey = 512
 //	rls:<domain>:<k1>=<v1>|<k2>=<v2>:<limit id>
 //
 // Entries counted under a shared wildcard pattern are written
-// <k>*=<pattern prefix>. Every part is escaped so that the separators
+// <k>*=<pattern prefix>, or <k>**=<pattern prefix> for a wildcard key. Every part is escaped so that the separators
 // (and Redis Cluster's hash tag braces) never come from a client, and a
 // part longer than maxValue is replaced by "%h" and a hash of it, so two
 // different descriptors never share a key. The limit id at the end makes
 // a changed limit start from fresh while an unchanged one keeps its state
 // when the configuration is reloaded.
-func storeKey(domain string, entries []*ratelimitv3.RateLimitDescriptor_Entry, shared []string, limitID string) string {
+func storeKey(domain string, entries []*ratelimitv3.RateLimitDescriptor_Entry, shared []*node, limitID string) string {
 	var b strings.Builder
 	n := len("rls:") + len(domain) + len(limitID) + 8
 	for _, e := range entries {
@@ -214,9 +214,14 @@ func storeKey(domain string, entries []*ratelimitv3.RateLimitDescriptor_Entry, s
 			b.WriteByte('|')
 		}
 		writePart(&b, e.GetKey())
-		if shared != nil && shared[i] != "" {
+		if shared != nil && shared[i] != nil {
+			// A wildcard key's pattern is marked apart from a wildcard
+			// value's: writePart escapes every "*" it is given.
+			if shared[i].anyKey {
+				b.WriteByte('*')
+			}
 			b.WriteString("*=")
-			writePart(&b, strings.TrimSuffix(shared[i], "*"))
+			writePart(&b, shared[i].prefix)
 			continue
 		}
 		b.WriteByte('=')
@@ -262,4 +267,20 @@ func writeHash(b *strings.Builder, s string) {
 	sum := sha256.Sum256([]byte(s))
 	b.WriteString("%h")
 	b.WriteString(hex.EncodeToString(sum[:16]))
+}
+
+// matches reports whether the entry (key, value) matches the wildcard n.
+// A wildcard value matches the entry's value of the same key. A wildcard
+// key matches the entry's "key_value" as the reference spells it, so
+// "user*" catches the keys user_id and username, and "a_b*" the key a
+// with a value starting with b.
+func (n *node) matches(key, value string) bool {
+	if !n.anyKey {
+		return n.key == key && strings.HasPrefix(value, n.prefix)
+	}
+	p := n.prefix
+	if len(p) <= len(key) {
+		return strings.HasPrefix(key, p)
+	}
+	return strings.HasPrefix(p, key) && p[len(key)] == '_' && strings.HasPrefix(value, p[len(key)+1:])
 }

@@ -76,9 +76,14 @@ func TestStoreKeys(t *testing.T) {
 	if want := "rls:edge:remote_address=10.0.0.1|path=/v1/a%20b:fixed_window_20_per_1m0s"; got != want {
 		t.Errorf("key %q, want %q", got, want)
 	}
-	got = storeKey("edge", entries("path", "/files/a"), []string{"/files/*"}, "id")
+	got = storeKey("edge", entries("path", "/files/a"), []*node{{wildcard: true, prefix: "/files/"}}, "id")
 	if want := "rls:edge:path*=/files/:id"; got != want {
 		t.Errorf("shared key %q, want %q", got, want)
+	}
+	// A wildcard key's pattern is kept apart from a wildcard value's.
+	got = storeKey("edge", entries("path", "/files/a"), []*node{{wildcard: true, anyKey: true, prefix: "/files/"}}, "id")
+	if want := "rls:edge:path**=/files/:id"; got != want {
+		t.Errorf("shared key of a wildcard key %q, want %q", got, want)
 	}
 
 	// Descriptors that differ never share a key, however their values

@@ -498,6 +498,18 @@ descriptors:
 	if got["Retry-After"] != "25" || got["RateLimit"] != `"per-user";r=0;t=25` {
 		t.Fatalf("headers when over: %q", got)
 	}
+	// A limit named by several descriptors of a request is reported
+	// once, by the one nearest to refusing: the one over it, else the one
+	// with least left.
+	h.ask("api", desc("user", "v"))
+	got = headers(h.ask("api", desc("user", "w"), desc("user", "v"), desc("path", "/p")))
+	if got["RateLimit"] != `"per-user";r=0;t=25, "api.path";r=98;t=3565` || got["RateLimit-Policy"] != `"per-user";q=2;w=60, "api.path";q=100;w=3600` {
+		t.Errorf("headers of a limit named twice: %q", got)
+	}
+	got = headers(h.ask("api", desc("user", "x"), desc("user", "u")))
+	if got["RateLimit"] != `"per-user";r=0;t=25` || got["Retry-After"] != "25" {
+		t.Errorf("headers of a limit named twice, the second over it: %q", got)
+	}
 	// Without the option, no headers.
 	plain := newHarness(t, parse(t, perMinute), Options{})
 	if hs := plain.ask("api", desc("user", "x")).GetResponseHeadersToAdd(); len(hs) != 0 {
@@ -897,5 +909,57 @@ func TestStoreFailuresLoggedOnceASecond(t *testing.T) {
 	call()
 	if logs := buf.String(); strings.Count(logs, "store could not decide") != 2 || !strings.Contains(logs, "not_logged=2") {
 		t.Fatalf("a second later: want a second line, with not_logged=2:\n%s", logs)
+	}
+}
+
+// A descriptor whose key ends in "*" and has no value is a wildcard over
+// the entry's "key_value", as the reference reads it: key "*" matches any
+// entry, and key "user*" any entry whose key starts with "user". It is
+// tried in file order with the value wildcards, after an exact match and
+// before a key alone.
+func TestKeyWildcards(t *testing.T) {
+	h := newHarness(t, parse(t, `domain: kw
+descriptors:
+  - key: tenant
+    value: acme
+    descriptors:
+      - key: "*"
+        rate_limit: {unit: minute, requests_per_unit: 5}
+  - key: user*
+    rate_limit: {unit: minute, requests_per_unit: 3}
+  - key: a_b*
+    share_threshold: true
+    rate_limit: {unit: minute, requests_per_unit: 1}
+  - key: username
+    value: root
+    rate_limit: {unit: minute, requests_per_unit: 7}
+  - key: userx
+    rate_limit: {unit: minute, requests_per_unit: 9}
+`), Options{})
+	// Any nested entry matches "*", each value counted on its own.
+	h.expect(h.ask("kw", desc("tenant", "acme", "user", "u1")), ok, st{ok, 5, minute, 4, 30})
+	h.expect(h.ask("kw", desc("tenant", "acme", "path", "/x")), ok, st{ok, 5, minute, 4, 30})
+	h.expect(h.ask("kw", desc("tenant", "acme", "user", "u1")), ok, st{ok, 5, minute, 3, 30})
+	// "user*" catches keys starting with "user"; an exact key_value wins,
+	// and the wildcard, earlier in the file, wins over a key alone.
+	h.expect(h.ask("kw", desc("user_id", "42")), ok, st{ok, 3, minute, 2, 30})
+	h.expect(h.ask("kw", desc("username", "")), ok, st{ok, 3, minute, 2, 30})
+	h.expect(h.ask("kw", desc("username", "root")), ok, st{ok, 7, minute, 6, 30})
+	h.expect(h.ask("kw", desc("userx", "1")), ok, st{ok, 3, minute, 2, 30})
+	if got := statusOf(h.ask("kw", desc("use", "r")).GetStatuses()[0]); got != (st{code: ok}) {
+		t.Errorf("use=r: %+v, want no limit", got)
+	}
+	// "a_b*" matches the key_value "a_b...": the key a with a value
+	// starting with b, or a key starting with a_b. Shared, each entry key
+	// counts once for all its matching values.
+	h.expect(h.ask("kw", desc("a", "b1")), ok, st{ok, 1, minute, 0, 30})
+	h.expect(h.ask("kw", desc("a", "b2")), over, st{over, 1, minute, 0, 30})
+	h.expect(h.ask("kw", desc("a_bc", "z")), ok, st{ok, 1, minute, 0, 30})
+	if got := statusOf(h.ask("kw", desc("a", "c")).GetStatuses()[0]); got != (st{code: ok}) {
+		t.Errorf("a=c: %+v, want no limit", got)
+	}
+	ev := h.takeEvents()
+	if got := ev[len(ev)-1].Key; got != "kw.a_b*" {
+		t.Errorf("stat key %q, want kw.a_b*", got)
 	}
 }

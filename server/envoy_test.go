@@ -47,7 +47,7 @@ func ask(t *testing.T, c rlsv3.RateLimitServiceClient, domain string, entries ..
 // examples/envoy/config: 20 a minute, remaining 19 down to 0,
 // then OVER_LIMIT.
 func TestEnvoyRateLimitService(t *testing.T) {
-	ts := startServer(t, "", Options{EnvoyConfigs: []string{"../examples/envoy/config"}})
+	ts := startServer(t, "", Options{EnvoyConfigs: []string{"../examples/envoy/config"}, EnvoyHeaders: true})
 	if a := ts.Addrs(); a.Proxy != "" || a.Check != "" || a.GRPC == "" {
 		t.Fatalf("listeners %+v: want gRPC and admin only", a)
 	}
@@ -82,6 +82,65 @@ func TestEnvoyRateLimitService(t *testing.T) {
 	hr, err := health.Check(context.Background(), &healthpb.HealthCheckRequest{Service: rlsv3.RateLimitService_ServiceDesc.ServiceName})
 	if err != nil || hr.Status != healthpb.HealthCheckResponse_SERVING {
 		t.Errorf("health: %v, %v", hr, err)
+	}
+}
+
+// Envoy's rate limit service answers as the reference does by default:
+// no response headers, and a request refused by one descriptor still
+// spends from the others. Options turn on the RateLimit fields and
+// all-or-nothing decisions.
+func TestEnvoyOptions(t *testing.T) {
+	dir := t.TempDir()
+	cfg := filepath.Join(dir, "config.yaml")
+	if err := os.WriteFile(cfg, []byte(`domain: d
+descriptors:
+  - key: a
+    rate_limit: {unit: hour, requests_per_unit: 1}
+  - key: b
+    rate_limit: {unit: hour, requests_per_unit: 5}
+`), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	both := &rlsv3.RateLimitRequest{Domain: "d", Descriptors: []*ratelimitv3.RateLimitDescriptor{
+		{Entries: []*ratelimitv3.RateLimitDescriptor_Entry{{Key: "a", Value: "1"}}},
+		{Entries: []*ratelimitv3.RateLimitDescriptor_Entry{{Key: "b", Value: "1"}}},
+	}}
+	for _, tc := range []struct {
+		name string
+		o    Options
+		// left is what b has left after two requests of both, the second
+		// refused by a.
+		left    uint32
+		headers bool
+	}{
+		{"default", Options{}, 3, false},
+		{"headers", Options{EnvoyHeaders: true}, 3, true},
+		{"refused consume nothing", Options{EnvoyRefusedConsumeNothing: true}, 4, false},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			tc.o.EnvoyConfigs = []string{cfg}
+			ts := startServer(t, "", tc.o)
+			c, _ := envoyClient(t, ts)
+			ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+			defer cancel()
+			var resp *rlsv3.RateLimitResponse
+			for range 2 {
+				var err error
+				if resp, err = c.ShouldRateLimit(ctx, both); err != nil {
+					t.Fatal(err)
+				}
+			}
+			if resp.OverallCode != rlsv3.RateLimitResponse_OVER_LIMIT {
+				t.Fatalf("second request: %v, want OVER_LIMIT", resp)
+			}
+			if got := len(resp.ResponseHeadersToAdd) > 0; got != tc.headers {
+				t.Errorf("response_headers_to_add %v, want some: %v", resp.ResponseHeadersToAdd, tc.headers)
+			}
+			b := ask(t, c, "d", "b", "1")
+			if got := b.Statuses[0].LimitRemaining; got != tc.left-1 {
+				t.Errorf("b has %d left after a third request, want %d", got, tc.left-1)
+			}
+		})
 	}
 }
 

@@ -98,6 +98,18 @@ type Options struct {
 	// the format of Envoy's reference rate limit service (see package rls).
 	// When there are any, the gRPC listener serves them.
 	EnvoyConfigs []string
+	// EnvoyHeaders has Envoy's rate limit service add the RateLimit-Policy
+	// and RateLimit fields, and Retry-After when over a limit, to
+	// response_headers_to_add, which Envoy puts on its response (see
+	// rls.Options.Headers). Off by default, as in the reference service,
+	// whose LIMIT_RESPONSE_HEADERS_ENABLED is off.
+	EnvoyHeaders bool
+	// EnvoyRefusedConsumeNothing has Envoy's rate limit service decide
+	// the descriptors of a request all or nothing, so that a refused
+	// request spends from no limit (rls.Options.RefusedConsumeNothing). By
+	// default, as in the reference, each descriptor is decided on its own
+	// and refused hits count.
+	EnvoyRefusedConsumeNothing bool
 	// Upstream is the URL the reverse proxy forwards allowed requests to,
 	// or UpstreamDemo. Empty means the demo upstream when running on the
 	// demo config, and no reverse proxy otherwise.
@@ -403,7 +415,10 @@ func New(o Options) (_ *Server, err error) {
 		}
 	}()
 	if len(o.EnvoyConfigs) > 0 {
-		s.rls = rls.NewService(gen.rls, s.st.store, rls.Options{Clock: s.clock, Logger: s.log, Observe: s.observeRLS, Headers: true})
+		s.rls = rls.NewService(gen.rls, s.st.store, rls.Options{
+			Clock: s.clock, Logger: s.log, Observe: s.observeRLS,
+			Headers: o.EnvoyHeaders, RefusedConsumeNothing: o.EnvoyRefusedConsumeNothing,
+		})
 	}
 	s.build(gen)
 	s.gen.Store(gen)

@@ -51,6 +51,19 @@ wins over its variable):
                           them, in its format; repeatable
                           (SLUICE_ENVOY_CONFIG, comma-separated). Turns the
                           gRPC listener on.
+  --envoy-headers         add RateLimit-Policy and RateLimit, and
+                          Retry-After when over a limit, to the answers of
+                          Envoy's rate limit service, for Envoy to put on
+                          its response (SLUICE_ENVOY_HEADERS). Default off,
+                          as the reference service's
+                          LIMIT_RESPONSE_HEADERS_ENABLED.
+  --envoy-refused-consume-nothing
+                          decide the descriptors of an Envoy request all or
+                          nothing: a request over one limit spends from
+                          none, and refused hits never count
+                          (SLUICE_ENVOY_REFUSED_CONSUME_NOTHING). Default
+                          off: as in the reference, each descriptor is
+                          decided on its own and refused hits count.
   --upstream URL          where the reverse proxy forwards allowed requests
                           (SLUICE_UPSTREAM), or "demo" for the demo
                           upstream. Default: none (no proxy listener),
@@ -203,6 +216,7 @@ func (f *serveFlags) name(flagName string) string {
 // the lists, --envoy-config and --admin-host (see parseServeFlags).
 var serveEnv = map[string]string{
 	"config": "SLUICE_CONFIG", "upstream": "SLUICE_UPSTREAM", "preserve-host": "SLUICE_PRESERVE_HOST",
+	"envoy-headers": "SLUICE_ENVOY_HEADERS", "envoy-refused-consume-nothing": "SLUICE_ENVOY_REFUSED_CONSUME_NOTHING",
 	"redis": "SLUICE_REDIS", "max-keys": "SLUICE_MAX_KEYS", "listen": "SLUICE_LISTEN", "check-listen": "SLUICE_CHECK_LISTEN",
 	"grpc-listen": "SLUICE_GRPC_LISTEN", "admin-listen": "SLUICE_ADMIN_LISTEN", "pprof": "SLUICE_PPROF", "playground": "SLUICE_PLAYGROUND",
 	"tls-cert": "SLUICE_TLS_CERT", "tls-key": "SLUICE_TLS_KEY", "tls-client-ca": "SLUICE_TLS_CLIENT_CA",
@@ -309,6 +323,8 @@ func (f *serveFlags) flagSet() *flag.FlagSet {
 	fs.SetOutput(io.Discard)
 	fs.StringVar(&f.o.ConfigFile, "config", "", "")
 	fs.Var(&f.envoy, "envoy-config", "")
+	fs.BoolVar(&f.o.EnvoyHeaders, "envoy-headers", false, "")
+	fs.BoolVar(&f.o.EnvoyRefusedConsumeNothing, "envoy-refused-consume-nothing", false, "")
 	fs.StringVar(&f.o.Upstream, "upstream", "", "")
 	fs.BoolVar(&f.o.PreserveHost, "preserve-host", false, "")
 	fs.StringVar(&f.o.RedisURL, "redis", "", "")
