@@ -157,7 +157,9 @@
 // net/http's bounds on forms (10 MB of body, 1000 parts), or past a part
 // of a multipart body net/http cannot read, keys as #unread, likewise one
 // value for all such requests; a multipart body is read to its end, up to
-// that bound, to know that the field is given once.
+// that bound, to know that the field is given once. So does a form field
+// of a request described without its body (WithoutBody: a gateway's
+// check) whose body would hold form fields.
 //
 // Limits are written as rate.ParseLimit reads them. A daily limit with no
 // algorithm named (1000/d) is a fixed_window over UTC days, as a monthly

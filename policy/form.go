@@ -2,6 +2,7 @@ package policy
 
 import (
 	"bytes"
+	"context"
 	"errors"
 	"io"
 	"math"
@@ -55,6 +56,56 @@ import (
 // where net/http stops, and find the field, or find it again. Such a key
 // part takes one value for all these requests (unreadForm) rather than let
 // them through unlimited.
+//
+// A request described rather than received (WithoutBody: a gateway asks
+// about it with its headers alone) has no body to read. A field of a
+// request whose body a key would read (see formInBody) may be in it, and
+// the query string may name another: such a key part takes unreadForm
+// too, never the query string's value, which the client would choose
+// while it tries the accounts it names in the body.
+
+// bodyAbsentKey is the context key of WithoutBody.
+type bodyAbsentKey struct{}
+
+// WithoutBody returns a context that says the request it goes with is
+// described without its body: a gateway asked about the request with its
+// method, URI and header fields alone, as NGINX's auth_request does and
+// Traefik's forwardAuth without forwardBody (sluice serve's check
+// endpoints call it for a check that brings no body). A form:NAME key
+// part then reads nothing of the request's Body. Where the body would give
+// form fields (a url-encoded POST, PUT or PATCH, or a multipart/form-data
+// request of any method, as its Content-Type says: the requests whose
+// body a key reads when it has it), it keys as #unread, one value for all
+// such requests, since the field may be in that body; for any other
+// request it reads the query string, as it would with the body at hand.
+func WithoutBody(ctx context.Context) context.Context {
+	return context.WithValue(ctx, bodyAbsentKey{}, true)
+}
+
+// bodyAbsent reports whether r's context says its body is absent (see
+// WithoutBody).
+func bodyAbsent(r *http.Request) bool {
+	absent, _ := r.Context().Value(bodyAbsentKey{}).(bool)
+	return absent
+}
+
+// formInBody reports whether r's body, were it at hand, is one a key
+// reads fields from: what parseForm and multipartBoundary read, less the
+// body itself.
+func formInBody(r *http.Request) bool {
+	ct := r.Header.Get("Content-Type")
+	if formBoundary(ct) != "" {
+		return true
+	}
+	switch r.Method {
+	case http.MethodPost, http.MethodPut, http.MethodPatch:
+		// As Request.ParseForm reads it, parameters it cannot parse
+		// included.
+		mt, _, _ := mime.ParseMediaType(ct)
+		return mt == "application/x-www-form-urlencoded"
+	}
+	return false
+}
 
 // maxFormScan bounds how much of a multipart body a key reads and keeps
 // to find a field: net/http's bound on a url-encoded form.
@@ -92,6 +143,9 @@ const (
 func formValue(r *http.Request, name string) (string, formRead) {
 	if r == nil {
 		return "", formOnce
+	}
+	if bodyAbsent(r) && formInBody(r) {
+		return "", formUnread // the body, not here, may give it
 	}
 	if b, ok := r.Body.(*formBody); ok {
 		switch {
@@ -234,7 +288,13 @@ func multipartBoundary(r *http.Request) string {
 	if r.Body == nil || r.Body == http.NoBody {
 		return ""
 	}
-	mt, params, err := mime.ParseMediaType(r.Header.Get("Content-Type"))
+	return formBoundary(r.Header.Get("Content-Type"))
+}
+
+// formBoundary returns the boundary of Content-Type ct if it is a
+// multipart/form-data one, or "".
+func formBoundary(ct string) string {
+	mt, params, err := mime.ParseMediaType(ct)
 	if err != nil || mt != "multipart/form-data" {
 		return ""
 	}

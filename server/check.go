@@ -7,6 +7,8 @@ import (
 	"strings"
 
 	"github.com/sluicehq/sluice/clientip"
+	"github.com/sluicehq/sluice/internal/logpace"
+	"github.com/sluicehq/sluice/policy"
 )
 
 // The headers a gateway describes the original request with, as Traefik's
@@ -27,18 +29,23 @@ const hSluiceStatus = "X-Sluice-Status"
 //	/check, /check/traefik   Traefik forwardAuth: 200, or the refusal as
 //	                         the client should see it (429 or 503)
 //	/check/nginx             NGINX auth_request: 200, or 403 with the real
-//	                         status in X-Sluice-Status
+//	                         status in X-Sluice-Status, and no body
 func (s *Server) checkMux() http.Handler {
+	// One pacer for the endpoints: a gateway that half describes its
+	// requests does so for each of them.
+	halfLog := &logpace.Pacer{}
 	mux := http.NewServeMux()
-	mux.HandleFunc("/check", s.serveCheck(false))
-	mux.HandleFunc("/check/traefik", s.serveCheck(false))
-	mux.HandleFunc("/check/nginx", s.serveCheck(true))
+	mux.HandleFunc("/check", s.serveCheck(false, halfLog))
+	mux.HandleFunc("/check/traefik", s.serveCheck(false, halfLog))
+	mux.HandleFunc("/check/nginx", s.serveCheck(true, halfLog))
 	mux.HandleFunc("/healthz", serveHealthz)
 	return mux
 }
 
 // serveCheck decides the request a gateway describes, without serving it.
-func (s *Server) serveCheck(nginx bool) http.HandlerFunc {
+// halfLog paces the warning of a trusted gateway that sends
+// X-Forwarded-Method or X-Forwarded-Uri without the other.
+func (s *Server) serveCheck(nginx bool, halfLog *logpace.Pacer) http.HandlerFunc {
 	return func(w http.ResponseWriter, r *http.Request) {
 		r, finish := s.boundBody(w, r)
 		defer finish()
@@ -54,6 +61,21 @@ func (s *Server) serveCheck(nginx bool) http.HandlerFunc {
 		if orig == r && (r.Header.Get(hForwardedURI) != "" || r.Header.Get(hForwardedMethod) != "") && g.firstUntrustedWarning(s.gen.Load()) {
 			s.log.Warn("a check describes a request in X-Forwarded-Method and -Uri, but its peer is not in client_ip.trusted_proxies: "+
 				"the check is decided as itself; add the gateway's address to trusted_proxies", "peer", r.RemoteAddr)
+		}
+		// A trusted gateway that sends one of the two is misconfigured
+		// (a proxy_set_header left out): its requests are decided as GET,
+		// or as /, whatever they were. Every check of it is so: the
+		// warning comes at most once a second.
+		if orig != r && (r.Header.Get(hForwardedMethod) == "" || r.Header.Get(hForwardedURI) == "") {
+			if held, ok := halfLog.Take(s.clock.Now()); ok {
+				missing := hForwardedURI
+				if r.Header.Get(hForwardedMethod) == "" {
+					missing = hForwardedMethod
+				}
+				s.log.Warn("a check from a trusted gateway has one of X-Forwarded-Method and X-Forwarded-Uri but not the other: "+
+					"it is decided as the method and path below; have the gateway send both",
+					"missing", missing, "method", orig.Method, "path", orig.URL.Path, "peer", r.RemoteAddr, "not_logged", held)
+			}
 		}
 		// The policies answer a HEAD request with no body, as its client
 		// expects; the check that asks about it is a GET (Traefik's
@@ -93,19 +115,25 @@ func checkPassed(w http.ResponseWriter, r *http.Request) {
 // the forwarding header as the policies' resolver reads it. ok is false
 // for a trusted request whose URI does not parse.
 //
-// A missing or malformed method is taken as GET. The policies match the
-// method and host whatever their case, and the host without a final dot,
-// as gateways route them (Traefik describes them as the client wrote them).
+// A missing or malformed method is taken as GET, and a method is read in
+// upper case: the policies match the method and host whatever their case,
+// and the host without a final dot, as gateways route them (Traefik
+// describes them as the client wrote them), and Django and Flask read a
+// post's form from its body as a POST's, so a form key must too.
 //
 // The URI is the client's own (NGINX's $request_uri), which the gateway
 // and the application may read more leniently than net/http does: a
 // fragment is cut off, as parsers of request targets do, and the
 // policies match the path clean (see package policy), so that neither
-// /login#x nor //login escapes a policy on /login.
+// /login#x nor //login escapes a policy on /login. A URI that is a query
+// string alone is the root's: NGINX's $request_uri of GET http://host?x,
+// which it serves as /?x.
 //
 // The check request's body, if the gateway sends one, is the original
 // request's (Traefik with forwardBody: true): a policy keyed by a form
-// field reads it as it would the request's own.
+// field reads it as it would the request's own. A check without one
+// describes a request whose body, if it had one, the gateway kept (NGINX;
+// Traefik without forwardBody): see policy.WithoutBody.
 func forwardedRequest(r *http.Request, resolver *clientip.Resolver) (*http.Request, bool) {
 	if !resolver.Trusted(clientip.PeerOf(r)) {
 		return r, true
@@ -116,17 +144,26 @@ func forwardedRequest(r *http.Request, resolver *clientip.Resolver) (*http.Reque
 		return r, true
 	}
 	uri, _, _ = strings.Cut(uri, "#")
-	if uri == "" {
+	switch {
+	case uri == "":
 		uri = "/"
+	case uri[0] == '?':
+		uri = "/" + uri
 	}
 	u, err := url.ParseRequestURI(uri)
 	if err != nil {
 		return nil, false
 	}
-	if !validMethod(method) {
+	if validMethod(method) {
+		method = strings.ToUpper(method)
+	} else {
 		method = http.MethodGet
 	}
-	out := r.Clone(r.Context())
+	ctx := r.Context()
+	if r.Body == nil || r.Body == http.NoBody {
+		ctx = policy.WithoutBody(ctx)
+	}
+	out := r.Clone(ctx)
 	out.Method, out.URL, out.RequestURI = method, u, uri
 	if h := r.Header.Get(hForwardedHost); h != "" {
 		out.Host = h
@@ -158,27 +195,43 @@ func validMethod(m string) bool {
 // checkWriter is the ResponseWriter a check is answered through when its
 // answer needs changing. For NGINX (nginx), it turns refusals into the
 // 403 auth_request understands, with the real status in X-Sluice-Status
-// for the error_page location to answer with. For a check about a HEAD
-// request that is not a HEAD itself (noBody), it drops the Content-Length
-// of the body the policies, answering as to the HEAD, do not write: the
-// gateway would wait for that body, find the connection closed, and
-// answer its client 500 (Traefik) for a refusal. The client of a HEAD
-// gets no body whatever the length.
+// for the error_page location to answer with, and no body: auth_request
+// reads the header alone and closes the connection rather than read a
+// body, so a body would cost NGINX a new connection to sluice for every
+// refusal (the error_page location writes the client's body). For a check
+// about a HEAD request that is not a HEAD itself (noBody), it drops the
+// Content-Length of the body the policies, answering as to the HEAD, do
+// not write: the gateway would wait for that body, find the connection
+// closed, and answer its client 500 (Traefik) for a refusal. The client
+// of a HEAD gets no body whatever the length.
 type checkWriter struct {
 	http.ResponseWriter
 	nginx  bool
 	noBody bool
+	drop   bool // the body is not sent: a refusal to NGINX
 }
 
 func (w *checkWriter) WriteHeader(code int) {
-	if w.nginx && (code == http.StatusTooManyRequests || code == http.StatusServiceUnavailable) {
-		w.Header().Set(hSluiceStatus, strconv.Itoa(code))
-		code = http.StatusForbidden
-	}
 	if w.noBody {
 		w.Header().Del("Content-Length")
 	}
+	if w.nginx && (code == http.StatusTooManyRequests || code == http.StatusServiceUnavailable) {
+		h := w.Header()
+		h.Set(hSluiceStatus, strconv.Itoa(code))
+		h.Del("Content-Type")
+		h.Set("Content-Length", "0")
+		w.drop = true
+		code = http.StatusForbidden
+	}
 	w.ResponseWriter.WriteHeader(code)
+}
+
+// Write writes p, or drops it when the answer has no body.
+func (w *checkWriter) Write(p []byte) (int, error) {
+	if w.drop {
+		return len(p), nil
+	}
+	return w.ResponseWriter.Write(p)
 }
 
 // Unwrap returns the ResponseWriter underneath, for

@@ -11,6 +11,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"strings"
+	"sync/atomic"
 	"syscall"
 	"testing"
 	"time"
@@ -37,7 +38,8 @@ func TestCheckTraefik(t *testing.T) {
 			"X-Forwarded-Method", "POST", "X-Forwarded-Uri", "/login?next=/", "X-Forwarded-Host", "app.example",
 			"X-Forwarded-Proto", "https", "X-Forwarded-For", client)
 	}
-	copied := traefikExample(t)
+	ex := traefikExample(t)
+	copied := ex.sluice.AuthResponseHeaders
 	for i := range 2 {
 		resp, _ := check("203.0.113.5")
 		if resp.StatusCode != 200 || resp.Header.Get("Ratelimit") != fmt.Sprintf(`"login";r=%d;t=%d`, 1-i, 30*(i+1)) {
@@ -54,6 +56,13 @@ func TestCheckTraefik(t *testing.T) {
 		resp.Header.Get("Content-Type") != "application/problem+json" || !strings.Contains(body, `"violated-policies":["login"]`) {
 		t.Fatalf("third check: %d %v %s; want 429, Retry-After 30 and a problem body", resp.StatusCode, resp.Header, body)
 	}
+	// Traefik reads at most maxResponseBodySize of it, and answers 401
+	// past that: the refusal must fit, with room for more policies.
+	for _, fa := range []forwardAuth{ex.sluice, ex.body} {
+		if *fa.MaxResponseBodySize < int64(4*len(body)) {
+			t.Errorf("examples/traefik/sluice.yml: maxResponseBodySize %d, want room for 4 refusals of %d bytes", *fa.MaxResponseBodySize, len(body))
+		}
+	}
 	// Another client has its own bucket; another route is not limited.
 	if resp, _ := check("203.0.113.6"); resp.StatusCode != 200 {
 		t.Errorf("another client: %d", resp.StatusCode)
@@ -63,10 +72,30 @@ func TestCheckTraefik(t *testing.T) {
 	}
 }
 
-// traefikExample reads examples/traefik/sluice.yml: its forwardAuth must
-// ask /check on sluice's default check address, and it returns the
-// headers it copies.
-func traefikExample(t *testing.T) []string {
+// forwardAuth is the part of Traefik's forwardAuth middleware the
+// examples set.
+type forwardAuth struct {
+	Address             string   `yaml:"address"`
+	TrustForwardHeader  *bool    `yaml:"trustForwardHeader"`
+	MaxResponseBodySize *int64   `yaml:"maxResponseBodySize"`
+	ForwardBody         bool     `yaml:"forwardBody"`
+	MaxBodySize         *int64   `yaml:"maxBodySize"`
+	AuthResponseHeaders []string `yaml:"authResponseHeaders"`
+}
+
+// traefikConfig is examples/traefik/sluice.yml: the general middleware,
+// sluice, and the one with the body, for the login route.
+type traefikConfig struct {
+	sluice, body forwardAuth
+}
+
+// traefikExample reads examples/traefik/sluice.yml. Both its forwardAuth
+// middlewares must ask /check on sluice's default check address, say
+// trustForwardHeader (Traefik warns of it left out) and bound what they
+// read of sluice's answer (Traefik warns of that too); the general one
+// must not send the body, which Traefik refuses 401 past maxBodySize,
+// and the login route's must, bounded.
+func traefikExample(t *testing.T) traefikConfig {
 	t.Helper()
 	b, err := os.ReadFile("../examples/traefik/sluice.yml")
 	if err != nil {
@@ -75,22 +104,34 @@ func traefikExample(t *testing.T) []string {
 	var cfg struct {
 		HTTP struct {
 			Middlewares map[string]struct {
-				ForwardAuth struct {
-					Address             string   `yaml:"address"`
-					TrustForwardHeader  bool     `yaml:"trustForwardHeader"`
-					AuthResponseHeaders []string `yaml:"authResponseHeaders"`
-				} `yaml:"forwardAuth"`
+				ForwardAuth forwardAuth `yaml:"forwardAuth"`
 			} `yaml:"middlewares"`
+			Routers map[string]struct {
+				Rule        string   `yaml:"rule"`
+				Priority    int      `yaml:"priority"`
+				Middlewares []string `yaml:"middlewares"`
+			} `yaml:"routers"`
 		} `yaml:"http"`
 	}
 	if err := yaml.Unmarshal(b, &cfg); err != nil {
 		t.Fatal(err)
 	}
-	fa := cfg.HTTP.Middlewares["sluice"].ForwardAuth
-	if fa.Address != "http://"+DefaultCheckListen+"/check" || fa.TrustForwardHeader || len(fa.AuthResponseHeaders) == 0 {
-		t.Fatalf("examples/traefik/sluice.yml: forwardAuth %+v", fa)
+	login := cfg.HTTP.Routers["login"]
+	if len(login.Middlewares) != 1 || login.Rule != "Path(`/login`)" || login.Priority <= len(cfg.HTTP.Routers["app"].Rule) {
+		t.Fatalf("examples/traefik/sluice.yml: login router %+v, want Path(`/login`), one middleware, and a priority above app's rule length", login)
 	}
-	return fa.AuthResponseHeaders
+	ex := traefikConfig{sluice: cfg.HTTP.Middlewares["sluice"].ForwardAuth, body: cfg.HTTP.Middlewares[login.Middlewares[0]].ForwardAuth}
+	for _, fa := range []forwardAuth{ex.sluice, ex.body} {
+		if fa.Address != "http://"+DefaultCheckListen+"/check" || fa.TrustForwardHeader == nil || *fa.TrustForwardHeader ||
+			fa.MaxResponseBodySize == nil || len(fa.AuthResponseHeaders) == 0 {
+			t.Fatalf("examples/traefik/sluice.yml: forwardAuth %+v", fa)
+		}
+	}
+	if ex.sluice.ForwardBody || !ex.body.ForwardBody || ex.body.MaxBodySize == nil || *ex.body.MaxBodySize <= 0 {
+		t.Fatalf("examples/traefik/sluice.yml: forwardBody %v on the general middleware, %v (maxBodySize %v) on login's; want off, and on with a bound",
+			ex.sluice.ForwardBody, ex.body.ForwardBody, ex.body.MaxBodySize)
+	}
+	return ex
 }
 
 // A check from a peer that is not a trusted proxy is decided as itself:
@@ -134,6 +175,8 @@ func TestCheckNginx(t *testing.T) {
 		fmt.Fprintf(w, "app: %s %s", r.Method, r.URL.Path)
 	}))
 	defer app.Close()
+	// Counts the connections NGINX opens to sluice's check listener.
+	checkLis := &countingListener{Listener: localListener(t)}
 	ts := startServer(t, `
 client_ip: {trusted_proxies: [127.0.0.1]}
 policies:
@@ -141,7 +184,7 @@ policies:
     match: /api/
     key: ip
     limits: ["2/m"]
-`, Options{})
+`, Options{CheckListener: checkLis})
 
 	dir := t.TempDir()
 	port := freePort(t)
@@ -202,10 +245,43 @@ policies:
 		!strings.Contains(body, `"status":429`) || !strings.Contains(body, `"retry_after":30`) {
 		t.Errorf("refusal: %v %q", resp.Header, body)
 	}
+	// A refusal is problem+json whatever the extension of the URI, which
+	// NGINX's types table would otherwise map to a type of its own.
+	for _, path := range []string{"/api/page.html", "/api/x.json"} {
+		resp, body := get(t, base, path)
+		if resp.StatusCode != http.StatusTooManyRequests || resp.Header.Get("Content-Type") != "application/problem+json" || !strings.Contains(body, `"status":429`) {
+			t.Errorf("refused %s: %d, Content-Type %q, body %q; want 429 and a problem+json body", path, resp.StatusCode, resp.Header.Get("Content-Type"), body)
+		}
+	}
 	// Outside the policy, nothing is limited.
 	if resp, body := get(t, base, "/other"); resp.StatusCode != 200 || body != "app: GET /other" {
 		t.Errorf("/other: %d %q", resp.StatusCode, body)
 	}
+	// An absolute-form target with no path: $request_uri is the query
+	// string alone, which sluice decides as the root's.
+	if resp, body := rawRequest(t, base, "GET http://app.example?x=1 HTTP/1.1\r\nHost: app.example\r\nConnection: close\r\n\r\n"); resp.StatusCode != 200 || body != "app: GET /" {
+		t.Errorf("GET http://app.example?x=1: %d %q, want 200 from the application", resp.StatusCode, body)
+	}
+	// Every check, the refusals included, went over one kept-alive
+	// connection: NGINX reads the header of a check's answer alone, and
+	// would close a connection that a body followed.
+	if n := checkLis.accepted.Load(); n != 1 {
+		t.Errorf("NGINX opened %d connections to sluice for 7 sequential requests, want 1 (kept alive)", n)
+	}
+}
+
+// countingListener counts the connections it accepts.
+type countingListener struct {
+	net.Listener
+	accepted atomic.Int32
+}
+
+func (l *countingListener) Accept() (net.Conn, error) {
+	c, err := l.Listener.Accept()
+	if err == nil {
+		l.accepted.Add(1)
+	}
+	return c, err
 }
 
 // renderNginx writes examples/nginx.conf to dir with its addresses
@@ -311,6 +387,40 @@ func TestNginxDocMatchesExample(t *testing.T) {
 		if n < c.minLines {
 			t.Errorf("%s: only %d lines in the nginx block", c.file, n)
 		}
+	}
+}
+
+// The configuration in docs/traefik.md is the tested file: each of its
+// lines is one of examples/traefik/sluice.yml.
+func TestCheckTraefikDocMatchesExample(t *testing.T) {
+	example, err := os.ReadFile("../examples/traefik/sluice.yml")
+	if err != nil {
+		t.Fatal(err)
+	}
+	have := map[string]bool{}
+	for _, l := range strings.Split(string(example), "\n") {
+		have[strings.TrimRight(l, " ")] = true
+	}
+	doc, err := os.ReadFile("../docs/traefik.md")
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, block, ok := strings.Cut(string(doc), "```yaml\nhttp:\n")
+	if !ok {
+		t.Fatal("docs/traefik.md has no yaml block of an http: configuration")
+	}
+	block, _, _ = strings.Cut(block, "```")
+	n := 0
+	for _, l := range strings.Split(block, "\n") {
+		if l != "" {
+			n++
+			if !have[l] {
+				t.Errorf("docs/traefik.md: line %q is not in examples/traefik/sluice.yml", l)
+			}
+		}
+	}
+	if n < 30 {
+		t.Errorf("docs/traefik.md: only %d lines in the configuration", n)
 	}
 }
 
@@ -517,5 +627,158 @@ func TestUntrustedWarnedOncePerGeneration(t *testing.T) {
 		if got := step.g.firstUntrustedWarning(step.cur); got != step.want {
 			t.Errorf("step %d: warns %v, want %v", i+1, got, step.want)
 		}
+	}
+}
+
+// NGINX's auth_request reads the header of a check's answer alone: a
+// refusal turned into 403 has no body, or the next check on the
+// connection would start with the body's bytes (NGINX closes the
+// connection instead, and opens a new one for every refusal). The 403
+// keeps every header the recipe copies.
+func TestCheckNginxRefusalHasNoBody(t *testing.T) {
+	ts := startServer(t, checkPolicy, Options{})
+	c, err := net.Dial("tcp", ts.Addrs().Check)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	c.SetDeadline(time.Now().Add(10 * time.Second))
+	br := bufio.NewReader(c)
+	for i, want := range []int{200, 200, http.StatusForbidden, http.StatusForbidden} {
+		fmt.Fprintf(c, "GET /check/nginx HTTP/1.1\r\nHost: sluice\r\nX-Forwarded-Method: POST\r\nX-Forwarded-Uri: /login\r\nX-Forwarded-For: 203.0.113.5\r\n\r\n")
+		// As NGINX does: the header, and nothing after it.
+		resp, err := http.ReadResponse(br, nil)
+		if err != nil {
+			t.Fatalf("check %d on the kept connection: %v", i+1, err)
+		}
+		if resp.StatusCode != want || resp.ContentLength != 0 || resp.Header.Get("Ratelimit") == "" || resp.Header.Get("Ratelimit-Policy") == "" {
+			t.Errorf("check %d: %d, Content-Length %d, %v; want %d, no body and the RateLimit fields", i+1, resp.StatusCode, resp.ContentLength, resp.Header, want)
+		}
+		if want != 200 && (resp.Header.Get("X-Sluice-Status") != "429" || resp.Header.Get("Retry-After") != "30") {
+			t.Errorf("check %d: X-Sluice-Status %q, Retry-After %q; want 429 and 30", i+1, resp.Header.Get("X-Sluice-Status"), resp.Header.Get("Retry-After"))
+		}
+	}
+}
+
+// NGINX's $request_uri of an absolute-form request with no path (GET
+// http://host?x HTTP/1.1) is the query string alone, which NGINX serves
+// as /?x: it is decided as the root's, not refused as no request URI
+// (NGINX would answer its client 500).
+func TestCheckForwardedQueryAlone(t *testing.T) {
+	ts := startServer(t, `
+client_ip: {trusted_proxies: [127.0.0.1]}
+policies:
+  - name: home
+    match: "GET /{$}"
+    key: ip
+    limits: ["100/m"]
+`, Options{})
+	for _, uri := range []string{"?x=1", "?", "?x#top", "/?x=1"} {
+		for _, path := range []string{"/check", "/check/nginx"} {
+			resp, _ := get(t, ts.Addrs().Check, path, "X-Forwarded-Method", "GET", "X-Forwarded-Uri", uri, "X-Forwarded-For", "203.0.113.5")
+			if resp.StatusCode != 200 || resp.Header.Get("Ratelimit") == "" {
+				t.Errorf("%s about GET %q: %d, RateLimit %q; want 200 decided by the policy on /", path, uri, resp.StatusCode, resp.Header.Get("Ratelimit"))
+			}
+		}
+	}
+}
+
+// A check without a body describes a request whose body the gateway
+// kept (NGINX always; Traefik without forwardBody). Where that body would
+// give form fields, a form key cannot know the field, and the query
+// string may name another account than the body: every such request
+// shares one key (#unread), whatever its query string says. Where it
+// would not (a url-encoded GET, a JSON POST), the key reads the query
+// string, as it would with the body at hand. Each step is one check, in
+// order, against 1 a minute per key.
+func TestCheckFormKeyWithoutBody(t *testing.T) {
+	ts := startServer(t, `
+client_ip: {trusted_proxies: [127.0.0.1]}
+policies:
+  - name: login
+    match: /login
+    key: form:username
+    limits: ["1/m"]
+`, Options{})
+	const (
+		form      = "application/x-www-form-urlencoded"
+		multipart = "multipart/form-data; boundary=b0undary"
+	)
+	for i, step := range []struct {
+		path, method, uri, ct string
+		want                  int
+	}{
+		{"/check", "POST", "/login?username=r1", form, 200},           // #unread
+		{"/check", "POST", "/login?username=r2", form, 429},           // #unread again
+		{"/check/nginx", "PUT", "/login?username=r3", multipart, 403}, // #unread: refused, as NGINX hears it
+		{"/check", "GET", "/login?username=r4", multipart, 429},       // a multipart body is read whatever the method
+		{"/check", "PATCH", "/login?username=r5", form + "; charset=utf-8", 429},
+		{"/check", "post", "/login?username=r6", form, 429}, // a method in any case
+		{"/check", "GET", "/login?username=g1", form, 200},  // a GET's url-encoded body gives no fields
+		{"/check", "GET", "/login?username=g1", form, 429},
+		{"/check", "POST", "/login?username=j1", "application/json", 200}, // no form body
+		{"/check", "POST", "/login?username=j1", "", 429},
+		{"/check", "DELETE", "/login?username=d1", form, 200},
+	} {
+		resp, _ := get(t, ts.Addrs().Check, step.path, "X-Forwarded-Method", step.method, "X-Forwarded-Uri", step.uri,
+			"X-Forwarded-For", "203.0.113.5", "Content-Type", step.ct)
+		if resp.StatusCode != step.want {
+			t.Errorf("step %d: %s about %s %s (%s): %d, want %d", i+1, step.path, step.method, step.uri, step.ct, resp.StatusCode, step.want)
+		}
+	}
+}
+
+// Traefik passes a method on as the client wrote it; Django and Flask
+// read a post's form from its body as a POST's. With the body (Traefik's
+// forwardBody), a key reads it for post too: an account in the body and
+// another in the query string is the field given twice (#many), one key
+// whatever the query string names.
+func TestCheckForwardedBodyMethodCase(t *testing.T) {
+	ts := startServer(t, strings.Replace(strings.Replace(checkPolicy, "key: ip", "key: form:username", 1), `"2/m"`, `"1/m"`, 1), Options{})
+	for i, q := range []string{"r1", "r2"} {
+		req, err := http.NewRequest("GET", "http://"+ts.Addrs().Check+"/check", strings.NewReader("username=alice&password=a"))
+		if err != nil {
+			t.Fatal(err)
+		}
+		for k, v := range map[string]string{
+			"X-Forwarded-Method": "post", "X-Forwarded-Uri": "/login?username=" + q, "X-Forwarded-For": "203.0.113.5",
+			"Content-Type": "application/x-www-form-urlencoded",
+		} {
+			req.Header.Set(k, v)
+		}
+		if resp, _ := do(t, req); resp.StatusCode != []int{200, 429}[i] {
+			t.Errorf("post /login?username=%s with alice in the body: %d, want %d", q, resp.StatusCode, []int{200, 429}[i])
+		}
+	}
+}
+
+// A trusted gateway that sends X-Forwarded-Method without X-Forwarded-Uri
+// (or the reverse) is misconfigured: its requests are decided as / or as
+// GET, as before, and sluice says so, at most once a second.
+func TestCheckHalfDescribedWarns(t *testing.T) {
+	ts := startServer(t, checkPolicy, Options{})
+	const warning = "has one of X-Forwarded-Method and X-Forwarded-Uri but not the other"
+	check := func(header ...string) {
+		t.Helper()
+		resp, _ := get(t, ts.Addrs().Check, "/check", append(header, "X-Forwarded-For", "203.0.113.5")...)
+		// POST / and GET /login: the login policy (POST /login) decides neither.
+		if resp.StatusCode != 200 || resp.Header.Get("Ratelimit") != "" {
+			t.Errorf("check %v: %d, RateLimit %q; want 200 and no policy", header, resp.StatusCode, resp.Header.Get("Ratelimit"))
+		}
+	}
+	for range 3 {
+		check("X-Forwarded-Method", "POST")
+	}
+	check("X-Forwarded-Method", "POST", "X-Forwarded-Uri", "/other") // whole: no warning
+	logs := ts.logs.String()
+	if n := strings.Count(logs, warning); n != 1 || !strings.Contains(logs, "missing=X-Forwarded-Uri method=POST path=/ ") {
+		t.Fatalf("3 checks without X-Forwarded-Uri logged %d warnings, want 1 naming the missing header and the decision:\n%s", n, logs)
+	}
+	ts.clock.Advance(time.Second)
+	check("X-Forwarded-Uri", "/login")
+	logs = ts.logs.String()
+	if n := strings.Count(logs, warning); n != 2 || !strings.Contains(logs, "missing=X-Forwarded-Method method=GET path=/login ") ||
+		!strings.Contains(logs, "not_logged=2") {
+		t.Errorf("a second later, without X-Forwarded-Method: %d warnings, want 2, the second counting the 2 held back:\n%s", n, logs)
 	}
 }
