@@ -13,7 +13,7 @@
 //   - store.go: [Store], [Options], [Stats]; Decide, DecideKey, DecideKeyInto and
 //     DecideAll run the steps of package rate under a shard's mutex.
 //   - table.go: a shard's table: open addressing in Robin Hood order over
-//     entries of one cache line each, which hold the key (up to 27 bytes;
+//     entries of one cache line each, which hold the key (up to 26 bytes;
 //     longer keys go to an arena), its hash and its state, and no
 //     pointer; expiry, eviction and resizing.
 //   - hash.go: the keys' hash, seeded per store.
@@ -24,7 +24,7 @@
 //     it does not wait for them one after the other under the lock.
 //
 // Memory: an idle key costs about 100 bytes, its 64-byte line in a table
-// kept 60% to 75% full while keys come, key included when it is up to 27
+// kept 60% to 75% full while keys come, key included when it is up to 26
 // bytes long (a longer key adds its bytes to the arena); a sliding_log key
 // also holds its timestamps. When keys go, a table shrinks once it is less
 // than a quarter full, so after a burst a key may cost up to 256 bytes.

@@ -43,7 +43,7 @@ type Options struct {
 // It is safe for concurrent use; create it with [New].
 //
 // The keys are spread over shards by a hash seeded per store, each shard
-// under its own mutex. A key's state, its hash and (up to 27 bytes) the
+// under its own mutex. A key's state, its hash and (up to 26 bytes) the
 // key itself share one 64-byte cache line, so that deciding for one of
 // millions of keys costs about one miss. Deciding a request for a key the
 // store already holds does not allocate. Callers that hold their limit
@@ -60,10 +60,16 @@ type Options struct {
 // There is no background goroutine and no pass over all keys at once; a
 // shard that sees no decisions keeps its keys until it does.
 //
-// When MaxKeys keys are held, a new key evicts an old one: of a few picked
-// at random, the one closest to fresh. Evicting a key forgets its state, so
-// its next request is decided as if the key were fresh; picking the
-// key closest to fresh makes that mistake as small as it can be. Each
+// When MaxKeys keys are held, a new key evicts an old one, of a few picked
+// at random. Evicting a key forgets its state, so its next requests are
+// decided as if the key were fresh: the store evicts the one whose loss
+// lets the least through again, one already fresh, else the one that had
+// used the least of its limit at its last decision, else the one that
+// will be fresh the soonest. So keys that clients make up by the
+// thousand, each decided once or twice under a large limit, are evicted
+// before a key that has spent its limit, however much longer their states
+// last; to push out a spent key, a flood must spend as large a share of
+// its own limit on each key it makes up. Each
 // shard holds at most MaxKeys divided by the number of shards, so the
 // store may start evicting a little before it holds MaxKeys keys in all.
 // A DecideAll never evicts a key it decides: one with more new keys in a
@@ -204,6 +210,16 @@ func expiry(now int64, d *rate.Decision) int64 {
 	return now + int64(d.ResetAfter/time.Microsecond)
 }
 
+// usedOf scores how much of its limit an admitted decision leaves used,
+// from 0 (nothing) to 255: the units used, over the capacity rounded up
+// to a power of two, in 256ths. So a limit spent whole scores 128 to 255,
+// within a factor of two of its exact share, for a shift rather than a
+// division on every decision.
+func usedOf(d *rate.Decision) uint8 {
+	used := uint64(max(d.Limit-d.Remaining, 0))
+	return uint8(min(used<<8>>bits.Len64(uint64(d.Limit)), 255))
+}
+
 // Decide decides one request (see sluice.Store). It does no I/O and never
 // waits for anything but a shard's mutex, so it ignores ctx. A request that
 // fails [rate.Request.Check] returns its error.
@@ -297,12 +313,12 @@ func (s *Store) decide(key string, lim *rate.Limit, cost int64, maxDelay time.Du
 		case slot >= 0 && st.Log == nil && sh.table[slot].log == 0:
 			// set, without the timestamps of a sliding_log.
 			e := &sh.table[slot]
-			e.a, e.b, e.c = st.A, st.B, st.C
+			e.a, e.b, e.c, e.used = st.A, st.B, st.C, usedOf(d)
 			sh.expire(e, ticksUp(expiry(now, d)))
 		case slot >= 0:
-			sh.set(&sh.table[slot], &st, expiry(now, d))
+			sh.set(&sh.table[slot], &st, expiry(now, d), usedOf(d))
 		case !fresh(&st):
-			sh.insert(key, h, &st, expiry(now, d), now, nil)
+			sh.insert(key, h, &st, expiry(now, d), usedOf(d), now, nil)
 			sweep += sweepInsert
 		}
 	}
@@ -387,7 +403,7 @@ func (s *Store) DecideAll(_ context.Context, reqs []rate.Request, out []rate.Dec
 		// Commit in order: where a key repeats, its last state wins, and
 		// that state already counts the earlier steps.
 		for i := range reqs {
-			s.shards[shards[i]].commit(reqs[i].Key, hashes[i], states[i], expiry(now, &out[i]), now, reqs)
+			s.shards[shards[i]].commit(reqs[i].Key, hashes[i], states[i], expiry(now, &out[i]), usedOf(&out[i]), now, reqs)
 		}
 	} else {
 		// Nothing is consumed: what a request that passed on its own
@@ -440,15 +456,15 @@ func lastIndex(reqs []rate.Request, key string) int {
 }
 
 // commit stores st for key, whose lock the caller holds.
-func (sh *shard) commit(key string, h uint32, st rate.State, expires, now int64, protect []rate.Request) {
+func (sh *shard) commit(key string, h uint32, st rate.State, expires int64, used uint8, now int64, protect []rate.Request) {
 	slot := sh.find(key, h)
 	switch {
 	case slot >= 0 && fresh(&st):
 		sh.remove(slot)
 	case slot >= 0:
-		sh.set(&sh.table[slot], &st, expires)
+		sh.set(&sh.table[slot], &st, expires, used)
 	case !fresh(&st):
-		sh.insert(key, h, &st, expires, now, protect)
+		sh.insert(key, h, &st, expires, used, now, protect)
 		sh.sweep(now, sweepInsert)
 	}
 }

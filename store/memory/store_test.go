@@ -307,8 +307,8 @@ func TestExpiryIsIncremental(t *testing.T) {
 }
 
 // TestMaxKeys floods the store with random keys: it must never hold more
-// than MaxKeys, and when it evicts it should pick keys whose state is
-// closest to fresh.
+// than MaxKeys, and when it evicts it should pick, of keys that used as
+// much of their limits, those whose state is closest to fresh.
 func TestMaxKeys(t *testing.T) {
 	ctx := context.Background()
 	clock := ratetest.NewClock(start)
@@ -366,6 +366,36 @@ func TestMaxKeys(t *testing.T) {
 	}
 	if n := s.Len(); n > maxKeys || n < maxKeys*3/4 {
 		t.Errorf("Len() = %d after a flood, want at most MaxKeys %d and close to it", n, maxKeys)
+	}
+}
+
+// Eviction forgets first the key that has used the least of its limit,
+// whose loss lets the least through again: a flood of keys that each
+// spent a little of a large daily limit (API keys a client makes up, say)
+// does not push out a key that has spent all of a short one (a login's
+// account), though the flood's states last longer.
+func TestEvictionKeepsSpentKeys(t *testing.T) {
+	ctx := context.Background()
+	clock := ratetest.NewClock(start)
+	s := memory.New(memory.Options{Clock: clock, MaxKeys: 64, Shards: 1})
+	login := mustLimit(t, "gcra 5 per 15m")
+	junk := mustLimit(t, "fixed_window 1000/d")
+	victim := rate.Request{Key: "login:victim", Limit: login, Cost: 1}
+	for range 5 {
+		if d, err := s.Decide(ctx, victim); err != nil || !d.Allowed {
+			t.Fatalf("%v, %v; want the first five allowed", d, err)
+		}
+	}
+	for i := range 2000 {
+		if _, err := s.Decide(ctx, rate.Request{Key: fmt.Sprint("key:", i), Limit: junk, Cost: 1}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if st := s.Stats(); st.Evictions < 1900 {
+		t.Fatalf("%+v: want the flood to evict", st)
+	}
+	if d, _ := s.Decide(ctx, victim); d.Allowed {
+		t.Errorf("the spent key was evicted by a flood of barely used ones: %v", d)
 	}
 }
 

@@ -39,12 +39,16 @@ type entry struct {
 	// holds its bytes. For a longer key klen is longKey, and key holds the
 	// offset (8 bytes) and length (4 bytes) of its bytes in the arena.
 	klen uint8
+	// used is how much of its limit the key had used at its last
+	// decision (see usedOf): of the entries eviction compares, it forgets
+	// the one that had used the least.
+	used uint8
 	key  [inlineKey]byte
 }
 
 const (
 	// inlineKey is the longest key an entry holds in its own line.
-	inlineKey = 27
+	inlineKey = 26
 	// longKey is the klen of a key kept in the arena.
 	longKey = math.MaxUint8
 )
@@ -288,9 +292,10 @@ func (s *shard) expire(e *entry, t uint32) {
 	s.roundSoonest = min(s.roundSoonest, t)
 }
 
-// set stores st in e, which is about to expire at expires (µs).
-func (s *shard) set(e *entry, st *rate.State, expires int64) {
-	e.a, e.b, e.c = st.A, st.B, st.C
+// set stores st in e, which is about to expire at expires (µs), having
+// used that much of its limit (usedOf).
+func (s *shard) set(e *entry, st *rate.State, expires int64, used uint8) {
+	e.a, e.b, e.c, e.used = st.A, st.B, st.C, used
 	s.expire(e, ticksUp(expires))
 	switch {
 	case len(st.Log) > 0 && e.log != 0:
@@ -352,7 +357,7 @@ func fresh(st *rate.State) bool {
 // must not pick (those of the DecideAll call in progress); when it leaves
 // nothing to evict, the shard goes over its bound rather than forget a
 // state it has just committed, and the next inserts bring it back.
-func (s *shard) insert(key string, h uint32, st *rate.State, expires, now int64, protect []rate.Request) {
+func (s *shard) insert(key string, h uint32, st *rate.State, expires int64, used uint8, now int64, protect []rate.Request) {
 	for s.max >= 0 && s.n >= s.max {
 		n := s.n
 		if s.evict(now, protect); s.n == n {
@@ -365,7 +370,7 @@ func (s *shard) insert(key string, h uint32, st *rate.State, expires, now int64,
 	}
 	e := entry{hash: h}
 	s.setKey(&e, key)
-	s.set(&e, st, expires)
+	s.set(&e, st, expires, used)
 	s.place(e)
 	s.n++
 }
@@ -495,11 +500,24 @@ func (s *shard) sweep(now int64, n int) {
 }
 
 // evict makes room for one key in a full shard. Among a few entries picked
-// at random it removes the one closest to fresh, whose loss forgets the
-// least. It removes nothing when every entry is protected.
+// at random it removes the one whose loss forgets the least: one already
+// fresh, else the one that had used the least of its limit (so that the
+// key's next requests pass again for little), else the one that will be
+// fresh the soonest. Keys a client makes up by the thousand, each
+// decided once under a large limit, thus go before a key that has spent
+// its limit, though their states last longer. It removes nothing when
+// every entry is protected.
 func (s *shard) evict(now int64, protect []rate.Request) {
 	if s.n == 0 {
 		return
+	}
+	tick := tickOf(now)
+	// rank orders the entries to evict: lowest first.
+	rank := func(e *entry) (bool, uint8, uint32) {
+		if int64(e.expires) <= tick {
+			return false, 0, 0
+		}
+		return true, e.used, e.expires
 	}
 	best := -1
 	for range evictSamples {
@@ -507,7 +525,13 @@ func (s *shard) evict(now int64, protect []rate.Request) {
 		if s.protected(&s.table[i], protect) {
 			continue
 		}
-		if best < 0 || s.table[i].expires < s.table[best].expires {
+		if best < 0 {
+			best = i
+			continue
+		}
+		live, used, exp := rank(&s.table[i])
+		bLive, bUsed, bExp := rank(&s.table[best])
+		if !live && bLive || live == bLive && (used < bUsed || used == bUsed && exp < bExp) {
 			best = i
 		}
 	}

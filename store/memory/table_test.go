@@ -24,7 +24,7 @@ func TestEntryIsALine(t *testing.T) {
 	s := &shard{}
 	s.max = -1
 	for i := range 5000 {
-		s.commit(fmt.Sprint(i), fnv(fmt.Sprint(i)), rate.State{A: 1}, 1e15, 0, nil)
+		s.commit(fmt.Sprint(i), fnv(fmt.Sprint(i)), rate.State{A: 1}, 1e15, 0, 0, nil)
 		if p := uintptr(unsafe.Pointer(&s.table[0])); p%64 != 0 {
 			t.Fatalf("a table of %d slots starts at %#x, not on a cache line", len(s.table), p)
 		}
@@ -138,7 +138,7 @@ func TestShardAgainstMap(t *testing.T) {
 				default:
 					st = rate.State{A: int64(step) + 1, B: 2, C: 3}
 				}
-				s.commit(key, h, st, 1e15, int64(step), nil) // never expires here
+				s.commit(key, h, st, 1e15, 0, int64(step), nil) // never expires here
 				if fresh(&st) {
 					delete(ref, key)
 				} else {
@@ -163,7 +163,7 @@ func TestShardAgainstMap(t *testing.T) {
 			}
 			// Delete everything: the shard gives its memory back.
 			for k := range ref {
-				s.commit(k, hash(k), rate.State{}, 0, 0, nil)
+				s.commit(k, hash(k), rate.State{}, 0, 0, 0, nil)
 			}
 			s.check(t)
 			if s.n != 0 || len(s.table) > minSlots || s.arena != nil || s.logs != nil {
@@ -181,7 +181,7 @@ func TestSweepWraps(t *testing.T) {
 	s.max = -1
 	for i := range 100 {
 		key := fmt.Sprint(i)
-		s.commit(key, uint32(i)*2654435761|1, rate.State{A: 1}, int64(i)<<tickShift, 0, nil)
+		s.commit(key, uint32(i)*2654435761|1, rate.State{A: 1}, int64(i)<<tickShift, 0, 0, nil)
 	}
 	s.cursor = 37
 	rounds := 2 * len(s.table)
@@ -210,11 +210,11 @@ func TestLogsFollowKeys(t *testing.T) {
 	s := &shard{}
 	s.max = -1
 	st := rate.State{Log: []int64{1}}
-	s.commit("stays", fnv("stays"), st, 1e15, 0, nil) // never expires here
+	s.commit("stays", fnv("stays"), st, 1e15, 0, 0, nil) // never expires here
 	const burst = 5000
 	for i := range burst {
 		key := fmt.Sprint("burst-", i)
-		s.commit(key, fnv(key), st, 10<<tickShift, 0, nil)
+		s.commit(key, fnv(key), st, 10<<tickShift, 0, 0, nil)
 	}
 	for i := 0; s.n > 1; i++ {
 		if i > 3*burst {
@@ -280,7 +280,7 @@ func TestSweepBound(t *testing.T) {
 			st.A = int64(step) + 1
 		}
 		expires := now + rng.Int64N(200)<<tickShift
-		s.commit(key, fnv(key), st, expires, now, nil)
+		s.commit(key, fnv(key), st, expires, 0, now, nil)
 		if rng.IntN(3) == 0 {
 			s.sweep(now, 1+rng.IntN(4))
 		}
@@ -394,7 +394,7 @@ func TestShardChurnAgainstMap(t *testing.T) {
 					}
 					expires := now + 1 + rng.Int64N(50<<tickShift)
 					evictions := s.evictions
-					s.commit(key, hash(key), st, expires, now, nil)
+					s.commit(key, hash(key), st, expires, 0, now, nil)
 					if fresh(&st) {
 						delete(ref, key)
 					} else {
@@ -434,6 +434,31 @@ func TestShardChurnAgainstMap(t *testing.T) {
 					t.Errorf("%d evictions and %d expired: the test should exercise both where there is a bound", s.evictions, s.expired)
 				}
 			})
+		}
+	}
+}
+
+// usedOf scores the share of its limit a decision leaves used, within a
+// factor of two, and never wraps.
+func TestUsedOf(t *testing.T) {
+	for _, c := range []struct {
+		limit, remaining int64
+		lo, hi           uint8
+	}{
+		{1, 1, 0, 0},
+		{1, 0, 128, 255},
+		{5, 0, 128, 255},
+		{5, 4, 25, 51},
+		{1000, 999, 0, 1},
+		{1000, 0, 128, 255},
+		{1000, 500, 64, 128},
+		{1 << 52, 0, 128, 255},
+		{1<<52 - 1, 0, 128, 255},
+		{10, 20, 0, 0}, // more left than the limit (a limit since lowered)
+	} {
+		got := usedOf(&rate.Decision{Limit: c.limit, Remaining: c.remaining})
+		if got < c.lo || got > c.hi {
+			t.Errorf("usedOf(limit %d, remaining %d) = %d, want %d to %d", c.limit, c.remaining, got, c.lo, c.hi)
 		}
 	}
 }
