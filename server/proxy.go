@@ -160,6 +160,14 @@ func (s *Server) boundBody(w http.ResponseWriter, r *http.Request) (*http.Reques
 	}
 	r = r.WithContext(context.WithValue(r.Context(), idleBodyKey{}, b))
 	r.Body = b
+	// net/http reads what a handler leaves of an HTTP/1 body before it
+	// answers, to keep the connection, and nothing bounds that read: a
+	// request refused before its body is read, from a client that sends
+	// no more, would hold its answer and its connection for ever. So the
+	// deadline is set at once, and each read moves it.
+	if !b.off && !b.stream && b.rc.SetReadDeadline(time.Now().Add(b.idle)) != nil {
+		b.off = true
+	}
 	return r, finish
 }
 

@@ -669,6 +669,10 @@ policies:
     match: "POST /login"
     key: form:username
     limits: ["10/m"]
+  - name: once
+    match: "POST /once"
+    key: ip
+    limits: ["1/h"]
 `, Options{Upstream: up.URL, BodyTimeout: idle})
 
 	// stalled sends the headers and the start of a body, then nothing,
@@ -701,8 +705,22 @@ policies:
 		t.Errorf("a stalled login body: %q after %v, want 408 after about %v", status, took, idle)
 	}
 
+	// Refused before anything reads the body: net/http reads the rest of
+	// it before it answers (to keep the connection), and a client that
+	// sends no more must not hold the answer, and the connection, for
+	// ever.
+	resp, err := http.Post("http://"+ts.Addrs().Proxy+"/once", "text/plain", strings.NewReader("all of it"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp.Body.Close()
+	<-read
+	if status, took := stalled("/once", "text/plain"); status != "HTTP/1.1 429 Too Many Requests" || took > 10*idle {
+		t.Errorf("a stalled body refused unread: %q after %v, want 429 within about %v", status, took, idle)
+	}
+
 	// A whole body, and an upstream that answers after three idle bounds.
-	resp, err := http.Post("http://"+ts.Addrs().Proxy+"/slow", "text/plain", strings.NewReader("all of it"))
+	resp, err = http.Post("http://"+ts.Addrs().Proxy+"/slow", "text/plain", strings.NewReader("all of it"))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -801,8 +819,11 @@ func TestProxyBodyTimeoutHTTP2(t *testing.T) {
 // goroutine of their own, which may outlive the handler. read ends when
 // that read does.
 type inFlightTransport struct {
-	reading chan struct{} // a read has started (see deadlineRecorder)
-	read    chan error
+	reading chan struct{} // a deadline was set (see deadlineRecorder)
+	// sets is how many deadlines are set once the read has started: over
+	// HTTP/1 one as the proxy takes the body, then the read's.
+	sets int
+	read chan error
 }
 
 func (ft *inFlightTransport) RoundTrip(r *http.Request) (*http.Response, error) {
@@ -810,7 +831,9 @@ func (ft *inFlightTransport) RoundTrip(r *http.Request) (*http.Response, error) 
 		_, err := r.Body.Read(make([]byte, 8))
 		ft.read <- err
 	}()
-	<-ft.reading
+	for range ft.sets {
+		<-ft.reading
+	}
 	return &http.Response{StatusCode: 200, Proto: "HTTP/1.1", ProtoMajor: 1, ProtoMinor: 1,
 		Header: http.Header{}, Body: http.NoBody, Request: r}, nil
 }
@@ -842,7 +865,7 @@ func (d *deadlineRecorder) SetReadDeadline(t time.Time) error {
 func TestProxyBodyReadAfterHandler(t *testing.T) {
 	for _, major := range []int{1, 2} {
 		ts := newServer(t, untrustedPolicy, Options{Upstream: "http://upstream.invalid"})
-		ft := &inFlightTransport{reading: make(chan struct{}, 1), read: make(chan error, 1)}
+		ft := &inFlightTransport{reading: make(chan struct{}, 2), sets: 3 - major, read: make(chan error, 1)}
 		ts.trans = ft
 		if err := ts.Reload(context.Background()); err != nil {
 			t.Fatal(err)
