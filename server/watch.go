@@ -24,28 +24,39 @@ import (
 // only if the files still hold the settled content once it is (see
 // unchanged).
 //
+// Files that cannot all be read (one deleted, moved away, a link to
+// nothing, unreadable) are a content of their own, gone, and follow the
+// same rule: gone at two polls in a row is a change, which the caller
+// acts on by loading the files, and so fails as a reload would with a
+// bad file, once, however long they stay gone; their return, with the
+// content they had or another, is a change again. A file gone for less
+// than a poll interval (deleted and written anew, say) is seen gone at
+// one poll at most, which is no change: the content that follows settles
+// like any other.
+//
 // A path may be a directory: the files rls.ConfigFiles lists count, as
 // Envoy's reference service reads them (every file, recursively, but for
 // names starting with a dot, such as a ConfigMap's ..data, whose files
-// are read through the links beside it).
+// are read through the links beside it). A directory is gone when it is,
+// and when it holds no such file, which the loader refuses too.
 type fileWatch struct {
 	paths   []string
-	sum     [sha256.Size]byte // the content in force
+	sum     [sha256.Size]byte // the content in force, or gone
 	next    [sha256.Size]byte // a different content, read once
 	seen    bool              // sum is set
 	pending bool              // next is set
 }
 
-// changed reads the files and reports whether their content differs from
-// the content in force and is the same as at the previous call. A file
-// that cannot be read is not a change: the caller keeps what it has until
-// the file is back.
+// gone is the content of files that cannot all be read: a sum that, like
+// the zero sum unchanged leaves, no files' content hashes to.
+var gone = sha256.Sum256([]byte("sluice: the watched files cannot all be read"))
+
+// changed reads the files and reports whether their content, gone
+// included, differs from the content in force and is the same as at the
+// previous call.
 func (w *fileWatch) changed() bool {
-	sum, ok := w.hash()
+	sum := w.hash()
 	switch {
-	case !ok:
-		w.pending = false
-		return false
 	case !w.seen:
 		w.sum, w.seen = sum, true
 		return false
@@ -69,26 +80,29 @@ func (w *fileWatch) changed() bool {
 // When they do not, the caller drops what it read, and the content it
 // meant to load is in force no longer: whatever the files settle on
 // next, that very content again included, is a change.
+//
+// Files in force gone and still gone are unchanged: the load failed
+// because they are gone, the failure to report.
 func (w *fileWatch) unchanged() bool {
-	sum, ok := w.hash()
-	if ok && w.seen && sum == w.sum {
+	if w.seen && w.hash() == w.sum {
 		return true
 	}
 	w.sum, w.pending = [sha256.Size]byte{}, false // no content hashes to it
 	return false
 }
 
-// hash hashes the names and contents of every file watched.
-func (w *fileWatch) hash() ([sha256.Size]byte, bool) {
+// hash hashes the names and contents of every file watched, or returns
+// gone if one cannot be read.
+func (w *fileWatch) hash() [sha256.Size]byte {
 	files, err := rls.Files(w.paths...)
 	if err != nil {
-		return [sha256.Size]byte{}, false
+		return gone
 	}
 	h := sha256.New()
 	for _, f := range files {
 		b, err := os.ReadFile(f)
 		if err != nil {
-			return [sha256.Size]byte{}, false
+			return gone
 		}
 		sum := sha256.Sum256(b)
 		h.Write([]byte(f))
@@ -97,7 +111,7 @@ func (w *fileWatch) hash() ([sha256.Size]byte, bool) {
 	}
 	var out [sha256.Size]byte
 	h.Sum(out[:0])
-	return out, true
+	return out
 }
 
 // run polls every interval until ctx ends, calling onChange after each
