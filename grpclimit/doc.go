@@ -12,9 +12,9 @@
 // service; a name an unknown service handler gets, such as
 // /pkg.Service//Method, is cleaned first, as ServeMux cleans paths),
 // :authority as host, metadata as headers (key: "header:x-api-key"), and
-// the peer's address as ip (forwarding metadata is read only from trusted
-// proxies, as for HTTP; a Unix socket peer has no address, whatever path
-// it bound). A stream is decided once, when it opens, and holds its slot
+// the peer's address as ip (forwarding metadata, and plans.header, are
+// read only from trusted proxies, as for HTTP; a Unix socket peer has no
+// address, whatever path it bound). A stream is decided once, when it opens, and holds its slot
 // in the concurrency limit until it ends.
 //
 // A refused call fails with RESOURCE_EXHAUSTED, and its status carries a

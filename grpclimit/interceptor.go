@@ -175,8 +175,16 @@ func (l *Limiter) enforce(ctx context.Context, fullMethod string) policy.Outcome
 	c.url = url.URL{Path: fullMethod}
 	c.req = http.Request{Method: http.MethodPost, Host: authority, URL: &c.url}
 	in := policy.Request{HTTP: &c.req, Metadata: md}
-	if l.usesIP {
-		in.Client = l.resolver.Resolve(peerAddr(ctx), md[l.fwdHeader])
+	if l.usesIP || l.usesPlan {
+		pa := peerAddr(ctx)
+		if l.usesIP {
+			in.Client = l.resolver.Resolve(pa, md[l.fwdHeader])
+		}
+		if l.usesPlan && pa.IsValid() {
+			// The request's peer, as net/http names it: a plan header is
+			// believed from a trusted proxy only (policy.Set.PlanHeaderOf).
+			c.req.RemoteAddr = netip.AddrPortFrom(pa, 0).String()
+		}
 	}
 	switch {
 	case !l.usesUser:

@@ -15,6 +15,7 @@ import (
 	"google.golang.org/grpc/health"
 	healthpb "google.golang.org/grpc/health/grpc_health_v1"
 	"google.golang.org/grpc/metadata"
+	"google.golang.org/grpc/peer"
 	"google.golang.org/grpc/status"
 
 	"github.com/sluicehq/sluice"
@@ -511,5 +512,36 @@ func TestMetadataAfterHeadersSentGoesInTrailers(t *testing.T) {
 		cancel()
 		// The first stream's trailers come only once it ends: its headers
 		// and trailers are checked through the refused one.
+	}
+}
+
+// A plan header is believed from a trusted peer only, over gRPC as over
+// HTTP: a call from the trusted proxy gets the plan it names, one from
+// any other peer the default.
+func TestPlanHeaderFromTrustedPeer(t *testing.T) {
+	l := limiterAt(t, `
+client_ip: {trusted_proxies: [192.0.2.1]}
+plans: {names: [free, pro], default: free, header: x-plan}
+policies:
+  - {name: api, key: "header:x-api-key", limits: ["1/m burst 1"], plans: {pro: ["3/m burst 3"]}}
+`, nil)
+	handler := func(context.Context, any) (any, error) { return nil, nil }
+	allowed := func(peerIP net.IP, key string) int {
+		ctx := peer.NewContext(context.Background(), &peer.Peer{Addr: &net.TCPAddr{IP: peerIP, Port: 4242}})
+		ctx = metadata.NewIncomingContext(ctx, metadata.MD{"x-plan": {"pro"}, "x-api-key": {key}})
+		ctx = grpc.NewContextWithServerTransportStream(ctx, headerSink{})
+		n := 0
+		for range 5 {
+			if _, err := l.Unary(ctx, nil, &grpc.UnaryServerInfo{FullMethod: "/pkg.Svc/M"}, handler); err == nil {
+				n++
+			}
+		}
+		return n
+	}
+	if n := allowed(net.IPv4(192, 0, 2, 1), "a"); n != 3 {
+		t.Errorf("x-plan: pro from the trusted proxy: %d of 5 allowed, want the pro plan's 3", n)
+	}
+	if n := allowed(net.IPv4(203, 0, 113, 9), "b"); n != 1 {
+		t.Errorf("x-plan: pro from a client: %d of 5 allowed, want the free plan's 1", n)
 	}
 }

@@ -598,10 +598,11 @@ policies:
 	}
 }
 
-// Plans select limits: from an API key table, from a header, or from the
-// application (WithPlan), in that order of trust.
+// Plans select limits: from an API key table, from a header a trusted
+// proxy sets, or from the application (WithPlan), in that order of trust.
 func TestPlans(t *testing.T) {
 	config := `
+client_ip: {trusted_proxies: [192.0.2.1]}
 plans:
   names: [free, pro]
   default: free
@@ -617,19 +618,21 @@ policies:
 `
 	for _, tt := range []struct {
 		name   string
+		remote string
 		header map[string]string
 		plan   func(*http.Request) string
 		want   string
 	}{
-		{"default plan", nil, nil, "1"},
-		{"api key", map[string]string{"X-API-Key": "k-pro"}, nil, "5"},
-		{"unknown api key", map[string]string{"X-API-Key": "k-nope"}, nil, "1"},
-		{"plan header", map[string]string{"X-Plan": "pro"}, nil, "5"},
-		{"plan header naming no plan", map[string]string{"X-Plan": "platinum"}, nil, "1"},
-		{"application", nil, func(*http.Request) string { return "pro" }, "5"},
+		{"default plan", "", nil, nil, "1"},
+		{"api key", "", map[string]string{"X-API-Key": "k-pro"}, nil, "5"},
+		{"unknown api key", "", map[string]string{"X-API-Key": "k-nope"}, nil, "1"},
+		{"plan header", "192.0.2.1:1234", map[string]string{"X-Plan": "pro"}, nil, "5"},
+		{"plan header from a client", "203.0.113.9:1234", map[string]string{"X-Plan": "pro"}, nil, "1"},
+		{"plan header naming no plan", "192.0.2.1:1234", map[string]string{"X-Plan": "platinum"}, nil, "1"},
+		{"application", "", nil, func(*http.Request) string { return "pro" }, "5"},
 	} {
 		e := newEnv(t, config, Options{Plan: tt.plan}, nil)
-		expect(t, tt.name, e.do(req{header: tt.header}), 200, map[string]string{"X-RateLimit-Limit": tt.want}, nil)
+		expect(t, tt.name, e.do(req{remote: tt.remote, header: tt.header}), 200, map[string]string{"X-RateLimit-Limit": tt.want}, nil)
 	}
 }
 

@@ -45,7 +45,10 @@
 // dot (API.Example.com. is api.example.com, post is POST), as the
 // gateways and applications that serve such requests read them; a method
 // key counts them as one, and HEAD as GET (a policy on GET matches HEAD
-// too, so a client alternating the two must not have twice the limit). A
+// too, so a client alternating the two must not have twice the limit).
+// The method is the request's own: no override (an X-HTTP-Method-Override
+// header, a _method form field) is read, so where the application honours
+// one, match such a route by its path alone, whatever the method. A
 // pattern's host has no port (a policy matches its host on every port, an
 // IPv6 address with or without one) and no wildcard (*.example.com is
 // refused), and is ASCII, as clients send it. A pattern's path has no
@@ -84,10 +87,11 @@
 //
 // Keys: a key is built from parts (ip, user, method, header:NAME,
 // path:NAME for a wildcard of the pattern, form:NAME for a form field
-// from a url-encoded or multipart body or the query string; the handler
-// still gets the body whole); key: [ip, user] combines parts into one key,
-// keys: [user, ip] limits each separately (a login must pass both). A key
-// with a part the request lacks does not apply to it. The default key is
+// from a url-encoded or multipart body or the query string, never from a
+// JSON body; the handler still gets the body whole); key: [ip, user]
+// combines parts into one key, keys: [user, ip] limits each separately,
+// with the same limits (a login must pass both). A key with a part the
+// request lacks does not apply to it. The default key is
 // ip; every request whose client has no IP address (a peer on a Unix
 // socket, with nothing trusted to say more) has the one ip value
 // "unknown", and so shares one counter. Stored keys read
@@ -110,6 +114,25 @@
 // dots in Gmail addresses) may still serve more spellings as one: key it
 // on the header its authentication layer sets (the account as it looks
 // it up), or on user.
+//
+// A JSON body is no form: on a JSON login, a form:username key finds the
+// field only in the query string, where the client writes what it likes,
+// or finds none and does not apply. Key such a route by a header the
+// authentication layer sets (header:NAME, or user), or by ip. Different
+// limits per key (5 attempts per account and 20 per address in 15
+// minutes) take a policy per key on the same route; a request is decided
+// against both at once, all or nothing, so one that either refuses counts
+// in neither:
+//
+//	policies:
+//	  - name: login-account
+//	    match: "POST /login"
+//	    key: form:username
+//	    limits: ["5/15m"]
+//	  - name: login-ip
+//	    match: "POST /login"
+//	    key: ip
+//	    limits: ["20/15m"]
 //
 // Reloads: the tag is a hash of what the key's state means. For the window
 // algorithms (fixed_window, calendar days and months included,
@@ -141,6 +164,51 @@
 // section gets a serve warning (Set.ServeWarnings): under `sluice serve`
 // every request is anonymous to them.
 //
+// Plans: a request's plan selects a policy's limits (its plans mapping).
+// It is the one the application names with WithPlan (or httplimit's and
+// grpclimit's Plan hooks); else the one plans.api_keys maps the request's
+// plans.api_key_header to; else the one plans.header names, read by the
+// user section's rule: believed only from client_ip's trusted proxies (a
+// file with a plans.header and no trusted proxy does not load), and given
+// once (see Set.PlanHeaderOf); else plans.default. A listed API key thus
+// wins over the header, and an unknown one falls back to the header, then
+// to plans.default. A plan plans.names does not list is plans.default.
+// The trusted proxy must set the plan header on every request, replacing
+// any a client sent, as it does the user's.
+//
+//	client_ip:
+//	  trusted_proxies: [10.0.0.5]  # the gateway that sets X-Plan
+//	plans:
+//	  names: [free, pro]
+//	  default: free
+//	  header: X-Plan
+//
+// sluice reads no tokens: to key or choose a plan by a claim of a JWT,
+// have the gateway or authentication layer that verifies the token copy
+// the claim into user.header or plans.header, from an address in
+// client_ip.trusted_proxies.
+//
+// An API key plans.api_keys does not list gets no plan of its own. So
+// that a client cannot make up keys for fresh counters, list every real
+// key in api_keys, make plans.default the plan of anonymous requests, and
+// give that plan no limits ([]) in the policy keyed by the API key: a
+// made-up key creates no counter there, and meets the anonymous limit
+// (per-ip):
+//
+//	plans:
+//	  names: [anonymous, partner]
+//	  default: anonymous
+//	  api_key_header: X-API-Key
+//	  api_keys: {pk_live_acme: partner}  # every real key, and its plan
+//	policies:
+//	  - name: per-key
+//	    match: {headers: [{name: X-API-Key, present: true}]}
+//	    key: header:X-API-Key
+//	    plans: {anonymous: [], partner: ["1000/h"]}
+//	  - name: per-ip
+//	    key: ip
+//	    plans: {anonymous: ["100/h"], partner: []}
+//
 // A header or form field given once keys as its value. Given more than
 // once, it keys as #many, one value for all such requests, which no
 // client can choose or vary: servers differ on the value they read (Go
@@ -165,10 +233,9 @@
 // algorithm named (1000/d) is a fixed_window over UTC days, as a monthly
 // one (10000/month) is over UTC calendar months. Windows of several days
 // (per 7d) are aligned to the Unix epoch, not to the calendar: a week's
-// window starts on a Thursday, 00:00 UTC. Plans (a section naming
-// them, a header or an API key table saying which applies) select other
-// limits per policy, and overrides give named keys their own: a key gets
-// the limits of the first override that names it, and an override that
+// window starts on a Thursday, 00:00 UTC. Plans (see Plans above) select
+// other limits per policy, and overrides give named keys their own: a key
+// gets the limits of the first override that names it, and an override that
 // could never apply, after one that names all its keys, is refused. A
 // limit that could never pass a request of the policy's cost is refused
 // at load.

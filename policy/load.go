@@ -127,6 +127,10 @@ type loader struct {
 	file  string
 	probs []Problem
 	warns []Problem
+	// lacking holds keyWarnings' warnings of policies that let requests
+	// without some key part through, until every policy is loaded: another
+	// may limit those requests (see lackingWarnings).
+	lacking []lackingKeys
 }
 
 func (ld *loader) errf(n *yaml.Node, format string, args ...any) {
@@ -339,7 +343,7 @@ func (ld *loader) file_(root *yaml.Node) *Set {
 	}
 	set.resolver = ld.clientIP(f["client_ip"])
 	ld.user(f["user"], set)
-	set.plans = ld.plans(f["plans"])
+	set.plans = ld.plans(f["plans"], set.resolver)
 	set.conc = ld.concurrency(f["concurrency"])
 	set.store = ld.storeSection(f["store"])
 	set.paths = ld.paths(f["paths"])
@@ -380,6 +384,7 @@ func (ld *loader) file_(root *yaml.Node) *Set {
 			userPolicies = append(userPolicies, fmt.Sprintf("%q", p.Name))
 		}
 	}
+	ld.lackingWarnings(set)
 	ld.userWarnings(f, set, pv, userPolicies)
 	if pf, ok := f["plans"]; ok && set.plans.names != nil && !set.usesPlan {
 		// Plans only select limits in policies that list them: with none
@@ -535,7 +540,10 @@ func lastAddr(a netip.Addr, bits int) netip.Addr {
 	return last
 }
 
-func (ld *loader) plans(f field) plans {
+// plans reads the plans section. Its header, like the user section's, is
+// believed only from client_ip's trusted proxies (see Set.planOf), so it
+// needs some; resolver is the file's client_ip.
+func (ld *loader) plans(f field, resolver *clientip.Resolver) plans {
 	var pl plans
 	if f.val == nil {
 		return pl
@@ -574,8 +582,15 @@ func (ld *loader) plans(f field) plans {
 	}
 	if v, ok := m["header"]; ok {
 		if s, ok := ld.str(v.val, "plans.header"); ok && ld.headerName(v.val, s) {
-			pl.header, pl.headerLower = textproto.CanonicalMIMEHeaderKey(s), strings.ToLower(s)
-			ld.warnf(v.val, "plans.header %s names the plan of a request as its client sent it: any client can ask for the best plan unless a gateway in front sets the header or strips it; api_key_header and api_keys, or the application's policy.WithPlan, tie plans to credentials", s)
+			c := textproto.CanonicalMIMEHeaderKey(s)
+			switch {
+			case c == resolver.Header():
+				ld.errf(v.val, "plans.header %s is the header client_ip reads the client address from; name the header your gateway names the plan in, e.g. X-Plan", s)
+			case !resolver.TrustsAny():
+				ld.errf(v.val, "plans.header %s is believed only from client_ip.trusted_proxies, and the file trusts no proxy, so no request would have a plan from it; list the addresses of the proxy that sets it", s)
+			default:
+				pl.header, pl.headerLower = c, strings.ToLower(s)
+			}
 		}
 	}
 	if v, ok := m["api_key_header"]; ok {
@@ -923,8 +938,9 @@ func (ld *loader) planWarnings(p *Policy, set *Set, what string, at *yaml.Node) 
 // header present, path:NAME when the pattern's wildcard cannot be empty,
 // and form:NAME never for sure. A key the match rules out never applies;
 // a policy none of whose keys is sure to apply lets requests without
-// their parts through unlimited. at is where the keys are written, keyAt
-// where each is.
+// their parts through unlimited, unless another policy limits them: that
+// warning waits for lackingWarnings. at is where the keys are written,
+// keyAt where each is.
 func (ld *loader) keyWarnings(p *Policy, what string, at *yaml.Node, keyAt []*yaml.Node) {
 	var lacking []string // per key that may not apply, the parts it needs
 	var hints []string
@@ -973,12 +989,86 @@ func (ld *loader) keyWarnings(p *Policy, what string, at *yaml.Node, keyAt []*ya
 	for i, k := range p.keys {
 		labels[i] = keyLabel(k)
 	}
-	msg := fmt.Sprintf("%s does not limit requests without %s: a key with a part the request lacks does not apply, and its match does not guarantee the part; add an ip key beside it, as in keys: [%s, ip]",
+	// keys: gives every key the policy's limits; a policy of its own
+	// gives the address limits of its own (a login allowed 5 tries per
+	// account and 20 per address).
+	msg := fmt.Sprintf("%s does not limit requests without %s: a key with a part the request lacks does not apply, and its match does not guarantee the part; add an ip key beside it, as in keys: [%s, ip], for the same limits per address, or a policy keyed by ip that matches the same requests, for limits of its own",
 		what, andList(lacking), strings.Join(labels, ", "))
 	if len(hints) > 0 {
 		msg += "; or " + strings.Join(hints, "; or ")
 	}
-	ld.warnf(at, "%s", msg)
+	ld.lacking = append(ld.lacking, lackingKeys{p: p, at: at, msg: msg})
+}
+
+// lackingKeys is a warning of keyWarnings waiting for lackingWarnings.
+type lackingKeys struct {
+	p   *Policy
+	at  *yaml.Node
+	msg string
+}
+
+// lackingWarnings gives the warnings keyWarnings held, but for a policy
+// whose requests another one limits, each of them: an enforcing policy
+// with limits whatever the plan, whose match takes in every request the
+// first matches, and with a key sure to apply to each (see limitsEvery).
+// A login keyed by form:username beside a policy on the same route keyed
+// by ip is limited both ways, each with limits of its own, and a request
+// without the field is limited by ip.
+func (ld *loader) lackingWarnings(set *Set) {
+	for _, l := range ld.lacking {
+		if !slices.ContainsFunc(set.policies, func(q *Policy) bool { return q != l.p && q.limitsEvery(l.p, set) }) {
+			ld.warnf(l.at, "%s", l.msg)
+		}
+	}
+	ld.lacking = nil
+}
+
+// limitsEvery reports whether q limits every request p matches, as far
+// as the file shows it: it may say no of a policy that does (one whose
+// path is a subtree of p's, say), never yes of one that does not. q must
+// enforce (not shadow), have limits for every plan (default limits, or
+// limits for each plan and a plans.default, none of them []), match every
+// request p matches (every method, header condition and authentication
+// it asks is one p asks too, and its host and path are p's or none), and
+// have a key sure to apply, by q's match or p's.
+func (q *Policy) limitsEvery(p *Policy, set *Set) bool {
+	if q.Shadow || len(q.keys) == 0 {
+		return false
+	}
+	for _, ls := range q.plans {
+		if len(ls) == 0 {
+			return false
+		}
+	}
+	if len(q.limits) == 0 && (len(q.plans) == 0 || set.plans.fallback == "" ||
+		slices.ContainsFunc(set.plans.list, func(name string) bool { _, ok := q.plans[name]; return !ok })) {
+		return false
+	}
+	qm, pm := &q.match, &p.match
+	if len(qm.methods) > 0 && (len(pm.methods) == 0 ||
+		slices.ContainsFunc(pm.methods, func(m string) bool { return !methodIn(m, qm.methods) })) {
+		return false
+	}
+	if qm.auth != 0 && qm.auth != pm.auth {
+		return false
+	}
+	for _, qc := range qm.headers {
+		if !slices.ContainsFunc(pm.headers, func(pc headerCond) bool {
+			return pc.lower == qc.lower && pc.present == qc.present && (qc.equals == "" || pc.equals == qc.equals)
+		}) {
+			return false
+		}
+	}
+	if qm.mux != nil && (pm.mux == nil || pm.pattern != qm.pattern) {
+		return false
+	}
+	return slices.ContainsFunc(q.keys, func(k []part) bool {
+		return !slices.ContainsFunc(k, func(pt part) bool {
+			bq, _ := qm.guarantees(pt)
+			bp, _ := pm.guarantees(pt)
+			return !bq && !bp
+		})
+	})
 }
 
 // guarantees reports whether every request m matches has part pt, or why

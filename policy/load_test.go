@@ -326,6 +326,18 @@ user: {header: x-forwarded-for}
 policies:
   - {name: a, key: user, match: {authenticated: true}, limits: ["1/s"]}
 `, 3, 16, []string{"the header client_ip reads the client address from"}},
+		// plans.header, like the user section's: from trusted proxies only.
+		{"plan header from no trusted proxy", `
+plans: {names: [free, pro], default: free, header: X-Plan}
+policies:
+  - {name: a, limits: ["1/s"], plans: {pro: ["2/s"]}}
+`, 2, 52, []string{"plans.header X-Plan is believed only from client_ip.trusted_proxies, and the file trusts no proxy"}},
+		{"plan header is the forwarding header", `
+client_ip: {trusted_proxies: [10.0.0.1], header: X-Real-IP}
+plans: {names: [free, pro], default: free, header: x-real-ip}
+policies:
+  - {name: a, limits: ["1/s"], plans: {pro: ["2/s"]}}
+`, 3, 52, []string{"the header client_ip reads the client address from"}},
 		{"user field misspelt", `
 client_ip: {trusted_proxies: [10.0.0.1]}
 user: {haeder: X-User}

@@ -14,8 +14,10 @@ import (
 type Request struct {
 	// HTTP is matched against the policies' patterns (its Method, Host and
 	// URL path) and gives form fields. gRPC builds one with method POST
-	// and the full method name, /pkg.Service/Method, as path. It must
-	// not be nil.
+	// and the full method name, /pkg.Service/Method, as path. Its
+	// RemoteAddr (and its context's http.LocalAddrContextKey, for a Unix
+	// socket) is the peer, from which plans.header is believed only when
+	// it is a trusted proxy (see clientip.PeerOf). It must not be nil.
 	HTTP *http.Request
 	// Header holds the request's header fields. When nil, Metadata is
 	// read instead.

@@ -1,7 +1,9 @@
 package policy
 
 import (
+	"maps"
 	"net/http"
+	"slices"
 	"strconv"
 	"time"
 
@@ -54,10 +56,9 @@ func (s *Set) UsesClientIP() bool { return s.usesIP }
 // unlimited (it has no default limits and none for them), one whose every
 // key needs a part some requests lack (user, header:NAME, form:NAME), so
 // that those pass unlimited, a key that can never apply, a plans section
-// no policy uses, a plans.header (which names the plan its client
-// asks for), a trusted proxy prefix that spans much of the Internet, a
-// priority on a shadow policy (which classifies nothing), a user section
-// no policy reads.
+// no policy uses, a trusted proxy prefix that spans much of the Internet,
+// a priority on a shadow policy (which classifies nothing), a user
+// section no policy reads.
 // A Set may serve with warnings; `sluice check` prints them and `sluice
 // serve` logs them. The slice is shared: do not modify it.
 func (s *Set) Warnings() []Problem { return s.warnings }
@@ -93,6 +94,29 @@ func (s *Set) UserOf(r *http.Request) string {
 // UserHeader returns the header the user section names, canonical, or ""
 // when the file has no user section.
 func (s *Set) UserHeader() string { return s.userHeader }
+
+// PlanHeaderOf returns the value of r's plans.header as the policies
+// believe it, by the rule of UserOf: when r's peer is a trusted proxy
+// (client_ip) and gives the header once, else "". From any other peer the
+// header is the client's own word, and the policies give the request the
+// plan its API key maps to, or plans.default. The value may name no plan
+// in plans.names (which the policies read as plans.default). Without a
+// plans.header it always returns "". `sluice serve` forwards the header
+// only where this returns a value.
+func (s *Set) PlanHeaderOf(r *http.Request) string {
+	if s.plans.header == "" {
+		return ""
+	}
+	v, ok := single(r.Header[s.plans.header])
+	if !ok || !s.resolver.Trusted(clientip.PeerOf(r)) {
+		return ""
+	}
+	return v
+}
+
+// PlanHeader returns plans.header, canonical, or "" when the file has
+// none.
+func (s *Set) PlanHeader() string { return s.plans.header }
 
 // Policies returns the policies in the order of the file. The slice is
 // shared: do not modify it.
@@ -215,6 +239,20 @@ type Policy struct {
 // Limits returns the policy's default limits (for requests that no plan
 // or override gives others). The slice is shared: do not modify it.
 func (p *Policy) Limits() []*Limit { return p.limits }
+
+// AllLimits returns every limit the policy may apply: its default limits,
+// then each plan's, plans in the order of their names, then each
+// override's, in the order of the file. It allocates a new slice.
+func (p *Policy) AllLimits() []*Limit {
+	all := slices.Clone(p.limits)
+	for _, plan := range slices.Sorted(maps.Keys(p.plans)) {
+		all = append(all, p.plans[plan]...)
+	}
+	for _, o := range p.overrides {
+		all = append(all, o.limits...)
+	}
+	return all
+}
 
 // PlanLimits returns the limits the policy applies to a plan, and whether
 // it names that plan.
@@ -350,7 +388,9 @@ var _ http.Handler = (*marker)(nil)
 // the one its API key maps to, else the one its plan header names, else
 // the default plan. An assigned or named plan that plans.names does not
 // list is the default plan: it has no limits of its own, and a policy
-// with limits only per plan would leave it unlimited.
+// with limits only per plan would leave it unlimited. The plan header is
+// believed only from a trusted proxy, r.HTTP's peer (see PlanHeaderOf):
+// from any other, any client could name the best plan.
 func (s *Set) planOf(r *Request) string {
 	pl := &s.plans
 	if r.Plan != "" {
@@ -367,7 +407,7 @@ func (s *Set) planOf(r *Request) string {
 		}
 	}
 	if pl.header != "" {
-		if v, ok := single(r.header(pl.header, pl.headerLower)); ok && pl.names[v] {
+		if v, ok := single(r.header(pl.header, pl.headerLower)); ok && pl.names[v] && s.resolver.Trusted(clientip.PeerOf(r.HTTP)) {
 			return v
 		}
 	}

@@ -69,6 +69,41 @@ func TestWarnKeyWithoutPartIsUnlimited(t *testing.T) {
 	}
 }
 
+// Why the key warning spares a policy another one backs: requests without
+// the account are limited by the policy keyed by ip, with its own limits,
+// and those with it by both.
+func TestWarnKeyWithoutPartLimitedByAnother(t *testing.T) {
+	const login = `
+policies:
+  - name: login-account
+    match: "POST /login"
+    key: form:username
+    limits: ["1/m burst 1"]
+  - name: login-ip
+    match: "POST /login"
+    key: ip
+    limits: ["3/m burst 3"]
+`
+	for _, tt := range []struct {
+		body    string
+		allowed int // of 5 requests
+	}{
+		{"username=alice&password=x", 1},
+		{"password=x", 3},
+	} {
+		e := newTestEnforcer(t, login)
+		allowed := 0
+		for range 5 {
+			if v, _ := postForm(e, "/login", tt.body); v == Allow {
+				allowed++
+			}
+		}
+		if allowed != tt.allowed {
+			t.Errorf("body %q: %d of 5 allowed, want %d", tt.body, allowed, tt.allowed)
+		}
+	}
+}
+
 // warning is what one warning must say, and where.
 type warning struct {
 	line, col int
@@ -103,6 +138,7 @@ policies:
     plans: {pro: ["100/m"]}
 `, []warning{{7, 5, []string{`policy "api"`, `none for plan "free" (plans.default)`}}}},
 		{"no default plan", `
+client_ip: {trusted_proxies: [10.0.0.1]}
 plans:
   names: [free, pro]
   header: X-Plan
@@ -110,9 +146,9 @@ policies:
   - name: api
     plans: {free: ["10/m"], pro: ["100/m"]}
 `, []warning{
-			// A plan the client names in a header is the client's choice.
-			{4, 11, []string{"plans.header X-Plan", "any client can ask for the best plan"}},
-			{7, 5, []string{`policy "api"`, "none for requests with no plan (plans has no default)"}},
+			// The plan header, believed from the trusted proxy alone as
+			// the user header is, needs no warning of its own.
+			{8, 5, []string{`policy "api"`, "none for requests with no plan (plans has no default)"}},
 		}},
 		{"several gaps", `
 plans:
@@ -155,7 +191,8 @@ policies:
     match: "POST /login"
     key: form:username
     limits: ["5/m"]
-`, []warning{{5, 10, []string{`policy "login" does not limit requests without form:username`, "as in keys: [form:username, ip]"}}}},
+`, []warning{{5, 10, []string{`policy "login" does not limit requests without form:username`, "as in keys: [form:username, ip]",
+			"or a policy keyed by ip that matches the same requests"}}}},
 		{"form field beside ip", `
 policies:
   - name: login
@@ -163,6 +200,105 @@ policies:
     keys: [form:username, ip]
     limits: ["5/m"]
 `, nil},
+		// Another policy may limit the requests without the part: one
+		// that matches them all, enforces, and has a key each has.
+		{"form field, and ip in a policy of its own", `
+policies:
+  - name: login-account
+    match: "POST /login"
+    key: form:username
+    limits: ["5/15m"]
+  - name: login-ip
+    match: "POST /login"
+    key: ip
+    limits: ["20/15m"]
+`, nil},
+		{"form field, and ip in a policy of its own with the same limits", `
+policies:
+  - name: login-account
+    match: "POST /login"
+    key: form:username
+    limits: ["5/15m"]
+  - name: login-ip
+    match: {path: /login, methods: [POST]}
+    limits: ["5/15m"]
+`, nil},
+		{"form field, and ip over every request", `
+policies:
+  - name: login-account
+    match: {path: /login, methods: [POST], headers: [{name: Content-Type, present: true}]}
+    key: form:username
+    limits: ["5/15m"]
+  - name: everything
+    limits: ["100/m"]
+`, nil},
+		{"form field, and ip in a shadow policy", `
+policies:
+  - name: login-account
+    match: "POST /login"
+    key: form:username
+    limits: ["5/15m"]
+  - name: login-ip
+    match: "POST /login"
+    limits: ["20/15m"]
+    shadow: true
+`, []warning{{5, 10, []string{`policy "login-account" does not limit requests without form:username`}}}},
+		{"form field, and ip on other requests", `
+policies:
+  - name: login-account
+    match: "POST /login"
+    key: form:username
+    limits: ["5/15m"]
+  - name: signup-ip
+    match: "POST /signup"
+    limits: ["20/15m"]
+`, []warning{{5, 10, []string{`policy "login-account" does not limit requests without form:username`}}}},
+		{"form field, and ip on some of its requests", `
+policies:
+  - name: login-account
+    match: "POST /login"
+    key: form:username
+    limits: ["5/15m"]
+  - name: login-ip
+    match:
+      path: /login
+      methods: [POST]
+      headers: [{name: X-Captcha, present: true}]
+    limits: ["20/15m"]
+  - name: login-page
+    match: "GET /login"
+    limits: ["20/15m"]
+`, []warning{{5, 10, []string{`policy "login-account" does not limit requests without form:username`}}}},
+		{"form field, and a key requests may lack too", `
+policies:
+  - name: login-account
+    match: "POST /login"
+    key: form:username
+    limits: ["5/15m"]
+  - name: login-user
+    match: "POST /login"
+    key: user
+    limits: ["20/15m"]
+`, []warning{
+			{5, 10, []string{`policy "login-account" does not limit requests without form:username`}},
+			{9, 10, []string{`policy "login-user" does not limit requests without user`}},
+		}},
+		{"form field, and ip for some plans", `
+plans:
+  names: [free, pro]
+  default: free
+policies:
+  - name: login-account
+    match: "POST /login"
+    key: form:username
+    limits: ["5/15m"]
+  - name: login-ip
+    match: "POST /login"
+    plans: {free: ["20/15m"]}
+`, []warning{
+			{8, 10, []string{`policy "login-account" does not limit requests without form:username`}},
+			{12, 5, []string{`policy "login-ip" has no default limits and none for plan "pro"`}},
+		}},
 		{"user without authenticated", `
 policies:
   - name: api

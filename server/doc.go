@@ -68,7 +68,10 @@
 // or tell the upstream who it is. These headers spelled with underscores
 // (X_Forwarded_For) are dropped from everyone. A trusted proxy's are
 // passed on as it sent them, with whatever a client sent that it let
-// through: the upstream can trust of them what that proxy sets.
+// through: the upstream can trust of them what that proxy sets. So it is
+// with the user and plan headers (the user section's, plans.header):
+// believed and forwarded only from a trusted proxy that gives them once,
+// and their spellings with underscores dropped from everyone.
 //
 // A policy on a host matches the request's Host, or, from a trusted
 // proxy, its X-Forwarded-Host, in the proxy as in a check. Every request

@@ -416,6 +416,13 @@ func newTransport(timeout time.Duration) *http.Transport {
 // everyone. The peer's address is always appended to X-Forwarded-For,
 // unless it has none (a Unix socket; see setForwarded).
 //
+// The user and plan headers (the user section's, plans.header) are
+// passed on only where the policies believe them (Set.UserOf,
+// Set.PlanHeaderOf): from a trusted proxy, given once. Any other spelling
+// of either, in underscores or letter case (X_Auth_Request_User), which
+// CGI-style servers read as the header itself, is dropped from everyone,
+// as the forwarding headers' are (see otherSpelling).
+//
 // Request trailers: ReverseProxy gives the outgoing request a copy of
 // the incoming one's Trailer, taken before the body is read, when the
 // trailer's values are not there yet. The outgoing request shares the
@@ -427,7 +434,8 @@ func newTransport(timeout time.Duration) *http.Transport {
 // the upstream is rewritten to the path on sluice, see relocate.
 func (s *Server) reverseProxy(set *policy.Set) http.Handler {
 	resolver := set.ClientIP()
-	userHeader := set.UserHeader()
+	userHeader, planHeader := set.UserHeader(), set.PlanHeader()
+	userFold, planFold := foldName(userHeader), foldName(planHeader)
 	target := s.target
 	preserveHost := s.o.PreserveHost
 	rp := &httputil.ReverseProxy{
@@ -441,7 +449,8 @@ func (s *Server) reverseProxy(set *policy.Set) http.Handler {
 			peer := clientip.PeerOf(in)
 			trusted := resolver.Trusted(peer)
 			for name := range out.Header {
-				if forwardingHeader(name) && (!trusted || strings.IndexByte(name, '_') >= 0) {
+				if forwardingHeader(name) && (!trusted || strings.IndexByte(name, '_') >= 0) ||
+					otherSpelling(name, userHeader, userFold) || otherSpelling(name, planHeader, planFold) {
 					delete(out.Header, name)
 				}
 			}
@@ -453,6 +462,11 @@ func (s *Server) reverseProxy(set *policy.Set) http.Handler {
 				// client's leaves the client's first, where an upstream
 				// would read it).
 				out.Header.Del(userHeader)
+			}
+			if planHeader != "" && set.PlanHeaderOf(in) == "" {
+				// Likewise the plan: a client's own would name the plan
+				// the upstream serves it as.
+				out.Header.Del(planHeader)
 			}
 			setForwarded(out.Header, in, peer, trusted)
 		},
@@ -611,6 +625,23 @@ func forwardingHeader(name string) bool {
 		return foldEqual(name, "x-real-ip") || foldEqual(name, "forwarded")
 	}
 	return false
+}
+
+// foldName returns name in lower case with its underscores read as
+// hyphens, the form foldEqual compares with; "" for "".
+func foldName(name string) string {
+	return strings.ToLower(strings.ReplaceAll(name, "_", "-"))
+}
+
+// otherSpelling reports whether name is another spelling of header (a
+// canonical name, "" for none), whose foldName is fold: the same in any
+// letter case and with underscores read as hyphens, but not header
+// itself, which net/http gives every request in its canonical form. It is
+// another field to net/http, and to policies, but CGI-style servers, and
+// some WSGI and Rack ones, read X_Auth_Request_User as
+// HTTP_X_AUTH_REQUEST_USER, the header itself; no proxy sends one.
+func otherSpelling(name, header, fold string) bool {
+	return header != "" && len(name) == len(fold) && name != header && foldEqual(name, fold)
 }
 
 // foldEqual reports whether s is lower, a lower-case string of the same

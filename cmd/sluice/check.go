@@ -285,11 +285,12 @@ func printProblems(w io.Writer, err error) {
 	fmt.Fprintln(w, err.Error())
 }
 
-// summarize says in a line what a policy file holds.
+// summarize says in a line what a policy file holds: its limits are
+// every one a policy may apply, per plan and per override included.
 func summarize(set *policy.Set) string {
 	var limits, shadow int
 	for _, p := range set.Policies() {
-		limits += len(p.Limits())
+		limits += len(p.AllLimits())
 		if p.Shadow {
 			shadow++
 		}

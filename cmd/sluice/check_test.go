@@ -48,6 +48,91 @@ func TestCheckWarning(t *testing.T) {
 	}
 }
 
+// A login limited per account and per address with limits of each its
+// own, in two policies on one route, is no mistake: the policy keyed by
+// ip limits the requests without the account field, so check does not
+// warn, and --strict passes. Without that policy, it warns still.
+func TestCheckLoginByAccountAndAddress(t *testing.T) {
+	dir := t.TempDir()
+	const account = `policies:
+  - name: login-account
+    match: "POST /login"
+    key: form:username
+    limits: ["5/15m"]
+`
+	both := filepath.Join(dir, "both.yaml")
+	alone := filepath.Join(dir, "alone.yaml")
+	os.WriteFile(both, []byte(account+`  - name: login-ip
+    match: "POST /login"
+    key: ip
+    limits: ["20/15m"]
+`), 0o644)
+	os.WriteFile(alone, []byte(account), 0o644)
+	code, stdout, stderr := runCLI(t, "check", "--strict", both)
+	if code != 0 || stderr != "" || stdout != both+": OK: 2 policies, 2 limits, store: memory\n" {
+		t.Errorf("by account and by address: exit %d, stdout %q, stderr %q; want 0, no warning", code, stdout, stderr)
+	}
+	code, _, stderr = runCLI(t, "check", "--strict", alone)
+	if want := alone + `:4:10: warning: policy "login-account" does not limit requests without form:username`; code != 1 || !strings.HasPrefix(stderr, want) {
+		t.Errorf("by account alone: exit %d, stderr %q; want 1 and a warning starting %q", code, stderr, want)
+	}
+}
+
+// The summary counts the limits as the file writes them: a policy's
+// limits, its limits per plan and its overrides'.
+func TestCheckCountsLimits(t *testing.T) {
+	dir := t.TempDir()
+	for _, tt := range []struct {
+		name, yaml, want string
+	}{
+		{"per plan only", `plans:
+  names: [free, pro]
+  default: free
+policies:
+  - name: api
+    plans: {free: ["10/m"], pro: ["100/m", "5000/d"]}
+`, "1 policy, 3 limits"},
+		{"default, per plan and overrides", `plans:
+  names: [free, pro]
+  default: free
+policies:
+  - name: api
+    limits: &std ["10/m"]
+    plans:
+      pro: ["100/m", "5000/d"]
+  - name: partner
+    match: {headers: [{name: X-API-Key, present: true}]}
+    key: "header:X-API-Key"
+    limits: *std
+    overrides:
+      - when: {"header:x-api-key": acme}
+        limits: "1000/m"
+`, "2 policies, 5 limits"},
+		{"priority only", `policies:
+  - name: api
+    limits: ["10/m"]
+  - name: analytics
+    match: /analytics/
+    priority: low
+`, "2 policies, 1 limit"},
+	} {
+		f := filepath.Join(dir, strings.ReplaceAll(tt.name, " ", "-")+".yaml")
+		os.WriteFile(f, []byte(tt.yaml), 0o644)
+		code, stdout, stderr := runCLI(t, "check", f)
+		if want := f + ": OK: " + tt.want + ", store: memory\n"; code != 0 || stdout != want {
+			t.Errorf("%s: exit %d, stdout %q, stderr %q; want %q", tt.name, code, stdout, stderr, want)
+		}
+	}
+	// From standard input too.
+	var stdout string
+	withStdin(t, "plans: {names: [free], default: free}\npolicies:\n  - {name: api, plans: {free: [\"1/s\", \"10/m\"]}}\n", func() {
+		_, stdout, _ = runCLI(t, "check", "-")
+	})
+	if want := "<stdin>: OK: 1 policy, 2 limits, store: memory\n"; stdout != want {
+		t.Errorf("from standard input: stdout %q, want %q", stdout, want)
+	}
+}
+
 // A policy on the user with no user section loads, with a warning that
 // holds under sluice serve alone (an application may name the user
 // itself): printed as such, and left out of --strict.
@@ -133,7 +218,7 @@ func TestCheckDoesNotLoad(t *testing.T) {
 
 func TestCheckCommand(t *testing.T) {
 	code, stdout, stderr := runCLI(t, "check", "../../examples/sluice.yaml")
-	if code != 0 || !strings.HasPrefix(stdout, "../../examples/sluice.yaml: OK: 9 policies (1 shadow), 8 limits") || stderr != "" {
+	if code != 0 || !strings.HasPrefix(stdout, "../../examples/sluice.yaml: OK: 9 policies (1 shadow), 11 limits") || stderr != "" {
 		t.Errorf("examples/sluice.yaml: exit %d, %q %q", code, stdout, stderr)
 	}
 	// sluice serve's name for the flag works too, and adds to the list.
