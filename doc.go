@@ -14,8 +14,9 @@
 //	if !d.Allowed { ... }      // refused: retry in d.RetryAfter
 //
 // Limits are usually written as text and parsed with [rate.ParseLimit]:
-// "10/s", "1000/d", "20/s burst 40", "sliding_log 5 per 15m". A limiter
-// may hold several (10/s and 1000/d), which pass or refuse together;
+// "10/s", "1000/d" (a quota per UTC day), "20/s burst 40", "sliding_log 5
+// per 15m". A limiter may hold several (10/s and 1000/d), which pass or
+// refuse together;
 // [AllowAll] decides requests on several keys as one (per account and per
 // IP). [Limiter.Wait] blocks until a request may pass, for clients that
 // pace themselves.

@@ -61,14 +61,22 @@ func (m FailureMode) String() string {
 }
 
 // ParseFailureMode returns the mode with the given name: fail_open,
-// fail_closed, local or error.
+// fail_closed, local or error, or open and closed, as a policy file's
+// on_store_error spells them. An unknown name returns an error, and
+// FailClosed rather than a mode that lets requests through.
 func ParseFailureMode(name string) (FailureMode, error) {
+	switch name {
+	case "open":
+		return FailOpen, nil
+	case "closed":
+		return FailClosed, nil
+	}
 	for m, n := range failureModeNames {
 		if n == name {
 			return FailureMode(m), nil
 		}
 	}
-	return 0, fmt.Errorf("unknown failure mode %q (want fail_open, fail_closed, local or error)", name)
+	return FailClosed, fmt.Errorf("unknown failure mode %q (want fail_open, fail_closed, local or error)", name)
 }
 
 // Source says who made a decision: the primary store or, while it is
@@ -313,8 +321,12 @@ type partitioned interface {
 
 var _ Store = (*Fallback)(nil)
 
-// NewFallback returns a Fallback over primary.
+// NewFallback returns a Fallback over primary. It panics if primary is
+// nil: a fallback has nothing to stand in for.
 func NewFallback(primary Store, opts FallbackOptions) *Fallback {
+	if primary == nil {
+		panic("sluice: NewFallback: nil primary store")
+	}
 	f := &Fallback{
 		primary:    primary,
 		local:      opts.Local,

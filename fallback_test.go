@@ -579,8 +579,15 @@ func TestParseFailureMode(t *testing.T) {
 			t.Errorf("ParseFailureMode(%q) = %v, %v", m.String(), got, err)
 		}
 	}
-	if _, err := sluice.ParseFailureMode("open"); err == nil {
-		t.Error("ParseFailureMode(open): no error")
+	// A policy file's spellings are read too.
+	for name, want := range map[string]sluice.FailureMode{"open": sluice.FailOpen, "closed": sluice.FailClosed} {
+		if got, err := sluice.ParseFailureMode(name); err != nil || got != want {
+			t.Errorf("ParseFailureMode(%q) = %v, %v; want %v", name, got, err, want)
+		}
+	}
+	// An unknown name is an error, and no mode that lets requests through.
+	if got, err := sluice.ParseFailureMode("fail-open"); err == nil || got != sluice.FailClosed {
+		t.Errorf("ParseFailureMode(fail-open) = %v, %v; want an error and fail_closed", got, err)
 	}
 }
 
@@ -1468,4 +1475,15 @@ func TestFallbackNoProbeOnceRecovered(t *testing.T) {
 	if st := f.Stats(); st.Down || st.Outages != 1 || st.Probes != 1 || st.Failures != 1 {
 		t.Errorf("stats %+v: want up, 1 outage, 1 probe, 1 failure", st)
 	}
+}
+
+// A Fallback over no store is a mistake the constructor names, not a nil
+// dereference at the first decision.
+func TestNewFallbackNilPrimary(t *testing.T) {
+	defer func() {
+		if r := recover(); r == nil || !strings.Contains(fmt.Sprint(r), "nil primary store") {
+			t.Errorf("recovered %v, want a panic naming the nil primary store", r)
+		}
+	}()
+	sluice.NewFallback(nil, sluice.FallbackOptions{})
 }

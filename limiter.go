@@ -202,7 +202,13 @@ func (l *Limiter) decideInto(ctx context.Context, key string, n int64, d *rate.D
 // [rate.ErrNegativeCost]).
 //
 // With a leaky_bucket limit an allowed request may carry a Delay: the
-// caller should wait that long before going ahead (Wait does).
+// caller should wait that long before going ahead (Wait does). That is
+// how a place is reserved ahead of time; there is no Reserve and Cancel
+// as in golang.org/x/time/rate, whose token bucket lends from the future.
+//
+// ctx bounds what the store waits for: the memory store waits for nothing
+// and decides even under a ctx already done, where a remote store fails
+// with ctx's error.
 func (l *Limiter) AllowN(ctx context.Context, key string, n int64) (d rate.Decision, err error) {
 	err = l.decideInto(ctx, key, n, &d)
 	return d, err
@@ -268,9 +274,11 @@ func (l *Limiter) Wait(ctx context.Context, key string) error {
 //
 // If ctx has a deadline, WaitN never starts a wait that cannot end before
 // it: when the request could pass only then or later (or less than 2µs
-// before), it returns at once an error wrapping [ErrWouldExceedDeadline]
-// that says how long it would have had to wait. If ctx ends while it
-// sleeps, it returns ctx's error. A cost that can never pass returns its
+// before), or the deadline is less than 2µs away, it returns at once an
+// error wrapping [ErrWouldExceedDeadline] that says how long it would
+// have had to wait. A deadline already past gives an error wrapping
+// context.DeadlineExceeded. If ctx ends while it sleeps, it returns ctx's
+// error. A cost that can never pass returns its
 // error at once, as in AllowN.
 //
 // WaitN holds nothing while it sleeps: when the wait is over it asks again,
@@ -295,8 +303,11 @@ func (l *Limiter) WaitN(ctx context.Context, key string, n int64) error {
 		if bounded {
 			// Whatever is admitted must go ahead strictly before the
 			// deadline, when ctx is done; the steps count in µs.
-			if left = deadline.Sub(l.clock.Now()); left < minWaitLeft {
+			switch left = deadline.Sub(l.clock.Now()); {
+			case left <= 0:
 				return fmt.Errorf("sluice: wait for %q: %w", key, context.DeadlineExceeded)
+			case left < minWaitLeft:
+				return fmt.Errorf("sluice: %q: %v left, too little to ask: %w", key, left, ErrWouldExceedDeadline)
 			}
 			for i := range reqs {
 				// A leaky_bucket refuses a turn further away than this.

@@ -308,7 +308,7 @@ func TestRequestsKeys(t *testing.T) {
 	}{
 		{"", []string{"10/s"}, []string{"alice"}},
 		{"api", []string{"10/s"}, []string{"api:alice"}},
-		{"", []string{"10/s", "1000/d"}, []string{"{alice}|gcra 10/s", "{alice}|gcra 1000/d"}},
+		{"", []string{"10/s", "1000/d"}, []string{"{alice}|gcra 10/s", "{alice}|fixed_window 1000/d"}},
 		{"api", []string{"10/s", "fixed_window 1000/d"}, []string{"api:{alice}|gcra 10/s", "api:{alice}|fixed_window 1000/d"}},
 	}
 	for _, tt := range tests {
@@ -669,6 +669,20 @@ func TestWaitTurnJustBeforeTheDeadline(t *testing.T) {
 			t.Errorf("deadline 1s+%v: Wait = %v after sleeping %v, want nil after 1s", tt.extra, err, slept)
 		case !tt.passes && (!errors.Is(err, sluice.ErrWouldExceedDeadline) || slept != 0):
 			t.Errorf("deadline 1s+%v: Wait = %v after sleeping %v, want ErrWouldExceedDeadline at once", tt.extra, err, slept)
+		}
+	}
+}
+
+// A deadline less than 2µs away leaves no time to ask: Wait refuses at
+// once with ErrWouldExceedDeadline, as its doc says, even for a request
+// that would pass now.
+func TestWaitDeadlineTooClose(t *testing.T) {
+	for _, left := range []time.Duration{time.Microsecond, 1999 * time.Nanosecond} {
+		clock := ratetest.NewClock(start)
+		lim := newLimiter(t, clock, "1/s")
+		err := lim.Wait(withDeadline(t, clock, left), "fresh")
+		if !errors.Is(err, sluice.ErrWouldExceedDeadline) {
+			t.Errorf("deadline %v away: Wait = %v, want ErrWouldExceedDeadline", left, err)
 		}
 	}
 }

@@ -66,7 +66,8 @@ type call struct {
 	url url.URL
 }
 
-// New returns a Limiter that decides set's policies against store.
+// New returns a Limiter that decides set's policies against store (a
+// memory store with its defaults if nil).
 func New(set *policy.Set, store sluice.Store, o Options) *Limiter {
 	l := &Limiter{
 		e:         policy.NewEnforcer(set, store, o.Options),

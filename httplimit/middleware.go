@@ -53,8 +53,9 @@ func WithUser(ctx context.Context, id string) context.Context { return policy.Wi
 func WithPlan(ctx context.Context, plan string) context.Context { return policy.WithPlan(ctx, plan) }
 
 // Middleware returns a middleware that applies set's policies to every
-// request, deciding them against store. Every handler it wraps shares one
-// policy.Enforcer, and so one concurrency limit.
+// request, deciding them against store (a memory store with its defaults
+// if nil). Every handler it wraps shares one policy.Enforcer, and so one
+// concurrency limit.
 func Middleware(set *policy.Set, store sluice.Store, o Options) func(http.Handler) http.Handler {
 	l := &limiter{
 		e:        policy.NewEnforcer(set, store, o.Options),

@@ -798,3 +798,22 @@ policies:
 		t.Errorf("status line %q (%v), want 101 Switching Protocols", line, err)
 	}
 }
+
+// A nil store is a memory store, as for sluice.NewLimiter: the first
+// request is decided, not a nil dereference.
+func TestNilStoreIsMemory(t *testing.T) {
+	set, err := policy.Load("test.yaml", []byte(apiConfig))
+	if err != nil {
+		t.Fatal(err)
+	}
+	h := Middleware(set, nil, Options{})(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {}))
+	var codes []int
+	for range 3 {
+		w := httptest.NewRecorder()
+		h.ServeHTTP(w, httptest.NewRequest("GET", "/", nil))
+		codes = append(codes, w.Code)
+	}
+	if fmt.Sprint(codes) != "[200 200 429]" {
+		t.Errorf("statuses %v, want [200 200 429] under 1/s burst 2", codes)
+	}
+}

@@ -116,6 +116,12 @@ type Event struct {
 // called on the request's goroutine: it must be fast and must not keep
 // the Event's Policy beyond the Set's life.
 type Observer interface {
+	// Observe is told, once per request, about each policy that decided
+	// it: one that matched the request and whose key the request has.
+	// Enforcing policies are told of once the verdict is known; shadow
+	// ones as each is decided, which is only when the enforcing ones let
+	// the request through. A decision cut short by the end of the
+	// request's context is not observed, nor is a shed request (see Shed).
 	Observe(ctx context.Context, e Event)
 	// Shed is told about a request the concurrency limit refused.
 	Shed(ctx context.Context, p Priority)
@@ -170,7 +176,8 @@ type Enforcer struct {
 }
 
 // NewEnforcer returns an Enforcer that decides set's policies against
-// store.
+// store. A nil store is a memory store (package store/memory) with its
+// default options, deciding on o.Clock.
 func NewEnforcer(set *Set, store sluice.Store, o Options) *Enforcer {
 	e := &Enforcer{set: set, store: store, local: o.Local, clock: o.Clock, observer: o.Observer, logger: o.Logger}
 	if !o.StoreLogs {
@@ -178,6 +185,9 @@ func NewEnforcer(set *Set, store sluice.Store, o Options) *Enforcer {
 	}
 	if e.clock == nil {
 		e.clock = rate.SystemClock{}
+	}
+	if e.store == nil {
+		e.store = memory.New(memory.Options{Clock: e.clock})
 	}
 	if e.local == nil {
 		e.local = memory.New(memory.Options{Clock: e.clock})

@@ -29,7 +29,11 @@ import (
 // *Error, something that keeps the file from loading; in [Set.Warnings],
 // something that loads but is likely not what the author meant.
 type Problem struct {
-	File         string
+	// File is the file's name: the path given to LoadFile, or the name
+	// given to Load.
+	File string
+	// Line and Column place the problem, both counting from 1; Column
+	// counts characters, not bytes, as yaml.Node.Column does.
 	Line, Column int
 	// Message says what is wrong and, where it can, what would be right.
 	Message string
@@ -43,6 +47,7 @@ func (p Problem) String() string {
 // Error is every problem found in a policy file, in the order of the
 // file. Load reports them all at once rather than stopping at the first.
 type Error struct {
+	// Problems holds at least one problem, sorted by line, then column.
 	Problems []Problem
 }
 
@@ -743,11 +748,13 @@ func (ld *loader) policy(n *yaml.Node, set *Set) *Policy {
 	}
 	if v, ok := f["on_store_error"]; ok {
 		if s, ok := ld.str(v.val, "on_store_error"); ok {
-			modes := []string{"open", "closed", "local"}
-			if i := slices.Index(modes, s); i >= 0 {
-				p.OnStoreError = sluice.FailureMode(i)
+			// fail_open and fail_closed, as sluice.FailureMode spells
+			// them, are read too; error, which refuses nothing and
+			// decides nothing, is no policy's.
+			if m, err := sluice.ParseFailureMode(s); err == nil && m != sluice.FailError {
+				p.OnStoreError = m
 			} else {
-				ld.errf(v.val, "on_store_error %q: want open, closed or local%s", s, didYouMean(s, modes))
+				ld.errf(v.val, "on_store_error %q: want open, closed or local%s", s, didYouMean(s, []string{"open", "closed", "local"}))
 			}
 		}
 	}
@@ -1427,7 +1434,7 @@ func (ld *loader) limits(n *yaml.Node, p *Policy, set *Set) []*Limit {
 		if !ok {
 			continue
 		}
-		l, err := parseLimit(s)
+		l, err := rate.ParseLimit(s)
 		if err != nil {
 			ld.errf(ln, "%v", err)
 			continue
@@ -1461,28 +1468,6 @@ func (ld *loader) limits(n *yaml.Node, p *Policy, set *Set) []*Limit {
 		out = append(out, cl)
 	}
 	return out
-}
-
-// parseLimit reads a limit as rate.ParseLimit does, and makes a daily
-// limit with no algorithm named a fixed_window: a quota per UTC day.
-func parseLimit(s string) (rate.Limit, error) {
-	l, err := rate.ParseLimit(s)
-	if err != nil {
-		return l, err
-	}
-	named := false
-	if fs := strings.Fields(s); len(fs) > 0 {
-		_, aerr := rate.ParseAlgorithm(fs[0])
-		named = aerr == nil
-	}
-	const day = 24 * time.Hour
-	if !named && l.Calendar == rate.NoCalendar && l.Burst == 0 && l.Period >= day && l.Period%day == 0 {
-		l.Algorithm = rate.FixedWindow
-		if err := l.Validate(); err != nil {
-			return l, fmt.Errorf("%w %q: %w", rate.ErrSyntax, s, err)
-		}
-	}
-	return l, nil
 }
 
 func (ld *loader) override(n *yaml.Node, p *Policy, set *Set, what string) (override, bool) {

@@ -126,6 +126,12 @@ policies:
     on_store_error: opne
     limits: ["1/s"]
 `, 4, 21, []string{`want open, closed or local; did you mean "open"?`}},
+		{"store error mode error", `
+policies:
+  - name: a
+    on_store_error: error
+    limits: ["1/s"]
+`, 4, 21, []string{`on_store_error "error": want open, closed or local`}},
 		{"no limits", `
 policies:
   - name: a
@@ -500,30 +506,6 @@ policies:
 	}
 }
 
-func TestDailyLimitIsFixedWindow(t *testing.T) {
-	tests := []struct {
-		in   string
-		want rate.Algorithm
-	}{
-		{"1000/d", rate.FixedWindow},
-		{"1000 per 2d", rate.FixedWindow},
-		{"gcra 1000/d", rate.GCRA},
-		{"sliding_window 1000/d", rate.SlidingWindow},
-		{"1000/d burst 10", rate.GCRA},
-		{"10/h", rate.GCRA},
-		{"10000/month", rate.FixedWindow},
-	}
-	for _, tt := range tests {
-		l, err := parseLimit(tt.in)
-		if err != nil {
-			t.Fatalf("%s: %v", tt.in, err)
-		}
-		if l.Algorithm != tt.want {
-			t.Errorf("%s: algorithm %v, want %v", tt.in, l.Algorithm, tt.want)
-		}
-	}
-}
-
 func TestHeaderValues(t *testing.T) {
 	set, err := Load("t.yaml", []byte(`
 policies:
@@ -618,5 +600,23 @@ policies:
 	}
 	if got := len(set.Policy("b").Limits()); got != 2 {
 		t.Errorf("b has %d limits through the alias, want 2", got)
+	}
+}
+
+// on_store_error reads sluice.FailureMode's names too: fail_open and
+// fail_closed are open and closed.
+func TestOnStoreErrorSpellings(t *testing.T) {
+	for name, want := range map[string]sluice.FailureMode{
+		"open": sluice.FailOpen, "fail_open": sluice.FailOpen,
+		"closed": sluice.FailClosed, "fail_closed": sluice.FailClosed, "local": sluice.FailLocal,
+	} {
+		set, err := Load("t.yaml", []byte("policies:\n  - {name: a, on_store_error: "+name+", limits: [\"1/s\"]}\n"))
+		if err != nil {
+			t.Errorf("%s: %v", name, err)
+			continue
+		}
+		if got := set.Policies()[0].OnStoreError; got != want {
+			t.Errorf("%s: %v, want %v", name, got, want)
+		}
 	}
 }

@@ -375,8 +375,10 @@ var ErrSyntax = errors.New("invalid limit")
 // or a unit as after "/": 60 per minute. Counts and bursts are whole
 // numbers written in digits, which single underscores may group (1_000).
 // A monthly limit is a fixed_window over UTC calendar months:
-// "10000/month" means fixed_window even without the name. The result is
-// validated.
+// "10000/month" means fixed_window even without the name. So is a limit
+// per whole days with no algorithm named and no burst, over UTC days (N
+// days aligned to the Unix epoch): "1000/d" is a daily quota, as a policy
+// file reads it; "gcra 1000/d" is the bucket. The result is validated.
 func ParseLimit(s string) (Limit, error) {
 	fields := strings.Fields(strings.ReplaceAll(s, "/", " / "))
 	var l Limit
@@ -446,7 +448,14 @@ func ParseLimit(s string) (Limit, error) {
 		}
 		l.Burst = b
 	}
-	if l.Calendar == Month && !explicit {
+	const day = 24 * time.Hour
+	switch {
+	case explicit:
+	case l.Calendar == Month:
+		l.Algorithm = FixedWindow
+	case l.Burst == 0 && l.Period >= day && l.Period%day == 0:
+		// A quota per day, or per N days: a window, not a bucket that
+		// refills a unit every 86.4s of a thousand a day.
 		l.Algorithm = FixedWindow
 	}
 	if err := l.Validate(); err != nil {

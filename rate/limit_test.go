@@ -17,11 +17,12 @@ func TestParseLimit(t *testing.T) {
 		{"10/s", Limit{Count: 10, Period: time.Second}, "gcra 10/s"},
 		{"100/m", Limit{Count: 100, Period: time.Minute}, "gcra 100/m"},
 		{"1000/h", Limit{Count: 1000, Period: time.Hour}, "gcra 1000/h"},
-		{"5000/d", Limit{Count: 5000, Period: 24 * time.Hour}, "gcra 5000/d"},
+		{"5000/d", Limit{Algorithm: FixedWindow, Count: 5000, Period: 24 * time.Hour}, "fixed_window 5000/d"},
+		{"gcra 5000/d", Limit{Count: 5000, Period: 24 * time.Hour}, "gcra 5000/d"},
 		{"10000/month", Limit{Algorithm: FixedWindow, Count: 10000, Calendar: Month}, "fixed_window 10000/month"},
 		{"10 per 10s", Limit{Count: 10, Period: 10 * time.Second}, "gcra 10 per 10s"},
 		{"3 per 7s", Limit{Count: 3, Period: 7 * time.Second}, "gcra 3 per 7s"},
-		{"5 per 2d", Limit{Count: 5, Period: 48 * time.Hour}, "gcra 5 per 2d"},
+		{"5 per 2d", Limit{Algorithm: FixedWindow, Count: 5, Period: 48 * time.Hour}, "fixed_window 5 per 2d"},
 		{"5 per 1d12h", Limit{Count: 5, Period: 36 * time.Hour}, "gcra 5 per 1d12h0m0s"},
 		{"100 per 1m30s", Limit{Count: 100, Period: 90 * time.Second}, "gcra 100 per 1m30s"},
 		{"20/s burst 40", Limit{Count: 20, Period: time.Second, Burst: 40}, "gcra 20/s burst 40"},
@@ -32,13 +33,13 @@ func TestParseLimit(t *testing.T) {
 		{"10/10s", Limit{Count: 10, Period: 10 * time.Second}, "gcra 10 per 10s"},
 		{"1_000/h", Limit{Count: 1000, Period: time.Hour}, "gcra 1000/h"},
 		{"5/ms", Limit{Count: 5, Period: time.Millisecond}, "gcra 5 per 1ms"},
-		{"10/2d", Limit{Count: 10, Period: 48 * time.Hour}, "gcra 10 per 2d"},
+		{"10/2d", Limit{Algorithm: FixedWindow, Count: 10, Period: 48 * time.Hour}, "fixed_window 10 per 2d"},
 		{"10 per mo", Limit{Algorithm: FixedWindow, Count: 10, Calendar: Month}, "fixed_window 10/month"},
 		{"10/mo", Limit{Algorithm: FixedWindow, Count: 10, Calendar: Month}, "fixed_window 10/month"},
 		{"10 per months", Limit{Algorithm: FixedWindow, Count: 10, Calendar: Month}, "fixed_window 10/month"},
 		{"10 per ms", Limit{Count: 10, Period: time.Millisecond}, "gcra 10 per 1ms"},
 		{"1_000_000/h", Limit{Count: 1_000_000, Period: time.Hour}, "gcra 1000000/h"},
-		{"1 per 52124d", Limit{Count: 1, Period: 52124 * 24 * time.Hour}, "gcra 1 per 52124d"},
+		{"gcra 1 per 52124d", Limit{Count: 1, Period: 52124 * 24 * time.Hour}, "gcra 1 per 52124d"},
 	}
 	for _, tt := range tests {
 		got, err := ParseLimit(tt.in)
@@ -79,7 +80,7 @@ func TestParseLimitErrors(t *testing.T) {
 		{"fixed_window 10/s burst 4", "has no burst"},
 		{"gcra 10/month", "need fixed_window"},
 		{"99999999999999999999/s", "too large"},
-		{"1000000/d", "too large for gcra"},
+		{"gcra 1000000/d", "too large for gcra"},
 		{"sliding_log 100000/h", "at most 65536"},
 		{"10 fish", "want COUNT/UNIT"},
 		{"10 x s", "want / or per"},
@@ -345,6 +346,33 @@ func TestRetryAfterSeconds(t *testing.T) {
 		}
 		if got := RetryAfterSeconds(tt.d); got != tt.retry {
 			t.Errorf("RetryAfterSeconds(%v) = %d, want %d", tt.d, got, tt.retry)
+		}
+	}
+}
+
+// A limit per whole days with no algorithm named and no burst is a
+// quota: a fixed_window over UTC days, as a monthly one is over months.
+func TestDailyLimitIsFixedWindow(t *testing.T) {
+	for _, tt := range []struct {
+		in   string
+		want Algorithm
+	}{
+		{"1000/d", FixedWindow},
+		{"1000 per 2d", FixedWindow},
+		{"100000/d", FixedWindow},
+		{"gcra 1000/d", GCRA},
+		{"sliding_window 1000/d", SlidingWindow},
+		{"1000/d burst 10", GCRA},
+		{"5 per 1d12h", GCRA},
+		{"10/h", GCRA},
+		{"10000/month", FixedWindow},
+	} {
+		l, err := ParseLimit(tt.in)
+		if err != nil {
+			t.Fatalf("%s: %v", tt.in, err)
+		}
+		if l.Algorithm != tt.want {
+			t.Errorf("%s: algorithm %v, want %v", tt.in, l.Algorithm, tt.want)
 		}
 	}
 }

@@ -6,7 +6,9 @@
 //	...
 //	d, err := s.Decide(ctx, rate.Request{Key: "user=42", Limit: lim, Cost: 1})
 //
-// In production, bound each script call (Options.CallTimeout) and wrap the
+// Each script call is bounded, by DefaultCallTimeout (a second) unless
+// Options.CallTimeout says otherwise. In production, bound it by what a
+// request can wait (sluice serve takes 50ms) and wrap the
 // store in a [sluice.Fallback] with a Timeout of -1, so that the store's
 // bound, one timer per script call, is the only one; the Fallback decides
 // by a failure mode (fail open, fail closed, or a local memory store with

@@ -108,7 +108,9 @@ func ExampleStore_Stats() {
 // In production, wrap the store in a sluice.Fallback, which decides by a
 // failure mode when Redis is down or slow.
 func ExampleDial() {
-	s, err := redis.Dial(exampleRedis, redis.Options{})
+	// Each script call is bounded by the store, one timer a call; the
+	// Fallback adds no bound of its own (Timeout -1).
+	s, err := redis.Dial(exampleRedis, redis.Options{CallTimeout: 50 * time.Millisecond})
 	if err != nil {
 		panic(err)
 	}
@@ -116,6 +118,7 @@ func ExampleDial() {
 	store := sluice.NewFallback(s, sluice.FallbackOptions{
 		Mode:      sluice.FailLocal, // each instance falls back to its share
 		Instances: 4,
+		Timeout:   -1,
 	})
 	limit, _ := rate.ParseLimit("100/s")
 	var out [1]rate.Decision

@@ -227,6 +227,26 @@ func TestCallTimeout(t *testing.T) {
 	}
 }
 
+// The zero Options bound a call too, by DefaultCallTimeout: a caller with
+// no deadline of its own is not held for ever by a hung Redis. A negative
+// CallTimeout is no bound but the caller's context.
+func TestDefaultCallTimeout(t *testing.T) {
+	s, limit := hungStore(t, redis.Options{})
+	start := time.Now()
+	_, err := s.Decide(context.Background(), rate.Request{Key: "k", Limit: limit, Cost: 1})
+	if took := time.Since(start); !errors.Is(err, context.DeadlineExceeded) || took > 2*redis.DefaultCallTimeout+time.Second {
+		t.Errorf("zero Options, hung Redis: %v after %v, want context.DeadlineExceeded after about %v", err, took, redis.DefaultCallTimeout)
+	}
+	unbounded, limit := hungStore(t, redis.Options{CallTimeout: -1})
+	ctx, cancel := context.WithTimeout(context.Background(), 2*redis.DefaultCallTimeout+time.Second)
+	defer cancel()
+	start = time.Now()
+	_, err = unbounded.Decide(ctx, rate.Request{Key: "k", Limit: limit, Cost: 1})
+	if took := time.Since(start); !errors.Is(err, context.DeadlineExceeded) || took < 2*redis.DefaultCallTimeout {
+		t.Errorf("CallTimeout -1, hung Redis: %v after %v, want the caller's own deadline, %v", err, took, 2*redis.DefaultCallTimeout+time.Second)
+	}
+}
+
 // A call that times out on a hung Redis is not sent again: its deadline
 // has passed, which no retry mends, and a retry would only dial a server
 // that does not answer and, once it does, leave it the same script twice.

@@ -63,13 +63,21 @@ type Options struct {
 	// under load; a caller's own context deadline bounds its wait as well.
 	// (On a Redis Cluster, a request over several keys of a slot that is
 	// moving between masters waits up to one more CallTimeout for the move
-	// to end; see the package documentation.) Zero means no bound but the
-	// caller's context.
+	// to end; see the package documentation.) Zero means
+	// DefaultCallTimeout; a negative value means no bound but the caller's
+	// context.
 	CallTimeout time.Duration
 
 	// pinned, if set, replaces Redis's TIME in the script (tests only).
 	pinned rate.Clock
 }
+
+// DefaultCallTimeout bounds each script call when Options.CallTimeout is
+// zero: generous for a Redis that answers, so that a hung one, or a
+// network that drops packets, holds no caller without a deadline of its
+// own for ever. A server deciding in the path of requests wants far less
+// (sluice serve takes 50ms).
+const DefaultCallTimeout = time.Second
 
 // Store keeps the state of every key in Redis and decides each request in
 // one atomic script call (on a Redis Cluster, a request whose keys span
@@ -111,6 +119,12 @@ func New(client rueidis.Client, opts Options) *Store {
 		clock:   opts.Clock,
 		pinned:  opts.pinned,
 		timeout: opts.CallTimeout,
+	}
+	switch {
+	case s.timeout == 0:
+		s.timeout = DefaultCallTimeout
+	case s.timeout < 0:
+		s.timeout = 0 // no bound
 	}
 	if s.clock == nil {
 		s.clock = rate.SystemClock{}
