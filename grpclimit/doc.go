@@ -7,6 +7,11 @@
 //		grpc.ChainStreamInterceptor(l.Stream),
 //	)
 //
+// The file's store section is acted on by `sluice serve` alone: the
+// Limiter decides against the store it is passed, so a program that wants
+// the store the section describes builds it from set.Store(), with
+// store/redis or store/memory.
+//
 // Policies see a call as an HTTP/2 request: method POST, the full method
 // name as path (match: /pkg.Service/Method, or /pkg.Service/ for a whole
 // service; a name an unknown service handler gets, such as

@@ -5,16 +5,20 @@ import (
 	"fmt"
 	"log"
 	"net"
+	"time"
 
 	"google.golang.org/grpc"
+	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/credentials/insecure"
 	"google.golang.org/grpc/health"
 	healthpb "google.golang.org/grpc/health/grpc_health_v1"
 	"google.golang.org/grpc/metadata"
+	"google.golang.org/grpc/peer"
 	"google.golang.org/grpc/status"
 
 	"github.com/sluicehq/sluice/grpclimit"
 	"github.com/sluicehq/sluice/policy"
+	"github.com/sluicehq/sluice/rate/ratetest"
 	"github.com/sluicehq/sluice/store/memory"
 )
 
@@ -61,4 +65,60 @@ policies:
 	// OK ratelimit-policy: ["health";q=2;w=60]
 	// OK ratelimit-policy: ["health";q=2;w=60]
 	// ResourceExhausted retry-after: [30]
+}
+
+// A unary interceptor keyed by metadata: each x-api-key has its own
+// counter. The calls here go straight to l.Unary with the context a
+// server would give them: incoming metadata, the peer, and a transport
+// stream that receives the response metadata (mdSink, declared below).
+func ExampleLimiter_Unary() {
+	set, err := policy.Load("policies.yaml", []byte(`
+policies:
+  - name: per-key
+    match: {headers: [{name: x-api-key, present: true}]}
+    key: "header:x-api-key"
+    limits: ["2/m"]
+`))
+	if err != nil {
+		log.Fatal(err)
+	}
+	clock := ratetest.NewClock(time.Date(2100, 1, 4, 12, 0, 0, 0, time.UTC)) // a server leaves Clock nil
+	l := grpclimit.New(set, memory.New(memory.Options{Clock: clock}), grpclimit.Options{Options: policy.Options{Clock: clock}})
+	info := &grpc.UnaryServerInfo{FullMethod: "/shop.v1.Orders/List"}
+	handler := func(context.Context, any) (any, error) { return "orders", nil }
+
+	for _, key := range []string{"pk_acme", "pk_acme", "pk_acme", "pk_initech"} {
+		ctx := peer.NewContext(context.Background(), &peer.Peer{Addr: &net.TCPAddr{IP: net.IPv4(203, 0, 113, 7), Port: 50000}})
+		ctx = metadata.NewIncomingContext(ctx, metadata.Pairs("x-api-key", key))
+		sink := &mdSink{}
+		ctx = grpc.NewContextWithServerTransportStream(ctx, sink)
+		if _, err := l.Unary(ctx, nil, info, handler); err != nil {
+			fmt.Println(key, status.Code(err), "trailer retry-after:", sink.trailer.Get("retry-after"))
+			continue
+		}
+		fmt.Println(key, codes.OK, "header ratelimit:", sink.header.Get("ratelimit"))
+	}
+	// Output:
+	// pk_acme OK header ratelimit: ["per-key";r=1;t=30]
+	// pk_acme OK header ratelimit: ["per-key";r=0;t=60]
+	// pk_acme ResourceExhausted trailer retry-after: [30]
+	// pk_initech OK header ratelimit: ["per-key";r=1;t=30]
+}
+
+// mdSink stands in for the transport stream a server puts in the context
+// of each call; it keeps the metadata the interceptor sets.
+type mdSink struct{ header, trailer metadata.MD }
+
+func (s *mdSink) Method() string { return "/shop.v1.Orders/List" }
+
+func (s *mdSink) SetHeader(md metadata.MD) error {
+	s.header = metadata.Join(s.header, md)
+	return nil
+}
+
+func (s *mdSink) SendHeader(md metadata.MD) error { return s.SetHeader(md) }
+
+func (s *mdSink) SetTrailer(md metadata.MD) error {
+	s.trailer = metadata.Join(s.trailer, md)
+	return nil
 }

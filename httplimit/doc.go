@@ -5,6 +5,11 @@
 //	limit := httplimit.Middleware(set, memory.New(memory.Options{}), httplimit.Options{})
 //	http.ListenAndServe(":8080", limit(mux))
 //
+// The file's store section is acted on by `sluice serve` alone: the
+// middleware decides against the store it is passed, so a program that
+// wants the store the section describes builds it from set.Store(), with
+// store/redis or store/memory.
+//
 // An allowed request is served with the rate limit headers of the most
 // restrictive limit that applied:
 //

@@ -5,9 +5,11 @@ import (
 	"log"
 	"net/http"
 	"net/http/httptest"
+	"time"
 
 	"github.com/sluicehq/sluice/httplimit"
 	"github.com/sluicehq/sluice/policy"
+	"github.com/sluicehq/sluice/rate/ratetest"
 	"github.com/sluicehq/sluice/store/memory"
 )
 
@@ -75,4 +77,87 @@ policies:
 	// 429 "anonymous";q=1;w=60
 	// 200 "users";q=100;w=60
 	// 200 "users";q=100;w=60
+}
+
+// Each API key has its own counter: key: header:X-API-Key keys a request
+// by the header's value. A request without the header has no such key,
+// so the match sends it to a policy keyed by address instead.
+func ExampleMiddleware_apiKey() {
+	set, err := policy.Load("sluice.yaml", []byte(`
+policies:
+  - name: per-key
+    match: {headers: [{name: X-API-Key, present: true}]}
+    key: header:X-API-Key
+    limits: ["2/m"]
+  - name: anonymous
+    match: {headers: [{name: X-API-Key, present: false}]}
+    key: ip
+    limits: ["1/m"]
+`))
+	if err != nil {
+		log.Fatal(err)
+	}
+	clock := ratetest.NewClock(time.Date(2100, 1, 4, 12, 0, 0, 0, time.UTC)) // a program leaves Clock nil
+	limit := httplimit.Middleware(set, memory.New(memory.Options{Clock: clock}),
+		httplimit.Options{Options: policy.Options{Clock: clock}})
+	h := limit(http.HandlerFunc(func(http.ResponseWriter, *http.Request) {}))
+
+	for _, key := range []string{"pk_acme", "pk_acme", "pk_acme", "pk_initech", ""} {
+		r := httptest.NewRequest("GET", "/v1/orders", nil)
+		if key != "" {
+			r.Header.Set("X-API-Key", key)
+		}
+		w := httptest.NewRecorder()
+		h.ServeHTTP(w, r)
+		fmt.Printf("%-12q %d RateLimit: %s, Retry-After: %q\n", key, w.Code, w.Header().Get("RateLimit"), w.Header().Get("Retry-After"))
+	}
+	// Output:
+	// "pk_acme"    200 RateLimit: "per-key";r=1;t=30, Retry-After: ""
+	// "pk_acme"    200 RateLimit: "per-key";r=0;t=60, Retry-After: ""
+	// "pk_acme"    429 RateLimit: "per-key";r=0;t=30, Retry-After: "30"
+	// "pk_initech" 200 RateLimit: "per-key";r=1;t=30, Retry-After: ""
+	// ""           200 RateLimit: "anonymous";r=0;t=60, Retry-After: ""
+}
+
+// Behind a reverse proxy every request comes from the proxy's address.
+// With the proxy in client_ip.trusted_proxies, the client is the address
+// the proxy wrote in X-Forwarded-For; a request from anywhere else is
+// keyed by its own address, whatever header it sends.
+func ExampleMiddleware_trustedProxy() {
+	set, err := policy.Load("sluice.yaml", []byte(`
+client_ip:
+  trusted_proxies: [10.0.0.0/8]
+policies:
+  - name: per-client
+    key: ip
+    limits: ["1/m"]
+`))
+	if err != nil {
+		log.Fatal(err)
+	}
+	clock := ratetest.NewClock(time.Date(2100, 1, 4, 12, 0, 0, 0, time.UTC)) // a program leaves Clock nil
+	limit := httplimit.Middleware(set, memory.New(memory.Options{Clock: clock}),
+		httplimit.Options{Options: policy.Options{Clock: clock}})
+	h := limit(http.HandlerFunc(func(http.ResponseWriter, *http.Request) {}))
+
+	for _, c := range []struct{ peer, xff string }{
+		{"10.0.0.5:41000", "203.0.113.7"},  // through the proxy
+		{"10.0.0.5:41002", "203.0.113.7"},  // the same client again
+		{"10.0.0.5:41004", "198.51.100.2"}, // another client, through the same proxy
+		{"192.0.2.9:5000", "203.0.113.99"}, // straight in, naming a fresh address
+		{"192.0.2.9:5002", "203.0.113.98"}, // and another
+	} {
+		r := httptest.NewRequest("GET", "/", nil)
+		r.RemoteAddr = c.peer
+		r.Header.Set("X-Forwarded-For", c.xff)
+		w := httptest.NewRecorder()
+		h.ServeHTTP(w, r)
+		fmt.Printf("from %-15s for %-13s %d RateLimit: %s\n", c.peer, c.xff, w.Code, w.Header().Get("RateLimit"))
+	}
+	// Output:
+	// from 10.0.0.5:41000  for 203.0.113.7   200 RateLimit: "per-client";r=0;t=60
+	// from 10.0.0.5:41002  for 203.0.113.7   429 RateLimit: "per-client";r=0;t=60
+	// from 10.0.0.5:41004  for 198.51.100.2  200 RateLimit: "per-client";r=0;t=60
+	// from 192.0.2.9:5000  for 203.0.113.99  200 RateLimit: "per-client";r=0;t=60
+	// from 192.0.2.9:5002  for 203.0.113.98  429 RateLimit: "per-client";r=0;t=60
 }

@@ -19,6 +19,8 @@ import "time"
 // can write the same spare element, so of the States stepped from one,
 // keep at most one (or give each step its own copy of the Log).
 type State struct {
+	// A, B and C are an algorithm's numbers, and Log sliding_log's
+	// times, as the table in State's doc says.
 	A, B, C int64
 	Log     []int64
 }

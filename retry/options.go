@@ -28,9 +28,12 @@ type Options struct {
 	// most 3 retries). Set it to 1 to turn retries off.
 	MaxAttempts int
 
-	// Base is the backoff unit: the wait before the first retry is drawn
-	// from [0, Base), before the second from [0, 2·Base), and so on.
-	// Zero or negative means DefaultBase (100ms).
+	// Base is the backoff unit: the wait before the first retry is Base
+	// times Rand's value, in [0, Base]; before the second, 2·Base times
+	// it, in [0, 2·Base]; and so on up to Cap (see Transport.Backoff).
+	// The default Rand's values are below 1, so with it a wait is never
+	// the whole window. Base is also the most jitter added to a server's
+	// Retry-After. Zero or negative means DefaultBase (100ms).
 	Base time.Duration
 
 	// Cap bounds the backoff window, so a long outage never makes a client
@@ -77,12 +80,13 @@ type Options struct {
 	// Zero or negative means DefaultPaceThreshold (10).
 	PaceThreshold int
 
-	// Rand returns numbers in [0, 1) for jitter; values outside are
-	// clamped. Calls are serialized, so the Float64 method of a seeded
-	// *rand.Rand is fine. A Rand that always returns 1 gives plain,
-	// unjittered exponential backoff: useful only as a baseline, since
-	// clients refused together then retry together. If nil, the
-	// math/rand/v2 top-level Float64.
+	// Rand returns the jitter, a number in [0, 1] that scales a wait's
+	// window; values outside are clamped to it, and NaN counts as 0.
+	// Calls are serialized, so the Float64 method of a seeded *rand.Rand
+	// is fine. A Rand that always returns 1 gives plain, unjittered
+	// exponential backoff: useful only as a baseline, since clients
+	// refused together then retry together. If nil, the math/rand/v2
+	// top-level Float64, whose values are in [0, 1).
 	Rand func() float64
 
 	// Clock supplies time and sleeping. If nil, the system clock.

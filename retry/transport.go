@@ -103,9 +103,11 @@ func (t *Transport) init() {
 
 // Backoff returns the wait before the retry that follows the attempt-th
 // failed attempt, when the server gave no usable Retry-After: a random
-// duration in [0, min(Cap, Base·2^(attempt-1))], "full jitter". attempt
-// counts from 1; smaller values are treated as 1, and huge ones simply
-// reach Cap.
+// duration in [0, W], W = min(Cap, Base·2^(attempt-1)), "full jitter". It
+// is W times Options.Rand's value clamped to [0, 1]: the default Rand's
+// values are below 1, so it returns W only from a Rand that returns 1 or
+// more. attempt counts from 1; smaller values are treated as 1, and huge
+// ones simply reach Cap.
 //
 // Full jitter is what breaks up a herd: clients refused at the same
 // instant come back spread evenly over the whole window instead of

@@ -45,7 +45,9 @@ func (c *Config) Domains() []string {
 // File is one configuration file's name and contents, for [Parse]. The
 // name appears in error messages.
 type File struct {
+	// Name is the file's name, as ConfigError.File gives it.
 	Name string
+	// Data is the file's contents, in the reference's YAML format.
 	Data []byte
 }
 

@@ -104,6 +104,9 @@ type Event struct {
 // [NewService], mount it with [Service.Register], and change its
 // configuration with [Service.SetConfig].
 type Service struct {
+	// UnimplementedRateLimitServiceServer answers UNIMPLEMENTED to a
+	// method a later version of the API may add, which Service does not
+	// know.
 	rlsv3.UnimplementedRateLimitServiceServer
 
 	store    sluice.Store

@@ -276,6 +276,9 @@ type Server struct {
 // Addrs are the addresses a Server listens on; empty for a listener that
 // is off.
 type Addrs struct {
+	// Proxy is the reverse proxy's address, Check the check endpoints',
+	// GRPC Envoy's rate limit service's and Admin the admin listener's,
+	// each as its listener's Addr().String() gives it.
 	Proxy, Check, GRPC, Admin string
 }
 
