@@ -196,8 +196,9 @@ func needsStore(g *generation) bool {
 	return false
 }
 
-// readiness caches the store's answer to a PING for a second, so that
-// frequent probes cost Redis one PING a second at most.
+// readiness caches the store's answer to its probe (storeHandle.ping: a
+// decision on one Redis, a PING per node on a cluster) for a second, so
+// that frequent probes cost Redis one probe a second at most.
 type readiness struct {
 	mu  sync.Mutex
 	at  time.Time
@@ -224,11 +225,15 @@ func (rd *readiness) check(ctx context.Context, s *Server) error {
 	defer rd.mu.Unlock()
 	if rd.at.IsZero() || time.Since(rd.at) >= readyCache {
 		// The answer serves every probe of the next second: a prober
-		// that hangs up must not cut the PING short and have its
+		// that hangs up must not cut the probe short and have its
 		// cancellation cached as Redis's answer.
 		ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), readyTimeout)
 		defer cancel()
-		rd.err = s.st.ping(ctx)
+		prefix := "rls" // Envoy's descriptors' keys
+		if g.set != nil {
+			prefix = g.set.Prefix()
+		}
+		rd.err = s.st.ping(ctx, prefix)
 		if rd.err != nil {
 			rd.err = fmt.Errorf("the Redis store does not answer: %w", rd.err)
 		}
@@ -240,7 +245,7 @@ func (rd *readiness) check(ctx context.Context, s *Server) error {
 	return rd.err
 }
 
-// storeErr returns the store's last answer to a PING: nil if it answered
+// storeErr returns the store's last answer to its probe: nil if it answered
 // or was not asked.
 func (rd *readiness) storeErr() error {
 	rd.mu.Lock()

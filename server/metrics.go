@@ -157,6 +157,14 @@ func RegisterRedis(reg prometheus.Registerer, stats func() redis.Stats) {
 			Namespace: "sluice", Name: "redis_tryagain_total",
 			Help: "Script calls Redis Cluster answered TRYAGAIN, their slot moving between masters; rising long after a resharding, a slot was left midway (redis-cli --cluster fix).",
 		}, func() float64 { return float64(stats().TryAgain) }),
+		prometheus.NewCounterFunc(prometheus.CounterOpts{
+			Namespace: "sluice", Name: "redis_cross_slot_total",
+			Help: "Requests whose keys span several Redis Cluster slots, decided by a check and a commit per slot.",
+		}, func() float64 { return float64(stats().CrossSlot) }),
+		prometheus.NewCounterFunc(prometheus.CounterOpts{
+			Namespace: "sluice", Name: "redis_cross_slot_races_total",
+			Help: "Requests across slots that passed the check and were refused at the commit, another caller having spent in between: each may have consumed from the limits committed before.",
+		}, func() float64 { return float64(stats().CrossSlotRaces) }),
 		prometheus.NewGaugeFunc(prometheus.GaugeOpts{
 			Namespace: "sluice", Name: "deny_cache_entries",
 			Help: "Refusals the deny cache holds now.",

@@ -296,7 +296,8 @@ policies:
 	if resp, _ := get(t, ts.Addrs().Admin, "/readyz"); resp.StatusCode != 200 {
 		t.Fatalf("/readyz with Redis up: %d", resp.StatusCode)
 	}
-	for _, name := range []string{"sluice_deny_cache_hits_total", "sluice_redis_script_calls_total", "sluice_redis_retries_total", "sluice_redis_tryagain_total"} {
+	for _, name := range []string{"sluice_deny_cache_hits_total", "sluice_redis_script_calls_total", "sluice_redis_retries_total", "sluice_redis_tryagain_total",
+		"sluice_redis_cross_slot_total", "sluice_redis_cross_slot_races_total"} {
 		if ts.metric(name) == "" {
 			t.Errorf("no %s", name)
 		}
@@ -314,6 +315,33 @@ policies:
 	}
 	if ts.metric(`sluice_store_errors_total{kind="unavailable"}`) == "" && ts.metric(`sluice_store_errors_total{kind="timeout"}`) == "" {
 		t.Error("store errors not counted")
+	}
+}
+
+// A Redis that answers PING but runs no decision (out of memory, here;
+// an ACL without the keys' pattern, or a replica, alike) makes a
+// fail-closed server unready: readiness runs a decision, not a PING.
+func TestReadyzRunsADecision(t *testing.T) {
+	rs := redistest.Start(t)
+	ts := startServer(t, `
+store: {redis: "redis://`+rs.Addr()+`/0", timeout: 200ms}
+policies:
+  - {name: api, key: "header:X-Id", limits: ["2/m"], on_store_error: closed}
+`, Options{Clock: realClock{}})
+	if resp, body := get(t, ts.Addrs().Admin, "/readyz"); resp.StatusCode != 200 {
+		t.Fatalf("/readyz with Redis up: %d %q", resp.StatusCode, body)
+	}
+	rs.MustDo("CONFIG", "SET", "maxmemory-policy", "noeviction")
+	rs.MustDo("CONFIG", "SET", "maxmemory", "1")
+	t.Cleanup(func() { rs.MustDo("CONFIG", "SET", "maxmemory", "0") })
+	ts.ready.forget()
+	if resp, body := get(t, ts.Addrs().Admin, "/readyz"); resp.StatusCode != 503 || !strings.Contains(body, "OOM") {
+		t.Errorf("/readyz with Redis out of memory: %d %q, want 503 naming OOM", resp.StatusCode, body)
+	}
+	rs.MustDo("CONFIG", "SET", "maxmemory", "0")
+	ts.ready.forget()
+	if resp, body := get(t, ts.Addrs().Admin, "/readyz"); resp.StatusCode != 200 {
+		t.Errorf("/readyz once Redis has memory again: %d %q, want 200", resp.StatusCode, body)
 	}
 }
 

@@ -18,11 +18,22 @@ import (
 	"github.com/sluicehq/sluice/store/redis"
 )
 
+// readyProbe returns the decision readiness asks a Redis for: one unit
+// of a limit no probe reaches, whose state is fresh again within a
+// microsecond, on a key under prefix, as the keys of the decisions it
+// stands for (so that an ACL's key pattern lets it through as it lets
+// them), and no policy's or Envoy descriptor's (their keys go on with a
+// name, which holds no '#').
+func readyProbe(prefix string) rate.Request {
+	return rate.Request{Key: prefix + ":#readyz", Limit: rate.Limit{Algorithm: rate.GCRA, Count: 1_000_000, Period: time.Second}, Cost: 1}
+}
+
 // storeHandle is the store the server decides against, chosen at start.
 type storeHandle struct {
 	cfg    policy.StoreConfig
 	store  sluice.Store   // instrumented
 	client rueidis.Client // nil for the memory store
+	redis  *redis.Store   // nil for the memory store
 	// breaker stands between the server and Redis (nil for the memory
 	// store): while Redis is known down, calls fail at once with
 	// sluice.ErrStoreDown instead of waiting for the timeout, and each
@@ -62,6 +73,9 @@ func (s *Server) openStore(c policy.StoreConfig) (*storeHandle, error) {
 		co.Sentinel = rueidis.SentinelOption{MasterSet: c.SentinelMaster}
 		where = fmt.Sprintf("sentinel master %q via %v", c.SentinelMaster, c.SentinelAddrs)
 	}
+	// The store reads nothing through the client-side cache: off, the
+	// client sends no CLIENT TRACKING, which an ACL need not allow.
+	co.DisableCache = true
 	client, err := rueidis.NewClient(co)
 	if err != nil {
 		return nil, fmt.Errorf("store: connect to Redis (%s): %w", where, err)
@@ -85,26 +99,31 @@ func (s *Server) openStore(c policy.StoreConfig) (*storeHandle, error) {
 	h.breaker = sluice.NewFallback(rs, sluice.FallbackOptions{Mode: sluice.FailError, Timeout: -1, MaxSilence: timeout, Logger: s.log, Clock: s.clock})
 	registerBreaker(s.reg, h.breaker.Stats)
 	h.store = newInstrumented(h.breaker, "redis", s.m)
-	h.client = client
+	h.client, h.redis = client, rs
 	// The store first: on a cluster it reads the slots in the background.
 	h.close = sync.OnceFunc(func() { rs.Close(); client.Close() })
 	s.log.Info("store: Redis", "at", where, "timeout", timeout.String(), "deny_cache", !c.NoDenyCache)
 	return h, nil
 }
 
-// ping reports whether the store answers: always for memory, a PING for
-// Redis. On a Redis Cluster every node is sent one, and the store answers
-// if any node does: a PING left to the client goes to a node of its
-// choice, which would make readiness a toss while one master is down. One
-// dead master sends its own keys to on_store_error on every instance
-// alike, and taking them all out of rotation would only make that the
-// whole service's outage; no node answering is this instance's own.
-func (h *storeHandle) ping(ctx context.Context) error {
+// ping reports whether the store answers: always for memory; for one
+// Redis (or a Sentinel's master), whether it runs a decision, a script
+// call that writes, on a key of its own under prefix (see readyProbe): a Redis that answers PING may
+// still refuse every script (an ACL without the keys' pattern, out of
+// memory, a replica). On a Redis Cluster every node is sent a PING, and
+// the store answers if any node does: a PING left to the client goes to a
+// node of its choice, which would make readiness a toss while one master
+// is down. One dead master sends its own keys to on_store_error on every
+// instance alike, and taking them all out of rotation would only make
+// that the whole service's outage; no node answering is this instance's
+// own.
+func (h *storeHandle) ping(ctx context.Context, prefix string) error {
 	if h.client == nil {
 		return nil
 	}
 	if h.client.Mode() != rueidis.ClientModeCluster {
-		return h.client.Do(ctx, h.client.B().Ping().Build()).Error()
+		_, err := h.redis.Decide(ctx, readyProbe(prefix))
+		return err
 	}
 	nodes := h.client.Nodes()
 	if len(nodes) == 0 {

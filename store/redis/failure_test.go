@@ -420,3 +420,20 @@ func TestRestartNoFailures(t *testing.T) {
 		t.Errorf("%d of 64 decisions failed after Redis restarted", n)
 	}
 }
+
+// Dial turns rueidis's client-side cache off, which the store never
+// reads: no CLIENT TRACKING is sent, so an ACL user granted only what
+// decisions need connects and decides.
+func TestDialNeedsNoTracking(t *testing.T) {
+	srv := redistest.Start(t)
+	srv.MustDo("ACL", "SETUSER", "sluice", "on", ">pw", "~lim:*", "+@all", "-client")
+	s, err := redis.Dial("redis://sluice:pw@"+srv.Addr()+"/0", redis.Options{Prefix: "lim:"})
+	if err != nil {
+		t.Fatalf("Dial as a user without CLIENT: %v", err)
+	}
+	defer s.Close()
+	limit := rate.Limit{Algorithm: rate.GCRA, Count: 10, Period: time.Second}
+	if d, err := s.Decide(context.Background(), rate.Request{Key: "k", Limit: limit, Cost: 1}); err != nil || !d.Allowed {
+		t.Errorf("a decision as that user: %v, %v", d, err)
+	}
+}

@@ -153,6 +153,10 @@ func Dial(url string, opts Options) (*Store, error) {
 	if err != nil {
 		return nil, fmt.Errorf("redis store: %w", err)
 	}
+	// The store reads nothing through rueidis's client-side cache: off,
+	// the client sends no CLIENT TRACKING, which an ACL need not allow,
+	// and speaks RESP2 to a Redis without HELLO.
+	co.DisableCache = true
 	return DialOption(co, opts)
 }
 
