@@ -122,7 +122,12 @@
 // limits per key (5 attempts per account and 20 per address in 15
 // minutes) take a policy per key on the same route; a request is decided
 // against both at once, all or nothing, so one that either refuses counts
-// in neither:
+// in neither (on a Redis Cluster, where the two keys lie in different
+// slots, but for a race: one that passes both checks and is refused at
+// the later commit, another instance having spent in between, has
+// counted on the key committed first; see package store/redis, whose
+// Stats.CrossSlotRaces, sluice serve's
+// sluice_redis_cross_slot_races_total, counts them):
 //
 //	policies:
 //	  - name: login-account

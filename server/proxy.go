@@ -30,11 +30,20 @@ import (
 //
 // The policies decide the request as the upstream will get it: without
 // its hop-by-hop fields (see hopByHop), and with the host a trusted proxy
-// forwarded it for (see forwardedHost).
+// forwarded it for (see forwardedHost). A path with . or .. segments is
+// answered 400 (see dotSegment): the policies decide a path clean, as
+// ServeMux routes it, and the request goes on as it came, so an upstream
+// that does not remove them itself (Werkzeug's <path:...>, Express's *)
+// would serve /secret/../x under /secret/, which no policy on /secret/
+// decided. Clients remove them before they send.
 func (s *Server) serveProxy(w http.ResponseWriter, r *http.Request) {
 	if r.Method == http.MethodConnect {
 		w.Header().Set("Allow", "GET, HEAD, POST, PUT, PATCH, DELETE, OPTIONS")
 		writeProblem(w, http.StatusMethodNotAllowed, "the proxy opens no tunnels (CONNECT)")
+		return
+	}
+	if dotSegment(r.URL.EscapedPath()) {
+		writeProblem(w, http.StatusBadRequest, "the path has . or .. segments; resolve them before sending")
 		return
 	}
 	g := s.gen.Load()
@@ -44,6 +53,23 @@ func (s *Server) serveProxy(w http.ResponseWriter, r *http.Request) {
 	w, finishWrites := s.boundWrites(w, r)
 	defer finishWrites()
 	g.proxy.ServeHTTP(w, r)
+}
+
+// dotSegment reports whether an escaped path has a segment that is . or
+// .., written as dots or as %2e (which RFC 3986 reads as a dot).
+func dotSegment(path string) bool {
+	if !strings.Contains(path, ".") && !strings.Contains(path, "%2") {
+		return false // most paths: no segment to look at
+	}
+	for seg := range strings.SplitSeq(path, "/") {
+		if len(seg) > 6 {
+			continue
+		}
+		if d := strings.ReplaceAll(strings.ToLower(seg), "%2e", "."); d == "." || d == ".." {
+			return true
+		}
+	}
+	return false
 }
 
 // hopHeaders are the fields ReverseProxy removes from every request it
@@ -63,6 +89,14 @@ var hopHeaders = []string{"Connection", "Proxy-Connection", "Keep-Alive", "Proxy
 // returns r itself when there is nothing to remove, else a shallow copy.
 // (The Upgrade kept is the first value, as ReverseProxy keeps it; one it
 // refuses, not printable, is kept for it to refuse.)
+//
+// An upgrade to h2c is not forwarded: the connection would become an
+// HTTP/2 tunnel to the upstream, whose requests no policy decides (the
+// one that opened it is decided once, as a websocket is) and whose
+// header fields reach the upstream as the client wrote them. The request
+// goes on as a plain one, without the h2c token (Upgrade goes when
+// nothing else is left in it) and without HTTP2-Settings, h2c's alone.
+// Other protocols are upgraded as asked, each decided once.
 func hopByHop(r *http.Request) *http.Request {
 	h := r.Header
 	found := false
@@ -72,12 +106,15 @@ func hopByHop(r *http.Request) *http.Request {
 			break
 		}
 	}
+	if _, ok := h["Http2-Settings"]; ok {
+		found = true
+	}
 	if !found {
 		return r
 	}
 	upgrade := ""
 	if hasToken(h["Connection"], "upgrade") {
-		upgrade = h.Get("Upgrade")
+		upgrade = withoutH2C(h.Get("Upgrade"))
 	}
 	trailers := hasToken(h["Te"], "trailers")
 	h = h.Clone()
@@ -91,6 +128,7 @@ func hopByHop(r *http.Request) *http.Request {
 	for _, name := range hopHeaders {
 		h.Del(name)
 	}
+	h.Del("Http2-Settings")
 	if trailers {
 		h["Te"] = []string{"trailers"}
 	}
@@ -102,6 +140,21 @@ func hopByHop(r *http.Request) *http.Request {
 	*out = *r
 	out.Header = h
 	return out
+}
+
+// withoutH2C returns the protocols of an Upgrade value but h2c, or "" if
+// it names h2c alone. A value with no h2c in it is returned as it is.
+func withoutH2C(upgrade string) string {
+	if !hasToken([]string{upgrade}, "h2c") {
+		return upgrade
+	}
+	var kept []string
+	for p := range strings.SplitSeq(upgrade, ",") {
+		if p = textproto.TrimString(p); p != "" && !strings.EqualFold(p, "h2c") {
+			kept = append(kept, p)
+		}
+	}
+	return strings.Join(kept, ", ")
 }
 
 // hasToken reports whether a comma-separated list of values holds token,
@@ -546,7 +599,10 @@ func restoreHeaders(r *http.Request, h http.Header) http.Header {
 // in any letter case, as URLs read them; target's path, which every
 // path the upstream gets begins with, is taken off. A Location whose
 // path would read as another host's (//evil.example, /\evil.example) is
-// left alone, as is any that names another host, scheme, port or a user.
+// left alone, as is any that names another host, scheme, port or a user,
+// and any with a control character in it: browsers drop tabs and
+// newlines from a URL, so that /<tab>/evil.example reads as
+// //evil.example.
 func relocate(h http.Header, target *url.URL) {
 	loc := h.Get("Location")
 	if loc == "" {
@@ -569,7 +625,7 @@ func relocate(h http.Header, target *url.URL) {
 	if rest == "" || rest[0] != '/' {
 		rest = "/" + rest
 	}
-	if len(rest) > 1 && (rest[1] == '/' || rest[1] == '\\') {
+	if len(rest) > 1 && (rest[1] == '/' || rest[1] == '\\') || strings.ContainsFunc(rest, func(r rune) bool { return r < ' ' || r == 0x7f }) {
 		return
 	}
 	h.Set("Location", rest)
@@ -614,17 +670,30 @@ func setForwarded(h http.Header, in *http.Request, peer netip.Addr, trusted bool
 }
 
 // forwardingHeader reports whether name, in any letter case and with
-// underscores read as hyphens, is X-Real-IP, Forwarded or of the
-// X-Forwarded- family.
+// underscores read as hyphens, is of the X-Forwarded- family or another
+// field by which a proxy tells the upstream who the client is, or which
+// URL it asked for (otherForwarding).
 func forwardingHeader(name string) bool {
 	const family = "x-forwarded-"
-	switch {
-	case len(name) > len(family):
-		return foldEqual(name[:len(family)], family)
-	case len(name) == len("x-real-ip"):
-		return foldEqual(name, "x-real-ip") || foldEqual(name, "forwarded")
+	if len(name) > len(family) && foldEqual(name[:len(family)], family) {
+		return true
+	}
+	for _, f := range otherForwarding {
+		if len(name) == len(f) && foldEqual(name, f) {
+			return true
+		}
 	}
 	return false
+}
+
+// otherForwarding are the fields besides the X-Forwarded- family that
+// upstreams read a client's address or URL from: frameworks and CDNs
+// (PHP's HTTP_CLIENT_IP, Symfony's and IIS's X-Original-URL, Cloudflare's
+// and Akamai's), lower case.
+var otherForwarding = []string{
+	"forwarded", "x-real-ip", "x-forwarded", "forwarded-for", "x-original-forwarded-for",
+	"client-ip", "x-client-ip", "true-client-ip", "cf-connecting-ip", "fastly-client-ip", "x-cluster-client-ip",
+	"x-original-url", "x-rewrite-url",
 }
 
 // foldName returns name in lower case with its underscores read as

@@ -212,6 +212,46 @@ func TestHopByHopAsReverseProxy(t *testing.T) {
 	}
 }
 
+// An upgrade to h2c would make the connection an HTTP/2 tunnel to the
+// upstream, its requests never decided one by one: the proxy forwards the
+// request as a plain one, without the h2c token, the Upgrade field when
+// nothing is left in it, or HTTP2-Settings, and other protocols are
+// upgraded as asked.
+func TestProxyDropsH2CUpgrade(t *testing.T) {
+	saw := make(chan string, 4)
+	up := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		saw <- fmt.Sprintf("Connection %q Upgrade %q HTTP2-Settings %q", r.Header.Values("Connection"), r.Header.Values("Upgrade"), r.Header.Values("Http2-Settings"))
+	}))
+	defer up.Close()
+	ts := startServer(t, untrustedPolicy, Options{Upstream: up.URL})
+	for _, c := range []struct{ connection, upgrade, want string }{
+		{"Upgrade, HTTP2-Settings", "h2c", `Connection [] Upgrade [] HTTP2-Settings []`},
+		{"Upgrade", "H2C", `Connection [] Upgrade [] HTTP2-Settings []`},
+	} {
+		resp, _ := rawRequest(t, ts.Addrs().Proxy, "GET /api HTTP/1.1\r\nHost: x\r\nConnection: "+c.connection+
+			"\r\nUpgrade: "+c.upgrade+"\r\nHTTP2-Settings: AAMAAABkAARAAAAAAAIAAAAA\r\n\r\n")
+		if resp.StatusCode != 200 {
+			t.Errorf("Upgrade: %s: %d, want 200, served as a plain request", c.upgrade, resp.StatusCode)
+			continue
+		}
+		if got := <-saw; got != c.want {
+			t.Errorf("Upgrade: %s: the upstream saw %s, want %s", c.upgrade, got, c.want)
+		}
+	}
+	// The header the policies read is the one forwarded.
+	for _, c := range []struct{ in, want http.Header }{
+		{http.Header{"Connection": {"Upgrade"}, "Upgrade": {"h2c, websocket"}}, http.Header{"Connection": {"Upgrade"}, "Upgrade": {"websocket"}}},
+		{http.Header{"Connection": {"Upgrade"}, "Upgrade": {"websocket"}, "Http2-Settings": {"x"}}, http.Header{"Connection": {"Upgrade"}, "Upgrade": {"websocket"}}},
+		{http.Header{"Connection": {"Upgrade"}, "Upgrade": {" h2c "}, "Http2-Settings": {"x"}}, http.Header{}},
+	} {
+		r := httptest.NewRequest("GET", "/", nil)
+		r.Header = c.in
+		if got := hopByHop(r).Header; fmt.Sprint(got) != fmt.Sprint(c.want) {
+			t.Errorf("%v: forwarded as %v, want %v", c.in, got, c.want)
+		}
+	}
+}
+
 // Behind a trusted proxy, the policies match the host it forwarded the
 // request for (X-Forwarded-Host), as the check endpoint does: the Host it
 // sends may be sluice's own address (NGINX's default), which no policy
@@ -537,9 +577,11 @@ func TestProxyFormKeyForwardsBody(t *testing.T) {
 }
 
 // The forwarding headers of the X-Forwarded- family that sluice does not
-// set itself (-Port, -Prefix, -Server, ...), and any forwarding header
-// spelled with underscores (which CGI-style servers read as the real
-// one), are a client's claim: dropped from an untrusted peer. A trusted
+// set itself (-Port, -Prefix, -Server, ...), the other fields upstreams
+// read a client's address or URL from (Client-IP, True-Client-IP,
+// X-Original-URL, ...), and any of them spelled with underscores (which
+// CGI-style servers read as the real one), are a client's claim: dropped
+// from an untrusted peer. A trusted
 // proxy's are passed on.
 func TestProxyDropsUntrustedForwardingHeaders(t *testing.T) {
 	seen := make(chan http.Header, 1)
@@ -553,6 +595,17 @@ func TestProxyDropsUntrustedForwardingHeaders(t *testing.T) {
 		"X_Forwarded_For", "203.0.113.9",
 		"X_Real_IP", "203.0.113.9",
 		"X-Forwarded_Host", "evil.example",
+		"Client-IP", "203.0.113.9",
+		"True-Client-IP", "203.0.113.9",
+		"CF-Connecting-IP", "203.0.113.9",
+		"X-Client-IP", "203.0.113.9",
+		"X-Cluster-Client-IP", "203.0.113.9",
+		"Fastly-Client-IP", "203.0.113.9",
+		"X-Forwarded", "for=203.0.113.9",
+		"Forwarded-For", "203.0.113.9",
+		"X-Original-Forwarded-For", "203.0.113.9",
+		"X-Original-URL", "/admin",
+		"X-Rewrite-URL", "/admin",
 	}
 	send := func(ts *testServer) http.Header {
 		t.Helper()
@@ -565,7 +618,8 @@ func TestProxyDropsUntrustedForwardingHeaders(t *testing.T) {
 	ts := startServer(t, untrustedPolicy, Options{Upstream: up.URL})
 	h := send(ts)
 	for name := range h {
-		if n := strings.ToLower(strings.ReplaceAll(name, "_", "-")); strings.HasPrefix(n, "x-forwarded-") || n == "x-real-ip" || n == "forwarded" {
+		if n := strings.ToLower(strings.ReplaceAll(name, "_", "-")); strings.HasPrefix(n, "x-forwarded") || strings.HasSuffix(n, "-ip") ||
+			strings.HasSuffix(n, "forwarded-for") || strings.HasSuffix(n, "-url") || n == "forwarded" {
 			switch name {
 			case "X-Forwarded-For", "X-Forwarded-Host", "X-Forwarded-Proto": // sluice's own
 			default:
@@ -579,8 +633,8 @@ func TestProxyDropsUntrustedForwardingHeaders(t *testing.T) {
 
 	trusted := startServer(t, strings.Replace(untrustedPolicy, "policies:", "client_ip: {trusted_proxies: [127.0.0.1]}\npolicies:", 1), Options{Upstream: up.URL})
 	h = send(trusted)
-	if h.Get("X-Forwarded-Port") != "443" || h.Get("X-Forwarded-Prefix") != "/admin" {
-		t.Errorf("a trusted proxy's X-Forwarded-Port and -Prefix not passed on: %v", h)
+	if h.Get("X-Forwarded-Port") != "443" || h.Get("X-Forwarded-Prefix") != "/admin" || h.Get("True-Client-Ip") != "203.0.113.9" {
+		t.Errorf("a trusted proxy's X-Forwarded-Port, -Prefix and True-Client-IP not passed on: %v", h)
 	}
 	for name := range h {
 		if strings.Contains(name, "_") {
@@ -589,10 +643,10 @@ func TestProxyDropsUntrustedForwardingHeaders(t *testing.T) {
 	}
 }
 
-// A path with . or .. segments or repeated slashes is decided as the
-// clean path net/http's ServeMux redirects it to (what a policy's pattern
-// means), and forwarded as it came: POST //login and POST /a/../login
-// count against the POST /login policy.
+// A path with repeated slashes is decided as the clean path net/http's
+// ServeMux redirects it to (what a policy's pattern means), and forwarded
+// as it came: POST //login counts against the POST /login policy. One
+// with . or .. segments is refused.
 func TestProxyDecidesTheCleanPath(t *testing.T) {
 	paths := make(chan string, 10)
 	up := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) { paths <- r.URL.EscapedPath() }))
@@ -620,7 +674,7 @@ policies:
 		resp.Body.Close()
 		return resp.StatusCode
 	}
-	for i, target := range []string{"//login", "/a/../login", "/./login"} {
+	for i, target := range []string{"//login"} {
 		if got := post(target); got != 200 {
 			t.Fatalf("POST %s: %d", target, got)
 		}
@@ -631,10 +685,30 @@ policies:
 			t.Errorf("POST %s not decided by the login policy (%d decisions, want %d)", target, n, i+1)
 		}
 	}
-	for _, target := range []string{"/login", "//login", "/x/..//login"} {
+	for range 2 {
+		if got := post("/login"); got != 200 {
+			t.Fatalf("POST /login: %d", got)
+		}
+		<-paths
+	}
+	for _, target := range []string{"/login", "//login"} {
 		if got := post(target); got != http.StatusTooManyRequests {
 			t.Errorf("POST %s after three logins: %d, want 429", target, got)
 		}
+	}
+	// A path with . or .. segments is refused: decided clean, it would go
+	// on as it came, and an upstream that serves /secret/../x under
+	// /secret/ would serve what no policy there decided.
+	for _, target := range []string{"/a/../login", "/./login", "/secret/%2e%2E/x", "/secret/.%2e/x", "/x/..", "/%2E/login"} {
+		if got := post(target); got != http.StatusBadRequest {
+			t.Errorf("POST %s: %d, want 400", target, got)
+		}
+	}
+	for _, target := range []string{"/a..b/login", "/.well-known/x", "/v1.2/x", "/x%2e"} {
+		if got := post(target); got != 200 {
+			t.Errorf("POST %s: %d, want 200: no dot segment", target, got)
+		}
+		<-paths
 	}
 }
 
@@ -1263,6 +1337,9 @@ func TestProxyRelocatesUpstreamRedirects(t *testing.T) {
 		{up.URL, "http://{host}?q=1", "/?q=1"},
 		{up.URL, "http://{host}//evil.example/", "http://" + host + "//evil.example/"},
 		{up.URL, `http://{host}/\evil.example/`, `http://` + host + `/\evil.example/`},
+		// Browsers drop tabs and newlines from a URL: /<tab>/evil is //evil.
+		{up.URL, "http://{host}/\t/evil.example/", "http://" + host + "/\t/evil.example/"},
+		{up.URL, "http://{host}/\t\\evil.example/", "http://" + host + "/\t\\evil.example/"},
 		{up.URL, "https://{host}/x", "https://" + host + "/x"},
 		{up.URL, "http://{host}0/x", "http://" + host + "0/x"},
 		{up.URL, "http://user@{host}/x", "http://user@" + host + "/x"},

@@ -32,10 +32,11 @@
 //
 // A decision reads the key's state, steps it and writes it back, and
 // between instances that must be one atomic step. Each decision is one
-// EVALSHA of scripts/decide.lua (the script is loaded on NOSCRIPT, after a
-// restart or failover). The script is the Lua twin of package rate's steps:
-// the same integer arithmetic on microseconds, the same exact fractions for
-// rates like 3 per 7s, the same behaviour when time goes backwards. The
+// EVALSHA of scripts/decide.lua (on NOSCRIPT, after a restart or failover,
+// the client sends the script itself by EVAL, which loads it). The script
+// is the Lua twin of package rate's steps: the same integer arithmetic on
+// microseconds, the same exact fractions for rates like 3 per 7s, the same
+// behaviour when time goes backwards. The
 // conformance suite (store/storetest) holds the two to the same decisions,
 // field by field.
 //
@@ -66,6 +67,13 @@
 // writes their braces out (sluice.Limiter does), so that no client can
 // name another's key or pick its slot.
 //
+// sluice serve sets no Prefix: its keys (package policy's
+// prefix:policy:tag:parts, the Envoy service's rls:domain:...) hold no
+// braces, so each is stored whole inside its tag,
+// {sluice:login-ip:bc740a3e:ip=203.0.113.7}, and an ACL key pattern or a
+// SCAN pattern for them is {sluice:* (and {rls:*), never sluice:*. With a
+// Prefix, keys read Prefix{k} and the pattern is Prefix*.
+//
 // Some keys must not share a tag: a login is limited per account and per
 // IP, and the per-IP counter must be one counter whichever account it is
 // combined with. A request whose keys span several slots is decided in two
@@ -81,7 +89,9 @@
 // consumes nothing except under a race between check and commit, where it
 // may consume from its limits in other slots; it never admits more than a
 // limit allows, since each commit is the script's own atomic step. Such
-// races are counted (Stats.CrossSlotRaces). A request across slots costs a
+// races are counted (Stats.CrossSlotRaces). A commit that fails (Redis
+// unreachable, the context ended) returns its error likewise after the
+// parts committed before it have consumed. A request across slots costs a
 // script call per slot for the check (in parallel) and one per slot for
 // the commit (in turn).
 //
@@ -91,7 +101,28 @@
 // type) reads as fresh, and the next decision that writes replaces it. It
 // expires by itself when its state would be fresh again (after the
 // decision's ResetAfter), and is deleted when a decision leaves it fresh,
-// so idle keys cost Redis nothing.
+// so idle keys cost Redis nothing. Nothing bounds how many live keys
+// callers make, though (a key per client value until its state is fresh,
+// a monthly quota's until the month's end): size Redis's maxmemory for
+// them, and choose its maxmemory-policy knowing that an evicted key starts
+// afresh, while noeviction fails with OOM every decision that would write
+// (docs/serve.md, "Running Redis for sluice").
+//
+// # What Redis must allow
+//
+// A decision is EVALSHA, or EVAL after NOSCRIPT; inside, the script calls
+// TIME, GET, SET (with PX) and DEL, which an ACL checks too. On a Redis
+// Cluster the store reads CLUSTER SLOTS (see below), and the client reads
+// it too (CLUSTER SHARDS from Redis 8 on) and sends ASKING during a
+// resharding; it asks a single server the same once, to tell whether it
+// is a cluster. The client opens each connection with HELLO. Dial turns
+// rueidis's client-side cache off, which the store never reads, so the
+// client sends no CLIENT TRACKING and falls back to RESP2 on a Redis
+// without HELLO; a client given to New or DialOption should have
+// DisableCache set too, or it needs CLIENT TRACKING and RESP3 (Redis 6).
+// The script needs Redis 5 or later: it writes after reading TIME, which
+// Redis allows when it replicates a script by its effects, its default
+// from 5 on.
 //
 // # When the cluster changes
 //
