@@ -382,12 +382,21 @@ func (ld *loader) file_(root *yaml.Node) *Set {
 			for _, pt := range k {
 				reads = reads || pt.kind == partUser
 				set.usesIP = set.usesIP || pt.kind == partIP
+				if pt.kind == partHeader {
+					set.readHeader(pt.name)
+				}
 			}
+		}
+		for _, c := range p.match.headers {
+			set.readHeader(c.name)
 		}
 		if reads {
 			set.usesUser = true
 			userPolicies = append(userPolicies, fmt.Sprintf("%q", p.Name))
 		}
+	}
+	if set.plans.keyHdr != "" {
+		set.readHeader(set.plans.keyHdr)
 	}
 	ld.lackingWarnings(set)
 	ld.userWarnings(f, set, pv, userPolicies)

@@ -27,10 +27,12 @@ type Set struct {
 	policies  []*Policy
 	resolver  *clientip.Resolver
 	plans     plans
-	conc      Concurrency
-	store     StoreConfig
-	paths     pathForms
-	warnings  []Problem
+	// headersRead: see HeadersRead.
+	headersRead []string
+	conc        Concurrency
+	store       StoreConfig
+	paths       pathForms
+	warnings    []Problem
 	// serveWarnings: see ServeWarnings.
 	serveWarnings []Problem
 	// userHeader is the user section's header, canonical; "" when the
@@ -117,6 +119,22 @@ func (s *Set) PlanHeaderOf(r *http.Request) string {
 // PlanHeader returns plans.header, canonical, or "" when the file has
 // none.
 func (s *Set) PlanHeader() string { return s.plans.header }
+
+// HeadersRead returns the header fields the policies key on (header:NAME)
+// or match on, and plans.api_key_header, canonical, in the order of the
+// file; not the user and plan headers (see UserHeader, PlanHeader).
+// sluice serve drops every other spelling of them (X_Api_Key) from the
+// requests it forwards: the policies read none of those, and CGI-style
+// servers read them as the header itself, so an upstream would take a key
+// that no policy counted. The slice is shared: do not modify it.
+func (s *Set) HeadersRead() []string { return s.headersRead }
+
+// readHeader adds name, canonical, to HeadersRead.
+func (s *Set) readHeader(name string) {
+	if !slices.Contains(s.headersRead, name) {
+		s.headersRead = append(s.headersRead, name)
+	}
+}
 
 // Policies returns the policies in the order of the file. The slice is
 // shared: do not modify it.

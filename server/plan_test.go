@@ -142,3 +142,45 @@ policies:
 		}
 	}
 }
+
+// The other spellings of a header a policy keys on or matches on, or of
+// plans.api_key_header, are dropped too: X_Api_Key is no X-API-Key to the
+// policies, so a request that sent it was counted under no key, and an
+// upstream that reads it as the header (Puma, CGI) took the key.
+func TestProxyDropsOtherSpellingsOfHeadersThePoliciesRead(t *testing.T) {
+	seen := make(chan http.Header, 1)
+	up := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) { seen <- r.Header }))
+	defer up.Close()
+	ts := startServer(t, `
+plans: {names: [free, partner], default: free, api_key_header: X-Partner-Key, api_keys: {pk1: partner}}
+policies:
+  - {name: per-key, match: {headers: [{name: X-Tenant, present: true}]}, key: "header:X-API-Key", limits: ["5/m"], plans: {partner: ["50/m"]}}
+`, Options{Upstream: up.URL})
+	req, err := http.NewRequest("GET", "http://"+ts.Addrs().Proxy+"/k", nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for name, v := range map[string]string{
+		"X-Api-Key": "k1", "X_Api_Key": "k2", "x-api_key": "k3",
+		"X-Tenant": "t", "X_Tenant": "t2",
+		"X_Partner_Key": "pk1",
+		"X-Other_Field": "kept",
+	} {
+		req.Header[name] = []string{v}
+	}
+	if resp, _ := do(t, req); resp.StatusCode != 200 {
+		t.Fatalf("status %d", resp.StatusCode)
+	}
+	got := <-seen
+	for name, v := range got {
+		switch strings.ToLower(strings.ReplaceAll(name, "_", "-")) {
+		case "x-api-key", "x-tenant", "x-partner-key":
+			if strings.Contains(name, "_") {
+				t.Errorf("%s: %q reached the upstream", name, v)
+			}
+		}
+	}
+	if got.Get("X-Api-Key") != "k1" || got.Get("X-Tenant") != "t" || got.Get("X-Other_Field") != "kept" {
+		t.Errorf("the fields as the policies read them, or a field no policy reads, did not reach the upstream: %v", got)
+	}
+}

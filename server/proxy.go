@@ -472,9 +472,11 @@ func newTransport(timeout time.Duration) *http.Transport {
 // The user and plan headers (the user section's, plans.header) are
 // passed on only where the policies believe them (Set.UserOf,
 // Set.PlanHeaderOf): from a trusted proxy, given once. Any other spelling
-// of either, in underscores or letter case (X_Auth_Request_User), which
-// CGI-style servers read as the header itself, is dropped from everyone,
-// as the forwarding headers' are (see otherSpelling).
+// of either, or of a header the policies key or match on
+// (Set.HeadersRead), in underscores or letter case (X_Auth_Request_User,
+// X_Api_Key), which CGI-style servers read as the header itself, is
+// dropped from everyone, as the forwarding headers' are (see
+// otherSpelling).
 //
 // Request trailers: ReverseProxy gives the outgoing request a copy of
 // the incoming one's Trailer, taken before the body is read, when the
@@ -488,7 +490,13 @@ func newTransport(timeout time.Duration) *http.Transport {
 func (s *Server) reverseProxy(set *policy.Set) http.Handler {
 	resolver := set.ClientIP()
 	userHeader, planHeader := set.UserHeader(), set.PlanHeader()
-	userFold, planFold := foldName(userHeader), foldName(planHeader)
+	// The fields the policies read, whose other spellings go (see below).
+	var read, folds []string
+	for _, h := range append([]string{userHeader, planHeader}, set.HeadersRead()...) {
+		if h != "" {
+			read, folds = append(read, h), append(folds, foldName(h))
+		}
+	}
 	target := s.target
 	preserveHost := s.o.PreserveHost
 	rp := &httputil.ReverseProxy{
@@ -502,8 +510,7 @@ func (s *Server) reverseProxy(set *policy.Set) http.Handler {
 			peer := clientip.PeerOf(in)
 			trusted := resolver.Trusted(peer)
 			for name := range out.Header {
-				if forwardingHeader(name) && (!trusted || strings.IndexByte(name, '_') >= 0) ||
-					otherSpelling(name, userHeader, userFold) || otherSpelling(name, planHeader, planFold) {
+				if forwardingHeader(name) && (!trusted || strings.IndexByte(name, '_') >= 0) || otherSpellingOf(name, read, folds) {
 					delete(out.Header, name)
 				}
 			}
@@ -711,6 +718,17 @@ func foldName(name string) string {
 // HTTP_X_AUTH_REQUEST_USER, the header itself; no proxy sends one.
 func otherSpelling(name, header, fold string) bool {
 	return header != "" && len(name) == len(fold) && name != header && foldEqual(name, fold)
+}
+
+// otherSpellingOf reports whether name is another spelling of one of
+// headers, whose foldNames are folds.
+func otherSpellingOf(name string, headers, folds []string) bool {
+	for i, h := range headers {
+		if otherSpelling(name, h, folds[i]) {
+			return true
+		}
+	}
+	return false
 }
 
 // foldEqual reports whether s is lower, a lower-case string of the same
