@@ -232,7 +232,10 @@
 // value for all such requests; a multipart body is read to its end, up to
 // that bound, to know that the field is given once. So does a form field
 // of a request described without its body (WithoutBody: a gateway's
-// check) whose body would hold form fields.
+// check) whose body would hold form fields, or of a form body net/http
+// reads less of than other servers do (in a content coding, of a method
+// in lower case, under several Content-Types or parameters mime refuses,
+// or with a multipart part net/http skips that may name a field).
 //
 // Limits are written as rate.ParseLimit reads them. A daily limit with no
 // algorithm named (1000/d) is a fixed_window over UTC days, as a monthly

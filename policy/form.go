@@ -11,6 +11,7 @@ import (
 	"net/http"
 	"net/url"
 	"reflect"
+	"strings"
 )
 
 // Form fields, for form:NAME key parts.
@@ -57,6 +58,16 @@ import (
 // part takes one value for all these requests (unreadForm) rather than let
 // them through unlimited.
 //
+// So does a form body of which net/http reads none, or less, than other
+// servers do (formSkipped, partUnread): one in a content coding (Express
+// inflates it), a url-encoded one of a method spelt in lower case
+// (Werkzeug and Django serve post as POST; ParseForm reads no body of
+// it), one under several Content-Types (Go reads the first, Werkzeug the
+// last) or parameters mime.ParseMediaType refuses, and a multipart one
+// with a part that may name a field net/http does not read (an
+// attachment's name, which Werkzeug and busboy read, a disposition mime
+// refuses, two dispositions or two names).
+//
 // A request described rather than received (WithoutBody: a gateway asks
 // about it with its headers alone) has no body to read. A field of a
 // request whose body a key would read (see formInBody) may be in it, and
@@ -73,11 +84,12 @@ type bodyAbsentKey struct{}
 // Traefik's forwardAuth without forwardBody (sluice serve's check
 // endpoints call it for a check that brings no body). A form:NAME key
 // part then reads nothing of the request's Body. Where the body would give
-// form fields (a url-encoded POST, PUT or PATCH, or a multipart/form-data
-// request of any method, as its Content-Type says: the requests whose
-// body a key reads when it has it), it keys as #unread, one value for all
-// such requests, since the field may be in that body; for any other
-// request it reads the query string, as it would with the body at hand.
+// form fields (a url-encoded POST, PUT or PATCH, the method in any case,
+// or a multipart/form-data request of any method, as any of its
+// Content-Types says: the requests whose body a key reads, or keys as
+// #unread, when it has it), it keys as #unread, one value for all such
+// requests, since the field may be in that body; for any other request it
+// reads the query string, as it would with the body at hand.
 func WithoutBody(ctx context.Context) context.Context {
 	return context.WithValue(ctx, bodyAbsentKey{}, true)
 }
@@ -90,21 +102,56 @@ func bodyAbsent(r *http.Request) bool {
 }
 
 // formInBody reports whether r's body, were it at hand, is one a key
-// reads fields from: what parseForm and multipartBoundary read, less the
-// body itself.
+// reads fields from (what parseForm and multipartBoundary read, less the
+// body itself), or one other servers read fields from as such where
+// net/http does not (formSkipped): by any of its Content-Types' media
+// types, and its method in any case.
 func formInBody(r *http.Request) bool {
-	ct := r.Header.Get("Content-Type")
-	if formBoundary(ct) != "" {
-		return true
-	}
-	switch r.Method {
-	case http.MethodPost, http.MethodPut, http.MethodPatch:
-		// As Request.ParseForm reads it, parameters it cannot parse
-		// included.
-		mt, _, _ := mime.ParseMediaType(ct)
-		return mt == "application/x-www-form-urlencoded"
+	for _, ct := range r.Header.Values("Content-Type") {
+		switch mediaType(ct) {
+		case "multipart/form-data":
+			// With no boundary, no server reads a part.
+			if _, params, err := mime.ParseMediaType(ct); err != nil || params["boundary"] != "" {
+				return true
+			}
+		case "application/x-www-form-urlencoded":
+			if m := strings.ToUpper(r.Method); m == http.MethodPost || m == http.MethodPut || m == http.MethodPatch {
+				return true
+			}
+		}
 	}
 	return false
+}
+
+// formSkipped reports whether r's form body (formInBody) is one net/http
+// reads none of, or reads otherwise, where other servers read its fields:
+// see the comment at the top. Its parts are read in formBody.readParts.
+func formSkipped(r *http.Request) bool {
+	cts := r.Header.Values("Content-Type")
+	if len(cts) > 1 {
+		return true // Go reads the first, Werkzeug the last
+	}
+	for _, v := range r.Header.Values("Content-Encoding") {
+		for c := range strings.SplitSeq(v, ",") {
+			if c = strings.TrimSpace(c); c != "" && !strings.EqualFold(c, "identity") {
+				return true
+			}
+		}
+	}
+	mt, _, err := mime.ParseMediaType(cts[0])
+	if mediaType(cts[0]) == "multipart/form-data" {
+		return err != nil // net/http reads no part then
+	}
+	// ParseForm reads a url-encoded body under any parameters it parses
+	// the media type past, for methods spelt in upper case alone.
+	return mt != "application/x-www-form-urlencoded" || r.Method != strings.ToUpper(r.Method)
+}
+
+// mediaType returns the media type of Content-Type ct as a lenient
+// parser reads it: before any parameter, in lower case.
+func mediaType(ct string) string {
+	base, _, _ := strings.Cut(ct, ";")
+	return strings.ToLower(strings.TrimSpace(base))
 }
 
 // maxFormScan bounds how much of a multipart body a key reads and keeps
@@ -144,8 +191,8 @@ func formValue(r *http.Request, name string) (string, formRead) {
 	if r == nil {
 		return "", formOnce
 	}
-	if bodyAbsent(r) && formInBody(r) {
-		return "", formUnread // the body, not here, may give it
+	if formInBody(r) && (bodyAbsent(r) || formSkipped(r)) {
+		return "", formUnread // the body, not here or not read, may give it
 	}
 	if b, ok := r.Body.(*formBody); ok {
 		switch {
@@ -317,7 +364,7 @@ type formBody struct {
 	fields map[string]partField // the value parts, by name
 	end    bool                 // every part read, or cut
 	eof    bool                 // body has ended
-	cut    bool                 // stopped by a bound: fields past it are unknown
+	cut    bool                 // stopped by a bound or partUnread: fields are unknown
 }
 
 // partField is what a multipart body gives of one field.
@@ -408,7 +455,9 @@ func (b *formBody) value(r *http.Request, name string) (string, formRead) {
 
 // readParts reads the parts of a multipart body to its end, once, and
 // records the value parts. Stopped short, by a bound or by what net/http
-// cannot read, it sets cut: a server that reads on may find any field.
+// cannot read, it sets cut: a server that reads on may find any field. So
+// it does at a part another server may take for a field net/http does
+// not read (see the comment at the top).
 func (b *formBody) readParts() {
 	for parts := 0; !b.end; {
 		p, err := b.mr.NextPart()
@@ -422,6 +471,10 @@ func (b *formBody) readParts() {
 			return
 		}
 		n := p.FormName()
+		if partUnread(p, n) {
+			b.end, b.cut = true, true
+			return
+		}
 		if n == "" || p.FileName() != "" {
 			continue // NextPart reads past what is left of it
 		}
@@ -440,4 +493,27 @@ func (b *formBody) readParts() {
 		f.n++
 		b.fields[n] = f
 	}
+}
+
+// partUnread reports whether another server may take part p for a field
+// net/http, which reads name n of it (FormName), does not: p has two
+// Content-Disposition lines (net/http reads the first), or a name
+// parameter where n is "" (an attachment's, which Werkzeug and busboy
+// read, or one beside a parameter mime.ParseMediaType refuses), or two
+// (net/http reads the extended one, name*; another server may read the
+// other). The parameters are split on every ; and , as a lenient parser
+// may split them.
+func partUnread(p *multipart.Part, n string) bool {
+	cd := p.Header.Values("Content-Disposition")
+	if len(cd) != 1 {
+		return len(cd) > 1
+	}
+	names := 0
+	for param := range strings.FieldsFuncSeq(cd[0], func(r rune) bool { return r == ';' || r == ',' }) {
+		k, _, _ := strings.Cut(param, "=")
+		if k = strings.ToLower(strings.TrimSpace(k)); k == "name" || strings.HasPrefix(k, "name*") {
+			names++
+		}
+	}
+	return names > 1 || names == 1 && n == ""
 }

@@ -2,6 +2,8 @@ package policy
 
 import (
 	"bytes"
+	"compress/gzip"
+	"compress/zlib"
 	"context"
 	"fmt"
 	"io"
@@ -169,6 +171,9 @@ policies:
 		{"GET", "/login?username=e", "application/x-www-form-urlencoded", "username=y", Allow},
 		{"POST", "/login?username=e", "application/json", `{"username":"z"}`, Refuse},
 		{"POST", "/login?username=f", "multipart/form-data", "", Allow}, // no boundary: net/http reads no part
+		// A url-encoded body of a method in lower case, which net/http
+		// does not read and Werkzeug does: #unread.
+		{"post", "/login?username=g", "application/x-www-form-urlencoded", "", Refuse},
 	} {
 		r := httptest.NewRequest(step.method, step.target, strings.NewReader(step.body))
 		r = r.WithContext(WithoutBody(r.Context()))
@@ -180,6 +185,129 @@ policies:
 		}
 		if b, err := io.ReadAll(r.Body); err != nil || string(b) != step.body {
 			t.Errorf("step %d: the body reads %q (%v) after the key, want %q untouched", i+1, b, err, step.body)
+		}
+	}
+}
+
+// A form body that net/http reads none of, or reads otherwise, where
+// other servers read its fields keys as #unread: never as missing, nor as
+// the query string's value, which the client chooses. Express inflates a
+// gzip body; Werkzeug and Django serve post as POST; Werkzeug reads the
+// last Content-Type, and with busboy reads parameters and part
+// dispositions mime refuses, and an attachment's name. Each row sends two
+// logins on account victim, already counted in the minute, with other
+// decoys in the query string: the first takes #unread's one login, the
+// second is refused. The handler gets the body whole.
+func TestFormKeyBodiesOthersRead(t *testing.T) {
+	const (
+		ue    = "application/x-www-form-urlencoded"
+		login = "username=victim&password=x"
+	)
+	mp, mpType := multipartBody(t, formPart{name: "username", value: "victim"}, formPart{name: "password", value: "x"})
+	// coded returns s in content coding c, gzip (with a header comment)
+	// or deflate.
+	coded := func(c, comment string, s []byte) []byte {
+		var b bytes.Buffer
+		var w io.WriteCloser = zlib.NewWriter(&b)
+		if c == "gzip" {
+			gw := gzip.NewWriter(&b)
+			gw.Comment = comment
+			w = gw
+		}
+		if _, err := w.Write(s); err != nil || w.Close() != nil {
+			t.Fatal(err)
+		}
+		return b.Bytes()
+	}
+	// part returns a multipart body of boundary B: a part with the
+	// Content-Disposition lines cd, holding victim.
+	part := func(cd ...string) []byte {
+		var b strings.Builder
+		b.WriteString("--B\r\n")
+		for _, v := range cd {
+			b.WriteString("Content-Disposition: " + v + "\r\n")
+		}
+		b.WriteString("\r\nvictim\r\n--B--\r\n")
+		return []byte(b.String())
+	}
+	type header = http.Header
+	for _, tt := range []struct {
+		name, method string
+		header       header
+		body         []byte
+	}{
+		// Content codings, which Go decodes none of.
+		{"gzip, url-encoded", "POST", header{"Content-Type": {ue}, "Content-Encoding": {"gzip"}}, coded("gzip", "", []byte(login))},
+		{"deflate, multipart", "POST", header{"Content-Type": {mpType}, "Content-Encoding": {"deflate"}}, coded("deflate", "", mp)},
+		{"identity, GZIP", "POST", header{"Content-Type": {ue}, "Content-Encoding": {"identity, GZIP"}}, coded("gzip", "", []byte(login))},
+		{"gzip on a second line", "POST", header{"Content-Type": {ue}, "Content-Encoding": {"identity", "gzip"}}, coded("gzip", "", []byte(login))},
+		// Read as it is sent, the gzip header's comment is a whole
+		// multipart body, of another account.
+		{"gzip, multipart, a form in the gzip header", "POST", header{"Content-Type": {"multipart/form-data; boundary=B"}, "Content-Encoding": {"gzip"}},
+			coded("gzip", "\r\n--B\r\nContent-Disposition: form-data; name=\"username\"\r\n\r\nother\r\n--B--\r\n", part(`form-data; name="username"`))},
+		// A method in lower case: ParseForm reads no url-encoded body.
+		{"post", "post", header{"Content-Type": {ue}}, []byte(login)},
+		{"Post", "Post", header{"Content-Type": {ue}}, []byte(login)},
+		// Several Content-Types: Go reads the first, Werkzeug the last.
+		{"text/plain, then url-encoded", "POST", header{"Content-Type": {"text/plain", ue}}, []byte(login)},
+		{"text/plain, then multipart", "POST", header{"Content-Type": {"text/plain", mpType}}, mp},
+		{"url-encoded, then text/plain", "POST", header{"Content-Type": {ue, "text/plain"}}, []byte(login)},
+		// Parameters mime.ParseMediaType refuses.
+		{"a bare token after the boundary", "POST", header{"Content-Type": {"multipart/form-data; boundary=B; foo"}}, part(`form-data; name="username"`)},
+		{"an empty charset", "POST", header{"Content-Type": {"Multipart/Form-Data ; boundary=B; charset="}}, part(`form-data; name="username"`)},
+		{"the boundary twice", "POST", header{"Content-Type": {"multipart/form-data; boundary=B; boundary=C"}}, part(`form-data; name="username"`)},
+		{"url-encoded, two charsets", "POST", header{"Content-Type": {ue + "; charset=utf-8; charset=latin1"}}, []byte(login)},
+		// Parts the multipart reader skips, or reads one of two
+		// dispositions of.
+		{"a disposition mime refuses", "POST", header{"Content-Type": {"multipart/form-data; boundary=B"}}, part(`form-data; name="username"; x`)},
+		{"an attachment", "POST", header{"Content-Type": {"multipart/form-data; boundary=B"}}, part(`attachment; name="username"`)},
+		{"two dispositions", "POST", header{"Content-Type": {"multipart/form-data; boundary=B"}}, part(`form-data; name="pad"`, `form-data; name="username"`)},
+		{"two names, the extended one read", "POST", header{"Content-Type": {"multipart/form-data; boundary=B"}}, part(`form-data; name*=utf-8''pad; name="username"`)},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			decide := keysOf(t, loginByAccount)
+			r := httptest.NewRequest("POST", "/login", strings.NewReader(login))
+			r.Header.Set("Content-Type", ue)
+			if v, _ := decide(&Request{HTTP: r, Header: r.Header}); v != Allow {
+				t.Fatalf("first login: %v, want allow", v)
+			}
+			for i, want := range []Verdict{Allow, Refuse} {
+				r := httptest.NewRequest(tt.method, fmt.Sprintf("/login?username=decoy%d", i), bytes.NewReader(tt.body))
+				r.Header = tt.header.Clone()
+				v, keys := decide(&Request{HTTP: r, Header: r.Header})
+				if !strings.HasSuffix(keys["login"], ":form:username=#unread") {
+					t.Errorf("login %d: key %q, want form:username=#unread", i, keys["login"])
+				}
+				if v != want {
+					t.Errorf("login %d: %v, want %v", i, v, want)
+				}
+				if got, err := io.ReadAll(r.Body); err != nil || !bytes.Equal(got, tt.body) {
+					t.Errorf("login %d: the handler reads %q (%v), want the %q sent", i, got, err, tt.body)
+				}
+			}
+		})
+	}
+
+	// Bodies net/http reads as other servers do key as their field.
+	decide := keysOf(t, loginByAccount)
+	for _, tt := range []struct {
+		name, method string
+		header       header
+		body         []byte
+	}{
+		{"identity", "POST", header{"Content-Type": {ue}, "Content-Encoding": {"identity"}}, []byte(login)},
+		{"multipart, post", "post", header{"Content-Type": {mpType}}, mp},
+		{"url-encoded, a bare token", "POST", header{"Content-Type": {ue + "; bad"}}, []byte(login)},
+		{"after parts of no name", "POST", header{"Content-Type": {"multipart/form-data; boundary=B"}},
+			[]byte("--B\r\nContent-Disposition: inline\r\n\r\nx\r\n--B\r\nContent-Disposition: form-data; filename=\"name.txt\"\r\n\r\nx\r\n--B\r\nContent-Disposition: form-data; name=\"username\"\r\n\r\nvictim\r\n--B--\r\n")},
+	} {
+		r := httptest.NewRequest(tt.method, "/login", bytes.NewReader(tt.body))
+		r.Header = tt.header.Clone()
+		if _, keys := decide(&Request{HTTP: r, Header: r.Header}); !strings.HasSuffix(keys["login"], ":form:username=victim") {
+			t.Errorf("%s: key %q, want form:username=victim", tt.name, keys["login"])
+		}
+		if got, _ := io.ReadAll(r.Body); !bytes.Equal(got, tt.body) {
+			t.Errorf("%s: the handler reads %q, want the %q sent", tt.name, got, tt.body)
 		}
 	}
 }
@@ -218,7 +346,9 @@ policies:
 // refuses a multipart body (the handler sees the query string alone),
 // the key may also not know the field (it may lie past what net/http
 // reads), or read one the handler never sees: never another value than
-// the handler's. Past a bound (bounded) it may not know it either.
+// the handler's. Past a bound (bounded), or in a body another server
+// may read fields of that net/http does not (skipsForm), it may not know
+// it either.
 func checkFormKey(v string, read formRead, handler *http.Request, mpErr error, name string, body []byte, bounded bool) string {
 	vs := handler.Form[name]
 	loose := looseRef(handler.URL.RawQuery, name)
@@ -230,7 +360,7 @@ func checkFormKey(v string, read formRead, handler *http.Request, mpErr error, n
 	refused := mpErr != nil && mpErr != http.ErrNotMultipart && handler.MultipartForm == nil
 	switch read {
 	case formUnread:
-		if !refused && !bounded {
+		if !refused && !bounded && !skipsForm(handler, body) {
 			return fmt.Sprintf("%s unread in a %d-byte body", name, len(body))
 		}
 	case formMany:
@@ -246,6 +376,44 @@ func checkFormKey(v string, read formRead, handler *http.Request, mpErr error, n
 		}
 	}
 	return ""
+}
+
+// skipsForm reports whether a more lenient server than net/http may read
+// form fields in r's body, which holds body, that net/http does not: r
+// has several Content-Types, a content coding, a method not in upper
+// case, a Content-Type mime refuses, or a multipart part whose
+// Content-Disposition net/http does not read whole (two of them; a name,
+// not a file name, it reads none of, or another besides the one it
+// reads).
+func skipsForm(r *http.Request, body []byte) bool {
+	h := r.Header
+	for _, c := range h.Values("Content-Encoding") {
+		if !strings.EqualFold(c, "identity") {
+			return true
+		}
+	}
+	mt, params, err := mime.ParseMediaType(h.Get("Content-Type"))
+	if len(h.Values("Content-Type")) > 1 || r.Method != strings.ToUpper(r.Method) || err != nil {
+		return true
+	}
+	if mt != "multipart/form-data" {
+		return false
+	}
+	mr := multipart.NewReader(bytes.NewReader(body), params["boundary"])
+	for {
+		p, err := mr.NextPart()
+		if err != nil {
+			return false
+		}
+		cd := strings.ReplaceAll(strings.ToLower(p.Header.Get("Content-Disposition")), "filename", "")
+		read := strings.Count(strings.ToLower(p.FormName()), "name")
+		if p.FormName() != "" {
+			read++ // the parameter's own
+		}
+		if len(p.Header.Values("Content-Disposition")) > 1 || strings.Count(cd, "name") > read {
+			return true
+		}
+	}
 }
 
 // looseRef counts the fields named name in raw, split on & and ;.
@@ -475,17 +643,20 @@ func TestFormKeyAfterMiddlewareParsed(t *testing.T) {
 }
 
 // FuzzFormValue compares formValue with what net/http gives the handler
-// (checkFormKey), on any method, Content-Type, query string and body, and
-// checks it leaves the handler the same form and the same bytes.
+// (checkFormKey), on any method, Content-Type (one per line of ct),
+// Content-Encoding, query string and body, and checks it leaves the
+// handler the same form and the same bytes.
 func FuzzFormValue(f *testing.F) {
-	methods := []string{"POST", "PUT", "PATCH", "GET", "DELETE", "post"}
+	methods := []string{"POST", "PUT", "PATCH", "GET", "DELETE", "post", "Put"}
 	mp := func(parts ...formPart) (string, []byte) {
 		body, ct := multipartBody(f, parts...)
 		return ct, body
 	}
 	ct, body := mp(formPart{name: "f", file: "a.png", value: "xx"}, formPart{name: "username", value: "victim", qp: true})
-	f.Add(uint8(0), ct, "", body, "username", false)
-	f.Add(uint8(3), ct, "username=q", body, "username", true)
+	f.Add(uint8(0), ct, "", "", body, "username", false)
+	f.Add(uint8(3), ct, "", "username=q", body, "username", true)
+	f.Add(uint8(0), ct, "gzip", "", body, "username", false)
+	f.Add(uint8(0), "text/plain\n"+ct, "", "", body, "username", false)
 	boundary := strings.TrimPrefix(ct, "multipart/form-data; boundary=")
 	for _, ct := range []string{
 		"Multipart/Form-Data; BOUNDARY=" + boundary,
@@ -494,18 +665,30 @@ func FuzzFormValue(f *testing.F) {
 		"multipart/form-data; boundary=\"\"",
 		"multipart/form-data; boundary=" + boundary + "; charset=utf-8",
 		"multipart/form-data",
+		"multipart/form-data; boundary=" + boundary + "; foo",
 	} {
-		f.Add(uint8(0), ct, "", body, "username", false)
+		f.Add(uint8(0), ct, "", "", body, "username", false)
 	}
-	f.Add(uint8(0), "multipart/form-data; boundary=B", "",
-		[]byte("--B\r\nContent-Disposition: form-data; name*=utf-8''user%6Eame\r\n\r\nvictim\r\n--B--\r\n"), "username", false)
-	f.Add(uint8(0), "multipart/form-data; boundary=B", "",
+	for _, cd := range []string{
+		"form-data; name*=utf-8''user%6Eame",
+		`form-data; name="username"; x`,
+		`attachment; name="username"`,
+		`form-data; name*=utf-8''pad; name="username"`,
+		"form-data; name=pad\r\nContent-Disposition: form-data; name=username",
+		`form-data; filename="name.txt"`,
+	} {
+		f.Add(uint8(0), "multipart/form-data; boundary=B", "", "",
+			[]byte("--B\r\nContent-Disposition: "+cd+"\r\n\r\nvictim\r\n--B--\r\n"), "username", false)
+	}
+	f.Add(uint8(0), "multipart/form-data; boundary=B", "", "",
 		[]byte("--B\r\nContent-Disposition: form-data; name=\"username\"; filename=\"\"\r\n\r\nvictim\r\n--B\r\nContent-Disposition: form-data; name=username\r\n\r\nother\r\n--B--"), "username", false)
-	for _, ct := range []string{"application/x-www-form-urlencoded", "application/x-www-form-urlencoded; charset=utf-16", "application/x-www-form-urlencoded; bad", "text/plain", ""} {
-		f.Add(uint8(0), ct, "username=q;x&username=r", []byte("a=%zz&username=victim;x=1&username=b"), "username", false)
+	for _, ct := range []string{"application/x-www-form-urlencoded", "application/x-www-form-urlencoded; charset=utf-16", "application/x-www-form-urlencoded; bad", "text/plain", "", "text/plain\napplication/x-www-form-urlencoded"} {
+		f.Add(uint8(0), ct, "", "username=q;x&username=r", []byte("a=%zz&username=victim;x=1&username=b"), "username", false)
 	}
-	f.Add(uint8(5), "application/x-www-form-urlencoded", "", []byte("username=victim"), "username", true)
-	f.Fuzz(func(t *testing.T, m uint8, ct, query string, body []byte, name string, limited bool) {
+	f.Add(uint8(5), "application/x-www-form-urlencoded", "", "", []byte("username=victim"), "username", true)
+	f.Add(uint8(0), "application/x-www-form-urlencoded", "identity, deflate", "", []byte("username=victim"), "username", false)
+	f.Add(uint8(0), "application/x-www-form-urlencoded; a=1; a=2", "", "", []byte("username=victim"), "username", false)
+	f.Fuzz(func(t *testing.T, m uint8, ct, coding, query string, body []byte, name string, limited bool) {
 		if !validToken(name) {
 			t.Skip("no form:NAME key part has this name: the policy file refuses it")
 		}
@@ -521,7 +704,10 @@ func FuzzFormValue(f *testing.F) {
 				r.Body = http.MaxBytesReader(nil, r.Body, 1<<20)
 			}
 			if ct != "" {
-				r.Header.Set("Content-Type", ct)
+				r.Header["Content-Type"] = strings.Split(ct, "\n")
+			}
+			if coding != "" {
+				r.Header.Set("Content-Encoding", coding)
 			}
 			return r
 		}
