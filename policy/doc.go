@@ -95,7 +95,8 @@
 // ip; every request whose client has no IP address (a peer on a Unix
 // socket, with nothing trusted to say more) has the one ip value
 // "unknown", and so shares one counter. Stored keys read
-// prefix:policy:tag:part=value|part=value; values longer than 64 bytes or
+// {prefix:policy:part=value|part=value}:tag, the braces a Redis Cluster
+// hash tag that keeps a key's limits in one slot; values longer than 64 bytes or
 // holding | { } # or non-printable bytes are replaced by a hash, so a
 // client can neither grow keys nor forge their structure. A value is
 // compared byte for byte by default: a form:NAME or header:NAME key on an

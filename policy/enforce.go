@@ -355,11 +355,15 @@ func (e *Enforcer) collect(st *state, p *Policy, r *Request, plan string) {
 		}
 		limits := p.limitsFor(plan, key, st.parts, spans[:])
 		for _, l := range limits {
+			// {prefix:policy:parts}:tag: the braces are a Redis Cluster
+			// hash tag, so that a key's limits (10/s and 5000/d) share a
+			// slot and are decided in one script call, all or nothing.
 			start := len(st.buf)
+			st.buf = append(st.buf, '{')
 			st.buf = append(st.buf, p.keyHead...)
-			st.buf = append(st.buf, l.tag...)
-			st.buf = append(st.buf, ':')
 			st.buf = append(st.buf, st.parts...)
+			st.buf = append(st.buf, '}', ':')
+			st.buf = append(st.buf, l.tag...)
 			st.spans = append(st.spans, start, len(st.buf))
 			st.reqs = append(st.reqs, rate.Request{Limit: l.Limit, Cost: p.Cost, MaxDelay: p.MaxDelay})
 			st.lims = append(st.lims, l)

@@ -26,10 +26,13 @@ import (
 // manyValues, one value for all these requests, which no client can
 // choose or vary.
 //
-// The stored key is prefix:policy:tag:part=value|part=value, where tag
+// The stored key is {prefix:policy:part=value|part=value}:tag, where tag
 // changes when what the limit's state means changes (see stateTag), so a
 // reload keeps the counters of a limit whose state still means the same
-// and starts the others afresh.
+// and starts the others afresh. The braces are a Redis Cluster hash tag:
+// a key's limits share a slot, and are decided in one script call. A
+// value never holds a brace (appendValue), so no client moves its key to
+// another slot.
 type partKind uint8
 
 const (

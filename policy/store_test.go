@@ -103,7 +103,7 @@ policies:
 		t.Fatalf("verdicts %v", got)
 	}
 	last := rec.events[len(rec.events)-1]
-	if last.Decision.Allowed || !strings.HasSuffix(last.Key, "ip=192.0.2.1") {
+	if last.Decision.Allowed || !strings.HasSuffix(untag(last.Key), "ip=192.0.2.1") {
 		t.Errorf("refusal reported with key %q (allowed %v), want the ip key", last.Key, last.Decision.Allowed)
 	}
 }

@@ -31,10 +31,18 @@ func keysOf(t *testing.T, config string) func(*Request) (Verdict, map[string]str
 		out.Done()
 		keys := map[string]string{}
 		for _, ev := range rec.events {
-			keys[ev.Policy.Name] = ev.Key
+			keys[ev.Policy.Name] = untag(ev.Key)
 		}
 		return out.Verdict, keys
 	}
+}
+
+// untag returns a store key {prefix:policy:parts}:tag as prefix:policy:parts.
+func untag(key string) string {
+	if i := strings.LastIndex(key, "}:"); strings.HasPrefix(key, "{") && i > 0 {
+		return key[1:i]
+	}
+	return key
 }
 
 // A form field given more than once has no one value every server reads:

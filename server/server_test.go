@@ -212,7 +212,7 @@ policies:
 	if err := json.Unmarshal([]byte(body), &top); err != nil {
 		t.Fatal(err)
 	}
-	if top.Refused != 2 || len(top.Keys) != 1 || top.Keys[0].Count != 2 || !strings.HasPrefix(top.Keys[0].Key, "sluice:api:") {
+	if top.Refused != 2 || len(top.Keys) != 1 || top.Keys[0].Count != 2 || !strings.HasPrefix(top.Keys[0].Key, "{sluice:api:") {
 		t.Errorf("/debug/top: %s", body)
 	}
 	_, body = get(t, admin, "/api/live?seconds=60")

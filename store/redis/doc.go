@@ -67,12 +67,13 @@
 // writes their braces out (sluice.Limiter does), so that no client can
 // name another's key or pick its slot.
 //
-// sluice serve sets no Prefix: its keys (package policy's
-// prefix:policy:tag:parts, the Envoy service's rls:domain:...) hold no
-// braces, so each is stored whole inside its tag,
-// {sluice:login-ip:bc740a3e:ip=203.0.113.7}, and an ACL key pattern or a
-// SCAN pattern for them is {sluice:* (and {rls:*), never sluice:*. With a
-// Prefix, keys read Prefix{k} and the pattern is Prefix*.
+// sluice serve sets no Prefix: package policy's keys carry their own hash
+// tag, {prefix:policy:parts}:tag, so that the limits of one key of a
+// policy share a slot ({sluice:api:ip=203.0.113.7}:bc740a3e); the Envoy
+// service's, rls:domain:..., hold no braces, and each is stored whole
+// inside its tag. An ACL key pattern or a SCAN pattern for them is
+// {sluice:* (and {rls:*), never sluice:*. With a Prefix, keys read
+// Prefix{k} and the pattern is Prefix*.
 //
 // Some keys must not share a tag: a login is limited per account and per
 // IP, and the per-IP counter must be one counter whichever account it is
