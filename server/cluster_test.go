@@ -195,3 +195,38 @@ policies:
 		t.Errorf("/readyz %d with every master dead, want 503", got)
 	}
 }
+
+// On a Redis Cluster, the limits of one key of a policy share a slot: a
+// request is one script call, all or nothing, not a check and a commit
+// per slot.
+func TestClusterLimitsOfAKeyShareASlot(t *testing.T) {
+	cl := redistest.StartCluster(t, 3)
+	up := newUpstream(t)
+	ts := startServer(t, `
+store: {cluster: ["`+strings.Join(cl.Addrs(), `", "`)+`"], timeout: 500ms}
+policies:
+  - {name: api, key: "header:X-Id", limits: ["10/s", "100/h", "1000/d"]}
+`, Options{Upstream: up.URL})
+	for i := range 6 {
+		if resp, body := get(t, ts.Addrs().Proxy, "/", "X-Id", fmt.Sprint("client-", i)); resp.StatusCode != 200 {
+			t.Fatalf("client-%d: %d %s", i, resp.StatusCode, body)
+		}
+	}
+	if got := ts.metric("sluice_redis_cross_slot_total"); !strings.HasSuffix(got, " 0") {
+		t.Errorf("%s, want no request across slots", got)
+	}
+	total := 0
+	for _, n := range cl.Nodes {
+		k, err := strconv.Atoi(n.MustDo("DBSIZE"))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if k%3 != 0 {
+			t.Errorf("%s holds %d keys: a client's three limits are not together", n.Addr(), k)
+		}
+		total += k
+	}
+	if total != 18 {
+		t.Errorf("%d keys in the cluster, want 18 (6 clients, 3 limits)", total)
+	}
+}
