@@ -26,7 +26,8 @@ import (
 // serveProxy serves the data plane on the current generation. CONNECT,
 // which asks for a tunnel, not a resource, is no request for the upstream:
 // it is answered 405 here, where the upstream's refusal came back as a 502
-// and a warning in the log for every one a client sent.
+// and a warning in the log for every one a client sent. So is PRI, HTTP/2's
+// preface sent as if to an HTTP/1 server.
 //
 // The policies decide the request as the upstream will get it: without
 // its hop-by-hop fields (see hopByHop), and with the host a trusted proxy
@@ -37,9 +38,16 @@ import (
 // would serve /secret/../x under /secret/, which no policy on /secret/
 // decided. Clients remove them before they send.
 func (s *Server) serveProxy(w http.ResponseWriter, r *http.Request) {
-	if r.Method == http.MethodConnect {
+	switch r.Method {
+	case http.MethodConnect:
 		w.Header().Set("Allow", "GET, HEAD, POST, PUT, PATCH, DELETE, OPTIONS")
 		writeProblem(w, http.StatusMethodNotAllowed, "the proxy opens no tunnels (CONNECT)")
+		return
+	case "PRI":
+		// HTTP/2's connection preface, PRI * HTTP/2.0, read as an
+		// HTTP/1 request: no request for the upstream either.
+		w.Header().Set("Allow", "GET, HEAD, POST, PUT, PATCH, DELETE, OPTIONS")
+		writeProblem(w, http.StatusMethodNotAllowed, "this listener speaks HTTP/2 only over TLS (PRI)")
 		return
 	}
 	if dotSegment(r.URL.EscapedPath()) {

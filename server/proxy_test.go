@@ -1195,20 +1195,26 @@ func TestProxyUpstreamTimeout(t *testing.T) {
 
 // CONNECT asks for a tunnel the proxy does not open: 405 from sluice,
 // where it reached the upstream and came back 502, with a warning logged
-// for each.
+// for each. So does PRI, HTTP/2's preface read as an HTTP/1 request,
+// which went on to the upstream as PRI /%2A.
 func TestProxyConnect(t *testing.T) {
 	up := newUpstream(t)
 	ts := startServer(t, "policies: [{name: api, key: ip, limits: [\"100/m\"]}]\n", Options{Upstream: up.URL})
-	c, err := net.Dial("tcp", ts.Addrs().Proxy)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer c.Close()
-	fmt.Fprintf(c, "CONNECT example.com:443 HTTP/1.1\r\nHost: example.com:443\r\n\r\n")
-	c.SetReadDeadline(time.Now().Add(5 * time.Second))
-	line, _ := bufio.NewReader(c).ReadString('\n')
-	if strings.TrimSpace(line) != "HTTP/1.1 405 Method Not Allowed" {
-		t.Errorf("CONNECT: %q, want 405", line)
+	for _, req := range []string{
+		"CONNECT example.com:443 HTTP/1.1\r\nHost: example.com:443\r\n\r\n",
+		"PRI * HTTP/1.1\r\nHost: x\r\n\r\n",
+	} {
+		c, err := net.Dial("tcp", ts.Addrs().Proxy)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer c.Close()
+		fmt.Fprint(c, req)
+		c.SetReadDeadline(time.Now().Add(5 * time.Second))
+		line, _ := bufio.NewReader(c).ReadString('\n')
+		if strings.TrimSpace(line) != "HTTP/1.1 405 Method Not Allowed" {
+			t.Errorf("%.8s: %q, want 405", req, line)
+		}
 	}
 	if strings.Contains(ts.logs.String(), "upstream failed") {
 		t.Errorf("CONNECT logged an upstream failure:\n%s", ts.logs.String())
