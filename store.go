@@ -20,7 +20,8 @@ type Store interface {
 	// state, or refuses it, consuming nothing.
 	Decide(ctx context.Context, r rate.Request) (rate.Decision, error)
 	// DecideAll decides several requests as one, all or nothing: if any is
-	// refused, none consumes anything. It writes the decision for reqs[i]
+	// refused, none consumes anything (a store documents any exception:
+	// store/redis on a Redis Cluster, for keys in different slots). It writes the decision for reqs[i]
 	// to out[i] (out must be at least as long as reqs) and returns their
 	// combination (see [rate.Combine]). When the whole is refused, out[i]
 	// still says whether reqs[i] alone would have passed, and its Remaining

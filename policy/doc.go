@@ -18,8 +18,9 @@
 //
 // A request is decided against every enforcing policy it matches, all at
 // once through the store's DecideAll: it passes only if every limit of
-// every key allows it, and a refused request consumes nothing anywhere.
-// Shadow policies (shadow: true) are decided separately, reported to the
+// every key allows it, and a refused request consumes nothing anywhere
+// (on a Redis Cluster, but for the race across slots described under Keys
+// below). Shadow policies (shadow: true) are decided separately, reported to the
 // Observer and logged, and never refuse. They are decided only for
 // requests the enforcing policies let through: a request those refused,
 // or could not decide, consumed nothing, and enforced beside them a
@@ -96,8 +97,9 @@
 // socket, with nothing trusted to say more) has the one ip value
 // "unknown", and so shares one counter. Stored keys read
 // {prefix:policy:part=value|part=value}:tag, the braces a Redis Cluster
-// hash tag that keeps a key's limits in one slot; values longer than 64 bytes or
-// holding | { } # or non-printable bytes are replaced by a hash, so a
+// hash tag that keeps a key's limits in one slot; values longer than 64
+// bytes or holding | { } #, spaces or non-printable bytes are replaced by
+// a hash, so a
 // client can neither grow keys nor forge their structure. A value is
 // compared byte for byte by default: a form:NAME or header:NAME key on an
 // account counts "Victim@example.com", "victim@example.com" and

@@ -52,8 +52,7 @@ type StoreConfig struct {
 	MaxKeys int
 }
 
-// IsRedis reports whether the section names a Redis store, and so
-// whether readiness depends on reaching it.
+// IsRedis reports whether the section names a Redis store.
 func (c StoreConfig) IsRedis() bool {
 	return c.Redis != "" || len(c.Cluster) > 0 || c.SentinelMaster != ""
 }

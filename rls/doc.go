@@ -103,7 +103,8 @@
 //
 // With [Options].RefusedConsumeNothing, a request's enforced descriptors
 // are decided together with one [sluice.Store].DecideAll, all or nothing,
-// and a refused request spends nothing anywhere. Algorithms other than
+// and a refused request spends nothing anywhere (on a Redis Cluster, but
+// for a race across slots: see package store/redis). Algorithms other than
 // fixed_window always consume nothing on a refusal: counting refused
 // requests in a token bucket would starve a client that keeps retrying.
 //
@@ -115,7 +116,9 @@
 //
 // with every part escaped (so neither the separators nor Redis Cluster's
 // {hash tags} can come from a client) and values longer than 64 bytes
-// replaced by a hash. <limit> names the algorithm, count and period
+// replaced by a hash. In Redis, with no store Prefix, a key is stored
+// whole inside a hash tag, {rls:...}: an ACL key pattern for them is
+// ~{rls:*. <limit> names the algorithm, count and period
 // (fixed_window_20_per_1m0s), so that reloading an unchanged limit keeps
 // its state and a changed one starts afresh, except for a fixed window in
 // the default mode: its <limit> names the period alone

@@ -36,7 +36,8 @@ type Options struct {
 	// check with hits_addend 0. With RefusedConsumeNothing, the
 	// descriptors of a request that are not in shadow mode are decided
 	// together, all or nothing: a request refused by one limit spends
-	// nothing from any, and a refused request never counts.
+	// nothing from any, and a refused request never counts (on a Redis
+	// Cluster, but for a race across slots: see package store/redis).
 	RefusedConsumeNothing bool
 	// Headers adds RateLimit-Policy and RateLimit fields
 	// (draft-ietf-httpapi-ratelimit-headers-10) for the enforced limits of

@@ -4,7 +4,8 @@
 //   - A reverse proxy (Options.Upstream): allowed requests go to the
 //     upstream through httputil.ReverseProxy, streamed as they come
 //     (server-sent events, chunked replies) and with protocol upgrades
-//     (websockets) passed through; refused ones get 429 from sluice.
+//     (websockets) passed through, but for h2c, which goes on as a plain
+//     request; refused ones get 429 from sluice.
 //     The policies decide the request as the upstream gets it: without
 //     the hop-by-hop fields ReverseProxy drops, those its Connection
 //     field names included. A client that stops sending its body
@@ -84,7 +85,9 @@
 // redirects a path with . or .. segments or repeated slashes to the clean
 // one. The proxy and the check endpoints decide such a request as that
 // clean path (POST //login is a POST /login), and the proxy forwards the
-// path as it came; a fragment in X-Forwarded-Uri is no part of the path.
+// path as it came, but answers 400 to one with . or .. segments, which an
+// upstream could serve as another path; a fragment in X-Forwarded-Uri is
+// no part of the path.
 //
 // # Files
 //
