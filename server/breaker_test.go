@@ -160,3 +160,29 @@ func TestErrorKind(t *testing.T) {
 		}
 	}
 }
+
+// With no request coming, Redis back is still found: the server hands the
+// breaker a probe of its own while Redis is down, and sluice_redis_down
+// returns to 0, where it stayed 1 until the next request.
+func TestRedisBackWithoutRequests(t *testing.T) {
+	rs := redistest.Start(t)
+	up := newUpstream(t)
+	ts := startServer(t, `
+store: {redis: "redis://`+rs.Addr()+`/0", timeout: 200ms, deny_cache: false}`+breakerPolicies,
+		Options{Upstream: up.URL})
+	rs.Kill()
+	if got := ts.status("/open/a"); got != 200 {
+		t.Fatalf("Redis killed, an open policy: %d, want 200", got)
+	}
+	if down := ts.counter(`sluice_redis_down`); down != 1 {
+		t.Fatalf("sluice_redis_down %d with Redis killed, want 1", down)
+	}
+	rs.Restart()
+	eventually(t, "Redis found back with no request", func() bool {
+		ts.clock.Advance(sluice.DefaultProbeMaxBackoff) // a probe is due
+		return ts.counter(`sluice_redis_down`) == 0
+	})
+	if st := ts.st.breaker.Stats(); st.Recoveries != 1 {
+		t.Errorf("stats %+v, want one recovery", st)
+	}
+}

@@ -585,6 +585,9 @@ func (s *Server) run(ctx context.Context) error {
 			_ = s.reloadTLS()
 		})
 	}
+	if s.st.breaker != nil {
+		go s.probeWhileDown(ctx, time.Second)
+	}
 
 	var runErr error
 	select {
@@ -594,6 +597,36 @@ func (s *Server) run(ctx context.Context) error {
 	}
 	s.shutdown()
 	return runErr
+}
+
+// probeWhileDown hands the breaker in front of Redis a decision of its own
+// every interval while Redis is known down, which the breaker sends as
+// its probe when its backoff allows, and otherwise answers at once: so
+// Redis is probed, and found back, whether requests come or not. An idle
+// instance, or one out of the rotation, reported Redis down
+// (sluice_redis_down) until its next request, however long Redis had been
+// back. The decision is readiness's (readyProbe). On a cluster it probes
+// the slot of its key alone; requests probe the others.
+func (s *Server) probeWhileDown(ctx context.Context, interval time.Duration) {
+	t := time.NewTicker(interval)
+	defer t.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-t.C:
+		}
+		if !s.st.breaker.Stats().Down {
+			continue
+		}
+		prefix := "rls"
+		if g := s.gen.Load(); g != nil && g.set != nil {
+			prefix = g.set.Prefix()
+		}
+		pctx, cancel := context.WithTimeout(ctx, interval)
+		_, _ = s.st.breaker.Decide(pctx, readyProbe(prefix))
+		cancel()
+	}
 }
 
 // hello logs where to look, for someone who just started the server.
