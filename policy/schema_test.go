@@ -39,6 +39,11 @@ func TestSchemaMatchesLoader(t *testing.T) {
 	}
 	check("top level", schema.Properties, topFields)
 	check("store", store.Properties, storeFields)
+	var storeTLS struct{ Properties map[string]json.RawMessage }
+	if err := json.Unmarshal(store.Properties["tls"], &storeTLS); err != nil {
+		t.Fatal(err)
+	}
+	check("store.tls", storeTLS.Properties, storeTLSFields)
 	check("policy", schema.Defs.Policy.Properties, policyFields)
 }
 

@@ -128,8 +128,10 @@ type Options struct {
 	// client's in X-Forwarded-Host. Either way, a Location naming the
 	// upstream reaches the client as a path on sluice (see relocate).
 	PreserveHost bool
-	// RedisURL, when set, replaces the policy file's store section: the
-	// counters live in the Redis at this URL (rueidis.ParseURL's form).
+	// RedisURL, when set, replaces the policy file's Redis address (redis,
+	// cluster or sentinel): the counters live in the Redis at this URL
+	// (rueidis.ParseURL's form). The section's timeout, deny_cache and tls
+	// still apply.
 	RedisURL string
 	// MaxKeys, when above zero, replaces the policy file's store.max_keys:
 	// the most keys a store kept in memory holds.

@@ -2,10 +2,17 @@ package server
 
 import (
 	"context"
+	"crypto/tls"
+	"crypto/x509"
 	"errors"
 	"fmt"
+	"io"
+	"net"
 	"net/url"
+	"os"
+	"strings"
 	"sync"
+	"syscall"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
@@ -43,7 +50,8 @@ type storeHandle struct {
 }
 
 // openStore makes the store c describes: memory, or Redis (one server, a
-// Cluster or a Sentinel-managed master).
+// Cluster or a Sentinel-managed master). It reads c.TLS's files, and
+// fails with ErrConfig when one does not load.
 func (s *Server) openStore(c policy.StoreConfig) (*storeHandle, error) {
 	h := &storeHandle{cfg: c, close: func() {}}
 	// The local store decides while Redis is down, for the policies whose
@@ -73,12 +81,32 @@ func (s *Server) openStore(c policy.StoreConfig) (*storeHandle, error) {
 		co.Sentinel = rueidis.SentinelOption{MasterSet: c.SentinelMaster}
 		where = fmt.Sprintf("sentinel master %q via %v", c.SentinelMaster, c.SentinelAddrs)
 	}
+	if c.TLS.On() {
+		// The loader refuses tls with a unix:// URL in the file; --redis
+		// may still give one.
+		if strings.HasPrefix(c.Redis, "unix:") {
+			return nil, fmt.Errorf("%w: store.tls: a unix:// socket has no TLS; give Redis's TCP address (rediss://host:port) or drop tls", ErrConfig)
+		}
+		tc, err := storeTLS(c.TLS, co.TLSConfig)
+		if err != nil {
+			return nil, fmt.Errorf("%w: %w", ErrConfig, err)
+		}
+		co.TLSConfig = tc
+		// The Sentinels are dialled with options of their own: a
+		// deployment that puts TLS on Redis puts it on its Sentinels too
+		// (they read the same tls-* directives), with the same CA and
+		// client certificates. Without a ServerName, which only a
+		// rediss:// URL sets, each connection checks the host it dials.
+		if co.Sentinel.MasterSet != "" {
+			co.Sentinel.TLSConfig = tc.Clone()
+		}
+	}
 	// The store reads nothing through the client-side cache: off, the
 	// client sends no CLIENT TRACKING, which an ACL need not allow.
 	co.DisableCache = true
 	client, err := rueidis.NewClient(co)
 	if err != nil {
-		return nil, fmt.Errorf("store: connect to Redis (%s): %w", where, err)
+		return nil, fmt.Errorf("store: connect to Redis (%s): %w%s", where, err, tlsHint(co.TLSConfig, err))
 	}
 	timeout := c.Timeout
 	if timeout <= 0 {
@@ -102,8 +130,86 @@ func (s *Server) openStore(c policy.StoreConfig) (*storeHandle, error) {
 	h.client, h.redis = client, rs
 	// The store first: on a cluster it reads the slots in the background.
 	h.close = sync.OnceFunc(func() { rs.Close(); client.Close() })
-	s.log.Info("store: Redis", "at", where, "timeout", timeout.String(), "deny_cache", !c.NoDenyCache)
+	s.log.Info("store: Redis", "at", where, "tls", tlsMode(co.TLSConfig), "timeout", timeout.String(), "deny_cache", !c.NoDenyCache)
 	return h, nil
+}
+
+// storeTLS returns the TLS configuration of the connections to Redis that
+// t describes, on top of base: a rediss:// URL's (nil for none), whose
+// ServerName, as the Redis client set it from the URL's host, and
+// skip_verify it keeps. Without a ServerName, crypto/tls checks the host
+// of each address dialled: a Cluster's nodes, a Sentinel's master. TLS
+// 1.2 is the minimum; t's CAs replace the system's roots; t's certificate
+// is presented to a Redis that asks for one. storeTLS reads the files
+// now: an error names the field and the file.
+func storeTLS(t policy.StoreTLS, base *tls.Config) (*tls.Config, error) {
+	c := &tls.Config{}
+	if base != nil {
+		c = base.Clone()
+	}
+	c.MinVersion = max(c.MinVersion, tls.VersionTLS12)
+	if t.CA != "" {
+		// An *fs.PathError names the file.
+		b, err := os.ReadFile(t.CA)
+		if err != nil {
+			return nil, fmt.Errorf("store.tls.ca: %w", err)
+		}
+		pool := x509.NewCertPool()
+		if !pool.AppendCertsFromPEM(b) {
+			return nil, fmt.Errorf("store.tls.ca: %s holds no PEM certificate", t.CA)
+		}
+		c.RootCAs = pool
+	}
+	if t.Cert != "" || t.Key != "" {
+		certPEM, err := os.ReadFile(t.Cert)
+		if err != nil {
+			return nil, fmt.Errorf("store.tls.cert: %w", err)
+		}
+		keyPEM, err := os.ReadFile(t.Key)
+		if err != nil {
+			return nil, fmt.Errorf("store.tls.key: %w", err)
+		}
+		pair, err := tls.X509KeyPair(certPEM, keyPEM)
+		if err != nil {
+			return nil, fmt.Errorf("store.tls.cert %s and store.tls.key %s: %w", t.Cert, t.Key, err)
+		}
+		c.Certificates = []tls.Certificate{pair}
+	}
+	return c, nil
+}
+
+// tlsHint returns what a connection over TLS with c that failed with err
+// may need from store.tls: a CA, when the system's roots do not know
+// Redis's; a client certificate, when it presented none and Redis closed
+// the connection or sent an alert. A Redis that requires one
+// (tls-auth-clients yes) refuses the handshake, and under TLS 1.3 the
+// client learns it only on its first command, often as a reset
+// connection that says nothing of TLS.
+func tlsHint(c *tls.Config, err error) string {
+	var op *net.OpError
+	closed := errors.Is(err, syscall.ECONNRESET) || errors.Is(err, io.EOF) || errors.Is(err, io.ErrUnexpectedEOF) ||
+		errors.As(err, &op) && op.Op == "remote error"
+	switch {
+	case c == nil:
+		return ""
+	case errors.As(err, new(x509.UnknownAuthorityError)) && c.RootCAs == nil:
+		return " (no CA among the system's roots signed Redis's certificate: name its CA in store.tls.ca)"
+	case len(c.Certificates) == 0 && closed:
+		return " (over TLS with no client certificate: if Redis requires one, as tls-auth-clients yes, its default, does, give it in store.tls.cert and store.tls.key)"
+	}
+	return ""
+}
+
+// tlsMode names, for the log, how the store's connections use TLS: off,
+// on, or mutual when they present a client certificate.
+func tlsMode(c *tls.Config) string {
+	switch {
+	case c == nil:
+		return "off"
+	case len(c.Certificates) > 0:
+		return "mutual"
+	}
+	return "on"
 }
 
 // ping reports whether the store answers: always for memory; for one

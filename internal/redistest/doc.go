@@ -13,9 +13,9 @@
 //
 // # Files
 //
-//   - redistest.go: Server (Start, Kill, Restart, Pause, Resume, Do, Info,
-//     ScriptStats, Log)
-//     and a minimal RESP client, so the harness needs no Redis library.
+//   - redistest.go: Server (Start, StartTLS, StartSentinelTLS, Kill,
+//     Restart, Pause, Resume, Do, Info, ScriptStats, Log) and a minimal RESP
+//     client, so the harness needs no Redis library.
 //   - cluster.go: Cluster (StartCluster, StartClusterWithReplicas, Owner,
 //     SlotOwner), and changing it under a client: slot migration
 //     (BeginMigration, MigrateKey, MigrateKeys, EndMigration, MoveSlot) and

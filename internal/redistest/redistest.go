@@ -2,6 +2,7 @@ package redistest
 
 import (
 	"bufio"
+	"crypto/tls"
 	"errors"
 	"fmt"
 	"io"
@@ -29,6 +30,10 @@ type Server struct {
 	busPort int    // cluster bus port; 0 unless cluster-enabled
 	conf    string // the config file of a sentinel; empty for a server
 	extra   []string
+	// tlsFiles, when set, makes the server serve TLS alone on port (see
+	// StartTLS), and tlsClient is how the harness connects to it.
+	tlsFiles  *TLSFiles
+	tlsClient *tls.Config
 
 	mu     sync.Mutex
 	cmd    *exec.Cmd
@@ -53,6 +58,112 @@ func Start(t testing.TB, extra ...string) *Server {
 	s.startFree()
 	t.Cleanup(s.stop)
 	return s
+}
+
+// TLSFiles names the PEM files of a redis-server that serves TLS (see
+// StartTLS).
+type TLSFiles struct {
+	// CA holds the CAs that sign the clients' certificates
+	// (tls-ca-cert-file).
+	CA string
+	// Cert and Key are the server's certificate and its key
+	// (tls-cert-file, tls-key-file). Clients dial 127.0.0.1: the
+	// certificate must name that address.
+	Cert, Key string
+	// ClientCert and ClientKey, both or neither, are what the server
+	// presents when it connects to another (a sentinel to its master:
+	// tls-client-cert-file, tls-client-key-file). Empty, it presents Cert,
+	// which then needs the clientAuth usage too.
+	ClientCert, ClientKey string
+}
+
+// args returns the redis-server arguments that serve TLS alone on port,
+// require a client certificate (tls-auth-clients yes, Redis's default,
+// made explicit) and use TLS to a master too (tls-replication).
+func (f *TLSFiles) args(port int) []string {
+	args := []string{
+		"--port", "0",
+		"--tls-port", strconv.Itoa(port),
+		"--tls-cert-file", f.Cert,
+		"--tls-key-file", f.Key,
+		"--tls-ca-cert-file", f.CA,
+		"--tls-auth-clients", "yes",
+		"--tls-replication", "yes",
+	}
+	if f.ClientCert != "" {
+		args = append(args, "--tls-client-cert-file", f.ClientCert, "--tls-client-key-file", f.ClientKey)
+	}
+	return args
+}
+
+// StartTLS is Start for a redis-server that serves TLS alone, on a free
+// loopback port, with files, and requires every client to present a
+// certificate signed by files.CA. The harness (Do, MustDo, Info, a
+// restart's wait) connects with client, which must trust the server's
+// certificate and hold a client certificate. StartTLS skips the test when
+// redis-server was built without TLS support.
+func StartTLS(t testing.TB, files TLSFiles, client *tls.Config, extra ...string) *Server {
+	t.Helper()
+	mustHave(t, "redis-server")
+	s := &Server{t: t, dir: t.TempDir(), extra: extra, tlsFiles: &files, tlsClient: client}
+	var err error
+	for range 5 { // another process may take the free port before we do
+		s.port = freePort(t)
+		if err = s.start(); err == nil {
+			break
+		}
+		if noTLS(err) {
+			t.Fatalf("redistest: this redis-server has no TLS support (built without BUILD_TLS=yes; Debian's redis-server has it): %v", err)
+		}
+	}
+	if err != nil {
+		t.Fatalf("redistest: %v", err)
+	}
+	t.Cleanup(s.stop)
+	return s
+}
+
+// StartSentinelTLS is StartSentinel for a master started with StartTLS:
+// the sentinel serves TLS with the master's files, requires client
+// certificates as the master does, and reaches the master over TLS,
+// presenting files.ClientCert (set it: the master requires a client
+// certificate). The harness connects to it as to the master.
+func StartSentinelTLS(t testing.TB, master *Server, set string) *Server {
+	t.Helper()
+	if master.tlsFiles == nil {
+		t.Fatalf("redistest: StartSentinelTLS of a master that serves no TLS (start it with StartTLS)")
+	}
+	mustHave(t, "redis-server")
+	s := &Server{t: t, dir: t.TempDir(), tlsFiles: master.tlsFiles, tlsClient: master.tlsClient}
+	s.conf = filepath.Join(s.dir, "sentinel.conf")
+	conf := fmt.Sprintf("sentinel monitor %s 127.0.0.1 %d 1\nsentinel down-after-milliseconds %s 1000\n", set, master.Port(), set)
+	if err := os.WriteFile(s.conf, []byte(conf), 0o644); err != nil {
+		t.Fatalf("redistest: %v", err)
+	}
+	s.startFree()
+	t.Cleanup(s.stop)
+	deadline := time.Now().Add(startTimeout)
+	for {
+		r, err := s.Do("SENTINEL", "get-master-addr-by-name", set)
+		if err == nil && strings.Contains(r, fmt.Sprint(master.Port())) {
+			return s
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("redistest: the sentinel does not name the master for %s: %q, %v", set, r, err)
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+}
+
+// noTLS reports whether a start failed because redis-server has no TLS.
+// Built without it, Redis 6 and 7.0 know no tls-* directive: they refuse
+// the first, tls-port, on standard error ("FATAL CONFIG FILE ERROR ...
+// >>> 'tls-port "6380"' Bad directive or wrong number of arguments");
+// from 7.2 on, TLS is a connection type that may be missing.
+func noTLS(err error) bool {
+	msg := strings.ToLower(err.Error())
+	return strings.Contains(msg, "bad directive") && strings.Contains(msg, "'tls-port ") ||
+		strings.Contains(msg, "connection type tls") || strings.Contains(msg, "tls is not supported")
 }
 
 // Main starts a redis-server for a TestMain, where there is no testing.TB:
@@ -171,7 +282,7 @@ func (s *Server) signal(sig syscall.Signal, paused bool) {
 // Do sends one command over a fresh connection and returns the reply as
 // text: simple strings, integers and bulk strings as they are, arrays one
 // element per line. A Redis error reply is returned as an error.
-func (s *Server) Do(args ...string) (string, error) { return do(s.Addr(), args...) }
+func (s *Server) Do(args ...string) (string, error) { return do(s.Addr(), s.tlsClient, args...) }
 
 // MustDo is Do that fails the test on error.
 func (s *Server) MustDo(args ...string) string {
@@ -234,8 +345,12 @@ func (s *Server) start() error {
 	if s.conf != "" {
 		args = []string{s.conf, "--sentinel"}
 	}
+	port := []string{"--port", strconv.Itoa(s.port)}
+	if s.tlsFiles != nil {
+		port = s.tlsFiles.args(s.port)
+	}
+	args = append(args, port...)
 	args = append(args,
-		"--port", strconv.Itoa(s.port),
 		"--bind", "127.0.0.1",
 		"--dir", s.dir,
 		"--save", "",
@@ -253,6 +368,14 @@ func (s *Server) start() error {
 	args = append(args, s.extra...)
 	cmd := exec.Command("redis-server", args...)
 	cmd.Dir = s.dir
+	// A configuration redis-server refuses is reported on standard error,
+	// before the log file is open.
+	stderr, err := os.OpenFile(filepath.Join(s.dir, "stderr.log"), os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o644)
+	if err != nil {
+		return err
+	}
+	defer stderr.Close() // the process has its own copy
+	cmd.Stderr = stderr
 	if err := cmd.Start(); err != nil {
 		return fmt.Errorf("start redis-server: %w", err)
 	}
@@ -260,7 +383,7 @@ func (s *Server) start() error {
 	go func() { _ = cmd.Wait(); close(done) }()
 	deadline := time.Now().Add(startTimeout)
 	for {
-		r, err := do(net.JoinHostPort("127.0.0.1", strconv.Itoa(s.port)), "PING")
+		r, err := do(net.JoinHostPort("127.0.0.1", strconv.Itoa(s.port)), s.tlsClient, "PING")
 		if err == nil && r == "PONG" {
 			break
 		}
@@ -306,10 +429,15 @@ func (s *Server) Log() string {
 	return string(b)
 }
 
-// logTail returns the end of the server's log, for error messages.
+// logTail returns the end of the server's log, for error messages; its
+// standard error when it wrote no log.
 func (s *Server) logTail() string {
 	log := s.Log()
 	if log == "" {
+		b, _ := os.ReadFile(filepath.Join(s.dir, "stderr.log"))
+		log = string(b)
+	}
+	if strings.TrimSpace(log) == "" {
 		return "(no log)"
 	}
 	lines := strings.Split(strings.TrimSpace(log), "\n")
@@ -335,9 +463,16 @@ func freePort(t tb) int {
 	return l.Addr().(*net.TCPAddr).Port
 }
 
-// do sends one command in RESP and reads one reply.
-func do(addr string, args ...string) (string, error) {
-	c, err := net.DialTimeout("tcp", addr, time.Second)
+// do sends one command in RESP and reads one reply, over TLS with tc
+// when it is not nil.
+func do(addr string, tc *tls.Config, args ...string) (string, error) {
+	var c net.Conn
+	var err error
+	if tc != nil {
+		c, err = tls.DialWithDialer(&net.Dialer{Timeout: time.Second}, "tcp", addr, tc)
+	} else {
+		c, err = net.DialTimeout("tcp", addr, time.Second)
+	}
 	if err != nil {
 		return "", err
 	}
