@@ -153,7 +153,7 @@ func (s *Server) build(g *generation) {
 		if s.target == nil {
 			upstream = demoUpstream{set: g.set}
 		} else {
-			upstream = s.reverseProxy(g.set)
+			upstream = s.buffered(s.reverseProxy(g.set))
 		}
 		g.proxy = mw(upstream)
 	}

@@ -2,6 +2,7 @@ package server
 
 import (
 	"bufio"
+	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
@@ -805,6 +806,47 @@ func (s *Server) proxyError(w http.ResponseWriter, r *http.Request, err error) {
 		return
 	}
 	writeProblem(w, http.StatusBadGateway, "the upstream could not be reached")
+}
+
+// buffered returns next with the body of each request of up to
+// Options.RequestBuffer bytes read whole before next sees it (see
+// RequestBuffer): the reads go through boundBody's deadline, and a body
+// that fails is answered as the proxy answers one (bodyFailed). A body
+// with trailers streams, so that they still follow it.
+func (s *Server) buffered(next http.Handler) http.Handler {
+	size := s.o.RequestBuffer
+	if size == 0 {
+		size = DefaultRequestBuffer
+	}
+	if size < 0 {
+		return next
+	}
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if r.Body == nil || r.Body == http.NoBody || r.ContentLength > int64(size) || r.Trailer != nil {
+			next.ServeHTTP(w, r)
+			return
+		}
+		b, err := io.ReadAll(io.LimitReader(r.Body, int64(size)+1))
+		if err != nil {
+			if !bodyFailed(w, r) {
+				w.Header().Set("Connection", "close")
+				writeProblem(w, http.StatusBadRequest, "the request body could not be read")
+			}
+			return
+		}
+		out := new(http.Request)
+		*out = *r
+		if len(b) <= size {
+			out.Body = io.NopCloser(bytes.NewReader(b))
+			out.ContentLength, out.TransferEncoding = int64(len(b)), nil
+		} else {
+			out.Body = struct {
+				io.Reader
+				io.Closer
+			}{io.MultiReader(bytes.NewReader(b), r.Body), r.Body}
+		}
+		next.ServeHTTP(w, out)
+	})
 }
 
 // bodyFailed answers 408 when r's client stopped sending its body

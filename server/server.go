@@ -48,6 +48,7 @@ const (
 	DefaultWatchInterval   = 2 * time.Second
 	DefaultShutdownTimeout = 15 * time.Second
 	DefaultBodyTimeout     = time.Minute
+	DefaultRequestBuffer   = 64 << 10
 	DefaultSendTimeout     = time.Minute
 	DefaultUpstreamTimeout = time.Minute
 	DefaultStoreTimeout    = 50 * time.Millisecond
@@ -190,6 +191,15 @@ type Options struct {
 	// a check whose body stopped is never passed. Zero means
 	// DefaultBodyTimeout (a minute); negative means no bound.
 	BodyTimeout time.Duration
+	// RequestBuffer is how many bytes of an allowed request's body the
+	// proxy reads before it asks the upstream, as NGINX's
+	// proxy_request_buffering: a body that fits is sent whole (a chunked
+	// one with its length), so that a client trickling its body holds its
+	// own connection, not one of the upstream's, nor a worker of an
+	// upstream that serves one request per worker; a larger one streams
+	// on as it comes. Zero means DefaultRequestBuffer (64 KiB); negative
+	// turns buffering off.
+	RequestBuffer int
 	// SendTimeout is how long the proxy waits for its client to take the
 	// next bytes of a response, as NGINX's send_timeout: a client that
 	// takes none for that long has its response cut, and the upstream's

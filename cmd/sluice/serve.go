@@ -134,6 +134,12 @@ wins over its variable):
                           the next bytes of a request body before they cut
                           the request (408), as NGINX's client_body_timeout;
                           0 means no bound (SLUICE_BODY_TIMEOUT). Default 1m.
+  --request-buffer SIZE   how much of an allowed request's body the proxy
+                          reads before it asks the upstream, as NGINX's
+                          proxy_request_buffering: a body that fits goes
+                          whole, so a client trickling it holds no upstream
+                          connection; a larger one streams on; 0 turns it
+                          off (SLUICE_REQUEST_BUFFER). Default 64KiB.
   --send-timeout DUR      how long the proxy waits for a client to take the
                           next bytes of a response, or of a websocket,
                           before it cuts it (and the upstream's), as
@@ -197,6 +203,7 @@ type serveFlags struct {
 	gcFloor                                                    string
 	gcFloorBytes                                               uint64
 	maxHeader                                                  string
+	requestBuffer                                              string
 	printDemo                                                  bool
 	// fromEnv names the variable each flag set by the environment took
 	// its value from, for messages about the value.
@@ -223,7 +230,7 @@ var serveEnv = map[string]string{
 	"watch-interval": "SLUICE_WATCH_INTERVAL", "shutdown-timeout": "SLUICE_SHUTDOWN_TIMEOUT",
 	"body-timeout": "SLUICE_BODY_TIMEOUT", "send-timeout": "SLUICE_SEND_TIMEOUT", "upstream-timeout": "SLUICE_UPSTREAM_TIMEOUT",
 	"log-format": "SLUICE_LOG_FORMAT", "log-level": "SLUICE_LOG_LEVEL", "gc-heap-floor": "SLUICE_GC_HEAP_FLOOR",
-	"max-header-bytes": "SLUICE_MAX_HEADER_BYTES",
+	"max-header-bytes": "SLUICE_MAX_HEADER_BYTES", "request-buffer": "SLUICE_REQUEST_BUFFER",
 }
 
 func parseServeFlags(args []string, getenv func(string) string, stderr io.Writer) (*serveFlags, error) {
@@ -308,6 +315,16 @@ func parseServeFlags(args []string, getenv func(string) string, stderr io.Writer
 	default:
 		f.o.MaxHeaderBytes = int(n)
 	}
+	switch n, err := parseSize(f.requestBuffer); {
+	case err != nil:
+		return nil, fmt.Errorf("%s %q: %w, or 0 to turn it off", f.name("request-buffer"), f.requestBuffer, err)
+	case n > 1<<30:
+		return nil, fmt.Errorf("%s %q: want at most 1GiB", f.name("request-buffer"), f.requestBuffer)
+	case n == 0:
+		f.o.RequestBuffer = -1
+	default:
+		f.o.RequestBuffer = int(n)
+	}
 	opts := &slog.HandlerOptions{Level: lvl}
 	if f.logFormat == "json" {
 		f.o.Logger = slog.New(slog.NewJSONHandler(stderr, opts))
@@ -346,6 +363,7 @@ func (f *serveFlags) flagSet() *flag.FlagSet {
 	fs.DurationVar(&f.upstreamTimeout, "upstream-timeout", server.DefaultUpstreamTimeout, "")
 	fs.StringVar(&f.gcFloor, "gc-heap-floor", "64MiB", "")
 	fs.StringVar(&f.maxHeader, "max-header-bytes", "64KiB", "")
+	fs.StringVar(&f.requestBuffer, "request-buffer", "64KiB", "")
 	fs.StringVar(&f.logFormat, "log-format", "text", "")
 	fs.StringVar(&f.logLevel, "log-level", "info", "")
 	fs.BoolVar(&f.printDemo, "print-demo-config", false, "")

@@ -410,6 +410,7 @@ func TestServeEnv(t *testing.T) {
 		"SLUICE_GC_HEAP_FLOOR":                 "1GiB",
 		"SLUICE_ENVOY_HEADERS":                 "true",
 		"SLUICE_ENVOY_REFUSED_CONSUME_NOTHING": "1",
+		"SLUICE_REQUEST_BUFFER":                "1MiB",
 	}
 	f, err := parseServeFlags([]string{"--admin-listen", "127.0.0.1:19090"}, func(k string) string { return env[k] }, io.Discard)
 	if err != nil {
@@ -419,8 +420,15 @@ func TestServeEnv(t *testing.T) {
 		strings.Join(f.o.EnvoyConfigs, "|") != "a.yaml|b" || f.logLevel != "debug" ||
 		f.o.TLSCert != "tls.crt" || f.o.TLSKey != "tls.key" || f.o.TLSClientCA != "ca.crt" || f.o.BodyTimeout != 30*time.Second ||
 		f.o.MaxKeys != 5000 || f.o.UpstreamTimeout != 5*time.Second || !f.o.Playground || f.gcFloorBytes != 1<<30 ||
-		!f.o.EnvoyHeaders || !f.o.EnvoyRefusedConsumeNothing {
+		!f.o.EnvoyHeaders || !f.o.EnvoyRefusedConsumeNothing || f.o.RequestBuffer != 1<<20 {
 		t.Errorf("options %+v", f.o)
+	}
+	// --request-buffer 0 turns buffering off, where the Options' zero is
+	// the default.
+	if f, err := parseServeFlags([]string{"--request-buffer", "0"}, func(string) string { return "" }, io.Discard); err != nil {
+		t.Errorf("--request-buffer 0: %v", err)
+	} else if f.o.RequestBuffer >= 0 {
+		t.Errorf("--request-buffer 0: RequestBuffer %d, want negative: off", f.o.RequestBuffer)
 	}
 	// --body-timeout 0 turns the bound off, where the Options' zero is
 	// the default.
