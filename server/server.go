@@ -612,12 +612,13 @@ func (s *Server) run(ctx context.Context) error {
 }
 
 // probeWhileDown hands the breaker in front of Redis a decision of its own
-// every interval while Redis is known down, which the breaker sends as
-// its probe when its backoff allows, and otherwise answers at once: so
-// Redis is probed, and found back, whether requests come or not. An idle
-// instance, or one out of the rotation, reported Redis down
-// (sluice_redis_down) until its next request, however long Redis had been
-// back. The decision is readiness's (readyProbe). On a cluster it probes
+// every interval while Redis is known down and no request has used the
+// store for as long, which the breaker sends as its probe when its
+// backoff allows, and otherwise answers at once: so Redis is probed, and
+// found back, whether requests come or not. An idle instance, or one out
+// of the rotation, reported Redis down (sluice_redis_down) until its next
+// request, however long Redis had been back; while requests come, they
+// probe. The decision is readiness's (readyProbe). On a cluster it probes
 // the slot of its key alone; requests probe the others.
 func (s *Server) probeWhileDown(ctx context.Context, interval time.Duration) {
 	t := time.NewTicker(interval)
@@ -630,6 +631,9 @@ func (s *Server) probeWhileDown(ctx context.Context, interval time.Duration) {
 		}
 		if !s.st.breaker.Stats().Down {
 			continue
+		}
+		if in, ok := s.st.store.(*instrumented); ok && time.Since(time.Unix(0, in.last.Load())) < interval {
+			continue // requests probe
 		}
 		prefix := "rls"
 		if g := s.gen.Load(); g != nil && g.set != nil {

@@ -12,6 +12,7 @@ import (
 	"os"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"syscall"
 	"time"
 
@@ -280,6 +281,10 @@ type instrumented struct {
 	inner   sluice.Store
 	m       *Metrics
 	latency prometheus.Observer // the store's series, looked up once
+	// last is when the latest call began, in Unix nanoseconds: the
+	// server's own probe of a Redis known down waits for an idle spell
+	// (see probeWhileDown).
+	last atomic.Int64
 }
 
 func newInstrumented(inner sluice.Store, name string, m *Metrics) *instrumented {
@@ -288,6 +293,7 @@ func newInstrumented(inner sluice.Store, name string, m *Metrics) *instrumented 
 
 func (s *instrumented) Decide(ctx context.Context, r rate.Request) (rate.Decision, error) {
 	start := time.Now()
+	s.last.Store(start.UnixNano())
 	d, err := s.inner.Decide(ctx, r)
 	s.done(start, err)
 	return d, err
@@ -295,6 +301,7 @@ func (s *instrumented) Decide(ctx context.Context, r rate.Request) (rate.Decisio
 
 func (s *instrumented) DecideAll(ctx context.Context, reqs []rate.Request, out []rate.Decision) (rate.Decision, error) {
 	start := time.Now()
+	s.last.Store(start.UnixNano())
 	d, err := s.inner.DecideAll(ctx, reqs, out)
 	s.done(start, err)
 	return d, err
