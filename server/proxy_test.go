@@ -1381,9 +1381,12 @@ func TestProxyRequestBuffer(t *testing.T) {
 	}))
 	defer up.Close()
 	// send writes the request's head and the first part of its body,
-	// reports whether the upstream was asked before the rest came, then
-	// sends the rest and returns the answer's body.
-	send := func(ts *testServer, head, first, rest string) (bool, string) {
+	// reports whether the upstream was asked within wait, before the rest
+	// came, then sends the rest and returns the answer's body. (A wait
+	// long enough for a loaded machine where the upstream should be
+	// asked; a short one where it should not, which a slow machine can
+	// only make pass.)
+	send := func(ts *testServer, wait time.Duration, head, first, rest string) (bool, string) {
 		t.Helper()
 		c, err := net.Dial("tcp", ts.Addrs().Proxy)
 		if err != nil {
@@ -1396,7 +1399,7 @@ func TestProxyRequestBuffer(t *testing.T) {
 		select {
 		case <-entered:
 			early = true
-		case <-time.After(300 * time.Millisecond):
+		case <-time.After(wait):
 		}
 		fmt.Fprint(c, rest)
 		resp, err := http.ReadResponse(bufio.NewReader(c), nil)
@@ -1414,11 +1417,11 @@ func TestProxyRequestBuffer(t *testing.T) {
 		return fmt.Sprintf("POST /up HTTP/1.1\r\nHost: x\r\nContent-Length: %d\r\n\r\n", n)
 	}
 	small := startServer(t, untrustedPolicy, Options{Upstream: up.URL, RequestBuffer: 1 << 10})
-	if early, body := send(small, post(10), "abcde", "fghij"); early || body != "10 bytes" {
+	if early, body := send(small, 300*time.Millisecond, post(10), "abcde", "fghij"); early || body != "10 bytes" {
 		t.Errorf("a 10-byte body in halves, buffer 1 KiB: upstream asked before the body was whole: %v; answer %q", early, body)
 	}
 	big := strings.Repeat("x", 2<<10)
-	if early, body := send(small, post(len(big)+5), big, "12345"); !early || body != fmt.Sprint(len(big)+5, " bytes") {
+	if early, body := send(small, 5*time.Second, post(len(big)+5), big, "12345"); !early || body != fmt.Sprint(len(big)+5, " bytes") {
 		t.Errorf("a body past the buffer: upstream asked at once: %v, want true; answer %q", early, body)
 	}
 	// Chunked and small: forwarded with its length.
@@ -1437,7 +1440,7 @@ func TestProxyRequestBuffer(t *testing.T) {
 		t.Errorf("a small chunked body reached the upstream as %s, want its length and no chunking", got)
 	}
 	off := startServer(t, untrustedPolicy, Options{Upstream: up.URL, RequestBuffer: -1})
-	if early, _ := send(off, post(10), "abcde", "fghij"); !early {
+	if early, _ := send(off, 5*time.Second, post(10), "abcde", "fghij"); !early {
 		t.Errorf("buffer off: the upstream was not asked before the body was whole")
 	}
 	// A body that stops is answered 408 by sluice; the upstream never
