@@ -229,11 +229,7 @@ func (rd *readiness) check(ctx context.Context, s *Server) error {
 		// cancellation cached as Redis's answer.
 		ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), readyTimeout)
 		defer cancel()
-		prefix := "rls" // Envoy's descriptors' keys
-		if g.set != nil {
-			prefix = g.set.Prefix()
-		}
-		rd.err = s.st.ping(ctx, prefix)
+		rd.err = s.st.ping(ctx, g)
 		if rd.err != nil {
 			rd.err = fmt.Errorf("the Redis store does not answer: %w", rd.err)
 		}

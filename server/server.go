@@ -23,6 +23,7 @@ import (
 	"google.golang.org/grpc/health"
 	healthpb "google.golang.org/grpc/health/grpc_health_v1"
 
+	"github.com/sluicehq/sluice"
 	"github.com/sluicehq/sluice/dashboard"
 	"github.com/sluicehq/sluice/internal/logpace"
 	"github.com/sluicehq/sluice/policy"
@@ -612,36 +613,35 @@ func (s *Server) run(ctx context.Context) error {
 }
 
 // probeWhileDown hands the breaker in front of Redis a decision of its own
-// every interval while Redis is known down and no request has used the
-// store for as long, which the breaker sends as its probe when its
-// backoff allows, and otherwise answers at once: so Redis is probed, and
-// found back, whether requests come or not. An idle instance, or one out
-// of the rotation, reported Redis down (sluice_redis_down) until its next
-// request, however long Redis had been back; while requests come, they
-// probe. The decision is readiness's (readyProbe). On a cluster it probes
-// the slot of its key alone; requests probe the others.
+// every interval while Redis is known down and the breaker decided
+// nothing since the interval before, which the breaker sends as its probe
+// when its backoff allows, and otherwise answers at once: so Redis is
+// probed, and found back, whether requests come or not. An idle instance,
+// or one out of the rotation, reported Redis down (sluice_redis_down)
+// until its next request, however long Redis had been back; while
+// requests come, they probe. The decision is readiness's (readyProbe).
+// On a cluster it probes the slot of its key alone; requests probe the
+// others.
 func (s *Server) probeWhileDown(ctx context.Context, interval time.Duration) {
 	t := time.NewTicker(interval)
 	defer t.Stop()
+	decided := func(st sluice.FallbackStats) uint64 { return st.Primary + st.Fallback }
+	seen := decided(s.st.breaker.Stats())
 	for {
 		select {
 		case <-ctx.Done():
 			return
 		case <-t.C:
 		}
-		if !s.st.breaker.Stats().Down {
+		st := s.st.breaker.Stats()
+		if n := decided(st); !st.Down || n != seen {
+			seen = n // up, or requests came: they probe
 			continue
 		}
-		if in, ok := s.st.store.(*instrumented); ok && time.Since(time.Unix(0, in.last.Load())) < interval {
-			continue // requests probe
-		}
-		prefix := "rls"
-		if g := s.gen.Load(); g != nil && g.set != nil {
-			prefix = g.set.Prefix()
-		}
 		pctx, cancel := context.WithTimeout(ctx, interval)
-		_, _ = s.st.breaker.Decide(pctx, readyProbe(prefix))
+		_, _ = s.st.breaker.Decide(pctx, readyProbe(s.gen.Load()))
 		cancel()
+		seen = decided(s.st.breaker.Stats())
 	}
 }
 

@@ -12,7 +12,6 @@ import (
 	"os"
 	"strings"
 	"sync"
-	"sync/atomic"
 	"syscall"
 	"time"
 
@@ -26,13 +25,17 @@ import (
 	"github.com/sluicehq/sluice/store/redis"
 )
 
-// readyProbe returns the decision readiness asks a Redis for: one unit
-// of a limit no probe reaches, whose state is fresh again within a
-// microsecond, on a key under prefix, as the keys of the decisions it
-// stands for (so that an ACL's key pattern lets it through as it lets
-// them), and no policy's or Envoy descriptor's (their keys go on with a
-// name, which holds no '#').
-func readyProbe(prefix string) rate.Request {
+// readyProbe returns the decision readiness asks a Redis for, serving g:
+// one unit of a limit no probe reaches, whose state is fresh again within
+// a microsecond, on a key under the prefix of g's keys (its policies', or
+// with Envoy's service alone rls), so that an ACL's key pattern lets it
+// through as it lets them, and no policy's or Envoy descriptor's (their
+// keys go on with a name, which holds no '#').
+func readyProbe(g *generation) rate.Request {
+	prefix := "rls"
+	if g != nil && g.set != nil {
+		prefix = g.set.Prefix()
+	}
 	return rate.Request{Key: prefix + ":#readyz", Limit: rate.Limit{Algorithm: rate.GCRA, Count: 1_000_000, Period: time.Second}, Cost: 1}
 }
 
@@ -215,8 +218,8 @@ func tlsMode(c *tls.Config) string {
 
 // ping reports whether the store answers: always for memory; for one
 // Redis (or a Sentinel's master), whether it runs a decision, a script
-// call that writes, on a key of its own under prefix (see readyProbe): a Redis that answers PING may
-// still refuse every script (an ACL without the keys' pattern, out of
+// call that writes, on a key of its own under g's prefix (see
+// readyProbe): a Redis that answers PING may still refuse every script (an ACL without the keys' pattern, out of
 // memory, a replica). On a Redis Cluster every node is sent a PING, and
 // the store answers if any node does: a PING left to the client goes to a
 // node of its choice, which would make readiness a toss while one master
@@ -224,12 +227,12 @@ func tlsMode(c *tls.Config) string {
 // instance alike, and taking them all out of rotation would only make
 // that the whole service's outage; no node answering is this instance's
 // own.
-func (h *storeHandle) ping(ctx context.Context, prefix string) error {
+func (h *storeHandle) ping(ctx context.Context, g *generation) error {
 	if h.client == nil {
 		return nil
 	}
 	if h.client.Mode() != rueidis.ClientModeCluster {
-		_, err := h.redis.Decide(ctx, readyProbe(prefix))
+		_, err := h.redis.Decide(ctx, readyProbe(g))
 		return err
 	}
 	nodes := h.client.Nodes()
@@ -281,10 +284,6 @@ type instrumented struct {
 	inner   sluice.Store
 	m       *Metrics
 	latency prometheus.Observer // the store's series, looked up once
-	// last is when the latest call began, in Unix nanoseconds: the
-	// server's own probe of a Redis known down waits for an idle spell
-	// (see probeWhileDown).
-	last atomic.Int64
 }
 
 func newInstrumented(inner sluice.Store, name string, m *Metrics) *instrumented {
@@ -293,7 +292,6 @@ func newInstrumented(inner sluice.Store, name string, m *Metrics) *instrumented 
 
 func (s *instrumented) Decide(ctx context.Context, r rate.Request) (rate.Decision, error) {
 	start := time.Now()
-	s.last.Store(start.UnixNano())
 	d, err := s.inner.Decide(ctx, r)
 	s.done(start, err)
 	return d, err
@@ -301,7 +299,6 @@ func (s *instrumented) Decide(ctx context.Context, r rate.Request) (rate.Decisio
 
 func (s *instrumented) DecideAll(ctx context.Context, reqs []rate.Request, out []rate.Decision) (rate.Decision, error) {
 	start := time.Now()
-	s.last.Store(start.UnixNano())
 	d, err := s.inner.DecideAll(ctx, reqs, out)
 	s.done(start, err)
 	return d, err
