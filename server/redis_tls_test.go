@@ -33,7 +33,7 @@ func startRedisTLS(t *testing.T, sentinel bool) (*redisTLS, *redistest.Server) {
 	r.Server = redistest.StartTLS(t, files, &tls.Config{RootCAs: ca.pool, Certificates: []tls.Certificate{ca.clientCert(3)}})
 	var s *redistest.Server
 	if sentinel {
-		s = redistest.StartSentinelTLS(t, r.Server, "sluice-master")
+		s = redistest.StartSentinel(t, r.Server, "sluice-master")
 	}
 	return r, s
 }

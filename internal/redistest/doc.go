@@ -13,7 +13,7 @@
 //
 // # Files
 //
-//   - redistest.go: Server (Start, StartTLS, StartSentinelTLS, Kill,
+//   - redistest.go: Server (Start, StartTLS, Kill,
 //     Restart, Pause, Resume, Do, Info, ScriptStats, Log) and a minimal RESP
 //     client, so the harness needs no Redis library.
 //   - cluster.go: Cluster (StartCluster, StartClusterWithReplicas, Owner,

@@ -123,38 +123,6 @@ func StartTLS(t testing.TB, files TLSFiles, client *tls.Config, extra ...string)
 	return s
 }
 
-// StartSentinelTLS is StartSentinel for a master started with StartTLS:
-// the sentinel serves TLS with the master's files, requires client
-// certificates as the master does, and reaches the master over TLS,
-// presenting files.ClientCert (set it: the master requires a client
-// certificate). The harness connects to it as to the master.
-func StartSentinelTLS(t testing.TB, master *Server, set string) *Server {
-	t.Helper()
-	if master.tlsFiles == nil {
-		t.Fatalf("redistest: StartSentinelTLS of a master that serves no TLS (start it with StartTLS)")
-	}
-	mustHave(t, "redis-server")
-	s := &Server{t: t, dir: t.TempDir(), tlsFiles: master.tlsFiles, tlsClient: master.tlsClient}
-	s.conf = filepath.Join(s.dir, "sentinel.conf")
-	conf := fmt.Sprintf("sentinel monitor %s 127.0.0.1 %d 1\nsentinel down-after-milliseconds %s 1000\n", set, master.Port(), set)
-	if err := os.WriteFile(s.conf, []byte(conf), 0o644); err != nil {
-		t.Fatalf("redistest: %v", err)
-	}
-	s.startFree()
-	t.Cleanup(s.stop)
-	deadline := time.Now().Add(startTimeout)
-	for {
-		r, err := s.Do("SENTINEL", "get-master-addr-by-name", set)
-		if err == nil && strings.Contains(r, fmt.Sprint(master.Port())) {
-			return s
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("redistest: the sentinel does not name the master for %s: %q, %v", set, r, err)
-		}
-		time.Sleep(10 * time.Millisecond)
-	}
-}
-
 // noTLS reports whether a start failed because redis-server has no TLS.
 // Built without it, Redis 6 and 7.0 know no tls-* directive: they refuse
 // the first, tls-port, on standard error ("FATAL CONFIG FILE ERROR ...
