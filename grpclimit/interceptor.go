@@ -53,10 +53,11 @@ type Limiter struct {
 	e         *policy.Enforcer
 	resolver  *clientip.Resolver
 	fwdHeader string // the forwarding header, lower case, as metadata keys are
-	// What some policy reads, so that calls skip finding what none does.
-	usesIP, usesUser, usesPlan bool
-	calls                      sync.Pool // of *call
-	o                          Options
+	// What some policy reads, so that calls skip finding what none does;
+	// planHeader: a plans.header, believed from a trusted peer only.
+	usesIP, usesUser, usesPlan, planHeader bool
+	calls                                  sync.Pool // of *call
+	o                                      Options
 }
 
 // call is the HTTP/2 request a call is matched as. It is pooled: the
@@ -76,7 +77,10 @@ func New(set *policy.Set, store sluice.Store, o Options) *Limiter {
 		usesIP:    set.UsesClientIP(),
 		usesUser:  set.UsesUser(),
 		usesPlan:  set.UsesPlan(),
-		o:         o,
+		// A plan header is believed from a trusted peer only
+		// (policy.Set.PlanHeaderOf).
+		planHeader: set.UsesPlan() && set.PlanHeader() != "",
+		o:          o,
 	}
 	l.calls.New = func() any { return new(call) }
 	return l
@@ -176,14 +180,14 @@ func (l *Limiter) enforce(ctx context.Context, fullMethod string) policy.Outcome
 	c.url = url.URL{Path: fullMethod}
 	c.req = http.Request{Method: http.MethodPost, Host: authority, URL: &c.url}
 	in := policy.Request{HTTP: &c.req, Metadata: md}
-	if l.usesIP || l.usesPlan {
+	if l.usesIP || l.planHeader {
 		pa := peerAddr(ctx)
 		if l.usesIP {
 			in.Client = l.resolver.Resolve(pa, md[l.fwdHeader])
 		}
-		if l.usesPlan && pa.IsValid() {
-			// The request's peer, as net/http names it: a plan header is
-			// believed from a trusted proxy only (policy.Set.PlanHeaderOf).
+		if l.planHeader && pa.IsValid() {
+			// The request's peer, as net/http names it, for the plan
+			// header's trust.
 			c.req.RemoteAddr = netip.AddrPortFrom(pa, 0).String()
 		}
 	}
