@@ -138,7 +138,12 @@ func formSkipped(r *http.Request) bool {
 			}
 		}
 	}
-	mt, _, err := mime.ParseMediaType(cts[0])
+	// A type with no parameter reads the same to mime as leniently, and
+	// costs no map.
+	mt, err := mediaType(cts[0]), error(nil)
+	if strings.Contains(cts[0], ";") {
+		mt, _, err = mime.ParseMediaType(cts[0])
+	}
 	if mediaType(cts[0]) == "multipart/form-data" {
 		return err != nil // net/http reads no part then
 	}
