@@ -3,6 +3,7 @@ package memory
 import (
 	"encoding/binary"
 	"math"
+	"slices"
 	"sync"
 	"sync/atomic"
 	"unsafe"
@@ -520,8 +521,16 @@ func (s *shard) evict(now int64, protect []rate.Request) {
 		return true, e.used, e.expires
 	}
 	best := -1
-	for range evictSamples {
+	// The samples are distinct entries: a slot after a long run of empty
+	// ones is where many random positions land, and it must not be
+	// compared only with itself.
+	var seen [evictSamples]int
+	for k := range min(evictSamples, s.n) {
 		i := s.occupied(int(s.next() % uint64(len(s.table))))
+		for slices.Contains(seen[:k], i) {
+			i = s.occupied((i + 1) % len(s.table))
+		}
+		seen[k] = i
 		if s.protected(&s.table[i], protect) {
 			continue
 		}

@@ -462,3 +462,34 @@ func TestUsedOf(t *testing.T) {
 		}
 	}
 }
+
+// TestEvictSamplesDistinctEntries: eviction compares distinct entries. A
+// spent key sitting after a long run of empty slots is where most random
+// positions land; compared only with itself, it would be the one evicted.
+func TestEvictSamplesDistinctEntries(t *testing.T) {
+	s := &shard{}
+	s.max = -1
+	st := rate.State{A: 1, B: 2, C: 3}
+	low := func(i int) uint32 { return uint32(i)<<8 | 1 } // homes at the table's start
+	// Grow the table, then empty most of it: a few entries at its start,
+	// the spent key at its end.
+	for i := range 40 {
+		s.commit(fmt.Sprint("junk", i), low(i), st, 1e15, 0, 0, nil)
+	}
+	for i := 6; i < 40; i++ {
+		s.commit(fmt.Sprint("junk", i), low(i), rate.State{}, 0, 0, 0, nil)
+	}
+	const spent = "spent"
+	s.commit(spent, math.MaxUint32, st, 1e15, 200, 0, nil)
+	s.max = s.n
+	if len(s.table) < 3*s.n {
+		t.Fatalf("%d slots for %d entries: the table did not stay sparse", len(s.table), s.n)
+	}
+	for i := 100; i < 1100; i++ {
+		s.commit(fmt.Sprint("junk", i), low(i%40), st, 1e15, 0, 0, nil)
+		if s.find(spent, math.MaxUint32) < 0 {
+			t.Fatalf("the spent key was evicted at the %dth new key, before a barely used one", i-99)
+		}
+	}
+	s.check(t)
+}
