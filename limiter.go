@@ -69,6 +69,7 @@ type LimiterOptions struct {
 // and the memory store, which reads no hash tags, takes every key as it
 // is.
 type Limiter struct {
+	name   string
 	limits []rate.Limit
 	// The store key of limits[i] is prefix + storeKey(key) + suffixes[i]
 	// (with a hash tag around storeKey(key) when there are several
@@ -121,6 +122,7 @@ func NewLimiter(opts LimiterOptions) (*Limiter, error) {
 		return nil, errors.New("sluice: a limiter needs at least one limit")
 	}
 	l := &Limiter{
+		name:     opts.Name,
 		limits:   append([]rate.Limit(nil), opts.Limits...),
 		suffixes: make([]string, len(opts.Limits)),
 		store:    opts.Store,
@@ -161,6 +163,13 @@ func NewLimiter(opts LimiterOptions) (*Limiter, error) {
 	}
 	return l, nil
 }
+
+// Name returns the limiter's name, as LimiterOptions.Name gave it.
+func (l *Limiter) Name() string { return l.name }
+
+// Clock returns the clock the limiter measures waits with and sleeps on
+// (see LimiterOptions.Clock).
+func (l *Limiter) Clock() rate.Clock { return l.clock }
 
 // Limits returns the limiter's limits.
 func (l *Limiter) Limits() []rate.Limit { return append([]rate.Limit(nil), l.limits...) }

@@ -1,9 +1,22 @@
-// Package httplimit is net/http middleware that enforces a policy file.
+// Package httplimit is net/http middleware that enforces a policy file,
+// or a sluice.Limiter built in Go.
 //
 //	set, err := policy.LoadFile("sluice.yaml")
 //	...
 //	limit := httplimit.Middleware(set, memory.New(memory.Options{}), httplimit.Options{})
 //	http.ListenAndServe(":8080", limit(mux))
+//
+// A program that sets its limits in code keys each request with a
+// function instead (ByClientIP, or its own, such as one that reads an API
+// key), and gets the same headers and bodies:
+//
+//	l, err := sluice.NewLimiter(sluice.LimiterOptions{Name: "api", Limits: limits})
+//	...
+//	limit := httplimit.Limit(l, httplimit.ByClientIP(nil), httplimit.LimitOptions{})
+//
+// A policy file adds what code would have to write again: matching by
+// route and method, several policies per request, plans, overrides,
+// shadow mode, concurrency limits and reloading.
 //
 // The file's store section is acted on by `sluice serve` alone: the
 // middleware decides against the store it is passed, so a program that
@@ -62,4 +75,5 @@
 // # Files
 //
 //   - middleware.go: Options, Middleware, the headers and the problem body.
+//   - limit.go: Limit, the middleware over a sluice.Limiter, and its keys.
 package httplimit

@@ -7,8 +7,10 @@ import (
 	"net/http/httptest"
 	"time"
 
+	"github.com/sluicehq/sluice"
 	"github.com/sluicehq/sluice/httplimit"
 	"github.com/sluicehq/sluice/policy"
+	"github.com/sluicehq/sluice/rate"
 	"github.com/sluicehq/sluice/rate/ratetest"
 	"github.com/sluicehq/sluice/store/memory"
 )
@@ -160,4 +162,31 @@ policies:
 	// from 10.0.0.5:41004  for 198.51.100.2  200 RateLimit: "per-client";r=0;t=60
 	// from 192.0.2.9:5000  for 203.0.113.99  200 RateLimit: "per-client";r=0;t=60
 	// from 192.0.2.9:5002  for 203.0.113.98  429 RateLimit: "per-client";r=0;t=60
+}
+
+// A limiter built in Go, without a policy file: 2 requests a minute per
+// client address.
+func ExampleLimit() {
+	lim, err := rate.ParseLimit("2/m")
+	if err != nil {
+		log.Fatal(err)
+	}
+	l, err := sluice.NewLimiter(sluice.LimiterOptions{Name: "api", Limits: []rate.Limit{lim}})
+	if err != nil {
+		log.Fatal(err)
+	}
+	limit := httplimit.Limit(l, httplimit.ByClientIP(nil), httplimit.LimitOptions{})
+	h := limit(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		fmt.Fprintln(w, "hello")
+	}))
+
+	for range 3 {
+		w := httptest.NewRecorder()
+		h.ServeHTTP(w, httptest.NewRequest("GET", "/", nil))
+		fmt.Printf("%d RateLimit: %s, Retry-After: %q\n", w.Code, w.Header().Get("RateLimit"), w.Header().Get("Retry-After"))
+	}
+	// Output:
+	// 200 RateLimit: "api";r=1;t=30, Retry-After: ""
+	// 200 RateLimit: "api";r=0;t=60, Retry-After: ""
+	// 429 RateLimit: "api";r=0;t=30, Retry-After: "30"
 }

@@ -4,6 +4,7 @@ import (
 	"context"
 	"net/http"
 	"strconv"
+	"time"
 	"unicode/utf8"
 	"unsafe"
 
@@ -58,6 +59,7 @@ func WithPlan(ctx context.Context, plan string) context.Context { return policy.
 // concurrency limit.
 func Middleware(set *policy.Set, store sluice.Store, o Options) func(http.Handler) http.Handler {
 	l := &limiter{
+		answer:   newAnswer(o.NoDraftHeaders, o.NoLegacyHeaders, o.ProblemType),
 		e:        policy.NewEnforcer(set, store, o.Options),
 		resolver: set.ClientIP(),
 		usesIP:   set.UsesClientIP(),
@@ -65,12 +67,6 @@ func Middleware(set *policy.Set, store sluice.Store, o Options) func(http.Handle
 		usesPlan: set.UsesPlan(),
 		identify: o.Identify,
 		plan:     o.Plan,
-		draft:    !o.NoDraftHeaders,
-		legacy:   !o.NoLegacyHeaders,
-		ptype:    o.ProblemType,
-	}
-	if l.ptype == "" {
-		l.ptype = "about:blank"
 	}
 	return func(next http.Handler) http.Handler {
 		return &handler{l: l, next: next}
@@ -78,15 +74,38 @@ func Middleware(set *policy.Set, store sluice.Store, o Options) func(http.Handle
 }
 
 type limiter struct {
-	e             *policy.Enforcer
-	resolver      *clientip.Resolver
-	usesIP        bool
-	usesUser      bool
-	usesPlan      bool
-	identify      func(*http.Request) string
-	plan          func(*http.Request) string
+	answer
+	e        *policy.Enforcer
+	resolver *clientip.Resolver
+	usesIP   bool
+	usesUser bool
+	usesPlan bool
+	identify func(*http.Request) string
+	plan     func(*http.Request) string
+}
+
+// answer writes the headers and problem bodies of both middlewares.
+type answer struct {
 	draft, legacy bool
 	ptype         string
+}
+
+func newAnswer(noDraft, noLegacy bool, ptype string) answer {
+	if ptype == "" {
+		ptype = "about:blank"
+	}
+	return answer{draft: !noDraft, legacy: !noLegacy, ptype: ptype}
+}
+
+// quota is what the headers say of the limit that decided a request: a
+// policy's compiled limit, or one of a Limiter's (see Limit).
+type quota interface {
+	// AppendHeader appends the RateLimit item for the decision d.
+	AppendHeader(dst []byte, d rate.Decision) []byte
+	// HeaderPolicy returns the RateLimit-Policy item.
+	HeaderPolicy() string
+	// HeaderLimit returns the X-RateLimit-Limit value.
+	HeaderLimit() string
 }
 
 type handler struct {
@@ -119,13 +138,23 @@ func (h *handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	defer out.Done()
 	switch out.Verdict {
 	case policy.Allow:
-		l.setHeaders(w.Header(), &out)
+		if out.Limit != nil {
+			l.setHeaders(w.Header(), out.Limit, out.Decision, false, 0)
+		}
 		h.next.ServeHTTP(w, r)
 	case policy.Refuse:
-		l.setHeaders(w.Header(), &out)
-		l.problem(w, r, http.StatusTooManyRequests, &out)
+		if out.Limit != nil {
+			l.setHeaders(w.Header(), out.Limit, out.Decision, true, out.RetryAfter)
+		}
+		// The names of the refusing limits, as RateLimit-Policy names
+		// them: a policy of several limits names the one that refused.
+		names := make([]string, len(out.Refused))
+		for i, lim := range out.Refused {
+			names[i] = lim.Name
+		}
+		l.problem(w, r, http.StatusTooManyRequests, out.RetryAfter, detail(r.Context(), &out, rate.RetryAfterSeconds(out.RetryAfter)), names)
 	default:
-		l.problem(w, r, http.StatusServiceUnavailable, &out)
+		l.problem(w, r, http.StatusServiceUnavailable, out.RetryAfter, detail(r.Context(), &out, rate.RetryAfterSeconds(out.RetryAfter)), nil)
 	}
 }
 
@@ -170,12 +199,10 @@ func addItems(prior, item []string) []string {
 // and Retry-After when the request is refused. It allocates once: every
 // value lives in one headerBlock, the ones that do not vary as strings
 // the Limit precomputed.
-func (l *limiter) setHeaders(h http.Header, out *policy.Outcome) {
-	lim := out.Limit
-	if lim == nil || !l.draft && !l.legacy {
+func (l *answer) setHeaders(h http.Header, lim quota, d rate.Decision, refused bool, retryAfter time.Duration) {
+	if !l.draft && !l.legacy {
 		return
 	}
-	d := out.Decision
 	blk := new(headerBlock)
 	b := blk.text[:0]
 	n := 0
@@ -210,9 +237,9 @@ func (l *limiter) setHeaders(h http.Header, out *policy.Outcome) {
 		n++
 		h[hLimit] = blk.vals[n-1][:]
 	}
-	if out.Verdict == policy.Refuse {
+	if refused {
 		start := len(b)
-		b = strconv.AppendInt(b, rate.RetryAfterSeconds(out.RetryAfter), 10)
+		b = strconv.AppendInt(b, rate.RetryAfterSeconds(retryAfter), 10)
 		value(start)
 		h[hRetryAfter] = blk.vals[n-1][:]
 	}
@@ -220,9 +247,10 @@ func (l *limiter) setHeaders(h http.Header, out *policy.Outcome) {
 
 // problem writes an RFC 9457 problem body for a refused, shed or
 // unavailable request; to a HEAD request, only its headers, with the
-// Content-Length a GET would get.
-func (l *limiter) problem(w http.ResponseWriter, r *http.Request, status int, out *policy.Outcome) {
-	retry := rate.RetryAfterSeconds(out.RetryAfter)
+// Content-Length a GET would get. A 429's body names the limits that
+// refused (violated, the longest wait first).
+func (l *answer) problem(w http.ResponseWriter, r *http.Request, status int, retryAfter time.Duration, detail string, violated []string) {
+	retry := rate.RetryAfterSeconds(retryAfter)
 	ptype := l.ptype
 	if status != http.StatusTooManyRequests {
 		ptype = "about:blank" // an outage or shedding is not the client's quota
@@ -244,18 +272,16 @@ func (l *limiter) problem(w http.ResponseWriter, r *http.Request, status int, ou
 	b = append(b, `,"status":`...)
 	b = strconv.AppendInt(b, int64(status), 10)
 	b = append(b, `,"detail":`...)
-	b = appendJSONString(b, detail(r.Context(), out, retry))
+	b = appendJSONString(b, detail)
 	b = append(b, `,"retry_after":`...)
 	b = strconv.AppendInt(b, retry, 10)
-	if out.Verdict == policy.Refuse {
+	if status == http.StatusTooManyRequests {
 		b = append(b, `,"violated-policies":[`...)
-		// The names of the refusing limits, as RateLimit-Policy names
-		// them: a policy of several limits names the one that refused.
-		for i, lim := range out.Refused {
+		for i, name := range violated {
 			if i > 0 {
 				b = append(b, ',')
 			}
-			b = appendJSONString(b, lim.Name)
+			b = appendJSONString(b, name)
 		}
 		b = append(b, ']')
 	}

@@ -321,11 +321,7 @@ func (l *Limit) HeaderPolicyValues() []string { return l.headerPolicy[:1:1] }
 // (the draft wants Retry-After no earlier than t); otherwise until the
 // quota is whole again.
 func (l *Limit) AppendHeader(dst []byte, d rate.Decision) []byte {
-	t := d.ResetAfter
-	if !d.Allowed && d.RetryAfter > 0 {
-		t = d.RetryAfter
-	}
-	return ratefield.AppendRest(append(dst, l.headerName...), d.Remaining, t)
+	return ratefield.AppendDecision(append(dst, l.headerName...), d)
 }
 
 // HeaderLimit returns the X-RateLimit-Limit value: the limit's capacity.

@@ -50,6 +50,19 @@ func AppendRest(dst []byte, remaining int64, reset time.Duration) []byte {
 	return strconv.AppendInt(dst, sfInteger(rate.CeilSeconds(reset)), 10)
 }
 
+// AppendDecision appends what follows the name in the RateLimit item of
+// the decision d, `;r=R;t=T`: T is until more quota is made available, as
+// the draft says, which for a refusal is the wait after which the request
+// passes (as Retry-After says; the draft wants Retry-After no earlier than
+// t), and for an admission the time until the quota is whole again.
+func AppendDecision(dst []byte, d rate.Decision) []byte {
+	t := d.ResetAfter
+	if !d.Allowed && d.RetryAfter > 0 {
+		t = d.RetryAfter
+	}
+	return AppendRest(dst, d.Remaining, t)
+}
+
 // maxSFInteger is the largest integer a Structured Field holds (RFC 9651:
 // 15 digits). A limit may count up to 2^52, 16 digits: a parser that
 // meets more than 15 refuses the whole field, and the draft has clients

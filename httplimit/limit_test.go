@@ -1,0 +1,211 @@
+package httplimit
+
+import (
+	"context"
+	"net/http"
+	"net/http/httptest"
+	"net/netip"
+	"testing"
+	"time"
+
+	"github.com/sluicehq/sluice"
+	"github.com/sluicehq/sluice/clientip"
+	"github.com/sluicehq/sluice/rate"
+	"github.com/sluicehq/sluice/rate/ratetest"
+	"github.com/sluicehq/sluice/store/memory"
+)
+
+// keyedEnv is a handler behind Limit, on a fake clock.
+type keyedEnv struct {
+	clock *ratetest.Clock
+	l     *sluice.Limiter
+	h     http.Handler
+	store *switchStore
+}
+
+func newKeyedEnv(t *testing.T, name string, key KeyFunc, o LimitOptions, limits ...string) *keyedEnv {
+	t.Helper()
+	clock := ratetest.NewClock(time.Date(2026, 3, 1, 12, 0, 0, 0, time.UTC))
+	var ls []rate.Limit
+	for _, s := range limits {
+		l, err := rate.ParseLimit(s)
+		if err != nil {
+			t.Fatal(err)
+		}
+		ls = append(ls, l)
+	}
+	store := &switchStore{Store: memory.New(memory.Options{Clock: clock})}
+	l, err := sluice.NewLimiter(sluice.LimiterOptions{Name: name, Limits: ls, Store: store, Clock: clock})
+	if err != nil {
+		t.Fatal(err)
+	}
+	next := http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) { w.WriteHeader(http.StatusNoContent) })
+	return &keyedEnv{clock: clock, l: l, h: Limit(l, key, o)(next), store: store}
+}
+
+func (e *keyedEnv) do(remote string, header ...string) *httptest.ResponseRecorder {
+	r := httptest.NewRequest("GET", "/", nil)
+	r.RemoteAddr = remote
+	for i := 0; i+1 < len(header); i += 2 {
+		r.Header.Set(header[i], header[i+1])
+	}
+	w := httptest.NewRecorder()
+	e.h.ServeHTTP(w, r)
+	return w
+}
+
+// TestLimitByClientIP: each client address has its own quota, a
+// forwarding header from an untrusted peer is not believed, and the
+// answers carry the same headers and problem body as Middleware's.
+func TestLimitByClientIP(t *testing.T) {
+	e := newKeyedEnv(t, "api", ByClientIP(nil), LimitOptions{}, "2/m burst 2")
+	a, b := "192.0.2.1:1000", "192.0.2.2:1000"
+	expect(t, "a 1", e.do(a), http.StatusNoContent, map[string]string{
+		"RateLimit-Policy":      `"api";q=2;w=60`,
+		"RateLimit":             `"api";r=1;t=30`,
+		"X-RateLimit-Limit":     "2",
+		"X-RateLimit-Remaining": "1",
+		"X-RateLimit-Reset":     "30",
+		"Retry-After":           "",
+	}, nil)
+	expect(t, "a 2, claiming another address", e.do(a, "X-Forwarded-For", "198.51.100.9"), http.StatusNoContent, map[string]string{
+		"RateLimit": `"api";r=0;t=60`,
+	}, nil)
+	expect(t, "a 3", e.do(a), http.StatusTooManyRequests, map[string]string{
+		"RateLimit":             `"api";r=0;t=30`,
+		"X-RateLimit-Remaining": "0",
+		"Retry-After":           "30",
+	}, map[string]any{
+		"type": "about:blank", "title": "Too Many Requests", "status": 429.0,
+		"detail":            `rate limited by "api" (limit gcra 2/m burst 2); retry in 30s`,
+		"retry_after":       30.0,
+		"violated-policies": []any{"api"},
+	})
+	expect(t, "b 1", e.do(b), http.StatusNoContent, map[string]string{"X-RateLimit-Remaining": "1"}, nil)
+	e.clock.Advance(30 * time.Second)
+	expect(t, "a after Retry-After", e.do(a), http.StatusNoContent, map[string]string{"X-RateLimit-Remaining": "0"}, nil)
+}
+
+// TestLimitTrustedProxy: behind a trusted proxy the client it names is
+// the key.
+func TestLimitTrustedProxy(t *testing.T) {
+	res, err := clientip.New(clientip.Options{TrustedProxies: []netip.Prefix{netip.MustParsePrefix("10.0.0.0/8")}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	e := newKeyedEnv(t, "api", ByClientIP(res), LimitOptions{}, "1/m")
+	proxy := "10.1.1.1:5000"
+	expect(t, "client 1", e.do(proxy, "X-Forwarded-For", "198.51.100.1"), http.StatusNoContent, nil, nil)
+	expect(t, "client 2", e.do(proxy, "X-Forwarded-For", "198.51.100.2"), http.StatusNoContent, nil, nil)
+	expect(t, "client 1 again", e.do(proxy, "X-Forwarded-For", "198.51.100.1"), http.StatusTooManyRequests, nil, nil)
+}
+
+// TestLimitSeveral: with several limits, the headers report the most
+// restrictive, the body names the limits that refused by name.N, and the
+// middleware shares its state with the Limiter's own methods.
+func TestLimitSeveral(t *testing.T) {
+	byHeader := func(r *http.Request) string { return r.Header.Get("X-Api-Key") }
+	e := newKeyedEnv(t, "per-key", byHeader, LimitOptions{NoLegacyHeaders: true}, "10/s", "fixed_window 3/h")
+	key := []string{"X-Api-Key", "k1"}
+	expect(t, "1", e.do("192.0.2.1:1", key...), http.StatusNoContent, map[string]string{
+		"RateLimit-Policy":  `"per-key.2";q=3;w=3600`,
+		"RateLimit":         `"per-key.2";r=2;t=3600`,
+		"X-RateLimit-Limit": "",
+	}, nil)
+	if d, err := e.l.Allow(context.Background(), "k1"); err != nil || !d.Allowed || d.Remaining != 1 {
+		t.Fatalf("Limiter.Allow on the middleware's key: %+v, %v; want allowed with 1 left", d, err)
+	}
+	expect(t, "3", e.do("192.0.2.1:1", key...), http.StatusNoContent, map[string]string{"RateLimit": `"per-key.2";r=0;t=3600`}, nil)
+	expect(t, "4", e.do("192.0.2.1:1", key...), http.StatusTooManyRequests, map[string]string{
+		"RateLimit-Policy": `"per-key.2";q=3;w=3600`,
+		"Retry-After":      "3600",
+	}, map[string]any{
+		"type": "about:blank", "title": "Too Many Requests", "status": 429.0,
+		"detail":            `rate limited by "per-key.2" (limit fixed_window 3/h); retry in 3600s`,
+		"retry_after":       3600.0,
+		"violated-policies": []any{"per-key.2"},
+	})
+	expect(t, "another key", e.do("192.0.2.1:1", "X-Api-Key", "k2"), http.StatusNoContent, nil, nil)
+}
+
+// TestLimitBothRefuse: when several limits refuse, the body names them
+// all, the longest wait first, and the headers and Retry-After report
+// that one.
+func TestLimitBothRefuse(t *testing.T) {
+	e := newKeyedEnv(t, "api", ByClientIP(nil), LimitOptions{}, "2/s", "fixed_window 3/h")
+	a := "192.0.2.1:1"
+	expect(t, "1", e.do(a), http.StatusNoContent, nil, nil)
+	e.clock.Advance(time.Second)
+	expect(t, "2", e.do(a), http.StatusNoContent, nil, nil)
+	expect(t, "3, the last of both", e.do(a), http.StatusNoContent, map[string]string{"X-RateLimit-Remaining": "0"}, nil)
+	expect(t, "4", e.do(a), http.StatusTooManyRequests, map[string]string{
+		"RateLimit-Policy": `"api.2";q=3;w=3600`,
+		"Retry-After":      "3599",
+	}, map[string]any{
+		"type": "about:blank", "title": "Too Many Requests", "status": 429.0,
+		"detail":            `rate limited by "api.2" (limit fixed_window 3/h); retry in 3599s`,
+		"retry_after":       3599.0,
+		"violated-policies": []any{"api.2", "api.1"},
+	})
+}
+
+// TestLimitStoreDown: a store that cannot decide gets the request a 503,
+// and the handler is not called.
+func TestLimitStoreDown(t *testing.T) {
+	for _, limits := range [][]string{{"5/s"}, {"5/s", "100/h"}} {
+		e := newKeyedEnv(t, "", ByClientIP(nil), LimitOptions{}, limits...)
+		e.store.down.Store(true)
+		expect(t, "down", e.do("192.0.2.1:1"), http.StatusServiceUnavailable, map[string]string{
+			"Retry-After": "1", "RateLimit": "", "X-RateLimit-Limit": "",
+		}, map[string]any{
+			"type": "about:blank", "title": "Service Unavailable", "status": 503.0,
+			"detail": "the rate limiter is unavailable; retry in 1s", "retry_after": 1.0,
+		})
+		e.store.down.Store(false)
+		expect(t, "back", e.do("192.0.2.1:1"), http.StatusNoContent, nil, nil)
+	}
+}
+
+// TestLimitLeakyBucket: a leaky_bucket's request waits for its turn on
+// the limiter's clock before it is served; one whose request ends first
+// is not served.
+func TestLimitLeakyBucket(t *testing.T) {
+	e := newKeyedEnv(t, "shaped", ByClientIP(nil), LimitOptions{}, "leaky_bucket 2/s burst 4")
+	start := e.clock.Now()
+	for i := range 3 {
+		expect(t, "in turn", e.do("192.0.2.1:1"), http.StatusNoContent, nil, nil)
+		if waited, want := e.clock.Now().Sub(start), time.Duration(i)*500*time.Millisecond; waited != want {
+			t.Errorf("request %d served after %v, want %v", i+1, waited, want)
+		}
+		start = e.clock.Now().Add(-time.Duration(i) * 500 * time.Millisecond)
+	}
+	r := httptest.NewRequest("GET", "/", nil)
+	r.RemoteAddr = "192.0.2.1:1"
+	ctx, cancel := context.WithCancel(r.Context())
+	cancel()
+	w := httptest.NewRecorder()
+	e.h.ServeHTTP(w, r.WithContext(ctx))
+	if w.Code != http.StatusServiceUnavailable {
+		t.Errorf("a request that ended while waiting for its turn: %d, want 503", w.Code)
+	}
+}
+
+// TestLimitNamesAndPanics: a limiter without a name is "limit" in the
+// headers; nil arguments panic at once, not at the first request.
+func TestLimitNamesAndPanics(t *testing.T) {
+	e := newKeyedEnv(t, "", ByClientIP(nil), LimitOptions{NoLegacyHeaders: true}, "5/s")
+	expect(t, "unnamed", e.do("192.0.2.1:1"), http.StatusNoContent, map[string]string{"RateLimit-Policy": `"limit";q=5;w=1`}, nil)
+	for name, f := range map[string]func(){
+		"nil limiter": func() { Limit(nil, ByClientIP(nil), LimitOptions{}) },
+		"nil key":     func() { Limit(e.l, nil, LimitOptions{}) },
+	} {
+		func() {
+			defer func() {
+				if recover() == nil {
+					t.Errorf("%s: no panic", name)
+				}
+			}()
+			f()
+		}()
+	}
+}
