@@ -22,23 +22,49 @@
 // address, whatever path it bound). A stream is decided once, when it opens, and holds its slot
 // in the concurrency limit until it ends.
 //
+// Every call is decided, health checks included, unless Options.Skip
+// skips it: a policy with no match limits the health service too, and
+// a client's probes, or probes shed under load, may then take the
+// server out of service. A server that answers probes (Kubernetes' gRPC
+// probes, a load balancer's) and has such a policy skips the service:
+//
+//	grpclimit.Options{Skip: grpclimit.SkipServices("grpc.health.v1.Health")}
+//
+// A skipped call bypasses the Limiter: no policy decides it, one that
+// names it included, and it takes no slot in the concurrency limit. Skip
+// is not the default because the Limiter cannot tell a catch-all policy
+// from one written for the health service, and would silently turn the
+// latter off (see Options.Skip). SkipServices skips exact method names
+// only: a spelling a hop would clean into another method is decided as
+// that method.
+//
 // A refused call fails with RESOURCE_EXHAUSTED, and its status carries a
-// google.rpc.RetryInfo (the exact retry delay) and a google.rpc.QuotaFailure
-// (one violation per refusing policy, subject "policy:NAME"). A shed call,
-// or one refused because the store failed under on_store_error: closed,
-// fails with UNAVAILABLE and a RetryInfo, whatever the store's error (a
-// Redis call that timed out is no DEADLINE_EXCEEDED of the call's). Both
-// send retry-after metadata in whole seconds and grpc-retry-pushback-ms,
-// the exact wait in milliseconds, which gRPC's own retries (gRFC A6)
-// honour: a client whose retry policy lists the code waits that long
-// rather than its own backoff. Every decided call also gets ratelimit and
-// ratelimit-policy metadata unless Options.NoHeaders. A call that fails,
-// refused or failed by its handler, gets its metadata in the trailers, a
-// trailers-only response as gRPC errors usually are (a call whose client
-// has headers is committed, and gRPC retries never retry it); a call
-// that is served gets it with the response headers (a stream's, when its
-// handler first sends), or with the trailers if they were sent already;
-// so Limiters chained (one for the server, one for a service) keep each
+// google.rpc.RetryInfo (the exact retry delay) and a
+// google.rpc.QuotaFailure (one violation per refusing policy, subject
+// "policy:NAME"). A shed call, or one refused because the store failed
+// under on_store_error: closed, fails with UNAVAILABLE and a RetryInfo,
+// whatever the store's error (a Redis call that timed out is no
+// DEADLINE_EXCEEDED of the call's). Both send retry-after metadata in
+// whole seconds and grpc-retry-pushback-ms, the exact wait in
+// milliseconds, which gRPC's own retries (gRFC A6) honour: a client whose
+// retry policy lists the code waits that long rather than its own
+// backoff.
+//
+// gRPC's retries sleep out any pushback and end only with the call's
+// context, so a wait the call's deadline would end first, or one longer
+// than Options.MaxPushback (a minute by default: not an hourly or monthly
+// quota's), is sent as -1, which tells the client not to retry: it gets
+// the refusal at once, its details and the true wait in RetryInfo with
+// it, rather than DEADLINE_EXCEEDED at its deadline or, with none, a
+// sleep of weeks.
+//
+// Every decided call also gets ratelimit and ratelimit-policy metadata
+// unless Options.NoHeaders. A call that fails, refused or failed by its
+// handler, gets its metadata in the trailers, a trailers-only response as
+// gRPC errors usually are (a call whose client has headers is committed,
+// and gRPC retries never retry it); a call that is served gets it with
+// the response headers (a stream's, when its handler first sends), or
+// with the trailers if they were sent already; so Limiters chained (one for the server, one for a service) keep each
 // other's refusals trailers-only. An interceptor that runs before the
 // Limiter and sets or sends headers (a request id) makes every failure,
 // refusals included, a response with headers, which gRPC retries do not
@@ -49,5 +75,6 @@
 // # Files
 //
 //   - interceptor.go: Options, Limiter, its Unary and Stream interceptors,
-//     and the stream that adds the metadata to a stream's headers.
+//     SkipServices, the pushback of a refusal, and the stream that adds
+//     the metadata to a stream's headers.
 package grpclimit

@@ -67,6 +67,45 @@ policies:
 	// ResourceExhausted retry-after: [30]
 }
 
+// A server with a policy on every method, whose health checks (a
+// Kubernetes gRPC probe's, say) must pass whatever the clients do: the
+// health service is skipped, and its calls count nowhere.
+func ExampleSkipServices() {
+	set, err := policy.Load("policies.yaml", []byte(`
+policies:
+  - {name: api, key: ip, limits: ["1/m burst 1"]}
+`))
+	if err != nil {
+		log.Fatal(err)
+	}
+	l := grpclimit.New(set, memory.New(memory.Options{}), grpclimit.Options{
+		Skip: grpclimit.SkipServices(healthpb.Health_ServiceDesc.ServiceName),
+	})
+	srv := grpc.NewServer(grpc.ChainUnaryInterceptor(l.Unary), grpc.ChainStreamInterceptor(l.Stream))
+	healthpb.RegisterHealthServer(srv, health.NewServer())
+	lis, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		log.Fatal(err)
+	}
+	go srv.Serve(lis)
+	defer srv.Stop()
+
+	conn, err := grpc.NewClient(lis.Addr().String(), grpc.WithTransportCredentials(insecure.NewCredentials()))
+	if err != nil {
+		log.Fatal(err)
+	}
+	defer conn.Close()
+	client := healthpb.NewHealthClient(conn)
+	for range 3 {
+		_, err := client.Check(context.Background(), &healthpb.HealthCheckRequest{})
+		fmt.Println(status.Code(err))
+	}
+	// Output:
+	// OK
+	// OK
+	// OK
+}
+
 // A unary interceptor keyed by metadata: each x-api-key has its own
 // counter. The calls here go straight to l.Unary with the context a
 // server would give them: incoming metadata, the peer, and a transport

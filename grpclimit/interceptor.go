@@ -6,6 +6,7 @@ import (
 	"net/http"
 	"net/netip"
 	"net/url"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -40,11 +41,54 @@ type Options struct {
 	// Plan returns the plan of a call, "" to let the policy file decide.
 	// If nil, the plan is the one policy.WithPlan put in the context.
 	Plan func(ctx context.Context) string
+	// Skip reports the calls that bypass the Limiter altogether: no
+	// policy decides them, they take no slot in the concurrency limit and
+	// get no rate limit metadata. fullMethod is the name as the client
+	// wrote it, unclean if the server has an unknown service handler (see
+	// the package doc): skip only exact names, as SkipServices does, or a
+	// client could spell another method as a skipped one.
+	//
+	// If nil, no call is skipped, health checks included: a call is
+	// decided by every policy that matches it, and the Limiter cannot
+	// tell a catch-all policy from one written for the health service, so
+	// skipping them by default would silently turn off a policy that
+	// names them (one that stops a client polling Check in a loop); a
+	// limiter that does not apply what its file says is the worse
+	// surprise. A server whose file has a policy on every method and that
+	// answers probes (Kubernetes' gRPC probes, a load balancer's health
+	// checks) should skip the health service, or a busy client's probes,
+	// or probes shed under load, may take the server out of service:
+	//
+	//	Skip: grpclimit.SkipServices("grpc.health.v1.Health")
+	//
+	// That skips every policy for health checks, those that name them
+	// included. To limit them by a policy of their own, out of the
+	// catch-all, chain two Limiters: one with the catch-all and this
+	// Skip, one with the health policy and none.
+	Skip func(ctx context.Context, fullMethod string) bool
 	// NoHeaders turns off the ratelimit and ratelimit-policy response
 	// metadata. retry-after and grpc-retry-pushback-ms are always sent
 	// with a refusal.
 	NoHeaders bool
+	// MaxPushback is the longest wait a refusal asks gRPC's own retries
+	// to sit out: past it, grpc-retry-pushback-ms is -1, which tells the
+	// client not to retry (gRFC A6), and the client gets the refusal at
+	// once; its RetryInfo still gives the true wait, for the client to
+	// decide. A retrying client sleeps out the pushback whatever it is,
+	// and a client with no deadline would otherwise be parked for the
+	// whole wait: weeks, for a monthly quota. Zero means a minute, which
+	// keeps gRPC's retries for the waits of per-second and per-minute
+	// limits (a minute at most, as a rule), a pause a caller may well sit
+	// out, and ends them for hourly, daily and monthly quotas, whose
+	// waits no retry policy means to cover. Negative means no bound.
+	// Whatever MaxPushback, a wait the call's deadline would end first is
+	// -1 too: the retry could only fail with DEADLINE_EXCEEDED, the
+	// refusal's details lost.
+	MaxPushback time.Duration
 }
+
+// defaultMaxPushback is MaxPushback's zero value (see there).
+const defaultMaxPushback = time.Minute
 
 // Limiter applies a policy set to gRPC calls. Its Unary and Stream
 // methods are server interceptors; both share one policy.Enforcer, and so
@@ -56,7 +100,8 @@ type Limiter struct {
 	// What some policy reads, so that calls skip finding what none does;
 	// planHeader: a plans.header, believed from a trusted peer only.
 	usesIP, usesUser, usesPlan, planHeader bool
-	calls                                  sync.Pool // of *call
+	calls                                  sync.Pool     // of *call
+	maxPushback                            time.Duration // negative: no bound
 	o                                      Options
 }
 
@@ -79,16 +124,76 @@ func New(set *policy.Set, store sluice.Store, o Options) *Limiter {
 		usesPlan:  set.UsesPlan(),
 		// A plan header is believed from a trusted peer only
 		// (policy.Set.PlanHeaderOf).
-		planHeader: set.UsesPlan() && set.PlanHeader() != "",
-		o:          o,
+		planHeader:  set.UsesPlan() && set.PlanHeader() != "",
+		maxPushback: o.MaxPushback,
+		o:           o,
+	}
+	if l.maxPushback == 0 {
+		l.maxPushback = defaultMaxPushback
 	}
 	l.calls.New = func() any { return new(call) }
 	return l
 }
 
+// SkipServices returns an Options.Skip that skips the calls to the
+// methods of the named services, each as its grpc.ServiceDesc names it
+// (healthpb.Health_ServiceDesc.ServiceName is "grpc.health.v1.Health";
+// server reflection is "grpc.reflection.v1.ServerReflection" and
+// "grpc.reflection.v1alpha.ServerReflection"). A call is skipped only
+// when its name is /SERVICE/METHOD exactly, the method a protobuf
+// identifier, as generated clients send it: a server with an unknown
+// service handler (a proxy) also sees names such as
+// /grpc.health.v1.Health/../pkg.Svc/M, which a hop that cleans paths
+// routes to /pkg.Svc/M, and which the policies decide as that method.
+// It panics if a name is no protobuf full name (pkg.Service), as a
+// name written as a path (/grpc.health.v1.Health/) would never match.
+func SkipServices(services ...string) func(ctx context.Context, fullMethod string) bool {
+	for _, s := range services {
+		if !fullName(s) {
+			panic("grpclimit: SkipServices: " + strconv.Quote(s) + " is no service name, such as grpc.health.v1.Health")
+		}
+	}
+	services = slices.Clone(services)
+	return func(_ context.Context, fullMethod string) bool {
+		rest, ok := strings.CutPrefix(fullMethod, "/")
+		if !ok {
+			return false
+		}
+		service, method, ok := strings.Cut(rest, "/")
+		return ok && identifier(method) && slices.Contains(services, service)
+	}
+}
+
+// fullName reports whether s is a protobuf full name: identifiers
+// joined by dots.
+func fullName(s string) bool {
+	for part := range strings.SplitSeq(s, ".") {
+		if !identifier(part) {
+			return false
+		}
+	}
+	return true
+}
+
+// identifier reports whether s is a non-empty run of ASCII letters,
+// digits and underscores, as protobuf names are made of (a leading digit
+// is let through: it is no spelling of another name either).
+func identifier(s string) bool {
+	for i := 0; i < len(s); i++ {
+		c := s[i]
+		if !('a' <= c && c <= 'z' || 'A' <= c && c <= 'Z' || '0' <= c && c <= '9' || c == '_') {
+			return false
+		}
+	}
+	return s != ""
+}
+
 // Unary is a grpc.UnaryServerInterceptor: install it with
 // grpc.ChainUnaryInterceptor(l.Unary).
 func (l *Limiter) Unary(ctx context.Context, req any, info *grpc.UnaryServerInfo, handler grpc.UnaryHandler) (any, error) {
+	if l.o.Skip != nil && l.o.Skip(ctx, info.FullMethod) {
+		return handler(ctx, req)
+	}
 	out := l.enforce(ctx, info.FullMethod)
 	defer out.Done()
 	var resp any
@@ -112,6 +217,9 @@ func (l *Limiter) Unary(ctx context.Context, req any, info *grpc.UnaryServerInfo
 // grpc.ChainStreamInterceptor(l.Stream). A stream is decided once, when
 // it opens.
 func (l *Limiter) Stream(srv any, ss grpc.ServerStream, info *grpc.StreamServerInfo, handler grpc.StreamHandler) error {
+	if l.o.Skip != nil && l.o.Skip(ss.Context(), info.FullMethod) {
+		return handler(srv, ss)
+	}
 	out := l.enforce(ss.Context(), info.FullMethod)
 	defer out.Done()
 	err := refusal(ss.Context(), &out)
@@ -242,10 +350,10 @@ func peerAddr(ctx context.Context) netip.Addr {
 // client whose retry policy lists RESOURCE_EXHAUSTED or UNAVAILABLE then
 // waits grpc-retry-pushback-ms, the refusal's exact wait in milliseconds
 // rounded up, rather than its own backoff, which would come back too
-// early and be refused again; a call whose own context ended gets no
-// pushback. gRPC copies the values it is given (metadata.Join), so the
-// Limit's shared ratelimit-policy list can go as it is, and no handler
-// can change it for other calls.
+// early and be refused again; or is told not to retry (see pushback); a
+// call whose own context ended gets no pushback. gRPC copies the values
+// it is given (metadata.Join), so the Limit's shared ratelimit-policy
+// list can go as it is, and no handler can change it for other calls.
 func (l *Limiter) responseMD(ctx context.Context, out *policy.Outcome) metadata.MD {
 	withHeaders := !l.o.NoHeaders && out.Limit != nil
 	if out.Verdict == policy.Allow && !withHeaders {
@@ -255,8 +363,7 @@ func (l *Limiter) responseMD(ctx context.Context, out *policy.Outcome) metadata.
 	if out.Verdict != policy.Allow {
 		md["retry-after"] = []string{strconv.FormatInt(rate.RetryAfterSeconds(out.RetryAfter), 10)}
 		if ctx.Err() == nil {
-			ms := (max(out.RetryAfter, time.Millisecond) + time.Millisecond - 1) / time.Millisecond
-			md["grpc-retry-pushback-ms"] = []string{strconv.FormatInt(int64(ms), 10)}
+			md["grpc-retry-pushback-ms"] = []string{l.pushback(ctx, out.RetryAfter)}
 		}
 	}
 	if withHeaders {
@@ -265,6 +372,29 @@ func (l *Limiter) responseMD(ctx context.Context, out *policy.Outcome) metadata.
 		md["ratelimit"] = []string{string(out.Limit.AppendHeader(buf[:0], out.Decision))}
 	}
 	return md
+}
+
+// pushback returns the grpc-retry-pushback-ms of a refusal that says
+// wait: the wait in milliseconds, rounded up, or -1 (do not retry) when
+// it is longer than MaxPushback or not shorter than the time the call's
+// deadline leaves. gRPC's retries sleep out a pushback, however long,
+// and end only with the call's context: a client would otherwise sleep
+// until its deadline and fail with DEADLINE_EXCEEDED, the refusal's
+// RetryInfo and QuotaFailure lost, or, with no deadline, sleep for the
+// whole wait. (grpc-go counts a -1 as a failure for the channel's retry
+// throttling, when the client configures one, even with a code its retry
+// policy does not list: as a refusal with a code it does list would.)
+// The deadline is wall-clock time, whatever the Enforcer's Clock: gRPC
+// sets it from the call's grpc-timeout when the call arrives.
+func (l *Limiter) pushback(ctx context.Context, wait time.Duration) string {
+	d := (max(wait, time.Millisecond) + time.Millisecond - 1).Truncate(time.Millisecond)
+	if l.maxPushback >= 0 && d > l.maxPushback {
+		return "-1"
+	}
+	if deadline, ok := ctx.Deadline(); ok && d >= time.Until(deadline) {
+		return "-1"
+	}
+	return strconv.FormatInt(d.Milliseconds(), 10)
 }
 
 // refusal returns the status error for an outcome that does not serve

@@ -56,6 +56,12 @@ func serveStore(t *testing.T, config string, store sluice.Store) healthpb.Health
 // in-memory store if nil, on a fake clock that stands still.
 func limiterAt(t *testing.T, config string, store sluice.Store) *Limiter {
 	t.Helper()
+	return limiterWith(t, config, store, Options{})
+}
+
+// limiterWith is limiterAt with options o, on its fake clock.
+func limiterWith(t *testing.T, config string, store sluice.Store, o Options) *Limiter {
+	t.Helper()
 	set, err := policy.Load("test.yaml", []byte(config))
 	if err != nil {
 		t.Fatal(err)
@@ -64,7 +70,8 @@ func limiterAt(t *testing.T, config string, store sluice.Store) *Limiter {
 	if store == nil {
 		store = memory.New(memory.Options{Clock: clock})
 	}
-	return New(set, store, Options{Options: policy.Options{Clock: clock}})
+	o.Clock = clock
+	return New(set, store, o)
 }
 
 // serveWith starts a real gRPC server made with opts (the interceptors
@@ -543,5 +550,250 @@ policies:
 	}
 	if n := allowed(net.IPv4(203, 0, 113, 9), "b"); n != 1 {
 		t.Errorf("x-plan: pro from a client: %d of 5 allowed, want the free plan's 1", n)
+	}
+}
+
+// retryExhausted is the service config of a client whose retry policy
+// lists RESOURCE_EXHAUSTED, with a backoff of its own far shorter than any
+// refusal's wait.
+const retryExhausted = `{"methodConfig": [{"name": [{"service": "grpc.health.v1.Health"}],
+  "retryPolicy": {"maxAttempts": 3, "initialBackoff": "0.001s", "maxBackoff": "0.001s",
+    "backoffMultiplier": 1, "retryableStatusCodes": ["RESOURCE_EXHAUSTED"]}}]}`
+
+// retryInfo returns the retry delay of a status's RetryInfo, or -1 if it
+// has none.
+func retryInfo(st *status.Status) time.Duration {
+	for _, d := range st.Details() {
+		if d, ok := d.(*errdetails.RetryInfo); ok {
+			return d.GetRetryDelay().AsDuration()
+		}
+	}
+	return -1
+}
+
+// gRPC's own retries sleep out the pushback and end only with the call's
+// context: a refusal whose wait the call's deadline cannot cover must say
+// not to retry (grpc-retry-pushback-ms: -1), or a client whose retry
+// policy lists RESOURCE_EXHAUSTED sleeps until its deadline and fails
+// with DEADLINE_EXCEEDED, the refusal's RetryInfo lost. Nor may a client
+// with no deadline be parked for an hour's wait (past MaxPushback, a
+// minute by default). Both get the refusal at once, with the true wait
+// in its RetryInfo, after one attempt refused and none retried.
+func TestRetryingClientGetsLongRefusalAtOnce(t *testing.T) {
+	for _, tc := range []struct {
+		name, limit string
+		deadline    time.Duration // 0: none
+		wait        time.Duration // the RetryInfo's
+	}{
+		{"deadline before the wait", "1/m burst 1", 2 * time.Second, time.Minute},
+		{"no deadline, an hour's wait", "1/h burst 1", 0, time.Hour},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			l := limiterAt(t, `
+policies:
+  - {name: check, match: /grpc.health.v1.Health/Check, limits: ["`+tc.limit+`"]}
+`, nil)
+			var attempts atomic.Int32
+			count := func(ctx context.Context, req any, _ *grpc.UnaryServerInfo, h grpc.UnaryHandler) (any, error) {
+				attempts.Add(1)
+				return h(ctx, req)
+			}
+			c := serveWith(t, []grpc.ServerOption{grpc.ChainUnaryInterceptor(count, l.Unary)},
+				grpc.WithDefaultServiceConfig(retryExhausted))
+			if _, err := c.Check(context.Background(), &healthpb.HealthCheckRequest{}); err != nil {
+				t.Fatal(err)
+			}
+			// Before the fix the call would hang for the whole wait: give
+			// up on it, without a deadline, after a few seconds.
+			ctx, cancel := context.WithCancel(context.Background())
+			defer cancel()
+			if tc.deadline > 0 {
+				ctx, cancel = context.WithTimeout(ctx, tc.deadline)
+				defer cancel()
+			}
+			guard := time.AfterFunc(5*time.Second, cancel)
+			defer guard.Stop()
+			var trailer metadata.MD
+			_, err := c.Check(ctx, &healthpb.HealthCheckRequest{}, grpc.Trailer(&trailer))
+			st := status.Convert(err)
+			if st.Code() != codes.ResourceExhausted {
+				t.Fatalf("second call: %v, want ResourceExhausted at once", err)
+			}
+			if got := retryInfo(st); got != tc.wait {
+				t.Errorf("RetryInfo delay %v, want the true wait, %v", got, tc.wait)
+			}
+			if got := trailer.Get("grpc-retry-pushback-ms"); len(got) != 1 || got[0] != "-1" {
+				t.Errorf("grpc-retry-pushback-ms %q, want -1", got)
+			}
+			if n := attempts.Load(); n != 2 {
+				t.Errorf("the server saw %d attempts, want 2: one call, then one refused and not retried", n)
+			}
+		})
+	}
+}
+
+// The pushback a refusal sends, by its wait, the call's deadline and
+// MaxPushback: the wait in milliseconds when the client may sit it out,
+// -1 (do not retry) when it is longer than MaxPushback (a minute by
+// default, none when negative) or when the deadline ends first. The
+// client here has no retry policy: it reads the trailer and goes.
+func TestPushback(t *testing.T) {
+	for _, tc := range []struct {
+		limit       string
+		deadline    time.Duration // 0: none
+		maxPushback time.Duration
+		want        string
+	}{
+		{"1/m burst 1", 0, 0, "60000"}, // a minute is no longer than the default
+		{"1/h burst 1", 0, 0, "-1"},
+		{"1/h burst 1", 0, -1, "3600000"},
+		{"1/m burst 1", 0, 30 * time.Second, "-1"},
+		{"1/m burst 1", 0, time.Minute, "60000"},
+		{"1/m burst 1", time.Hour, 0, "60000"},
+		{"1/m burst 1", 10 * time.Second, 0, "-1"},
+		{"1/m burst 1", 10 * time.Second, -1, "-1"}, // no bound, but the deadline
+		{"1/h burst 1", 2 * time.Hour, -1, "3600000"},
+		{"fixed_window 1 per 80ms", 10 * time.Second, 0, "80"},
+	} {
+		name := fmt.Sprintf("%s/deadline %v/max %v", tc.limit, tc.deadline, tc.maxPushback)
+		t.Run(name, func(t *testing.T) {
+			l := limiterWith(t, `
+policies:
+  - {name: check, match: /grpc.health.v1.Health/Check, limits: ["`+tc.limit+`"]}
+`, nil, Options{MaxPushback: tc.maxPushback})
+			c := serveWith(t, []grpc.ServerOption{grpc.ChainUnaryInterceptor(l.Unary)})
+			if _, err := c.Check(context.Background(), &healthpb.HealthCheckRequest{}); err != nil {
+				t.Fatal(err)
+			}
+			ctx := context.Background()
+			if tc.deadline > 0 {
+				var cancel context.CancelFunc
+				ctx, cancel = context.WithTimeout(ctx, tc.deadline)
+				defer cancel()
+			}
+			var trailer metadata.MD
+			_, err := c.Check(ctx, &healthpb.HealthCheckRequest{}, grpc.Trailer(&trailer))
+			if status.Code(err) != codes.ResourceExhausted {
+				t.Fatalf("second call: %v, want ResourceExhausted", err)
+			}
+			if got := trailer.Get("grpc-retry-pushback-ms"); len(got) != 1 || got[0] != tc.want {
+				t.Errorf("grpc-retry-pushback-ms %q, want %s", got, tc.want)
+			}
+		})
+	}
+}
+
+// A catch-all policy, under a concurrency limit of one call, and a Limiter
+// that skips the health service: health checks, unary and streamed, pass
+// however many, count nowhere and take no slot, while other methods are
+// decided as before, and so is a spelling of another method that starts
+// as a health one (a server with an unknown service handler sees it, and
+// a hop that cleans paths routes it to /pkg.Svc/M).
+func TestSkippedCallsBypassTheLimiter(t *testing.T) {
+	l := limiterWith(t, `
+concurrency: {max_in_flight: 1}
+policies:
+  - {name: api, limits: ["1/m burst 1"]}
+`, nil, Options{Skip: SkipServices("grpc.health.v1.Health")})
+	srv := grpc.NewServer(grpc.ChainUnaryInterceptor(l.Unary), grpc.ChainStreamInterceptor(l.Stream),
+		grpc.UnknownServiceHandler(func(any, grpc.ServerStream) error {
+			return status.Error(codes.Unimplemented, "forwarded")
+		}))
+	healthpb.RegisterHealthServer(srv, health.NewServer())
+	lis, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	go func() { _ = srv.Serve(lis) }()
+	t.Cleanup(srv.Stop)
+	conn, err := grpc.NewClient(lis.Addr().String(), grpc.WithTransportCredentials(insecure.NewCredentials()))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = conn.Close() })
+	c := healthpb.NewHealthClient(conn)
+
+	// Two streams held open: were they counted, the second would be
+	// refused, and either would hold the one slot.
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	for i := range 2 {
+		s, err := c.Watch(ctx, &healthpb.HealthCheckRequest{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if _, err := s.Recv(); err != nil {
+			t.Errorf("Watch %d: %v, want it skipped", i, err)
+			continue
+		}
+		if md, _ := s.Header(); len(md.Get("ratelimit")) != 0 {
+			t.Errorf("Watch %d: ratelimit header %q, want none for a skipped call", i, md.Get("ratelimit"))
+		}
+	}
+	for i := range 3 {
+		var header metadata.MD
+		if _, err := c.Check(context.Background(), &healthpb.HealthCheckRequest{}, grpc.Header(&header)); err != nil {
+			t.Fatalf("Check %d: %v, want it skipped", i, err)
+		}
+		if got := header.Get("ratelimit"); len(got) != 0 {
+			t.Errorf("Check %d: ratelimit header %q, want none for a skipped call", i, got)
+		}
+	}
+	call := func(method string) error {
+		return conn.Invoke(context.Background(), method, &healthpb.HealthCheckRequest{}, &healthpb.HealthCheckResponse{})
+	}
+	if err := call("/pkg.Svc/M"); status.Code(err) != codes.Unimplemented {
+		t.Fatalf("first call of another method: %v, want it forwarded", err)
+	}
+	for _, m := range []string{"/pkg.Svc/M", "/grpc.health.v1.Health/../pkg.Svc/M", "//grpc.health.v1.Health/Check"} {
+		if err := call(m); status.Code(err) != codes.ResourceExhausted {
+			t.Errorf("%s: %v, want ResourceExhausted by the catch-all", m, err)
+		}
+	}
+}
+
+// SkipServices skips a service's methods by their exact names only: any
+// other spelling may mean another method to a hop that cleans paths, and
+// is left to the policies, which decide it as that method.
+func TestSkipServices(t *testing.T) {
+	skip := SkipServices("grpc.health.v1.Health", "grpc.reflection.v1.ServerReflection")
+	for _, tc := range []struct {
+		method string
+		want   bool
+	}{
+		{"/grpc.health.v1.Health/Check", true},
+		{"/grpc.health.v1.Health/Watch", true},
+		{"/grpc.health.v1.Health/List", true},
+		{"/grpc.reflection.v1.ServerReflection/ServerReflectionInfo", true},
+		{"/grpc.reflection.v1alpha.ServerReflection/ServerReflectionInfo", false},
+		{"/grpc.health.v1.HealthX/Check", false},
+		{"/grpc.health.v1/Health/Check", false},
+		{"/grpc.health.v1.Health", false},
+		{"/grpc.health.v1.Health/", false},
+		{"/grpc.health.v1.Health/Check/", false},
+		{"grpc.health.v1.Health/Check", false},
+		{"//grpc.health.v1.Health/Check", false},
+		{"/grpc.health.v1.Health//Check", false},
+		{"/grpc.health.v1.Health/./Check", false},
+		{"/grpc.health.v1.Health/..", false},
+		{"/grpc.health.v1.Health/%2e%2e", false},
+		{"/grpc.health.v1.Health/../pkg.Svc/M", false},
+		{"/grpc.health.v1.Health/Check;x", false},
+		{"/GRPC.HEALTH.V1.HEALTH/Check", false},
+		{"", false},
+	} {
+		if got := skip(context.Background(), tc.method); got != tc.want {
+			t.Errorf("%q: skipped %v, want %v", tc.method, got, tc.want)
+		}
+	}
+	for _, bad := range []string{"", "/grpc.health.v1.Health/", "grpc.health.v1.Health/Check", "grpc..Health", ".", ".."} {
+		func() {
+			defer func() {
+				if recover() == nil {
+					t.Errorf("SkipServices(%q) did not panic: it would skip nothing", bad)
+				}
+			}()
+			SkipServices(bad)
+		}()
 	}
 }
