@@ -47,12 +47,16 @@ func (s *Server) checkMux() http.Handler {
 // X-Forwarded-Method or X-Forwarded-Uri without the other.
 func (s *Server) serveCheck(nginx bool, halfLog *logpace.Pacer) http.HandlerFunc {
 	return func(w http.ResponseWriter, r *http.Request) {
+		// What the check answers, before checkWriter turns a refusal
+		// into NGINX's 403: the status its client gets.
+		a := &answer{ResponseWriter: w}
+		defer func() { s.m.request(listenerCheck, a.code()) }()
 		r, finish := s.boundBody(w, r)
 		defer finish()
 		g := s.gen.Load()
 		orig, ok := forwardedRequest(r, g.set.ClientIP())
 		if !ok {
-			writeProblem(w, http.StatusBadRequest, "X-Forwarded-Uri is not a request URI")
+			writeProblem(a, http.StatusBadRequest, "X-Forwarded-Uri is not a request URI")
 			return
 		}
 		// A check that describes a request and is decided as itself comes
@@ -82,9 +86,9 @@ func (s *Server) serveCheck(nginx bool, halfLog *logpace.Pacer) http.HandlerFunc
 		// forwardAuth, NGINX's subrequest), whose answer must be whole.
 		noBody := orig.Method == http.MethodHead && r.Method != http.MethodHead
 		if nginx || noBody {
-			w = &checkWriter{ResponseWriter: w, nginx: nginx, noBody: noBody}
+			a.ResponseWriter = &checkWriter{ResponseWriter: w, nginx: nginx, noBody: noBody}
 		}
-		g.check.ServeHTTP(w, orig)
+		g.check.ServeHTTP(a, orig)
 	}
 }
 

@@ -154,7 +154,8 @@ policies:
 		want   int
 	}{
 		{`sluice_store_errors_total{kind="down"}`, deadN - 1}, // all but the failure: not sent
-		{`sluice_decisions_total{policy="api",result="error"}`, deadN},
+		{`sluice_decisions_total{policy="api",result="unavailable"}`, deadN},
+		{`sluice_fallback_decisions_total{policy="api"}`, deadN},
 		{`sluice_redis_down`, 1},
 		{`sluice_redis_outages_total`, 1},
 	} {

@@ -155,7 +155,7 @@ func (s *Server) build(g *generation) {
 		} else {
 			upstream = s.buffered(s.reverseProxy(g.set))
 		}
-		g.proxy = mw(upstream)
+		g.proxy = mw(passed(upstream))
 	}
 	g.check = mw(http.HandlerFunc(checkPassed))
 }
@@ -209,15 +209,21 @@ func (s *Server) reloadConfig(read func() bool) error {
 		s.log.Error("reload failed; the previous configuration keeps serving", "error", err.Error())
 		return err
 	}
-	if c := s.storeConfig(g); !c.Equal(s.st.cfg) {
+	// Counted as a success, as the policies serve; the gauge says, until
+	// a restart or a reload back to the store in use, that the store
+	// section does not.
+	restart := !s.storeConfig(g).Equal(s.st.cfg)
+	if restart {
 		s.log.Warn("the store section changed; a restart is needed for it to apply, the current store stays in use")
 	}
 	s.build(g)
+	s.m.declare(g)
 	old := s.gen.Swap(g)
 	if s.rls != nil {
 		s.rls.SetConfig(g.rls)
 	}
 	s.m.Reload(true)
+	s.m.restart(restart)
 	old.retired.Store(true)
 	s.m.forget(old.names(), g.names())
 	attrs := []any{"took", time.Since(start).String()}

@@ -43,7 +43,8 @@
 // itself, and
 // the local store that on_store_error: local falls back to, are made once
 // and shared by every generation; a change of the store section is
-// logged and waits for a restart. The concurrency limit (concurrency:
+// logged and waits for a restart (sluice_config_restart_required says so
+// meanwhile). The concurrency limit (concurrency:
 // max_in_flight) counts the requests in flight across generations: right
 // after a reload, those still in flight on the old configuration count
 // against the new one's limit.
@@ -94,11 +95,13 @@
 //   - server.go: Options, New, Run, the listeners, shutdown.
 //   - config.go: loading, generations, Reload.
 //   - store.go: memory or Redis (one server, Cluster, Sentinel), with a
-//     timeout and metrics on every call.
+//     timeout and metrics on every call (the latency of Redis's, of the
+//     calls sent to it).
 //   - proxy.go: the reverse proxy and the demo upstream.
 //   - check.go: the check endpoints.
 //   - admin.go: metrics, health, readiness, top keys, pprof, dashboard.
-//   - observe.go: every decision into metrics, dashboard and top keys.
+//   - observe.go: every decision into metrics, dashboard and top keys;
+//     every request into sluice_requests_total.
 //   - metrics.go: the Prometheus collectors.
 //   - topk.go: the most refused keys in bounded memory.
 //   - tls.go: the TLS files, loaded, served per handshake, reloaded.

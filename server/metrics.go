@@ -1,6 +1,7 @@
 package server
 
 import (
+	"net/http"
 	"slices"
 	"sync/atomic"
 	"time"
@@ -18,24 +19,91 @@ import (
 // policy, domain and result names from the configuration, never a client's
 // key, so their cardinality is bounded by the config.
 type Metrics struct {
-	decisions    *prometheus.CounterVec
-	storeLatency *prometheus.HistogramVec
-	storeErrors  *prometheus.CounterVec
-	reloads      *prometheus.CounterVec
-	lastReload   prometheus.Gauge
-	reloadOK     prometheus.Gauge
-	shed         *prometheus.CounterVec
-	now          func() time.Time
+	decisions       *prometheus.CounterVec
+	fallbacks       *prometheus.CounterVec
+	requests        *prometheus.CounterVec
+	storeLatency    *prometheus.HistogramVec
+	storeErrors     *prometheus.CounterVec
+	reloads         *prometheus.CounterVec
+	lastReload      prometheus.Gauge
+	reloadOK        prometheus.Gauge
+	restartRequired prometheus.Gauge
+	shed            *prometheus.CounterVec
+	now             func() time.Time
 }
 
-// Decision results, as the "result" label spells them.
+// Decision results, as the "result" label spells them: what the policy
+// did to the request, whoever decided it (the store, or on_store_error
+// when the store could not: sluice_fallback_decisions_total counts
+// those apart).
 const (
 	ResultAllowed       = "allowed"
-	ResultRefused       = "refused"
+	ResultRefused       = "refused"        // 429, by the store or the local one of on_store_error: local
 	ResultShadowRefused = "shadow_refused" // a shadow policy would have refused
 	ResultThrottled     = "throttled"      // admitted after a wait
-	ResultError         = "error"          // the store could not decide
+	ResultUnavailable   = "unavailable"    // 503: the store failed under on_store_error: closed
 )
+
+// policyResults are the results an enforcing policy's decisions are
+// counted under, shadowResults a shadow policy's, rlsResults an Envoy
+// domain's (a call the store cannot decide fails whole, and is counted
+// in sluice_requests_total{listener="grpc",code="503"}).
+var (
+	policyResults = []string{ResultAllowed, ResultRefused, ResultThrottled, ResultUnavailable}
+	shadowResults = []string{ResultAllowed, ResultShadowRefused}
+	rlsResults    = []string{ResultAllowed, ResultRefused, ResultShadowRefused}
+)
+
+// The listeners sluice_requests_total counts the requests of, as the log
+// names them.
+const (
+	listenerProxy = "proxy"
+	listenerCheck = "check"
+	listenerGRPC  = "grpc"
+)
+
+// The codes of sluice_requests_total: codeAllowed for a request the
+// policies let through, the status sluice answered otherwise (gRPC's as
+// their HTTP kin), codeOther for any other status, or none (a handler
+// that panicked before it answered): the label stays bounded whatever a
+// handler writes.
+const (
+	codeAllowed     = "allowed"
+	codeBadRequest  = "400" // before any decision: a request sluice will not decide
+	codeMethod      = "405" // the proxy: CONNECT, PRI
+	codeBodyTimeout = "408" // a check whose body stopped arriving
+	codeRefused     = "429"
+	codeUnavail     = "503" // shed, the store failed under on_store_error: closed, or the request ended first
+	codeOther       = "other"
+)
+
+// listenerCodes lists the codes each listener answers with, whose series
+// start at 0 once it is open.
+var listenerCodes = map[string][]string{
+	listenerProxy: {codeAllowed, codeBadRequest, codeMethod, codeRefused, codeUnavail},
+	listenerCheck: {codeAllowed, codeBadRequest, codeBodyTimeout, codeRefused, codeUnavail},
+	listenerGRPC:  {codeAllowed, codeBadRequest, codeRefused, codeUnavail},
+}
+
+// httpCode returns the code of sluice_requests_total for a request sluice
+// answered itself with status (200 for a check it passed).
+func httpCode(status int) string {
+	switch status {
+	case http.StatusOK:
+		return codeAllowed
+	case http.StatusBadRequest:
+		return codeBadRequest
+	case http.StatusMethodNotAllowed:
+		return codeMethod
+	case http.StatusRequestTimeout:
+		return codeBodyTimeout
+	case http.StatusTooManyRequests:
+		return codeRefused
+	case http.StatusServiceUnavailable:
+		return codeUnavail
+	}
+	return codeOther
+}
 
 // NewMetrics registers sluice's collectors with reg. now is the clock of
 // the reload timestamp (nil → time.Now).
@@ -46,15 +114,23 @@ func NewMetrics(reg prometheus.Registerer, now func() time.Time) *Metrics {
 	m := &Metrics{
 		decisions: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Namespace: "sluice", Name: "decisions_total",
-			Help: "Decisions by policy (for Envoy's service, rls:DOMAIN) and result: allowed, refused, shadow_refused, throttled, error.",
+			Help: "Decisions by policy (for Envoy's service, rls:DOMAIN) and result, what the policy did to the request: allowed, refused (429), shadow_refused, throttled, unavailable (503 under on_store_error: closed). One per policy a request met: see sluice_requests_total for requests.",
 		}, []string{"policy", "result"}),
+		fallbacks: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Namespace: "sluice", Name: "fallback_decisions_total",
+			Help: "Decisions of a policy the store could not make, made by its on_store_error instead (a shadow policy's let the request through); each is in sluice_decisions_total too, under its result.",
+		}, []string{"policy"}),
+		requests: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Namespace: "sluice", Name: "requests_total",
+			Help: "Requests (Envoy's calls) by listener (proxy, check, grpc) and what sluice answered: allowed (let through, whatever the upstream then answers), or sluice's own status: 429, 503, 400, 405, 408 (gRPC's as their HTTP kin). One per request.",
+		}, []string{"listener", "code"}),
 		// From a decision in memory (about 100ns) to a call that waits
 		// for a hung Redis about twice store.timeout (50ms by default,
 		// more where Redis is far): each lands in a bucket of its own
 		// size, where a quantile means something.
 		storeLatency: prometheus.NewHistogramVec(prometheus.HistogramOpts{
 			Namespace: "sluice", Name: "store_latency_seconds",
-			Help: "Time the store took to decide one request.",
+			Help: "Time the store took to decide one request: in memory, or a call sent to Redis (not the deny cache's refusals, nor the calls not sent while Redis is down).",
 			Buckets: []float64{
 				.0000001, .00000025, .0000005,
 				.000001, .0000025, .000005,
@@ -85,15 +161,23 @@ func NewMetrics(reg prometheus.Registerer, now func() time.Time) *Metrics {
 			Namespace: "sluice", Name: "config_last_reload_successful",
 			Help: "1 if the last load of the configuration files succeeded, 0 if it failed and the previous configuration keeps serving.",
 		}),
+		// A store is made once: a reload that changes its section loads
+		// the rest, and this says, until a restart, that the store
+		// serving is not the one the files describe.
+		restartRequired: prometheus.NewGauge(prometheus.GaugeOpts{
+			Namespace: "sluice", Name: "config_restart_required",
+			Help: "1 if the configuration in force has a store section other than the store in use, which only a restart applies; 0 otherwise.",
+		}),
 		shed: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Namespace: "sluice", Name: "shed_total",
 			Help: "Requests shed with 503 by the concurrency limit, by priority class.",
 		}, []string{"priority"}),
 		now: now,
 	}
-	// Every result, store error kind and priority has a series from the
-	// start, so that an alert on increase() sees the first failure, which
-	// would otherwise only create the series.
+	// Every store error kind and priority has a series from the start,
+	// and so do each policy's results (see declare) and each listener's
+	// codes (see listening), so that an alert on increase() sees the
+	// first failure, which would otherwise only create the series.
 	m.reloads.WithLabelValues("success")
 	m.reloads.WithLabelValues("failure")
 	for _, kind := range storeErrorKinds {
@@ -102,13 +186,53 @@ func NewMetrics(reg prometheus.Registerer, now func() time.Time) *Metrics {
 	for _, p := range []policy.Priority{policy.Low, policy.Normal, policy.Critical} {
 		m.shed.WithLabelValues(p.String())
 	}
-	reg.MustRegister(m.decisions, m.storeLatency, m.storeErrors, m.reloads, m.lastReload, m.reloadOK, m.shed)
+	reg.MustRegister(m.decisions, m.fallbacks, m.requests, m.storeLatency, m.storeErrors, m.reloads, m.lastReload, m.reloadOK, m.restartRequired, m.shed)
 	return m
 }
 
 // Decision counts one decision of policy.
 func (m *Metrics) Decision(policy, result string) {
 	m.decisions.WithLabelValues(policy, result).Inc()
+}
+
+// Fallback counts a decision of policy that its on_store_error made, the
+// store having failed.
+func (m *Metrics) Fallback(policy string) { m.fallbacks.WithLabelValues(policy).Inc() }
+
+// request counts a request of listener, answered as code.
+func (m *Metrics) request(listener, code string) { m.requests.WithLabelValues(listener, code).Inc() }
+
+// listening creates, at 0, the request series of listener's codes.
+func (m *Metrics) listening(listener string) {
+	for _, code := range listenerCodes[listener] {
+		m.requests.WithLabelValues(listener, code)
+	}
+}
+
+// declare creates, at 0, the decision series of every result of g's
+// policies and Envoy domains, and the policies' fallback series, as g is
+// put in force: a series born with the first refusal is one that
+// increase() reads as no refusal.
+func (m *Metrics) declare(g *generation) {
+	if g.set != nil {
+		for _, p := range g.set.Policies() {
+			results := policyResults
+			if p.Shadow {
+				results = shadowResults
+			}
+			for _, r := range results {
+				m.decisions.WithLabelValues(p.Name, r)
+			}
+			m.fallbacks.WithLabelValues(p.Name)
+		}
+	}
+	if g.rls != nil {
+		for _, d := range g.rls.Domains() {
+			for _, r := range rlsResults {
+				m.decisions.WithLabelValues(rlsName(d), r)
+			}
+		}
+	}
 }
 
 // forget drops the decision series of every name in was, policies and
@@ -119,7 +243,18 @@ func (m *Metrics) forget(was, is []string) {
 	for _, name := range was {
 		if !slices.Contains(is, name) {
 			m.decisions.DeletePartialMatch(prometheus.Labels{"policy": name})
+			m.fallbacks.DeleteLabelValues(name)
 		}
+	}
+}
+
+// restart records whether the store in use differs from the one the
+// configuration in force describes.
+func (m *Metrics) restart(required bool) {
+	if required {
+		m.restartRequired.Set(1)
+	} else {
+		m.restartRequired.Set(0)
 	}
 }
 
@@ -260,11 +395,15 @@ func (m *Metrics) Shed(priority string) { m.shed.WithLabelValues(priority).Inc()
 // error failing closed. A request is one decision per policy it is
 // decided against (per descriptor, for Envoy's service), so where every
 // request meets one policy this is the share of requests refused, and
-// where some meet several it is less.
+// where some meet several it is less. It is the dashboard's number, kept
+// for the alerts written on it: a ratio of one instance's last minute,
+// which no sum across instances makes whole and which reads 0 with no
+// traffic. The share of requests answered 429 comes from
+// sluice_requests_total.
 func registerRefusedRatio(reg prometheus.Registerer, d *dashboard.Dashboard) {
 	reg.MustRegister(prometheus.NewGaugeFunc(prometheus.GaugeOpts{
 		Namespace: "sluice", Name: "refused_ratio",
-		Help: "Share of decisions that refused over the last minute, all policies (one decision per policy a request is decided against).",
+		Help: "Deprecated: use sluice_requests_total. This instance's share of decisions over the last minute (one per policy a request met, per descriptor for Envoy) that refused, with 429 or with 503 under on_store_error: closed; 0 when there were none.",
 	}, func() float64 {
 		var passed, refused int64
 		for _, p := range d.Live(60).Policies {

@@ -3,12 +3,14 @@ package server
 import (
 	"context"
 	"errors"
+	"slices"
 	"strings"
 	"testing"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
 
+	"github.com/sluicehq/sluice"
 	"github.com/sluicehq/sluice/dashboard"
 	"github.com/sluicehq/sluice/policy"
 	"github.com/sluicehq/sluice/rate"
@@ -62,36 +64,48 @@ func observedServer(t *testing.T) (*Server, *prometheus.Registry) {
 	return s, reg
 }
 
-// Each policy decision is counted under its result, and in
-// sluice_refused_ratio as the client saw it: a shadow policy refuses
-// nothing, when the store failed under it too, so a Redis outage under
-// a shadow policy does not read as refusals (and fire the refused-ratio
-// alert) while every client is served.
+// Each policy decision is counted under its result, what the client got,
+// and in sluice_refused_ratio as the client saw it: a shadow policy
+// refuses nothing, when the store failed under it too, so a Redis outage
+// under a shadow policy does not read as refusals (and fire the
+// refused-ratio alert) while every client is served. On a store error,
+// on_store_error's decision is counted as any other (the local store's
+// refusal as refused, and in /debug/top; closed's 503 as unavailable),
+// and in sluice_fallback_decisions_total too.
 func TestObserverCountsWhatClientsSaw(t *testing.T) {
 	s, reg := observedServer(t)
 	down := errors.New("redis store: connection refused")
 	enforcing := &policy.Policy{Name: "api"}
+	closed := &policy.Policy{Name: "api_closed", OnStoreError: sluice.FailClosed}
+	local := &policy.Policy{Name: "api_local", OnStoreError: sluice.FailLocal}
 	shadow := &policy.Policy{Name: "api_next", Shadow: true}
 	for _, tt := range []struct {
-		what    string
-		e       policy.Event
-		result  string
-		refused bool
+		what     string
+		e        policy.Event
+		result   string
+		refused  bool
+		fallback bool
 	}{
-		{"allowed", policy.Event{Policy: enforcing, Decision: rate.Decision{Allowed: true}}, ResultAllowed, false},
-		{"refused", policy.Event{Policy: enforcing, Key: "k1"}, ResultRefused, true},
-		{"throttled", policy.Event{Policy: enforcing, Decision: rate.Decision{Allowed: true, Delay: time.Second}}, ResultThrottled, false},
-		{"open on a store error", policy.Event{Policy: enforcing, Decision: rate.Decision{Allowed: true}, StoreErr: down}, ResultError, false},
-		{"closed on a store error", policy.Event{Policy: enforcing, Decision: rate.Decision{RetryAfter: time.Second}, StoreErr: down}, ResultError, true},
-		{"shadow refused", policy.Event{Policy: shadow, Shadow: true, Key: "k2"}, ResultShadowRefused, false},
+		{"allowed", policy.Event{Policy: enforcing, Decision: rate.Decision{Allowed: true}}, ResultAllowed, false, false},
+		{"refused", policy.Event{Policy: enforcing, Key: "k1"}, ResultRefused, true, false},
+		{"throttled", policy.Event{Policy: enforcing, Decision: rate.Decision{Allowed: true, Delay: time.Second}}, ResultThrottled, false, false},
+		{"open on a store error", policy.Event{Policy: enforcing, Decision: rate.Decision{Allowed: true}, StoreErr: down}, ResultAllowed, false, true},
+		{"closed on a store error", policy.Event{Policy: closed, Decision: rate.Decision{RetryAfter: time.Second}, StoreErr: down}, ResultUnavailable, true, true},
+		{"local refusing on a store error", policy.Event{Policy: local, Key: "k3", Decision: rate.Decision{RetryAfter: time.Second}, StoreErr: down}, ResultRefused, true, true},
+		{"local throttling on a store error", policy.Event{Policy: local, Decision: rate.Decision{Allowed: true, Delay: time.Second}, StoreErr: down}, ResultThrottled, false, true},
+		{"shadow refused", policy.Event{Policy: shadow, Shadow: true, Key: "k2"}, ResultShadowRefused, false, false},
 		// The store's error comes with an empty Decision, which refuses.
-		{"shadow on a store error", policy.Event{Policy: shadow, Shadow: true, StoreErr: down}, ResultError, false},
+		{"shadow on a store error", policy.Event{Policy: shadow, Shadow: true, StoreErr: down}, ResultAllowed, false, true},
 	} {
 		before, _ := gathered(t, reg, "sluice_decisions_total", "policy", tt.e.Policy.Name, "result", tt.result)
+		fellBack, _ := gathered(t, reg, "sluice_fallback_decisions_total", "policy", tt.e.Policy.Name)
 		live := s.dash.Live(60).Policies
 		observer{s, &generation{}}.Observe(context.Background(), tt.e)
 		if after, _ := gathered(t, reg, "sluice_decisions_total", "policy", tt.e.Policy.Name, "result", tt.result); after != before+1 {
 			t.Errorf("%s: sluice_decisions_total{result=%q} went from %v to %v, want one more", tt.what, tt.result, before, after)
+		}
+		if after, _ := gathered(t, reg, "sluice_fallback_decisions_total", "policy", tt.e.Policy.Name); (after == fellBack+1) != tt.fallback {
+			t.Errorf("%s: sluice_fallback_decisions_total went from %v to %v, want one more: %v", tt.what, fellBack, after, tt.fallback)
 		}
 		var passed, refused int64
 		for _, p := range s.dash.Live(60).Policies {
@@ -104,11 +118,17 @@ func TestObserverCountsWhatClientsSaw(t *testing.T) {
 			t.Errorf("%s: counted %d passed, %d refused; want refused %v", tt.what, passed, refused, tt.refused)
 		}
 	}
-	if ratio, _ := gathered(t, reg, "sluice_refused_ratio"); ratio != 2.0/7 {
-		t.Errorf("sluice_refused_ratio %v, want 2/7: a refusal and a store error failing closed, of 7", ratio)
+	if ratio, _ := gathered(t, reg, "sluice_refused_ratio"); ratio != 3.0/9 {
+		t.Errorf("sluice_refused_ratio %v, want 3/9: two refusals and a store error failing closed, of 9", ratio)
 	}
-	if keys, total := s.top.Top(-1); total != 1 || len(keys) != 1 || keys[0].Key != "k1" {
-		t.Errorf("/debug/top holds %v of %d refusals, want k1's alone", keys, total)
+	keys, total := s.top.Top(-1)
+	got := []string{}
+	for _, k := range keys {
+		got = append(got, k.Key)
+	}
+	slices.Sort(got)
+	if total != 2 || !slices.Equal(got, []string{"k1", "k3"}) {
+		t.Errorf("/debug/top holds %v of %d refusals, want k1's and k3's", keys, total)
 	}
 }
 

@@ -2,7 +2,13 @@ package server
 
 import (
 	"context"
+	"net/http"
 
+	rlsv3 "github.com/envoyproxy/go-control-plane/envoy/service/ratelimit/v3"
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/status"
+
+	"github.com/sluicehq/sluice"
 	"github.com/sluicehq/sluice/policy"
 	"github.com/sluicehq/sluice/rls"
 )
@@ -16,28 +22,44 @@ type observer struct {
 
 // Observe implements policy.Observer.
 func (o observer) Observe(_ context.Context, e policy.Event) {
-	result := ResultAllowed
-	switch {
-	case e.StoreErr != nil:
-		result = ResultError
-	case !e.Decision.Allowed && e.Shadow:
-		result = ResultShadowRefused
-	case !e.Decision.Allowed:
-		result = ResultRefused
-	case e.Decision.Delay > 0:
-		result = ResultThrottled
-	}
+	result := policyResult(e)
 	if !o.g.retired.Load() {
 		o.s.m.Decision(e.Policy.Name, result)
+		if e.StoreErr != nil {
+			o.s.m.Fallback(e.Policy.Name)
+		}
 	}
 	// What the client saw: throttled requests passed, and so did every
 	// request a shadow policy decided, on a store error too (its Decision
 	// is then whatever the store returned with its error). On an enforcing
 	// policy's store error the Decision is on_store_error's.
 	o.s.dash.Record(e.Policy.Name, e.Decision.Allowed || e.Shadow)
+	// A refusal of the local store (on_store_error: local) is one too:
+	// while Redis is down, the keys it refuses are still the ones to see.
 	if result == ResultRefused {
 		o.s.top.Add(e.Key)
 	}
+}
+
+// policyResult returns the result e is counted under: what the policy
+// did to the request, whether the store decided or, having failed, the
+// policy's on_store_error did (open lets it through, local decides in
+// the local store, closed answers 503). A shadow policy refused nothing,
+// and says what it would have done only when the store could tell it.
+func policyResult(e policy.Event) string {
+	switch {
+	case e.Shadow && e.StoreErr == nil && !e.Decision.Allowed:
+		return ResultShadowRefused
+	case e.Shadow:
+		return ResultAllowed
+	case e.StoreErr != nil && e.Policy.OnStoreError == sluice.FailClosed:
+		return ResultUnavailable
+	case !e.Decision.Allowed:
+		return ResultRefused
+	case e.Decision.Delay > 0:
+		return ResultThrottled
+	}
+	return ResultAllowed
 }
 
 // Shed implements policy.Observer.
@@ -66,4 +88,79 @@ func (s *Server) observeRLS(e rls.Event) {
 	if result == ResultRefused {
 		s.top.Add(e.StoreKey)
 	}
+}
+
+// answer records what sluice answered a request of the proxy or check
+// listeners, for sluice_requests_total: it is the ResponseWriter the
+// policies answer through. The proxy's upstream is handed the writer
+// underneath (see passed), so that its status, and its flushes and
+// upgrades, go by without it: only sluice's own answers are read.
+type answer struct {
+	http.ResponseWriter
+	status int
+	passed bool // the policies let the request through to the upstream
+}
+
+func (a *answer) WriteHeader(code int) {
+	if a.status == 0 && code >= 200 {
+		a.status = code
+	}
+	a.ResponseWriter.WriteHeader(code)
+}
+
+func (a *answer) Write(p []byte) (int, error) {
+	if a.status == 0 {
+		a.status = http.StatusOK
+	}
+	return a.ResponseWriter.Write(p)
+}
+
+// Unwrap returns the ResponseWriter underneath, for
+// http.ResponseController.
+func (a *answer) Unwrap() http.ResponseWriter { return a.ResponseWriter }
+
+// code returns the code of sluice_requests_total for the request.
+func (a *answer) code() string {
+	if a.passed {
+		return codeAllowed
+	}
+	return httpCode(a.status)
+}
+
+// passed returns next, the proxy's upstream, behind the policies: it
+// marks the request's answer as let through and hands next the writer
+// underneath it.
+func passed(next http.Handler) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if a, ok := w.(*answer); ok {
+			a.passed = true
+			w = a.ResponseWriter
+		}
+		next.ServeHTTP(w, r)
+	})
+}
+
+// countedRLS is Envoy's rate limit service with each call counted in
+// sluice_requests_total{listener="grpc"}, under the HTTP kin of its
+// answer: OK allowed, OVER_LIMIT the 429 Envoy answers, INVALID_ARGUMENT
+// 400, and any other error (the store could not decide, the call ended
+// first) 503, where Envoy's failure_mode_deny decides.
+type countedRLS struct {
+	*rls.Service
+	m *Metrics
+}
+
+func (c countedRLS) ShouldRateLimit(ctx context.Context, req *rlsv3.RateLimitRequest) (*rlsv3.RateLimitResponse, error) {
+	resp, err := c.Service.ShouldRateLimit(ctx, req)
+	code := codeAllowed
+	switch {
+	case status.Code(err) == codes.InvalidArgument:
+		code = codeBadRequest
+	case err != nil:
+		code = codeUnavail
+	case resp.GetOverallCode() == rlsv3.RateLimitResponse_OVER_LIMIT:
+		code = codeRefused
+	}
+	c.m.request(listenerGRPC, code)
+	return resp, err
 }

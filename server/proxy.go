@@ -39,20 +39,23 @@ import (
 // would serve /secret/../x under /secret/, which no policy on /secret/
 // decided. Clients remove them before they send.
 func (s *Server) serveProxy(w http.ResponseWriter, r *http.Request) {
+	// Counted as it ends, a panic (ReverseProxy's abort) included.
+	a := &answer{ResponseWriter: w}
+	defer func() { s.m.request(listenerProxy, a.code()) }()
 	switch r.Method {
 	case http.MethodConnect:
 		w.Header().Set("Allow", "GET, HEAD, POST, PUT, PATCH, DELETE, OPTIONS")
-		writeProblem(w, http.StatusMethodNotAllowed, "the proxy opens no tunnels (CONNECT)")
+		writeProblem(a, http.StatusMethodNotAllowed, "the proxy opens no tunnels (CONNECT)")
 		return
 	case "PRI":
 		// HTTP/2's connection preface, PRI * HTTP/2.0, read as an
 		// HTTP/1 request: no request for the upstream either.
 		w.Header().Set("Allow", "GET, HEAD, POST, PUT, PATCH, DELETE, OPTIONS")
-		writeProblem(w, http.StatusMethodNotAllowed, "this listener speaks HTTP/2 only over TLS (PRI)")
+		writeProblem(a, http.StatusMethodNotAllowed, "this listener speaks HTTP/2 only over TLS (PRI)")
 		return
 	}
 	if dotSegment(r.URL.EscapedPath()) {
-		writeProblem(w, http.StatusBadRequest, "the path has . or .. segments; resolve them before sending")
+		writeProblem(a, http.StatusBadRequest, "the path has . or .. segments; resolve them before sending")
 		return
 	}
 	g := s.gen.Load()
@@ -61,7 +64,8 @@ func (s *Server) serveProxy(w http.ResponseWriter, r *http.Request) {
 	defer finish()
 	w, finishWrites := s.boundWrites(w, r)
 	defer finishWrites()
-	g.proxy.ServeHTTP(w, r)
+	a.ResponseWriter = w
+	g.proxy.ServeHTTP(a, r)
 }
 
 // dotSegment reports whether an escaped path has a segment that is . or

@@ -437,11 +437,17 @@ func New(o Options) (_ *Server, err error) {
 		})
 	}
 	s.build(gen)
+	s.m.declare(gen)
 	s.gen.Store(gen)
 	s.m.loaded()
 
 	if err := s.listen(); err != nil {
 		return nil, err
+	}
+	for name, l := range map[string]net.Listener{listenerProxy: s.lis.proxy, listenerCheck: s.lis.check, listenerGRPC: s.lis.grpc} {
+		if l != nil {
+			s.m.listening(name)
+		}
 	}
 	return s, nil
 }
@@ -576,7 +582,7 @@ func (s *Server) run(ctx context.Context) error {
 			mode = s.tls.mode()
 		}
 		s.grpc = grpc.NewServer(opts...)
-		rlsv3.RegisterRateLimitServiceServer(s.grpc, s.rls)
+		rlsv3.RegisterRateLimitServiceServer(s.grpc, countedRLS{s.rls, s.m})
 		healthpb.RegisterHealthServer(s.grpc, drainingHealth{s.rls.Health(), &s.draining})
 		s.log.Info("listening", "listener", "grpc", "addr", s.lis.grpc.Addr().String(), "tls", mode)
 		go func() {

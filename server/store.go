@@ -118,7 +118,15 @@ func (s *Server) openStore(c policy.StoreConfig) (*storeHandle, error) {
 	}
 	// The store bounds each script call with the timeout: one timer per
 	// call, where a bound per decision would cost one per request.
-	rs := redis.New(client, redis.Options{DisableDenyCache: c.NoDenyCache, Clock: s.clock, CallTimeout: timeout})
+	// The latency histogram is of decisions sent to Redis, as the store
+	// times them: the breaker's instant answers while Redis is down, and
+	// the refusals the deny cache answers in memory, are no round trips,
+	// and would make Redis read as faster than ever during an outage.
+	latency := s.m.storeLatency.WithLabelValues("redis")
+	rs := redis.New(client, redis.Options{
+		DisableDenyCache: c.NoDenyCache, Clock: s.clock, CallTimeout: timeout,
+		Latency: func(d time.Duration) { latency.Observe(d.Seconds()) },
+	})
 	RegisterRedis(s.reg, rs.Stats)
 	registerMemory(s.reg, "local", s.local.Stats)
 	// The breaker counts the store's timeouts and errors as failures and
@@ -130,7 +138,7 @@ func (s *Server) openStore(c policy.StoreConfig) (*storeHandle, error) {
 	// as a failing one is, while a loaded one that still answers is not.
 	h.breaker = sluice.NewFallback(rs, sluice.FallbackOptions{Mode: sluice.FailError, Timeout: -1, MaxSilence: timeout, Logger: s.log, Clock: s.clock})
 	registerBreaker(s.reg, h.breaker.Stats)
-	h.store = newInstrumented(h.breaker, "redis", s.m)
+	h.store = newInstrumented(h.breaker, "", s.m)
 	h.client, h.redis = client, rs
 	// The store first: on a cluster it reads the slots in the background.
 	h.close = sync.OnceFunc(func() { rs.Close(); client.Close() })
@@ -279,15 +287,22 @@ func redactURL(s string) string {
 	return fmt.Sprintf("%v (password hidden)", co.InitAddress)
 }
 
-// instrumented counts the latency and errors of each call to a store.
+// instrumented counts the errors of each call to a store, and times it
+// unless the store times its own calls (Redis: see Server.openStore).
 type instrumented struct {
 	inner   sluice.Store
 	m       *Metrics
-	latency prometheus.Observer // the store's series, looked up once
+	latency prometheus.Observer // the store's series, looked up once; nil if it times itself
 }
 
+// newInstrumented returns inner instrumented, its latency observed as
+// store name, or not at all if name is "".
 func newInstrumented(inner sluice.Store, name string, m *Metrics) *instrumented {
-	return &instrumented{inner: inner, m: m, latency: m.storeLatency.WithLabelValues(name)}
+	s := &instrumented{inner: inner, m: m}
+	if name != "" {
+		s.latency = m.storeLatency.WithLabelValues(name)
+	}
+	return s
 }
 
 func (s *instrumented) Decide(ctx context.Context, r rate.Request) (rate.Decision, error) {
@@ -305,7 +320,9 @@ func (s *instrumented) DecideAll(ctx context.Context, reqs []rate.Request, out [
 }
 
 func (s *instrumented) done(start time.Time, err error) {
-	s.latency.Observe(time.Since(start).Seconds())
+	if s.latency != nil {
+		s.latency.Observe(time.Since(start).Seconds())
+	}
 	if err != nil {
 		s.m.StoreError(errorKind(err))
 	}

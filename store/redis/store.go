@@ -67,6 +67,14 @@ type Options struct {
 	// DefaultCallTimeout; a negative value means no bound but the caller's
 	// context.
 	CallTimeout time.Duration
+	// Latency, if set, is told how long each decision sent to Redis took:
+	// from DecideAll's call to its answer or error, its wait in a
+	// coalesced batch and, across cluster slots, both phases included. A
+	// refusal the deny cache answers, in memory, is not a decision sent,
+	// and is not told: a latency histogram fed from here measures Redis,
+	// not the cache in front of it. It is called on the caller's
+	// goroutine, and must be quick.
+	Latency func(time.Duration)
 
 	// pinned, if set, replaces Redis's TIME in the script (tests only).
 	pinned rate.Clock
@@ -101,6 +109,8 @@ type Store struct {
 	stats   counters
 	parts   partitions // on a Redis Cluster: see partition.go
 
+	latency func(time.Duration) // Options.Latency
+
 	// afterCheck, if set, runs between the check and the commit of a
 	// request across slots (tests only).
 	afterCheck func()
@@ -119,6 +129,7 @@ func New(client rueidis.Client, opts Options) *Store {
 		clock:   opts.Clock,
 		pinned:  opts.pinned,
 		timeout: opts.CallTimeout,
+		latency: opts.Latency,
 	}
 	switch {
 	case s.timeout == 0:
@@ -222,6 +233,10 @@ func (s *Store) DecideAll(ctx context.Context, reqs []rate.Request, out []rate.D
 		keys[i] = redisKey(s.prefix, r.Key)
 	}
 	sent := s.clock.Now()
+	var start time.Time
+	if s.latency != nil {
+		start = time.Now()
+	}
 	if s.cluster {
 		// Once per decision, however many slots it spans (see slotsAged).
 		s.slotsAged(time.Now().UnixNano())
@@ -231,6 +246,9 @@ func (s *Store) DecideAll(ctx context.Context, reqs []rate.Request, out []rate.D
 		err = s.decideGroup(ctx, sl, reqs, keys, groupArgs(reqs, markDecide), out)
 	} else {
 		err = s.decideAcrossSlots(ctx, reqs, keys, out)
+	}
+	if s.latency != nil {
+		s.latency(time.Since(start))
 	}
 	if err != nil {
 		s.stats.errors.Add(1)
