@@ -58,14 +58,20 @@ func (b *budget) epoch(now time.Time) int64 {
 	return e
 }
 
-// bucket returns the bucket for epoch e, resetting it if it held an older
-// or newer interval. Requires that b.mu is held.
-func (b *budget) bucket(e int64) *budgetBucket {
+// slot returns the bucket in which epoch e is counted, whichever epoch it
+// holds now. Requires that b.mu is held.
+func (b *budget) slot(e int64) *budgetBucket {
 	i := e % budgetBuckets
 	if i < 0 {
 		i += budgetBuckets
 	}
-	bk := &b.buckets[i]
+	return &b.buckets[i]
+}
+
+// bucket returns the bucket for epoch e, resetting it if it held an older
+// or newer interval. Requires that b.mu is held.
+func (b *budget) bucket(e int64) *budgetBucket {
+	bk := b.slot(e)
 	if bk.epoch != e {
 		*bk = budgetBucket{epoch: e}
 	}
@@ -100,4 +106,17 @@ func (b *budget) allowRetry(now time.Time) bool {
 	}
 	b.bucket(e).retries++
 	return true
+}
+
+// refund takes back a retry that allowRetry recorded at now but that was
+// never sent: the caller gave up while it waited, say. A retry recorded in
+// a bucket that has since been reused for a later interval has already
+// left the window, so there is nothing left to take back.
+func (b *budget) refund(now time.Time) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	e := b.epoch(now)
+	if bk := b.slot(e); bk.epoch == e && bk.retries > 0 {
+		bk.retries--
+	}
 }

@@ -1,6 +1,8 @@
 package retry
 
 import (
+	"context"
+	"errors"
 	"math"
 	"net/http"
 	"sync"
@@ -135,5 +137,40 @@ func TestBudgetBoundsRetriesUnderFlood(t *testing.T) {
 	}
 	if late == 0 || total == 0 {
 		t.Errorf("retries per second %v: the budget never let a retry through", budgeted)
+	}
+}
+
+// cancellingClock is a fakeClock whose first Sleep cancels the request
+// first, as a caller giving up during the wait for a retry.
+type cancellingClock struct {
+	*fakeClock
+	cancel context.CancelFunc
+}
+
+func (c *cancellingClock) Sleep(ctx context.Context, d time.Duration) error {
+	if c.cancel != nil {
+		c.cancel()
+		c.cancel = nil
+	}
+	return c.fakeClock.Sleep(ctx, d)
+}
+
+// TestCancelledWaitRefundsBudget checks that a retry the caller gives up
+// during its wait costs no retry from the budget: it was never sent, and
+// the budget bounds retries sent.
+func TestCancelledWaitRefundsBudget(t *testing.T) {
+	next := rtFunc(func(req *http.Request) (*http.Response, error) {
+		return reply(req, http.StatusServiceUnavailable, nil), nil
+	})
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	clock := &cancellingClock{fakeClock: newFakeClock(testStart), cancel: cancel}
+	tr := NewTransport(next, Options{Clock: clock, BudgetMinRetries: 1})
+	resp, err := tr.RoundTrip(mustRequest(t, "GET", "http://example.test/", nil).WithContext(ctx))
+	if resp != nil || !errors.Is(err, context.Canceled) {
+		t.Fatalf("got %v, %v; want context.Canceled", resp, err)
+	}
+	if !tr.budget.allowRetry(clock.Now()) {
+		t.Error("a retry given up during its wait spent the only retry of the budget")
 	}
 }

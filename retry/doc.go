@@ -13,8 +13,8 @@
 //     with each attempt ("full jitter"), which spreads a herd evenly;
 //   - it never waits for a retry its request's context deadline would cut
 //     short: if the wait, and an attempt as long as the last one, would
-//     cross it (reading the refused body counts too), the caller gets the
-//     server's 429 at once;
+//     cross it (reading the refused body counts too, and so does a
+//     pacing wait), the caller gets the server's 429 at once;
 //   - a retry budget keeps retries to a share of requests (10% by
 //     default), so an outage cannot multiply the traffic of a fleet;
 //   - it only repeats requests that are safe to repeat, and of errors only
@@ -55,11 +55,16 @@
 // that cannot be read at all (garbage, a negative number, a date in a
 // format HTTP does not use) is taken for one second, the least a server
 // can ask for: it did ask for a wait, and the first backoff is far
-// shorter. A number of seconds too large to represent saturates (as
-// RFC 9111 prescribes for delta-seconds) and so exceeds the cap. A
-// Retry-After that arrives more than once (two field lines, or a line a
-// proxy joined into "5, 60") is read as its longest value, so the client
-// comes back after every wait it was given, not after the first.
+// shorter. A date is read in HTTP's three formats, and also as an
+// IMF-fixdate whose zone is UTC, UT, +0000 or -0000 (what Go's
+// time.RFC1123 and RFC1123Z write for a UTC time), which mean GMT all the
+// same, as RFC 9110 asks recipients to read dates robustly; an
+// IMF-fixdate in any other zone is unreadable. A number of seconds too
+// large to represent saturates (as RFC 9111 prescribes for delta-seconds)
+// and so exceeds the cap. A Retry-After that arrives more than once (two
+// field lines, or a line a proxy joined into "5, 60") is read as its
+// longest value, so the client comes back after every wait it was given,
+// not after the first.
 //
 // Of errors, only those of the connection are retried: a net.Error (a
 // failed dial, read or write, a timeout), a connection the server closed.
@@ -67,7 +72,16 @@
 // would meet (an unsupported scheme, an invalid header) than one another
 // attempt would avoid, and retrying it would spend the budget for nothing.
 // A failed dial is retried even for a POST: the request never left, so
-// sending it again repeats nothing.
+// sending it again repeats nothing. Some connection errors are not
+// retried all the same, as no attempt would get past them: a server
+// certificate that fails verification, a TLS alert from the server (it
+// refused the client's certificate, say), a server that does not speak
+// TLS, an address that cannot be dialled as written (an invalid port).
+//
+// Reading a refused body, which lets the retry reuse its connection, is
+// bounded in time as in size: a quarter of a second, then the body and
+// its connection are given up, so a 503 whose body stalls cannot hold the
+// call.
 //
 // Pacing is off by default. When on, and a host reports r requests left
 // until a reset t away (RateLimit, RateLimit-Policy, or the older
@@ -77,14 +91,32 @@
 // it, so requests beyond its r+1 slots all leave at the reset, and the
 // reports of their responses space the next ones. A reset more than a day
 // away is not believed, being most likely a misread field (a Unix time in
-// milliseconds, say), and its quota is ignored. No pacing wait exceeds
-// Options.MaxRetryAfter, and one that would cross the request's deadline
-// is skipped: the request is sent at once and the server decides.
+// milliseconds, say), and its quota is ignored. A reset given as a Unix
+// time is measured from the response's Date, as a Retry-After date is.
+//
+// Pacing waits never stack on other waits. Before a retry the Transport
+// waits once, the longer of the retry's own wait and the time to the
+// host's slot, and holds that one wait to Options.MaxRetryAfter and the
+// deadline as it holds a Retry-After: beyond either, the caller gets the
+// refusal at once. A first attempt has no refusal to give back: when its
+// slot lies beyond MaxRetryAfter, or leaves no time before the deadline
+// for an attempt as long as the host's last, it is sent at once, books no
+// slot, and the server decides. It is sent rather than answered with a
+// refusal of the Transport's making, because the slot may be far only
+// because a quota is spread thin (ten requests left for a day are slots
+// hours apart) while the server would accept the request now, and because
+// a caller should see the server's answer, not a guess at it. Holding it
+// for MaxRetryAfter and sending it anyway would keep the caller minutes
+// for nothing, and release every request held so into the same spent
+// quota together.
 //
 // # Testing
 //
 // All time goes through Options.Clock and all randomness through
 // Options.Rand, so tests drive a fake clock and a seeded source and never
-// sleep. The package's own tests run a real HTTP server on loopback whose
-// limiter reads the same fake clock as the client.
+// sleep. The one exception is the bound on reading a refused body: like
+// net/http's own timeouts it bounds I/O on a real connection, which a fake
+// clock does not drive, and so it is real time. The package's own tests
+// run a real HTTP server on loopback whose limiter reads the same fake
+// clock as the client.
 package retry

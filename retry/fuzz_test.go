@@ -12,7 +12,7 @@ import (
 // that surrounding whitespace does not matter, and that every run of
 // ASCII digits is accepted, with or without a decimal fraction.
 func FuzzParseRetryAfter(f *testing.F) {
-	for _, s := range []string{"120", "0", "", "-1", "1.5", "99999999999999999999", "Sun, 06 Nov 1994 08:49:37 GMT"} {
+	for _, s := range []string{"120", "0", "", "-1", "1.5", "99999999999999999999", "Sun, 06 Nov 1994 08:49:37 GMT", "Sun, 06 Nov 1994 08:49:37 UTC", "Sun, 06 Nov 1994 08:49:37 +0000"} {
 		f.Add(s)
 	}
 	now := time.Date(2030, 1, 1, 0, 0, 0, 0, time.UTC)
@@ -62,10 +62,10 @@ func FuzzParseRateLimit(f *testing.F) {
 				t.Fatalf("negative quota %+v", q)
 			}
 		}
-		p := newPacer(DefaultPaceThreshold, time.Minute)
+		p := newPacer(DefaultPaceThreshold)
 		p.observe("h", h, now, now)
 		for range 3 {
-			if w := p.reserve("h", now, time.Time{}, false); w < 0 || w > time.Minute {
+			if w, ok := p.reserve("h", now, 0, time.Minute, true); ok && (w < 0 || w > time.Minute) {
 				t.Fatalf("pacer wait %v outside [0, 1m]", w)
 			}
 		}

@@ -20,12 +20,15 @@ const unixThreshold = 1_000_000_000
 // wait. ok is false when the value is empty or not valid, in which case
 // the caller should fall back to its own backoff.
 //
-// Both forms are accepted: delta-seconds ("120") and an HTTP-date in any
-// of the formats http.ParseTime knows. A date is measured from now, and
-// one in the past yields 0. The RFC measures it from the response, so
-// when the response carries a valid Date, pass that as now (Transport
-// does): the wait is then the one the server meant, however far the
-// client's clock is from the server's.
+// Both forms are accepted: delta-seconds ("120") and an HTTP-date, in any
+// of the formats http.ParseTime knows, or as an IMF-fixdate whose zone is
+// UTC, UT, +0000 or -0000 where GMT belongs (what time.RFC1123 and
+// time.RFC1123Z write for a UTC time), which all mean GMT; an IMF-fixdate
+// in any other zone is invalid. A date is measured from now, and one in
+// the past yields 0. The RFC measures it from the response, so when the
+// response carries a valid Date, pass that as now (Transport does): the
+// wait is then the one the server meant, however far the client's clock
+// is from the server's.
 //
 // A decimal number of seconds ("1.5"), which the RFC does not allow but
 // some servers send, is read as the wait it plainly means, rounded up to
@@ -46,11 +49,38 @@ func ParseRetryAfter(value string, now time.Time) (wait time.Duration, ok bool) 
 	if d, ok := parseDecimalSeconds(v); ok {
 		return d, true
 	}
-	t, err := http.ParseTime(v)
-	if err != nil {
+	t, ok := parseHTTPDate(v)
+	if !ok {
 		return 0, false
 	}
 	return max(t.Sub(now), 0), true
+}
+
+// utcZones are the zones that, written in place of GMT at the end of an
+// IMF-fixdate, mean GMT all the same: what time.RFC1123 writes for a UTC
+// time ("UTC"), RFC 5322's "UT", and what time.RFC1123Z writes ("+0000",
+// or "-0000" for "no offset known").
+var utcZones = []string{" UTC", " UT", " +0000", " -0000"}
+
+// parseHTTPDate parses an HTTP-date (RFC 9110 §5.6.7): any of the three
+// formats http.ParseTime reads, or an IMF-fixdate whose zone is one of
+// utcZones. Servers that format dates with time.RFC1123 or RFC1123Z send
+// those, and the RFC asks recipients to read dates robustly. No other
+// zone is taken: the offset of an abbreviation such as EST Go's parser
+// would have to guess, and an offset such as +0100 no HTTP server should
+// send.
+func parseHTTPDate(v string) (time.Time, bool) {
+	if t, err := http.ParseTime(v); err == nil {
+		return t, true
+	}
+	for _, z := range utcZones {
+		if rest, ok := strings.CutSuffix(v, z); ok {
+			// No zone in the layout: time.Parse then reads UTC.
+			t, err := time.Parse("Mon, 02 Jan 2006 15:04:05", rest)
+			return t, err == nil
+		}
+	}
+	return time.Time{}, false
 }
 
 // Quota is one rate-limit quota a server reported in a response.

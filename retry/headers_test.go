@@ -24,6 +24,17 @@ func TestParseRetryAfter(t *testing.T) {
 		{now.Add(-time.Hour).Format(http.TimeFormat), 0, true}, // past: retry now
 		{now.Add(45 * time.Second).Format(time.RFC850), 45 * time.Second, true},
 		{now.Add(30 * time.Second).Format(time.ANSIC), 30 * time.Second, true},
+		// IMF-fixdate with a zone other than GMT that means the same, as
+		// time.RFC1123 and time.RFC1123Z write a UTC time: RFC 9110
+		// §5.6.7 asks recipients to read dates robustly.
+		{now.Add(time.Hour).Format(time.RFC1123), time.Hour, true},  // "... UTC"
+		{now.Add(time.Hour).Format(time.RFC1123Z), time.Hour, true}, // "... +0000"
+		{"Tue, 01 Jan 2030 01:00:00 UT", time.Hour, true},
+		{"Tue, 01 Jan 2030 01:00:00 -0000", time.Hour, true},
+		{"Tue, 01 Jan 2030 01:00:00 +0100", 0, false}, // another offset: not guessed at
+		{"Tue, 01 Jan 2030 01:00:00 EST", 0, false},
+		{"Tue, 01 Jan 2030 01:00:00", 0, false},
+		{"Tue, 01 Jan 2030 01:00:00 utc", 0, false},
 		{"9223372036", 9223372036 * time.Second, true},         // the largest whole-second Duration
 		{"9223372037", math.MaxInt64, true},                    // one more saturates
 		{"99999999999999999999999999999", math.MaxInt64, true}, // beyond int64 saturates too

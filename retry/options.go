@@ -36,9 +36,11 @@ type Options struct {
 	// Retry-After. Zero or negative means DefaultBase (100ms).
 	Base time.Duration
 
-	// Cap bounds the backoff window, so a long outage never makes a client
-	// wait longer than Cap between attempts. Zero or negative means
-	// DefaultCap (30s).
+	// Cap bounds the backoff window, so a long outage never makes a
+	// client back off longer than Cap between attempts. It bounds only
+	// the backoff, taken when the server gave no Retry-After: a
+	// Retry-After, or a pacing wait, may ask for up to MaxRetryAfter.
+	// Zero or negative means DefaultCap (30s).
 	Cap time.Duration
 
 	// MaxRetryAfter is the longest Retry-After the Transport will honour.
@@ -46,8 +48,15 @@ type Options struct {
 	// at once instead of being retried: waiting less would break the
 	// server's request, and silently blocking a caller for longer is
 	// rarely what the caller wants. The caller still sees the status and
-	// the Retry-After header and can decide. It also bounds every pacing
-	// wait. Zero or negative means DefaultMaxRetryAfter (5m).
+	// the Retry-After header and can decide.
+	//
+	// It bounds pacing waits the same way, never adding to a Retry-After:
+	// a retry waits once, the longer of its Retry-After (or backoff) and
+	// the time to the host's pacing slot, and is not made, its response
+	// returned at once, when that slot lies beyond MaxRetryAfter. A first
+	// attempt whose slot lies beyond it is sent at once, unpaced, since
+	// there is no response yet to return. Zero or negative means
+	// DefaultMaxRetryAfter (5m).
 	MaxRetryAfter time.Duration
 
 	// BudgetRatio is the share of requests that may be retried over
@@ -73,6 +82,8 @@ type Options struct {
 	// RateLimit-Policy, X-RateLimit-Remaining, X-RateLimit-Reset): when a
 	// host reports little quota left, the next requests to it are spread
 	// over the time until the quota resets instead of running into a 429.
+	// No pacing wait exceeds MaxRetryAfter or leaves too little time
+	// before the request's deadline (see MaxRetryAfter and Transport).
 	// Off by default.
 	Pacing bool
 
@@ -107,8 +118,10 @@ type RetryInfo struct {
 	// Attempt is the number of attempts sent so far: 1 before the first
 	// retry.
 	Attempt int
-	// Wait is how long the Transport will wait before the retry. With
-	// Options.Pacing, a pacing wait for the host may follow it.
+	// Wait is how long the Transport will wait before the retry: the
+	// server's Retry-After with its jitter, or else the backoff, or, with
+	// Options.Pacing, the time to the host's next pacing slot if that is
+	// longer. It is the whole wait: none follows it.
 	Wait time.Duration
 	// StatusCode is the status of the refused response (429 or 503), or 0
 	// when Err is set.

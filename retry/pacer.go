@@ -30,9 +30,12 @@ const maxPaceReset = 24 * time.Hour
 // waiting since before must not leave later. So requests beyond the r+1
 // slots of the window all leave at the reset, and the reports of their
 // responses space the next ones.
+//
+// The pacer only keeps the schedule; how long a request may wait for its
+// slot (Options.MaxRetryAfter, its deadline) is the Transport's to say,
+// through reserve's limit.
 type pacer struct {
 	threshold int64
-	maxWait   time.Duration
 
 	mu    sync.Mutex
 	hosts map[string]*paceState // guarded by mu
@@ -41,30 +44,32 @@ type pacer struct {
 type paceState struct {
 	interval time.Duration // spacing between sends
 	until    time.Time     // when the reported quota resets; the state is stale after it
-	last     time.Time     // the latest slot booked or send observed; the next leaves interval after it
+	last     time.Time     // the latest send booked or observed; the next leaves interval after it
+	took     time.Duration // how long the latest observed attempt took, from its send to its response
 }
 
-func newPacer(threshold int, maxWait time.Duration) *pacer {
-	return &pacer{threshold: int64(threshold), maxWait: maxWait, hosts: map[string]*paceState{}}
+func newPacer(threshold int) *pacer {
+	return &pacer{threshold: int64(threshold), hosts: map[string]*paceState{}}
 }
 
-// reserve returns how long a request to host should wait at now, and
-// books that slot. When the slot would not come before the request's
-// deadline, it returns 0 and books nothing: the request is better sent at
-// once, and the server, which has the last word anyway, may still accept it.
-// When the slot lies beyond maxWait, the request waits maxWait and books
-// nothing either: it leaves before its slot, so the slots after it are
-// still counted from the schedule, not from the bound.
-func (p *pacer) reserve(host string, now, deadline time.Time, hasDeadline bool) time.Duration {
+// reserve returns how long a request to host, at now, must wait before it
+// leaves: the longer of least (the request's own wait, a retry's backoff
+// say) and the time to the host's next slot. When the slot is more than
+// limit away, it returns false and books nothing: the caller does not
+// wait for it. Otherwise, if book is set, it books the send, so that the
+// next request to the host leaves an interval after it; without book it
+// only looks. A host not paced has no slot to wait for: least is
+// returned, whatever the limit.
+func (p *pacer) reserve(host string, now time.Time, least, limit time.Duration, book bool) (time.Duration, bool) {
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	st := p.hosts[host]
 	if st == nil {
-		return 0
+		return least, true
 	}
 	if !now.Before(st.until) {
 		delete(p.hosts, host)
-		return 0
+		return least, true
 	}
 	at := st.last.Add(st.interval)
 	if at.Before(now) {
@@ -73,17 +78,25 @@ func (p *pacer) reserve(host string, now, deadline time.Time, hasDeadline bool) 
 	if at.After(st.until) {
 		at = st.until
 	}
-	held := at.Sub(now) > p.maxWait
-	if held {
-		at = now.Add(p.maxWait)
+	if at.Sub(now) > limit {
+		return 0, false
 	}
-	if hasDeadline && !at.Before(deadline) {
-		return 0
+	wait := max(at.Sub(now), least)
+	if leave := now.Add(wait); book && leave.After(st.last) {
+		st.last = leave
 	}
-	if !held {
-		st.last = at
+	return wait, true
+}
+
+// latency returns how long the latest observed attempt to host took, or 0
+// if host is not paced: what a request to it is expected to take.
+func (p *pacer) latency(host string) time.Duration {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if st := p.hosts[host]; st != nil {
+		return st.took
 	}
-	return at.Sub(now)
+	return 0
 }
 
 // observe updates host's state from a response header received at now
@@ -92,9 +105,19 @@ func (p *pacer) reserve(host string, now, deadline time.Time, hasDeadline bool) 
 // and none is low, pacing for the host stops. A response that reports no
 // quota, or none that resets within maxPaceReset, leaves the state as it
 // was.
+//
+// A reset given as a Unix time (X-RateLimit-Reset) is measured from the
+// response's Date when it has a valid one, as a Retry-After date is, so
+// that a client clock off the server's neither stretches the wait nor
+// cancels it; the reset found is then counted from now, on the client's
+// clock.
 func (p *pacer) observe(host string, h http.Header, sent, now time.Time) {
+	at := now
+	if date, ok := parseHTTPDate(h.Get("Date")); ok {
+		at = date
+	}
 	interval, reset, reported := time.Duration(-1), time.Duration(0), false
-	for _, q := range ParseRateLimit(h, now) {
+	for _, q := range ParseRateLimit(h, at) {
 		if q.Reset > maxPaceReset {
 			continue
 		}
@@ -127,6 +150,7 @@ func (p *pacer) observe(host string, h http.Header, sent, now time.Time) {
 	// out an exhausted quota, say) must not hold back the new window.
 	st.interval = interval
 	st.until = now.Add(reset)
+	st.took = max(now.Sub(sent), 0)
 	if sent.After(st.last) {
 		st.last = sent
 	}

@@ -3,6 +3,7 @@ package retry
 import (
 	"context"
 	"net/http"
+	"slices"
 	"strconv"
 	"testing"
 	"time"
@@ -127,19 +128,18 @@ func TestPacingRespectsDeadline(t *testing.T) {
 // TestPacerSpacesConcurrentRequests checks that requests waiting at the
 // same moment get successive slots.
 func TestPacerSpacesConcurrentRequests(t *testing.T) {
-	p := newPacer(10, time.Minute)
+	p := newPacer(10)
 	h := http.Header{}
 	h.Set("RateLimit", `"api";r=2;t=30`)
 	p.observe("h", h, testStart, testStart)
 	var got []time.Duration
 	for range 3 {
-		got = append(got, p.reserve("h", testStart, time.Time{}, false))
+		w, _ := p.reserve("h", testStart, 0, time.Minute, true)
+		got = append(got, w)
 	}
 	want := []time.Duration{10 * time.Second, 20 * time.Second, 30 * time.Second}
-	for i := range want {
-		if got[i] != want[i] {
-			t.Fatalf("reserve waits %v, want %v", got, want)
-		}
+	if !slices.Equal(got, want) {
+		t.Fatalf("reserve waits %v, want %v", got, want)
 	}
 }
 
@@ -147,50 +147,65 @@ func TestPacerSpacesConcurrentRequests(t *testing.T) {
 // arriving later, reserve after one report, in steps a reader can check by
 // hand. No slot lies past the reset: the report says nothing of the quota
 // after it, and a request arriving then would be sent at once, so one that
-// has been waiting since before must not leave later. A slot past the
-// bound on a single wait holds its request at the bound without being
-// booked, so the slots after it keep their spacing.
+// has been waiting since before must not leave later. A slot further away
+// than the limit is refused and not booked, so the slots after it keep
+// their spacing. A request with a wait of its own longer than its slot (a
+// retry's) books the time it leaves, and the next slot follows it.
 func TestPacerSlots(t *testing.T) {
 	type step struct {
-		at   time.Duration // since the report
-		want time.Duration // the wait reserved
+		at    time.Duration // since the report
+		least time.Duration // the request's own wait
+		peek  bool          // look without booking
+		want  time.Duration // the wait reserved
+		ok    bool          // false: the slot is beyond the limit
 	}
 	cases := []struct {
-		name    string
-		maxWait time.Duration
-		report  string // RateLimit
-		steps   []step
+		name   string
+		limit  time.Duration
+		report string // RateLimit
+		steps  []step
 	}{
 		{"exhausted: all at the reset", 5 * time.Minute, `"api";r=0;t=60`, []step{
-			{0, time.Minute}, {0, time.Minute}, {0, time.Minute}, {0, time.Minute},
-			{0, time.Minute}, {0, time.Minute}, {0, time.Minute}, {0, time.Minute},
-			{30 * time.Second, 30 * time.Second}, // a late comer leaves with them
-			{time.Minute, 0},                     // the reset has passed: not paced
+			{0, 0, false, time.Minute, true}, {0, 0, false, time.Minute, true},
+			{0, 0, false, time.Minute, true}, {0, 0, false, time.Minute, true},
+			{30 * time.Second, 0, false, 30 * time.Second, true}, // a late comer leaves with them
+			{time.Minute, 0, false, 0, true},                     // the reset has passed: not paced
 		}},
 		{"two left: two slots, then the reset", 5 * time.Minute, `"api";r=2;t=30`, []step{
-			{0, 10 * time.Second}, {0, 20 * time.Second}, {0, 30 * time.Second},
-			{0, 30 * time.Second}, {0, 30 * time.Second},
+			{0, 0, true, 10 * time.Second, true}, // a look books nothing
+			{0, 0, false, 10 * time.Second, true},
+			{0, 0, false, 20 * time.Second, true},
+			{0, 0, false, 30 * time.Second, true},
+			{0, 0, false, 30 * time.Second, true},
 		}},
-		{"slots past the bound", time.Minute, `"api";r=3;t=200`, []step{
-			{0, 50 * time.Second},                 // the slot at 50s
-			{0, time.Minute},                      // its slot at 100s is past the bound: held there, slot left free
-			{0, time.Minute},                      // and so is this one
-			{45 * time.Second, 55 * time.Second},  // takes the slot at 100s
-			{45 * time.Second, time.Minute},       // the next, at 150s, is past the bound
-			{150 * time.Second, 0},                // the slot at 150s is now
-			{150 * time.Second, 50 * time.Second}, // the reset at 200s
-			{160 * time.Second, 40 * time.Second}, // never past it
+		{"slots beyond the limit", time.Minute, `"api";r=3;t=200`, []step{
+			{0, 0, false, 50 * time.Second, true},                 // the slot at 50s
+			{0, 0, false, 0, false},                               // the next, at 100s, is beyond the limit: left free
+			{0, 0, false, 0, false},                               // and still is
+			{45 * time.Second, 0, false, 55 * time.Second, true},  // takes the slot at 100s
+			{45 * time.Second, 0, false, 0, false},                // the next, at 150s, is beyond the limit
+			{150 * time.Second, 0, false, 0, true},                // the slot at 150s is now
+			{150 * time.Second, 0, false, 50 * time.Second, true}, // the reset at 200s
+			{160 * time.Second, 0, false, 40 * time.Second, true}, // never past it
+		}},
+		{"waits of their own", 5 * time.Minute, `"api";r=1;t=20`, []step{
+			{0, 15 * time.Second, false, 15 * time.Second, true},              // longer than the slot at 10s: leaves at 15s
+			{0, 0, false, 20 * time.Second, true},                             // 10s after it is past the reset: the reset
+			{0, 30 * time.Second, false, 30 * time.Second, true},              // longer than the slot at the reset
+			{0, 2 * time.Second, false, 20 * time.Second, true},               // shorter: the reset
+			{20 * time.Second, 3 * time.Second, false, 3 * time.Second, true}, // after the reset, its own wait
 		}},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
-			p := newPacer(DefaultPaceThreshold, tc.maxWait)
+			p := newPacer(DefaultPaceThreshold)
 			h := http.Header{}
 			h.Set("RateLimit", tc.report)
 			p.observe("h", h, testStart, testStart)
 			for i, s := range tc.steps {
-				if got := p.reserve("h", testStart.Add(s.at), time.Time{}, false); got != s.want {
-					t.Errorf("step %d (at %v): wait %v, want %v", i, s.at, got, s.want)
+				got, ok := p.reserve("h", testStart.Add(s.at), s.least, tc.limit, !s.peek)
+				if got != s.want || ok != s.ok {
+					t.Errorf("step %d (at %v): wait %v, %v; want %v, %v", i, s.at, got, ok, s.want, s.ok)
 				}
 			}
 		})
@@ -213,7 +228,8 @@ func TestPacingIgnoresImplausibleReset(t *testing.T) {
 		{0, []string{"RateLimit", `"api";r=0;t=86400000`}},
 		{0, []string{"RateLimit", `"burst";r=1;t=60, "bogus";r=0;t=86401`}},
 		{30 * time.Second, []string{"RateLimit", `"day";r=1;t=86400`}}, // spaced by burst alone
-		{DefaultMaxRetryAfter, nil},                                    // a day is believed: 12h apart, held at the bound
+		{0, []string{"RateLimit", `"day";r=1;t=86400`}},                // a day is believed: 12h apart, beyond the bound, so sent at once
+		{0, nil}, // and so again: a request sent at once books no slot
 	}
 	checkPacing(t, steps)
 }
@@ -221,7 +237,7 @@ func TestPacingIgnoresImplausibleReset(t *testing.T) {
 // TestPacerMemoryBounded checks that the pacer forgets hosts past its
 // bound.
 func TestPacerMemoryBounded(t *testing.T) {
-	p := newPacer(10, time.Minute)
+	p := newPacer(10)
 	h := http.Header{}
 	h.Set("RateLimit", `"api";r=0;t=30`)
 	for i := range 3 * maxPacedHosts {
@@ -244,4 +260,168 @@ func TestPacingAfterReset(t *testing.T) {
 		{3 * time.Second, nil}, // the reset
 	}
 	checkPacing(t, steps)
+}
+
+// TestPacingAndRetryAfterShareOneWait checks that before a retry the
+// Transport waits once, the longer of the server's Retry-After and the
+// time to the host's next pacing slot, and that this one wait is what
+// OnRetry reports and what MaxRetryAfter bounds (5m here). Waits stacked
+// one after the other would keep the caller beyond the bound, and past
+// what OnRetry said.
+func TestPacingAndRetryAfterShareOneWait(t *testing.T) {
+	cases := []struct {
+		name       string
+		retryAfter string
+		rateLimit  string
+		want       []time.Duration // the wait before each retry; none: the 429 comes back at once
+	}{
+		{"Retry-After the longer", "120", `"api";r=0;t=60`, []time.Duration{2 * time.Minute}},
+		{"pacing the longer", "60", `"api";r=0;t=120`, []time.Duration{2 * time.Minute}},
+		{"pacing at the bound", "60", `"api";r=0;t=300`, []time.Duration{5 * time.Minute}},
+		{"pacing beyond the bound", "240", `"api";r=0;t=600`, nil},
+		{"Retry-After beyond the bound", "600", `"api";r=0;t=60`, nil},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			clock := newFakeClock(testStart)
+			var sentAt []time.Duration
+			next := rtFunc(func(req *http.Request) (*http.Response, error) {
+				sentAt = append(sentAt, clock.Now().Sub(testStart))
+				if len(sentAt) == 1 {
+					return reply(req, 429, nil, "Retry-After", tc.retryAfter, "RateLimit", tc.rateLimit), nil
+				}
+				return reply(req, 200, nil), nil
+			})
+			var told []time.Duration
+			tr := NewTransport(next, Options{Clock: clock, Pacing: true, Rand: func() float64 { return 0 },
+				OnRetry: func(i RetryInfo) { told = append(told, i.Wait) }})
+			resp, err := tr.RoundTrip(mustRequest(t, "GET", "http://api.example.test/", nil))
+			if err != nil {
+				t.Fatal(err)
+			}
+			wantStatus, wantSent := 429, []time.Duration{0}
+			if len(tc.want) > 0 {
+				wantStatus, wantSent = 200, []time.Duration{0, tc.want[0]}
+			}
+			if resp.StatusCode != wantStatus || !slices.Equal(sentAt, wantSent) {
+				t.Errorf("status %d, attempts sent at %v; want %d, sent at %v", resp.StatusCode, sentAt, wantStatus, wantSent)
+			}
+			if s := clock.Sleeps(); !slices.Equal(s, tc.want) || !slices.Equal(told, tc.want) {
+				t.Errorf("slept %v, OnRetry told %v; want both %v", s, told, tc.want)
+			}
+		})
+	}
+}
+
+// TestPacingNeverHoldsBeyondTheBound checks that a request whose slot
+// lies further away than MaxRetryAfter (5m) is sent at once, not held for
+// the bound and then sent anyway: holding it would keep its caller minutes
+// for nothing, and release every request held together into the same
+// spent quota. The server, which has the last word, answers it.
+func TestPacingNeverHoldsBeyondTheBound(t *testing.T) {
+	exhausted := []string{"RateLimit", `"api";r=0;t=600`}
+	checkPacing(t, []paceStep{
+		{0, exhausted},
+		{0, exhausted}, // the reset, 10m away, is beyond the bound
+		{0, exhausted},
+		{0, []string{"RateLimit", `"api";r=0;t=240`}},
+		{4 * time.Minute, nil}, // within the bound: paced
+	})
+}
+
+// TestPacingCountsAgainstDeadline checks that a pacing wait, like the
+// wait for a retry, is not taken when the request's deadline would cut
+// short the attempt after it (one as long as the last attempt): the
+// caller gets the server's 429 at once, or its first attempt is sent at
+// once, rather than its own deadline's error after a wait for nothing.
+func TestPacingCountsAgainstDeadline(t *testing.T) {
+	// Each attempt takes 1s. The first is refused with Retry-After: 1 and
+	// no quota left for 4s, which the retry must wait for: 3s after the
+	// refusal, then 1s to send, 5s after the start in all.
+	for _, tc := range []struct {
+		deadline time.Duration
+		want     []time.Duration // the waits
+	}{
+		{4500 * time.Millisecond, nil},
+		{5 * time.Second, nil},
+		{5500 * time.Millisecond, []time.Duration{3 * time.Second}},
+	} {
+		start := time.Now() // compared with a real context deadline
+		clock := newFakeClock(start)
+		n := 0
+		next := rtFunc(func(req *http.Request) (*http.Response, error) {
+			n++
+			clock.Advance(time.Second)
+			if n == 1 {
+				return reply(req, 429, nil, "Retry-After", "1", "RateLimit", `"api";r=0;t=4`), nil
+			}
+			return reply(req, 200, nil), nil
+		})
+		tr := NewTransport(next, Options{Clock: clock, Pacing: true, Rand: func() float64 { return 0 }})
+		ctx, cancel := context.WithDeadline(context.Background(), start.Add(tc.deadline))
+		resp, err := tr.RoundTrip(mustRequest(t, "GET", "http://api.example.test/", nil).WithContext(ctx))
+		cancel()
+		wantStatus := 200
+		if tc.want == nil {
+			wantStatus = 429
+		}
+		if err != nil || resp.StatusCode != wantStatus || !slices.Equal(clock.Sleeps(), tc.want) {
+			t.Errorf("deadline %v: %v, %v after sleeps %v; want %d after %v", tc.deadline, resp, err, clock.Sleeps(), wantStatus, tc.want)
+		}
+	}
+
+	// A first attempt: the host reported no quota left for 10s in an
+	// answer that took 1s, so a request made then waits 9s for its slot,
+	// and its attempt is expected to take 1s more.
+	for _, tc := range []struct {
+		deadline time.Duration // after the report
+		want     []time.Duration
+	}{
+		{9500 * time.Millisecond, nil}, // sent at once: the slot leaves no time for it
+		{10 * time.Second, nil},
+		{10500 * time.Millisecond, []time.Duration{9 * time.Second}},
+	} {
+		start := time.Now()
+		clock := newFakeClock(start)
+		next := rtFunc(func(req *http.Request) (*http.Response, error) {
+			clock.Advance(time.Second)
+			return reply(req, 200, nil, "RateLimit", `"api";r=0;t=10`), nil
+		})
+		tr := NewTransport(next, Options{Clock: clock, Pacing: true})
+		if _, err := tr.RoundTrip(mustRequest(t, "GET", "http://api.example.test/", nil)); err != nil {
+			t.Fatal(err)
+		}
+		ctx, cancel := context.WithDeadline(context.Background(), clock.Now().Add(tc.deadline))
+		_, err := tr.RoundTrip(mustRequest(t, "GET", "http://api.example.test/", nil).WithContext(ctx))
+		cancel()
+		if err != nil || !slices.Equal(clock.Sleeps(), tc.want) {
+			t.Errorf("first attempt, deadline %v after the report: err %v, sleeps %v; want %v", tc.deadline, err, clock.Sleeps(), tc.want)
+		}
+	}
+}
+
+// TestPacingMeasuresResetFromDate checks that an X-RateLimit-Reset given
+// as a Unix time is measured from the response's Date, as a Retry-After
+// date is, so that a client clock ten minutes off the server's still
+// waits the minute the server meant, not eleven (held to the bound) or
+// none.
+func TestPacingMeasuresResetFromDate(t *testing.T) {
+	for _, skew := range []time.Duration{0, 10 * time.Minute, -10 * time.Minute} {
+		clock := newFakeClock(testStart)
+		next := rtFunc(func(req *http.Request) (*http.Response, error) {
+			server := clock.Now().Add(skew)
+			return reply(req, 200, nil, "Date", server.Format(http.TimeFormat),
+				"X-RateLimit-Remaining", "0",
+				"X-RateLimit-Reset", strconv.FormatInt(server.Add(time.Minute).Unix(), 10)), nil
+		})
+		tr := NewTransport(next, Options{Clock: clock, Pacing: true})
+		for range 2 {
+			if _, err := tr.RoundTrip(mustRequest(t, "GET", "http://api.example.test/", nil)); err != nil {
+				t.Fatal(err)
+			}
+		}
+		if s := clock.Sleeps(); !slices.Equal(s, []time.Duration{time.Minute}) {
+			t.Errorf("server clock %v off: slept %v, want one wait of 1m", skew, s)
+		}
+	}
 }

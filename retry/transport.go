@@ -2,6 +2,7 @@ package retry
 
 import (
 	"bytes"
+	"context"
 	"crypto/tls"
 	"crypto/x509"
 	"errors"
@@ -22,6 +23,20 @@ import (
 // cheaper than reading megabytes of error page.
 const maxDrain = 64 << 10
 
+// maxDrainTime bounds, as maxDrain bounds the bytes, how long a discarded
+// response body is read for; a body not read to its end by then is cut
+// off and its connection closed, as one too large. A refusal's body is
+// small and leaves the server with its header, so one that has not
+// arrived a quarter of a second after it is stalled; and a new
+// connection, a handshake of a round trip or two, costs about as much on
+// a slow link and far less on a fast one. Without this bound a 503 whose
+// body stops coming would hold the call until its deadline, or for ever.
+//
+// It is real time, the one wait that does not go through Options.Clock:
+// like net/http's own timeouts it bounds I/O on a real connection, which
+// a fake clock does not drive.
+const maxDrainTime = 250 * time.Millisecond
+
 // Transport is an http.RoundTripper that retries a request refused with
 // 429 Too Many Requests or 503 Service Unavailable, or lost to a
 // connection error, when the request is safe to send again. It waits as
@@ -30,7 +45,12 @@ const maxDrain = 64 << 10
 // deadline would cut short (one that could not take as long as the last
 // attempt did before the deadline), and a retry budget keeps its retries
 // to a share of its requests. With Options.Pacing it also slows down
-// before the server refuses anything.
+// before the server refuses anything: a retry then waits the longer of
+// its own wait and the time to the host's pacing slot, and that one wait
+// is what the deadline and Options.MaxRetryAfter are checked against. A
+// first attempt whose slot lies beyond MaxRetryAfter, or leaves no time
+// before the deadline for an attempt as long as the host's last, is sent
+// at once.
 //
 // A request is safe to send again when its method is GET, HEAD, OPTIONS,
 // TRACE, PUT or DELETE, or when its Header map has an Idempotency-Key or
@@ -50,7 +70,16 @@ const maxDrain = 64 << 10
 // Any other error is returned at once, since every attempt would fail the
 // same way: one from before any I/O (an unsupported URL scheme, an invalid
 // header field, a nil URL), a server certificate that fails verification,
-// or a server that does not speak TLS where TLS was asked for.
+// a TLS alert from the server (a client certificate it refused), a server
+// that does not speak TLS where TLS was asked for, or an address that
+// cannot be dialled as written (a port out of range), a failed dial that
+// no other attempt would get past.
+//
+// Before a retry the Transport reads the refused body, so that the retry
+// can reuse its connection: up to 64 KiB, for up to a quarter of a second,
+// and never so long that the retry would no longer fit before the
+// deadline. A body not read to its end by then is given up, and its
+// connection with it.
 //
 // When it gives up, RoundTrip returns the last response (or error) as it
 // came: a caller sees the server's real 429, with its headers and body.
@@ -70,6 +99,8 @@ type Transport struct {
 	budget *budget // nil if Options.NoBudget
 	pacer  *pacer  // nil unless Options.Pacing
 	randMu sync.Mutex
+
+	drainTime time.Duration // maxDrainTime; tests set less
 }
 
 var _ http.RoundTripper = (*Transport)(nil)
@@ -97,7 +128,10 @@ func (t *Transport) init() {
 		t.budget = newBudget(t.opts.BudgetRatio, t.opts.BudgetMinRetries, t.opts.BudgetWindow, t.opts.Clock.Now())
 	}
 	if t.opts.Pacing {
-		t.pacer = newPacer(t.opts.PaceThreshold, t.opts.MaxRetryAfter)
+		t.pacer = newPacer(t.opts.PaceThreshold)
+	}
+	if t.drainTime <= 0 {
+		t.drainTime = maxDrainTime
 	}
 }
 
@@ -171,17 +205,40 @@ func (t *Transport) RoundTrip(req *http.Request) (*http.Response, error) {
 	if req.URL != nil {
 		host = req.URL.Host
 	}
+	// fits reports whether, at at, a wait of d leaves time before the
+	// deadline for an attempt that takes took.
+	fits := func(at time.Time, d, took time.Duration) bool {
+		return !hasDeadline || addSat(d, took) < deadline.Sub(at)
+	}
+	// paceLimit returns the longest a request may wait for a pacing slot
+	// at at: MaxRetryAfter, and less than leaves time before the deadline
+	// for an attempt that takes took.
+	paceLimit := func(at time.Time, took time.Duration) time.Duration {
+		limit := o.MaxRetryAfter
+		if hasDeadline {
+			// deadline-at is clamped at 0 so that it less took, less one,
+			// cannot overflow; a negative limit admits no wait at all.
+			limit = min(limit, max(deadline.Sub(at), 0)-took-1)
+		}
+		return limit
+	}
+
+	if t.pacer != nil {
+		// The first attempt waits for the host's slot, unless the slot lies
+		// beyond the limit: then it is sent at once, and the server, which
+		// has the last word, answers it. Its attempt is expected to take as
+		// long as the host's last.
+		now := o.Clock.Now()
+		if wait, ok := t.pacer.reserve(host, now, 0, paceLimit(now, t.pacer.latency(host)), true); ok && wait > 0 {
+			if err := o.Clock.Sleep(ctx, wait); err != nil {
+				closeBody(req) // a RoundTripper must close the body, even on error
+				return nil, err
+			}
+		}
+	}
 
 	cur := req
 	for attempt := 1; ; attempt++ {
-		if t.pacer != nil {
-			if wait := t.pacer.reserve(host, o.Clock.Now(), deadline, hasDeadline); wait > 0 {
-				if err := o.Clock.Sleep(ctx, wait); err != nil {
-					closeBody(cur) // a RoundTripper must close the body, even on error
-					return nil, err
-				}
-			}
-		}
 		sent := o.Clock.Now()
 		resp, err := t.next.RoundTrip(cur)
 		now := o.Clock.Now()
@@ -234,25 +291,45 @@ func (t *Transport) RoundTrip(req *http.Request) (*http.Response, error) {
 		// took is how long this attempt took: none, if the clock stepped
 		// back under it, since addSat takes no negative duration.
 		took := max(now.Sub(sent), 0)
-		// cut reports whether a retry decided at at could not complete in
-		// time: after the wait it would need as long as this attempt took.
-		// The caller then gets the server's answer now, not its own
-		// deadline later.
-		cut := func(at time.Time) bool {
-			return hasDeadline && addSat(wait, took) >= deadline.Sub(at)
+		// plan returns the wait before the retry, decided at at: its own
+		// wait or, with Pacing, the time to the host's next slot, whichever
+		// is longer, one wait and not one after the other. It reports false
+		// when the retry is not to be made: the slot lies beyond
+		// MaxRetryAfter, as a Retry-After beyond it would, or the wait
+		// leaves too little time before the deadline for a retry as long
+		// as this attempt; the caller then gets the server's answer now,
+		// not its own deadline later. With book, the slot is booked.
+		plan := func(at time.Time, book bool) (time.Duration, bool) {
+			if !fits(at, wait, took) {
+				return 0, false
+			}
+			if t.pacer == nil {
+				return wait, true
+			}
+			return t.pacer.reserve(host, at, wait, paceLimit(at, took), book)
 		}
-		if cut(now) {
+		total, ok := plan(now, false)
+		if !ok {
 			return resp, err
 		}
 		if resp != nil {
 			// The refused body is read before the retry is decided, as
 			// reading it takes time too: if that time is the retry's, or
 			// the caller gives up meanwhile, the caller gets the refusal,
-			// body and all.
-			resp.Body = readAhead(resp.Body)
-			if ctx.Err() != nil || cut(o.Clock.Now()) {
+			// body and all. The read stops when it no longer leaves time
+			// for the retry.
+			limit := t.drainTime
+			if hasDeadline {
+				limit = min(limit, deadline.Sub(now)-addSat(total, took))
+			}
+			resp.Body = readAhead(ctx, resp.Body, limit)
+			if ctx.Err() != nil {
 				return resp, nil
 			}
+		}
+		at := o.Clock.Now()
+		if _, ok := plan(at, false); !ok {
+			return resp, err
 		}
 		next := req.Clone(ctx)
 		if hasBody(req) {
@@ -262,14 +339,25 @@ func (t *Transport) RoundTrip(req *http.Request) (*http.Response, error) {
 			}
 			next.Body = body
 		}
-		// The budget is spent last, once nothing else can stop the retry.
+		// The budget is spent, and the pacing slot booked, last, once
+		// nothing else can stop the retry. A request to the same host may
+		// have taken the slot meanwhile and pushed the next beyond the
+		// limit: then the retry is not made after all, and its budget is
+		// given back.
 		if t.budget != nil && !t.budget.allowRetry(now) {
+			closeBody(next)
+			return resp, err
+		}
+		if total, ok = plan(at, true); !ok {
+			if t.budget != nil {
+				t.budget.refund(now)
+			}
 			closeBody(next)
 			return resp, err
 		}
 
 		if o.OnRetry != nil {
-			info := RetryInfo{Request: req, Attempt: attempt, Wait: wait, Err: err}
+			info := RetryInfo{Request: req, Attempt: attempt, Wait: total, Err: err}
 			if resp != nil {
 				info.StatusCode = resp.StatusCode
 			}
@@ -278,7 +366,11 @@ func (t *Transport) RoundTrip(req *http.Request) (*http.Response, error) {
 		if resp != nil && resp.Body != nil {
 			resp.Body.Close()
 		}
-		if serr := o.Clock.Sleep(ctx, wait); serr != nil {
+		if serr := o.Clock.Sleep(ctx, total); serr != nil {
+			// The retry was never sent: the budget bounds retries sent.
+			if t.budget != nil {
+				t.budget.refund(now)
+			}
 			closeBody(next)
 			return nil, serr
 		}
@@ -303,7 +395,7 @@ func retryAfter(h http.Header, now time.Time) (time.Duration, bool) {
 	if len(lines) == 0 {
 		return 0, false
 	}
-	if date, err := http.ParseTime(h.Get("Date")); err == nil {
+	if date, ok := parseHTTPDate(h.Get("Date")); ok {
 		now = date
 	}
 	longest, told := time.Duration(0), false
@@ -429,9 +521,12 @@ func transient(err error) bool {
 }
 
 // permanent reports whether err is a connection error that sending the
-// request again cannot cure: the server's certificate failed verification,
-// or the server answered a TLS handshake with something else (plain HTTP
-// on an HTTPS port, say).
+// request again cannot cure: the server's certificate failed verification;
+// the server answered the TLS handshake with an alert (it refused the
+// client's certificate, or has none for the name asked), or with something
+// other than TLS (plain HTTP on an HTTPS port, say); or the address cannot
+// be dialled as written (a port out of range, an address that does not
+// parse), which no network change will mend.
 func permanent(err error) bool {
 	var (
 		verify    *tls.CertificateVerificationError
@@ -439,9 +534,26 @@ func permanent(err error) bool {
 		hostname  x509.HostnameError
 		invalid   x509.CertificateInvalidError
 		record    tls.RecordHeaderError
+		addr      *net.AddrError
+		parse     *net.ParseError
 	)
 	return errors.As(err, &verify) || errors.As(err, &authority) || errors.As(err, &hostname) ||
-		errors.As(err, &invalid) || errors.As(err, &record)
+		errors.As(err, &invalid) || errors.As(err, &record) ||
+		errors.As(err, &addr) || errors.As(err, &parse) || alerted(err)
+}
+
+// alerted reports whether err is, or wraps through a proxy's report, a TLS
+// alert the server sent: crypto/tls reports one as a *net.OpError whose Op
+// is "remote error", around an alert type it does not export.
+func alerted(err error) bool {
+	var op *net.OpError
+	for errors.As(err, &op) {
+		if op.Op == "remote error" {
+			return true
+		}
+		err = op.Err
+	}
+	return false
 }
 
 func hasBody(req *http.Request) bool {
@@ -455,25 +567,51 @@ func closeBody(req *http.Request) {
 }
 
 // readAhead reads a refused response's body to its end, if that is at
-// most maxDrain bytes away, so that its connection can be reused once it is
-// closed, and returns a body that gives them back, followed by the rest. A
+// most maxDrain bytes away and comes within limit (and before ctx is
+// done), so that its connection can be reused once it is closed, and
+// returns a body that gives what it read back, followed by the rest. A
 // nil body, which http.Client tolerates from a RoundTripper, stays nil.
-func readAhead(body io.ReadCloser) io.ReadCloser {
+//
+// The reading is done by a goroutine, so that a body that stalls can be
+// left behind: the returned body's Read waits for it to end, and its
+// Close closes the body, which ends it (net/http's bodies return from a
+// Read when closed) and, the body unfinished, gives up its connection.
+func readAhead(ctx context.Context, body io.ReadCloser, limit time.Duration) io.ReadCloser {
 	if body == nil {
 		return nil
 	}
-	var buf bytes.Buffer
-	// One byte more than maxDrain: the end of a body (the last, empty
-	// chunk of a chunked one) can take a read of its own after the last
-	// byte, and a body closed before its end loses its connection.
-	_, _ = buf.ReadFrom(io.LimitReader(body, maxDrain+1))
-	return &readAheadBody{Reader: io.MultiReader(&buf, body), body: body}
+	b := &readAheadBody{body: body, done: make(chan struct{})}
+	go func() {
+		defer close(b.done)
+		// One byte more than maxDrain: the end of a body (the last,
+		// empty chunk of a chunked one) can take a read of its own after
+		// the last byte, and a body closed before its end loses its
+		// connection.
+		_, _ = b.ahead.ReadFrom(io.LimitReader(body, maxDrain+1))
+	}()
+	timer := time.NewTimer(limit)
+	defer timer.Stop()
+	select {
+	case <-b.done:
+	case <-timer.C:
+	case <-ctx.Done():
+	}
+	return b
 }
 
 // readAheadBody is a body whose first bytes were read ahead.
 type readAheadBody struct {
-	io.Reader
-	body io.ReadCloser
+	body  io.ReadCloser
+	done  chan struct{} // closed when the read ahead ends
+	ahead bytes.Buffer  // what was read ahead; written only before done is closed
+}
+
+func (b *readAheadBody) Read(p []byte) (int, error) {
+	<-b.done
+	if b.ahead.Len() > 0 {
+		return b.ahead.Read(p)
+	}
+	return b.body.Read(p)
 }
 
 func (b *readAheadBody) Close() error { return b.body.Close() }

@@ -259,6 +259,9 @@ func TestWaitsForRetryAfter(t *testing.T) {
 		{"garbage: one second", 429, "soon", "", time.Second, time.Second + base},
 		{"negative: one second", 503, "-5", "", time.Second, time.Second + base},
 		{"odd date format: one second", 429, testStart.Add(time.Hour).Format(time.RFC3339), "", time.Second, time.Second + base},
+		{"date in UTC", 429, testStart.Add(90 * time.Second).Format(time.RFC1123), "", 90 * time.Second, 90*time.Second + base},
+		{"date at +0000, Date in UTC", 429, testStart.Add(30 * time.Second).Format(time.RFC1123Z),
+			testStart.Add(-time.Minute).Format(time.RFC1123), 90 * time.Second, 90*time.Second + base},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
@@ -647,7 +650,13 @@ func TestWhichErrorsAreRetried(t *testing.T) {
 		{"url.Error around a reset", &url.Error{Op: "Get", URL: "http://example.test/", Err: reset}, true},
 		{"any other error", errors.New("net/http: invalid method \"G T\""), false},
 		{"url.Error around another error", &url.Error{Op: "Get", URL: "ftp://example.test/", Err: errors.New(`unsupported protocol scheme "ftp"`)}, false},
-		{"certificate error in a net.Error", &net.OpError{Op: "remote error", Err: x509.UnknownAuthorityError{}}, false},
+		// crypto/tls reports the server's alert (a client certificate
+		// refused, say) in this shape, its Err an unexported alert type.
+		{"TLS alert from the server", &net.OpError{Op: "remote error", Err: errors.New("tls: certificate required")}, false},
+		// A dial that fails on its address, not on the network: every
+		// attempt would fail the same way.
+		{"invalid port", &net.OpError{Op: "dial", Net: "tcp", Err: &net.AddrError{Err: "invalid port", Addr: "99999"}}, false},
+		{"unparsable address", &net.OpError{Op: "dial", Net: "tcp", Err: &net.ParseError{Type: "IP address", Text: "1.2.3"}}, false},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
@@ -772,9 +781,10 @@ func TestCloseIdleConnectionsForwards(t *testing.T) {
 }
 
 // TestErrorsAnotherAttemptCannotCure checks that a certificate that fails
-// verification, or a server that does not speak TLS, is reported at once
-// instead of being retried: each attempt would fail the same way, after a
-// full handshake and a backoff.
+// verification, a server that refuses the client's certificate, a server
+// that does not speak TLS, or an address that cannot be dialled, is
+// reported at once instead of being retried: each attempt would fail the
+// same way, after a full handshake and a backoff.
 func TestErrorsAnotherAttemptCannotCure(t *testing.T) {
 	// countConns starts srv, counting the connections it accepts.
 	countConns := func(srv *httptest.Server, useTLS bool) *atomic.Int32 {
@@ -825,8 +835,37 @@ func TestErrorsAnotherAttemptCannotCure(t *testing.T) {
 			t.Errorf("%d connections and sleeps %v, want 1 connection and no sleep", n, clock.Sleeps())
 		}
 	})
-	// http.Transport refuses these requests before any I/O; each attempt
-	// would be refused the same way.
+	// A server that requires a client certificate the client does not
+	// have answers the handshake with an alert, which crypto/tls reports
+	// as a *net.OpError, a net.Error: in TLS 1.2 during the handshake, in
+	// TLS 1.3 on the first read after it, once the request is written.
+	for _, tc := range []struct {
+		name    string
+		version uint16
+	}{
+		{"client certificate refused, TLS 1.2", tls.VersionTLS12},
+		{"client certificate refused, TLS 1.3", tls.VersionTLS13},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			srv := httptest.NewUnstartedServer(handler)
+			srv.TLS = &tls.Config{ClientAuth: tls.RequireAndVerifyClientCert, MaxVersion: tc.version}
+			conns := countConns(srv, true)
+			inner := srv.Client().Transport.(*http.Transport) // trusts the server, has no certificate of its own
+			clock := newFakeClock(testStart)
+			tr := NewTransport(inner, Options{Clock: clock})
+			defer tr.CloseIdleConnections()
+			_, err := tr.RoundTrip(mustRequest(t, "GET", srv.URL, nil))
+			var oerr *net.OpError
+			if !errors.As(err, &oerr) || oerr.Op != "remote error" {
+				t.Fatalf("err = %v, want the server's TLS alert", err)
+			}
+			if n := conns.Load(); n != 1 || len(clock.Sleeps()) != 0 {
+				t.Errorf("%d connections and sleeps %v, want 1 connection and no sleep", n, clock.Sleeps())
+			}
+		})
+	}
+	// http.Transport refuses these requests before any I/O, or the dialer
+	// before any packet; each attempt would be refused the same way.
 	for _, tc := range []struct {
 		name string
 		req  func() *http.Request
@@ -841,6 +880,11 @@ func TestErrorsAnotherAttemptCannotCure(t *testing.T) {
 			r := mustRequest(t, "GET", "http://example.test/", nil)
 			r.URL = nil
 			return r
+		}},
+		// A POST too: a failed dial is retried whatever the method, but
+		// not one that failed on the address itself.
+		{"invalid port", func() *http.Request {
+			return mustRequest(t, "POST", "http://127.0.0.1:99999/", strings.NewReader("payload"))
 		}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
@@ -1227,4 +1271,64 @@ func TestNoRetryTheDeadlineWouldCutHugeWait(t *testing.T) {
 		t.Fatalf("%v, %v after %d attempts and sleeps %v; want the 429 after 1, no sleep", resp, err, n, clock.Sleeps())
 	}
 	resp.Body.Close()
+}
+
+// TestStalledRefusalBody checks that reading a refused body before a
+// retry is bounded in time as it is in size: a 503 whose body stops
+// coming does not hold the call (for ever, without a deadline). The
+// Transport gives up on the body and its connection, as it does on a body
+// too large, and the retry goes out on a new connection.
+func TestStalledRefusalBody(t *testing.T) {
+	release := make(chan struct{})
+	var conns, n atomic.Int32
+	srv := httptest.NewUnstartedServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if n.Add(1) > 1 {
+			io.WriteString(w, "ok")
+			return
+		}
+		w.Header().Set("Retry-After", "0")
+		w.WriteHeader(http.StatusServiceUnavailable)
+		io.WriteString(w, "partial ")
+		w.(http.Flusher).Flush()
+		select { // the rest of the body never comes
+		case <-release:
+		case <-r.Context().Done():
+		}
+	}))
+	srv.Config.ConnState = func(_ net.Conn, s http.ConnState) {
+		if s == http.StateNew {
+			conns.Add(1)
+		}
+	}
+	srv.Start()
+	defer srv.Close()
+	defer close(release)
+
+	tr := NewTransport(&http.Transport{}, Options{Clock: newFakeClock(testStart)})
+	tr.drainTime = 10 * time.Millisecond // real time: the stall is on a real connection
+	defer tr.CloseIdleConnections()
+	type result struct {
+		resp *http.Response
+		err  error
+	}
+	done := make(chan result, 1)
+	go func() {
+		resp, err := tr.RoundTrip(mustRequest(t, "GET", srv.URL, nil))
+		done <- result{resp, err}
+	}()
+	var r result
+	select {
+	case r = <-done:
+	case <-time.After(10 * time.Second): // a watchdog, not a sleep: the fixed Transport returns in a fraction of this
+		t.Fatal("RoundTrip still reading the stalled refusal after 10s")
+	}
+	if r.err != nil {
+		t.Fatal(r.err)
+	}
+	b, _ := io.ReadAll(r.resp.Body)
+	r.resp.Body.Close()
+	if r.resp.StatusCode != 200 || string(b) != "ok" || n.Load() != 2 || conns.Load() != 2 {
+		t.Errorf("got %d %q after %d attempts over %d connections; want 200 \"ok\" after 2 over 2",
+			r.resp.StatusCode, b, n.Load(), conns.Load())
+	}
 }
