@@ -1,11 +1,21 @@
-// Package grpclimit enforces a policy file on gRPC servers, with unary and
-// stream server interceptors:
+// Package grpclimit enforces a policy file, or a sluice.Limiter built in
+// Go, on gRPC servers, with unary and stream server interceptors:
 //
 //	l := grpclimit.New(set, store, grpclimit.Options{})
 //	srv := grpc.NewServer(
 //		grpc.ChainUnaryInterceptor(l.Unary),
 //		grpc.ChainStreamInterceptor(l.Stream),
 //	)
+//
+// A program that sets its limits in code keys each call with a function
+// instead (ByPeer, or its own, such as one that reads an API key from the
+// metadata), and gets the same answers:
+//
+//	k := grpclimit.Limit(limiter, grpclimit.ByPeer(nil), grpclimit.LimitOptions{})
+//	srv := grpc.NewServer(grpc.ChainUnaryInterceptor(k.Unary), grpc.ChainStreamInterceptor(k.Stream))
+//
+// What follows is said of a Limiter and holds for a Keyed alike, with
+// the Keyed's limits in place of policies.
 //
 // The file's store section is acted on by `sluice serve` alone: the
 // Limiter decides against the store it is passed, so a program that wants
@@ -77,4 +87,5 @@
 //   - interceptor.go: Options, Limiter, its Unary and Stream interceptors,
 //     SkipServices, the pushback of a refusal, and the stream that adds
 //     the metadata to a stream's headers.
+//   - limit.go: Keyed, the interceptors over a sluice.Limiter, and ByPeer.
 package grpclimit

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"log"
 	"net"
+	"strings"
 	"time"
 
 	"google.golang.org/grpc"
@@ -16,8 +17,10 @@ import (
 	"google.golang.org/grpc/peer"
 	"google.golang.org/grpc/status"
 
+	"github.com/sluicehq/sluice"
 	"github.com/sluicehq/sluice/grpclimit"
 	"github.com/sluicehq/sluice/policy"
+	"github.com/sluicehq/sluice/rate"
 	"github.com/sluicehq/sluice/rate/ratetest"
 	"github.com/sluicehq/sluice/store/memory"
 )
@@ -160,4 +163,51 @@ func (s *mdSink) SendHeader(md metadata.MD) error { return s.SetHeader(md) }
 func (s *mdSink) SetTrailer(md metadata.MD) error {
 	s.trailer = metadata.Join(s.trailer, md)
 	return nil
+}
+
+// A limiter built in Go, without a policy file: each API key may call
+// twice a minute.
+func ExampleLimit() {
+	lim, err := rate.ParseLimit("2/m")
+	if err != nil {
+		log.Fatal(err)
+	}
+	limiter, err := sluice.NewLimiter(sluice.LimiterOptions{Name: "api", Limits: []rate.Limit{lim}})
+	if err != nil {
+		log.Fatal(err)
+	}
+	byAPIKey := func(ctx context.Context, _ string) string {
+		md, _ := metadata.FromIncomingContext(ctx)
+		return strings.Join(md.Get("x-api-key"), ",")
+	}
+	k := grpclimit.Limit(limiter, byAPIKey, grpclimit.LimitOptions{})
+	srv := grpc.NewServer(grpc.ChainUnaryInterceptor(k.Unary), grpc.ChainStreamInterceptor(k.Stream))
+	healthpb.RegisterHealthServer(srv, health.NewServer())
+	lis, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		log.Fatal(err)
+	}
+	go srv.Serve(lis)
+	defer srv.Stop()
+
+	conn, err := grpc.NewClient(lis.Addr().String(), grpc.WithTransportCredentials(insecure.NewCredentials()))
+	if err != nil {
+		log.Fatal(err)
+	}
+	defer conn.Close()
+	client := healthpb.NewHealthClient(conn)
+	ctx := metadata.AppendToOutgoingContext(context.Background(), "x-api-key", "k1")
+	for range 3 {
+		var header metadata.MD
+		_, err := client.Check(ctx, &healthpb.HealthCheckRequest{}, grpc.Header(&header))
+		if err != nil {
+			fmt.Println(status.Code(err), status.Convert(err).Message())
+			continue
+		}
+		fmt.Println("OK", "ratelimit:", header.Get("ratelimit"))
+	}
+	// Output:
+	// OK ratelimit: ["api";r=1;t=30]
+	// OK ratelimit: ["api";r=0;t=60]
+	// ResourceExhausted rate limited by "api" (limit gcra 2/m); retry in 30s
 }

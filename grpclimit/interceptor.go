@@ -196,12 +196,17 @@ func (l *Limiter) Unary(ctx context.Context, req any, info *grpc.UnaryServerInfo
 	}
 	out := l.enforce(ctx, info.FullMethod)
 	defer out.Done()
+	return serveUnary(ctx, req, handler, refusal(ctx, &out), l.responseMD(ctx, &out))
+}
+
+// serveUnary serves a unary call that a limiter decided: it fails with
+// err, or calls handler if err is nil, and sends md with the response.
+func serveUnary(ctx context.Context, req any, handler grpc.UnaryHandler, err error, md metadata.MD) (any, error) {
 	var resp any
-	err := refusal(ctx, &out)
 	if err == nil {
 		resp, err = handler(ctx, req)
 	}
-	if md := l.responseMD(ctx, &out); md != nil {
+	if md != nil {
 		// A failed call's metadata goes in the trailers (see responseMD).
 		// A served call's goes with the headers, which leave with the
 		// response, after this returns; in the trailers if the handler,
@@ -222,10 +227,15 @@ func (l *Limiter) Stream(srv any, ss grpc.ServerStream, info *grpc.StreamServerI
 	}
 	out := l.enforce(ss.Context(), info.FullMethod)
 	defer out.Done()
-	err := refusal(ss.Context(), &out)
-	md := l.responseMD(ss.Context(), &out)
+	return serveStream(srv, ss, handler, refusal(ss.Context(), &out), l.responseMD(ss.Context(), &out))
+}
+
+// serveStream serves a stream that a limiter decided: it fails with err,
+// or calls handler if err is nil, and sends md with the response (a
+// refusal always has metadata).
+func serveStream(srv any, ss grpc.ServerStream, handler grpc.StreamHandler, err error, md metadata.MD) error {
 	if err != nil {
-		ss.SetTrailer(md) // a refusal always has metadata
+		ss.SetTrailer(md)
 		return err
 	}
 	if md == nil {
@@ -355,28 +365,48 @@ func peerAddr(ctx context.Context) netip.Addr {
 // it is given (metadata.Join), so the Limit's shared ratelimit-policy
 // list can go as it is, and no handler can change it for other calls.
 func (l *Limiter) responseMD(ctx context.Context, out *policy.Outcome) metadata.MD {
-	withHeaders := !l.o.NoHeaders && out.Limit != nil
-	if out.Verdict == policy.Allow && !withHeaders {
+	var q quota
+	if !l.o.NoHeaders && out.Limit != nil {
+		q = out.Limit
+	}
+	return answerMD(ctx, out.Verdict == policy.Allow, out.RetryAfter, l.maxPushback, q, out.Decision)
+}
+
+// quota is what the metadata says of the limit that decided a call: a
+// policy's compiled limit, or one of a sluice.Limiter's (see Limit).
+type quota interface {
+	// AppendHeader appends the ratelimit item for the decision d.
+	AppendHeader(dst []byte, d rate.Decision) []byte
+	// HeaderPolicyValues returns the ratelimit-policy item as a list of
+	// one, shared by every call: gRPC copies it.
+	HeaderPolicyValues() []string
+}
+
+// answerMD returns the metadata of a call's answer, as responseMD
+// describes it: for one not allowed, retry-after and the pushback of a
+// wait of retryAfter; with q, the rate limit fields of d.
+func answerMD(ctx context.Context, allowed bool, retryAfter, maxPushback time.Duration, q quota, d rate.Decision) metadata.MD {
+	if allowed && q == nil {
 		return nil
 	}
 	md := make(metadata.MD, 4)
-	if out.Verdict != policy.Allow {
-		md["retry-after"] = []string{strconv.FormatInt(rate.RetryAfterSeconds(out.RetryAfter), 10)}
+	if !allowed {
+		md["retry-after"] = []string{strconv.FormatInt(rate.RetryAfterSeconds(retryAfter), 10)}
 		if ctx.Err() == nil {
-			md["grpc-retry-pushback-ms"] = []string{l.pushback(ctx, out.RetryAfter)}
+			md["grpc-retry-pushback-ms"] = []string{pushback(ctx, retryAfter, maxPushback)}
 		}
 	}
-	if withHeaders {
+	if q != nil {
 		var buf [64]byte
-		md["ratelimit-policy"] = out.Limit.HeaderPolicyValues()
-		md["ratelimit"] = []string{string(out.Limit.AppendHeader(buf[:0], out.Decision))}
+		md["ratelimit-policy"] = q.HeaderPolicyValues()
+		md["ratelimit"] = []string{string(q.AppendHeader(buf[:0], d))}
 	}
 	return md
 }
 
 // pushback returns the grpc-retry-pushback-ms of a refusal that says
 // wait: the wait in milliseconds, rounded up, or -1 (do not retry) when
-// it is longer than MaxPushback or not shorter than the time the call's
+// it is longer than maxPushback (negative: no bound) or not shorter than the time the call's
 // deadline leaves. gRPC's retries sleep out a pushback, however long,
 // and end only with the call's context: a client would otherwise sleep
 // until its deadline and fail with DEADLINE_EXCEEDED, the refusal's
@@ -386,9 +416,9 @@ func (l *Limiter) responseMD(ctx context.Context, out *policy.Outcome) metadata.
 // policy does not list: as a refusal with a code it does list would.)
 // The deadline is wall-clock time, whatever the Enforcer's Clock: gRPC
 // sets it from the call's grpc-timeout when the call arrives.
-func (l *Limiter) pushback(ctx context.Context, wait time.Duration) string {
+func pushback(ctx context.Context, wait, maxPushback time.Duration) string {
 	d := (max(wait, time.Millisecond) + time.Millisecond - 1).Truncate(time.Millisecond)
-	if l.maxPushback >= 0 && d > l.maxPushback {
+	if maxPushback >= 0 && d > maxPushback {
 		return "-1"
 	}
 	if deadline, ok := ctx.Deadline(); ok && d >= time.Until(deadline) {
@@ -422,10 +452,9 @@ func refusal(ctx context.Context, out *policy.Outcome) error {
 	case ctx.Err() != nil:
 		return status.FromContextError(ctx.Err()).Err()
 	}
-	st := status.New(code, msg)
-	details := []protoadapt.MessageV1{&errdetails.RetryInfo{RetryDelay: durationpb.New(out.RetryAfter)}}
+	var qf *errdetails.QuotaFailure
 	if out.Verdict == policy.Refuse {
-		qf := &errdetails.QuotaFailure{}
+		qf = &errdetails.QuotaFailure{}
 		for _, p := range out.Violated {
 			desc := "rate limited by policy " + strconv.Quote(p.Name)
 			if out.Limit != nil && out.Limit.Policy == p {
@@ -436,6 +465,16 @@ func refusal(ctx context.Context, out *policy.Outcome) error {
 				Description: desc,
 			})
 		}
+	}
+	return statusError(code, msg, out.RetryAfter, qf)
+}
+
+// statusError returns a status error of code with msg, and as details a
+// RetryInfo of retryAfter and qf, if not nil.
+func statusError(code codes.Code, msg string, retryAfter time.Duration, qf *errdetails.QuotaFailure) error {
+	st := status.New(code, msg)
+	details := []protoadapt.MessageV1{&errdetails.RetryInfo{RetryDelay: durationpb.New(retryAfter)}}
+	if qf != nil {
 		details = append(details, qf)
 	}
 	if withDetails, err := st.WithDetails(details...); err == nil {

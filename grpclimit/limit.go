@@ -1,0 +1,215 @@
+package grpclimit
+
+import (
+	"cmp"
+	"context"
+	"slices"
+	"strconv"
+	"strings"
+	"time"
+
+	"google.golang.org/genproto/googleapis/rpc/errdetails"
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/metadata"
+	"google.golang.org/grpc/status"
+
+	"github.com/sluicehq/sluice"
+	"github.com/sluicehq/sluice/clientip"
+	"github.com/sluicehq/sluice/internal/ratefield"
+	"github.com/sluicehq/sluice/rate"
+)
+
+// KeyFunc returns the key under which a call is limited: its client's
+// address, an API key from its metadata, its account. Calls given one key
+// share one state; "" is a key like any other, shared by every call given
+// it.
+type KeyFunc func(ctx context.Context, fullMethod string) string
+
+// ByPeer returns a KeyFunc that keys each call by its client's address as
+// res finds it (see package clientip): the peer, or, from a trusted proxy,
+// the client its forwarding header (in metadata, lower case) names; an
+// IPv6 client by its /64 unless res groups it otherwise. With a nil res
+// the client is always the peer. Calls with no IP address at all (over a
+// Unix socket) share one key.
+func ByPeer(res *clientip.Resolver) KeyFunc {
+	if res == nil {
+		var err error
+		if res, err = clientip.New(clientip.Options{}); err != nil {
+			panic("grpclimit: " + err.Error()) // the zero Options are valid
+		}
+	}
+	header := strings.ToLower(res.Header())
+	return func(ctx context.Context, _ string) string {
+		var fwd []string
+		if res.TrustsAny() {
+			md, _ := metadata.FromIncomingContext(ctx)
+			fwd = md[header]
+		}
+		return res.Resolve(peerAddr(ctx), fwd).String()
+	}
+}
+
+// LimitOptions configures the interceptors of a Keyed. The zero value is
+// ready to use.
+type LimitOptions struct {
+	// Skip reports the calls that bypass the limiter, as in Options.
+	Skip func(ctx context.Context, fullMethod string) bool
+	// NoHeaders turns off the ratelimit and ratelimit-policy response
+	// metadata, as in Options.
+	NoHeaders bool
+	// MaxPushback is the longest wait a refusal asks gRPC's own retries
+	// to sit out, as in Options: zero means a minute, negative no bound.
+	MaxPushback time.Duration
+}
+
+// Keyed applies a sluice.Limiter to gRPC calls, each under the key its
+// KeyFunc gives it: the interceptors for a program that sets its limits
+// in Go (a policy file goes to New). Its Unary and Stream methods are
+// server interceptors that answer as a Limiter's do: an allowed call is
+// served with the ratelimit fields of the most restrictive of the
+// limiter's limits; a leaky_bucket's call first waits for its turn (the
+// decision's Delay) on the limiter's Clock. A refused call fails with
+// RESOURCE_EXHAUSTED, a RetryInfo and a QuotaFailure, and retry-after and
+// grpc-retry-pushback-ms in its trailers. The metadata and the
+// QuotaFailure name a limit by the limiter's Name ("limit" if it has
+// none), followed by .N, its place among the limiter's limits from 1,
+// when it has several. A store that cannot decide fails the call with
+// UNAVAILABLE: to fail open instead, or decide locally while a remote
+// store is down, build the limiter over a sluice.Fallback.
+//
+// A stream is decided once, when it opens. Create a Keyed with [Limit].
+type Keyed struct {
+	l           *sluice.Limiter
+	key         KeyFunc
+	o           LimitOptions
+	maxPushback time.Duration
+	quotas      []*limitQuota
+}
+
+// Limit returns a Keyed that decides every call with l, at a cost of one,
+// under the key that key gives it. The calls share l's state with l's
+// own methods. It panics if l or key is nil.
+func Limit(l *sluice.Limiter, key KeyFunc, o LimitOptions) *Keyed {
+	if l == nil || key == nil {
+		panic("grpclimit: Limit needs a Limiter and a KeyFunc")
+	}
+	k := &Keyed{l: l, key: key, o: o, maxPushback: o.MaxPushback}
+	if k.maxPushback == 0 {
+		k.maxPushback = defaultMaxPushback
+	}
+	name := l.Name()
+	if name == "" {
+		name = "limit"
+	}
+	limits := l.Limits()
+	for i, lim := range limits {
+		n := name
+		if len(limits) > 1 {
+			n += "." + strconv.Itoa(i+1)
+		}
+		k.quotas = append(k.quotas, &limitQuota{
+			name:         n,
+			limit:        lim,
+			headerName:   string(ratefield.AppendString(nil, n)),
+			headerPolicy: []string{string(ratefield.AppendPolicy(nil, n, lim))},
+		})
+	}
+	return k
+}
+
+// limitQuota is one of a sluice.Limiter's limits, with the metadata
+// values that describe it precomputed, as policy.Limit holds them.
+type limitQuota struct {
+	name         string
+	limit        rate.Limit
+	headerName   string   // "name", the start of a ratelimit item
+	headerPolicy []string // the ratelimit-policy item, a list of one
+}
+
+func (q *limitQuota) AppendHeader(dst []byte, d rate.Decision) []byte {
+	return ratefield.AppendDecision(append(dst, q.headerName...), d)
+}
+
+func (q *limitQuota) HeaderPolicyValues() []string { return q.headerPolicy[:1:1] }
+
+// Unary is a grpc.UnaryServerInterceptor: install it with
+// grpc.ChainUnaryInterceptor(k.Unary).
+func (k *Keyed) Unary(ctx context.Context, req any, info *grpc.UnaryServerInfo, handler grpc.UnaryHandler) (any, error) {
+	if k.o.Skip != nil && k.o.Skip(ctx, info.FullMethod) {
+		return handler(ctx, req)
+	}
+	md, err := k.decide(ctx, info.FullMethod)
+	return serveUnary(ctx, req, handler, err, md)
+}
+
+// Stream is a grpc.StreamServerInterceptor: install it with
+// grpc.ChainStreamInterceptor(k.Stream).
+func (k *Keyed) Stream(srv any, ss grpc.ServerStream, info *grpc.StreamServerInfo, handler grpc.StreamHandler) error {
+	if k.o.Skip != nil && k.o.Skip(ss.Context(), info.FullMethod) {
+		return handler(srv, ss)
+	}
+	md, err := k.decide(ss.Context(), info.FullMethod)
+	return serveStream(srv, ss, handler, err, md)
+}
+
+// decide decides a call to fullMethod, and returns the metadata to answer
+// with and the status to fail the call with (nil to serve it).
+func (k *Keyed) decide(ctx context.Context, fullMethod string) (metadata.MD, error) {
+	key := k.key(ctx, fullMethod)
+	var d rate.Decision
+	var err error
+	var ds []rate.Decision // one per limit, when there are several
+	if len(k.quotas) == 1 {
+		d, err = k.l.Allow(ctx, key)
+	} else {
+		reqs := k.l.Requests(key, 1)
+		ds = make([]rate.Decision, len(reqs))
+		d, err = k.l.Store().DecideAll(ctx, reqs, ds)
+	}
+	if err != nil {
+		if ctx.Err() != nil {
+			return nil, status.FromContextError(ctx.Err()).Err()
+		}
+		return answerMD(ctx, false, time.Second, k.maxPushback, nil, d),
+			statusError(codes.Unavailable, "the rate limiter is unavailable; retry in 1s", time.Second, nil)
+	}
+	q := k.quotas[0]
+	if ds != nil {
+		q = k.quotas[max(0, rate.MostRestrictive(ds))]
+	}
+	var mq quota
+	if !k.o.NoHeaders {
+		mq = q
+	}
+	if d.Allowed {
+		if d.Delay > 0 {
+			if err := k.l.Clock().Sleep(ctx, d.Delay); err != nil {
+				return nil, status.FromContextError(err).Err()
+			}
+		}
+		return answerMD(ctx, true, 0, k.maxPushback, mq, d), nil
+	}
+	wait := "; retry in " + strconv.FormatInt(rate.RetryAfterSeconds(d.RetryAfter), 10) + "s"
+	// The limits that refused, the longest wait first.
+	refused := []int{0}
+	if ds != nil {
+		refused = refused[:0]
+		for i := range ds {
+			if !ds[i].Allowed {
+				refused = append(refused, i)
+			}
+		}
+		slices.SortStableFunc(refused, func(a, b int) int { return cmp.Compare(ds[b].RetryAfter, ds[a].RetryAfter) })
+	}
+	qf := &errdetails.QuotaFailure{}
+	for _, i := range refused {
+		rq := k.quotas[i]
+		qf.Violations = append(qf.Violations, &errdetails.QuotaFailure_Violation{
+			Subject:     "policy:" + rq.name,
+			Description: "rate limited by " + strconv.Quote(rq.name) + " (limit " + rq.limit.String() + ")",
+		})
+	}
+	msg := "rate limited by " + strconv.Quote(q.name) + " (limit " + q.limit.String() + ")" + wait
+	return answerMD(ctx, false, d.RetryAfter, k.maxPushback, mq, d), statusError(codes.ResourceExhausted, msg, d.RetryAfter, qf)
+}
