@@ -1,9 +1,7 @@
 package grpclimit
 
 import (
-	"cmp"
 	"context"
-	"slices"
 	"strconv"
 	"strings"
 	"time"
@@ -16,6 +14,7 @@ import (
 
 	"github.com/sluicehq/sluice"
 	"github.com/sluicehq/sluice/clientip"
+	"github.com/sluicehq/sluice/internal/keyed"
 	"github.com/sluicehq/sluice/internal/ratefield"
 	"github.com/sluicehq/sluice/rate"
 )
@@ -30,8 +29,11 @@ type KeyFunc func(ctx context.Context, fullMethod string) string
 // res finds it (see package clientip): the peer, or, from a trusted proxy,
 // the client its forwarding header (in metadata, lower case) names; an
 // IPv6 client by its /64 unless res groups it otherwise. With a nil res
-// the client is always the peer. Calls with no IP address at all (over a
-// Unix socket) share one key.
+// the client is always the peer. The key is the address as
+// clientip.AppendPrefix writes it ("203.0.113.7", or "2001:db8:1:2::/64"
+// for an IPv6 group), the key the limiter's Allow takes for the same
+// client. Calls with no IP address at all (over a Unix socket) share the
+// key "".
 func ByPeer(res *clientip.Resolver) KeyFunc {
 	if res == nil {
 		var err error
@@ -46,7 +48,7 @@ func ByPeer(res *clientip.Resolver) KeyFunc {
 			md, _ := metadata.FromIncomingContext(ctx)
 			fwd = md[header]
 		}
-		return res.Resolve(peerAddr(ctx), fwd).String()
+		return string(clientip.AppendPrefix(nil, res.Resolve(peerAddr(ctx), fwd)))
 	}
 }
 
@@ -61,6 +63,11 @@ type LimitOptions struct {
 	// MaxPushback is the longest wait a refusal asks gRPC's own retries
 	// to sit out, as in Options: zero means a minute, negative no bound.
 	MaxPushback time.Duration
+	// MaxDelay is the longest a leaky_bucket's call waits for its turn:
+	// one whose turn is further away is refused, and takes no place in
+	// the queue. Zero means no bound but the queue's capacity; the call's
+	// deadline bounds the wait as well.
+	MaxDelay time.Duration
 }
 
 // Keyed applies a sluice.Limiter to gRPC calls, each under the key its
@@ -75,8 +82,11 @@ type LimitOptions struct {
 // QuotaFailure name a limit by the limiter's Name ("limit" if it has
 // none), followed by .N, its place among the limiter's limits from 1,
 // when it has several. A store that cannot decide fails the call with
-// UNAVAILABLE: to fail open instead, or decide locally while a remote
-// store is down, build the limiter over a sluice.Fallback.
+// UNAVAILABLE. To choose what happens while a remote store is down, and
+// have its outages logged, build the limiter over a sluice.Fallback: its
+// FailClosed fails calls with UNAVAILABLE (the client exceeded nothing),
+// its FailOpen serves them with no ratelimit metadata (no limit decided
+// them), and its FailLocal decides in the local store.
 //
 // A stream is decided once, when it opens. Create a Keyed with [Limit].
 type Keyed struct {
@@ -156,28 +166,23 @@ func (k *Keyed) Stream(srv any, ss grpc.ServerStream, info *grpc.StreamServerInf
 // decide decides a call to fullMethod, and returns the metadata to answer
 // with and the status to fail the call with (nil to serve it).
 func (k *Keyed) decide(ctx context.Context, fullMethod string) (metadata.MD, error) {
-	key := k.key(ctx, fullMethod)
-	var d rate.Decision
-	var err error
-	var ds []rate.Decision // one per limit, when there are several
-	if len(k.quotas) == 1 {
-		d, err = k.l.Allow(ctx, key)
-	} else {
-		reqs := k.l.Requests(key, 1)
-		ds = make([]rate.Decision, len(reqs))
-		d, err = k.l.Store().DecideAll(ctx, reqs, ds)
-	}
-	if err != nil {
-		if ctx.Err() != nil {
-			return nil, status.FromContextError(ctx.Err()).Err()
+	out, err := keyed.Decide(ctx, k.l, k.key(ctx, fullMethod), k.o.MaxDelay)
+	d := out.Decision
+	switch {
+	case err != nil && ctx.Err() != nil:
+		return nil, status.FromContextError(ctx.Err()).Err()
+	case err != nil || out.Source == sluice.SourceFailClosed:
+		// The store could not decide: no limit refused the client.
+		wait := d.RetryAfter // the Fallback's
+		if err != nil {
+			wait = time.Second
 		}
-		return answerMD(ctx, false, time.Second, k.maxPushback, nil, d),
-			statusError(codes.Unavailable, "the rate limiter is unavailable; retry in 1s", time.Second, nil)
+		msg := "the rate limiter is unavailable; retry in " + strconv.FormatInt(rate.RetryAfterSeconds(wait), 10) + "s"
+		return answerMD(ctx, false, wait, k.maxPushback, nil, d), statusError(codes.Unavailable, msg, wait, nil)
+	case out.Source == sluice.SourceFailOpen:
+		return nil, nil // let through undecided: no quota to report
 	}
-	q := k.quotas[0]
-	if ds != nil {
-		q = k.quotas[max(0, rate.MostRestrictive(ds))]
-	}
+	q := k.quotas[out.Most]
 	var mq quota
 	if !k.o.NoHeaders {
 		mq = q
@@ -190,26 +195,15 @@ func (k *Keyed) decide(ctx context.Context, fullMethod string) (metadata.MD, err
 		}
 		return answerMD(ctx, true, 0, k.maxPushback, mq, d), nil
 	}
-	wait := "; retry in " + strconv.FormatInt(rate.RetryAfterSeconds(d.RetryAfter), 10) + "s"
-	// The limits that refused, the longest wait first.
-	refused := []int{0}
-	if ds != nil {
-		refused = refused[:0]
-		for i := range ds {
-			if !ds[i].Allowed {
-				refused = append(refused, i)
-			}
-		}
-		slices.SortStableFunc(refused, func(a, b int) int { return cmp.Compare(ds[b].RetryAfter, ds[a].RetryAfter) })
-	}
 	qf := &errdetails.QuotaFailure{}
-	for _, i := range refused {
+	for _, i := range out.Refused {
 		rq := k.quotas[i]
 		qf.Violations = append(qf.Violations, &errdetails.QuotaFailure_Violation{
 			Subject:     "policy:" + rq.name,
 			Description: "rate limited by " + strconv.Quote(rq.name) + " (limit " + rq.limit.String() + ")",
 		})
 	}
+	wait := "; retry in " + strconv.FormatInt(rate.RetryAfterSeconds(d.RetryAfter), 10) + "s"
 	msg := "rate limited by " + strconv.Quote(q.name) + " (limit " + q.limit.String() + ")" + wait
 	return answerMD(ctx, false, d.RetryAfter, k.maxPushback, mq, d), statusError(codes.ResourceExhausted, msg, d.RetryAfter, qf)
 }

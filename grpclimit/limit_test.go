@@ -197,3 +197,27 @@ func TestKeyedLeakyBucket(t *testing.T) {
 		t.Errorf("three calls at 2/s served after %v of waits, want 1s", waited)
 	}
 }
+
+// TestKeyedOverFallback: over a sluice.Fallback whose store is down, a
+// fail-closed refusal is UNAVAILABLE, not a quota's RESOURCE_EXHAUSTED,
+// and a fail-open pass carries no quota it did not decide.
+func TestKeyedOverFallback(t *testing.T) {
+	for _, mode := range []sluice.FailureMode{sluice.FailClosed, sluice.FailOpen} {
+		down := func(sluice.Store) sluice.Store {
+			return sluice.NewFallback(timingOut{}, sluice.FallbackOptions{Mode: mode, Timeout: time.Millisecond})
+		}
+		c, _ := keyedServer(t, "api", byAPIKey, LimitOptions{}, down, "5/m")
+		var hdr, trl metadata.MD
+		_, err := c.Check(withKey("a"), &healthpb.HealthCheckRequest{}, grpc.Header(&hdr), grpc.Trailer(&trl))
+		switch mode {
+		case sluice.FailClosed:
+			if st := status.Convert(err); st.Code() != codes.Unavailable || retryInfo(st) != time.Second || len(trl["ratelimit"]) != 0 {
+				t.Errorf("fail closed: %v (RetryInfo %v, ratelimit %q), want UNAVAILABLE after a second and no quota", err, retryInfo(st), trl["ratelimit"])
+			}
+		default:
+			if err != nil || len(hdr["ratelimit"]) != 0 {
+				t.Errorf("fail open: %v, ratelimit %q; want served, with no quota", err, hdr["ratelimit"])
+			}
+		}
+	}
+}

@@ -34,7 +34,8 @@
 //
 // (the first two from draft-ietf-httpapi-ratelimit-headers-10, the last
 // three the older convention, each family switchable in Options; t and
-// X-RateLimit-Reset are whole seconds rounded up; on a refusal t is the
+// X-RateLimit-Reset are whole seconds from now, rounded up, not a Unix
+// time; on a refusal t is the
 // wait, as Retry-After). Shadow policies send none. Middlewares stacked
 // (one for the API, one for a route) each add their item to the
 // RateLimit and RateLimit-Policy lists; the X-RateLimit-* fields, which

@@ -1,13 +1,13 @@
 package httplimit
 
 import (
-	"cmp"
 	"net/http"
-	"slices"
 	"strconv"
+	"time"
 
 	"github.com/sluicehq/sluice"
 	"github.com/sluicehq/sluice/clientip"
+	"github.com/sluicehq/sluice/internal/keyed"
 	"github.com/sluicehq/sluice/internal/ratefield"
 	"github.com/sluicehq/sluice/rate"
 )
@@ -21,8 +21,10 @@ type KeyFunc func(*http.Request) string
 // address as res finds it (see package clientip): the peer, or the client
 // a trusted proxy names, an IPv6 client by its /64 unless res groups it
 // otherwise. With a nil res the client is always the peer: no forwarding
-// header is believed. Requests with no IP address at all (a Unix socket
-// peer) share one key.
+// header is believed. The key is the address as clientip.AppendPrefix
+// writes it: "203.0.113.7", or "2001:db8:1:2::/64" for an IPv6 group,
+// the key l.Allow takes for the same client. Requests with no IP address
+// at all (a Unix socket peer) share the key "".
 func ByClientIP(res *clientip.Resolver) KeyFunc {
 	if res == nil {
 		var err error
@@ -30,7 +32,7 @@ func ByClientIP(res *clientip.Resolver) KeyFunc {
 			panic("httplimit: " + err.Error()) // the zero Options are valid
 		}
 	}
-	return func(r *http.Request) string { return res.FromRequest(r).String() }
+	return func(r *http.Request) string { return string(clientip.AppendPrefix(nil, res.FromRequest(r))) }
 }
 
 // LimitOptions configures the middleware that Limit returns. The zero
@@ -44,6 +46,16 @@ type LimitOptions struct {
 	// ProblemType is the "type" member of the bodies of 429 responses, as
 	// in Options.
 	ProblemType string
+	// Skip, if set, reports the requests that bypass the limiter: they go
+	// to the handler undecided, uncounted and without headers (health
+	// checks, say, or requests a KeyFunc has no key for, which would
+	// otherwise share the key "").
+	Skip func(*http.Request) bool
+	// MaxDelay is the longest a leaky_bucket's request waits for its
+	// turn: one whose turn is further away is refused, and takes no place
+	// in the queue. Zero means no bound but the queue's capacity; a
+	// request's context deadline bounds the wait as well.
+	MaxDelay time.Duration
 }
 
 // Limit returns a middleware that decides every request with l, at a cost
@@ -62,20 +74,24 @@ type LimitOptions struct {
 //
 // A store that cannot decide gets the request 503 Service Unavailable,
 // with Retry-After and a problem body, as does a request that ends while
-// it waits for its turn. To fail open instead, or decide locally while a
-// remote store is down, and to have its outages logged, build l over a
-// sluice.Fallback.
+// it waits for its turn. To choose what happens while a remote store is
+// down, and have its outages logged, build l over a sluice.Fallback: its
+// FailClosed answers 503 as above (the client exceeded nothing), its
+// FailOpen lets requests through with no rate limit headers (no limit
+// decided them), and its FailLocal decides in the local store.
 //
 // Limit panics if l or key is nil.
 func Limit(l *sluice.Limiter, key KeyFunc, o LimitOptions) func(http.Handler) http.Handler {
 	if l == nil || key == nil {
 		panic("httplimit: Limit needs a Limiter and a KeyFunc")
 	}
-	k := &keyed{
-		answer: newAnswer(o.NoDraftHeaders, o.NoLegacyHeaders, o.ProblemType),
-		l:      l,
-		key:    key,
-		clock:  l.Clock(),
+	k := &limitHandler{
+		answer:   newAnswer(o.NoDraftHeaders, o.NoLegacyHeaders, o.ProblemType),
+		l:        l,
+		key:      key,
+		skip:     o.Skip,
+		maxDelay: o.MaxDelay,
+		clock:    l.Clock(),
 	}
 	name := l.Name()
 	if name == "" {
@@ -120,39 +136,38 @@ func (q *limitQuota) AppendHeader(dst []byte, d rate.Decision) []byte {
 func (q *limitQuota) HeaderPolicy() string { return q.headerPolicy }
 func (q *limitQuota) HeaderLimit() string  { return q.headerLimit }
 
-type keyed struct {
+type limitHandler struct {
 	answer
-	l      *sluice.Limiter
-	key    KeyFunc
-	clock  rate.Clock
-	quotas []*limitQuota
+	l        *sluice.Limiter
+	key      KeyFunc
+	skip     func(*http.Request) bool
+	maxDelay time.Duration
+	clock    rate.Clock
+	quotas   []*limitQuota
 }
 
-func (k *keyed) serve(w http.ResponseWriter, r *http.Request, next http.Handler) {
-	ctx := r.Context()
-	key := k.key(r)
-	var d rate.Decision
-	var err error
-	var ds []rate.Decision // one per limit, when there are several
-	if len(k.quotas) == 1 {
-		d, err = k.l.Allow(ctx, key)
-	} else {
-		reqs := k.l.Requests(key, 1)
-		ds = make([]rate.Decision, len(reqs))
-		d, err = k.l.Store().DecideAll(ctx, reqs, ds)
-	}
-	if err != nil {
-		msg := "the rate limiter is unavailable; retry in 1s"
-		if ctx.Err() != nil {
-			msg = "the request ended before it could be served"
-		}
-		k.problem(w, r, http.StatusServiceUnavailable, 0, msg, nil)
+func (k *limitHandler) serve(w http.ResponseWriter, r *http.Request, next http.Handler) {
+	if k.skip != nil && k.skip(r) {
+		next.ServeHTTP(w, r)
 		return
 	}
-	q := k.quotas[0]
-	if ds != nil {
-		q = k.quotas[max(0, rate.MostRestrictive(ds))]
+	ctx := r.Context()
+	out, err := keyed.Decide(ctx, k.l, k.key(r), k.maxDelay)
+	d := out.Decision
+	switch {
+	case err != nil && ctx.Err() != nil:
+		k.problem(w, r, http.StatusServiceUnavailable, 0, "the request ended before it could be served", nil)
+		return
+	case err != nil || out.Source == sluice.SourceFailClosed:
+		// The store could not decide: no limit refused the client.
+		k.problem(w, r, http.StatusServiceUnavailable, d.RetryAfter, "the rate limiter is unavailable; retry in "+strconv.FormatInt(rate.RetryAfterSeconds(d.RetryAfter), 10)+"s", nil)
+		return
+	case out.Source == sluice.SourceFailOpen:
+		// Let through undecided: no quota to report.
+		next.ServeHTTP(w, r)
+		return
 	}
+	q := k.quotas[out.Most]
 	if d.Allowed {
 		if d.Delay > 0 {
 			if err := k.clock.Sleep(ctx, d.Delay); err != nil {
@@ -165,19 +180,8 @@ func (k *keyed) serve(w http.ResponseWriter, r *http.Request, next http.Handler)
 		return
 	}
 	k.setHeaders(w.Header(), q, d, true, d.RetryAfter)
-	// The limits that refused, the longest wait first.
-	refused := []int{0}
-	if ds != nil {
-		refused = refused[:0]
-		for i := range ds {
-			if !ds[i].Allowed {
-				refused = append(refused, i)
-			}
-		}
-		slices.SortStableFunc(refused, func(a, b int) int { return cmp.Compare(ds[b].RetryAfter, ds[a].RetryAfter) })
-	}
-	names := make([]string, len(refused))
-	for i, j := range refused {
+	names := make([]string, len(out.Refused))
+	for i, j := range out.Refused {
 		names[i] = k.quotas[j].name
 	}
 	retry := rate.RetryAfterSeconds(d.RetryAfter)

@@ -25,7 +25,13 @@ type keyedEnv struct {
 
 func newKeyedEnv(t *testing.T, name string, key KeyFunc, o LimitOptions, limits ...string) *keyedEnv {
 	t.Helper()
-	clock := ratetest.NewClock(time.Date(2026, 3, 1, 12, 0, 0, 0, time.UTC))
+	return newKeyedEnvAt(t, time.Date(2026, 3, 1, 12, 0, 0, 0, time.UTC), name, key, o, limits...)
+}
+
+// newKeyedEnvAt is newKeyedEnv with its fake clock at start.
+func newKeyedEnvAt(t *testing.T, start time.Time, name string, key KeyFunc, o LimitOptions, limits ...string) *keyedEnv {
+	t.Helper()
+	clock := ratetest.NewClock(start)
 	var ls []rate.Limit
 	for _, s := range limits {
 		l, err := rate.ParseLimit(s)
@@ -208,4 +214,93 @@ func TestLimitNamesAndPanics(t *testing.T) {
 			f()
 		}()
 	}
+}
+
+// TestLimitOverFallback: over a sluice.Fallback whose store is down, a
+// fail-closed refusal is a 503 that blames no limit, a fail-open pass
+// carries no quota it did not decide, and a local decision answers as
+// the store would.
+func TestLimitOverFallback(t *testing.T) {
+	for _, c := range []struct {
+		mode    sluice.FailureMode
+		status  int
+		headers map[string]string
+	}{
+		{sluice.FailClosed, http.StatusServiceUnavailable, map[string]string{"RateLimit": "", "X-RateLimit-Remaining": "", "Retry-After": "1"}},
+		{sluice.FailOpen, http.StatusNoContent, map[string]string{"RateLimit": "", "X-RateLimit-Remaining": "", "Retry-After": ""}},
+		{sluice.FailLocal, http.StatusNoContent, map[string]string{"RateLimit": `"api";r=4;t=12`, "Retry-After": ""}},
+	} {
+		t.Run(c.mode.String(), func(t *testing.T) {
+			clock := ratetest.NewClock(time.Date(2026, 3, 1, 12, 0, 0, 0, time.UTC))
+			primary := &switchStore{Store: memory.New(memory.Options{Clock: clock})}
+			primary.down.Store(true)
+			fb := sluice.NewFallback(primary, sluice.FallbackOptions{Mode: c.mode, Clock: clock})
+			lim, err := rate.ParseLimit("5/m")
+			if err != nil {
+				t.Fatal(err)
+			}
+			l, err := sluice.NewLimiter(sluice.LimiterOptions{Name: "api", Limits: []rate.Limit{lim}, Store: fb, Clock: clock})
+			if err != nil {
+				t.Fatal(err)
+			}
+			e := &keyedEnv{clock: clock, l: l, store: primary,
+				h: Limit(l, ByClientIP(nil), LimitOptions{})(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) { w.WriteHeader(http.StatusNoContent) }))}
+			var body map[string]any
+			if c.status == http.StatusServiceUnavailable {
+				body = map[string]any{
+					"type": "about:blank", "title": "Service Unavailable", "status": 503.0,
+					"detail": "the rate limiter is unavailable; retry in 1s", "retry_after": 1.0,
+				}
+			}
+			expect(t, "store down", e.do("192.0.2.1:1"), c.status, c.headers, body)
+		})
+	}
+}
+
+// TestLimitMaxDelay: a leaky_bucket's request whose turn is further away
+// than MaxDelay, or than its deadline leaves, is refused at once.
+func TestLimitMaxDelay(t *testing.T) {
+	e := newKeyedEnv(t, "q", ByClientIP(nil), LimitOptions{MaxDelay: 2 * time.Second}, "leaky_bucket 1/m burst 3")
+	expect(t, "first, no wait", e.do("192.0.2.1:1"), http.StatusNoContent, nil, nil)
+	start := e.clock.Now()
+	expect(t, "a turn a minute away", e.do("192.0.2.1:1"), http.StatusTooManyRequests, nil, nil)
+	if e.clock.Now() != start {
+		t.Errorf("the refused request waited %v", e.clock.Now().Sub(start))
+	}
+
+	// A deadline is real time: the fake clock starts at the real one.
+	e = newKeyedEnvAt(t, time.Now(), "q", ByClientIP(nil), LimitOptions{}, "leaky_bucket 1/m burst 3")
+	start = e.clock.Now()
+	expect(t, "first, no wait", e.do("192.0.2.1:1"), http.StatusNoContent, nil, nil)
+	r := httptest.NewRequest("GET", "/", nil)
+	r.RemoteAddr = "192.0.2.1:1"
+	ctx, cancel := context.WithTimeout(r.Context(), 2*time.Second)
+	defer cancel()
+	w := httptest.NewRecorder()
+	e.h.ServeHTTP(w, r.WithContext(ctx))
+	if w.Code != http.StatusTooManyRequests {
+		t.Errorf("a turn a minute away with 2s to the deadline: %d, want 429", w.Code)
+	}
+	expect(t, "no MaxDelay, no deadline: waits its turn", e.do("192.0.2.1:1"), http.StatusNoContent, nil, nil)
+	if waited := e.clock.Now().Sub(start); waited != time.Minute {
+		t.Errorf("waited %v, want a minute", waited)
+	}
+}
+
+// TestLimitSkipAndKeys: skipped requests bypass the limiter; a client's
+// key is its address as l.Allow takes it.
+func TestLimitSkipAndKeys(t *testing.T) {
+	skipHealth := func(r *http.Request) bool { return r.URL.Path == "/healthz" }
+	e := newKeyedEnv(t, "api", ByClientIP(nil), LimitOptions{Skip: skipHealth}, "2/m burst 2")
+	for range 3 {
+		r := httptest.NewRequest("GET", "/healthz", nil)
+		r.RemoteAddr = "192.0.2.1:1"
+		w := httptest.NewRecorder()
+		e.h.ServeHTTP(w, r)
+		expect(t, "skipped", w, http.StatusNoContent, map[string]string{"RateLimit": ""}, nil)
+	}
+	if d, err := e.l.Allow(context.Background(), "192.0.2.1"); err != nil || d.Remaining != 1 {
+		t.Fatalf("Allow(192.0.2.1) = %+v, %v: the skipped requests counted, or the key differs", d, err)
+	}
+	expect(t, "the same client's request", e.do("192.0.2.1:1"), http.StatusNoContent, map[string]string{"X-RateLimit-Remaining": "0"}, nil)
 }
