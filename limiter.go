@@ -141,7 +141,7 @@ func NewLimiter(opts LimiterOptions) (*Limiter, error) {
 		}
 		l.suffixes[i] = "|" + lim.String()
 		for j := range i {
-			if l.suffixes[j] == l.suffixes[i] {
+			if same(l.limits[j], lim) {
 				return nil, fmt.Errorf("sluice: limits %d and %d are both %v", j+1, i+1, lim)
 			}
 		}
@@ -166,6 +166,18 @@ func NewLimiter(opts LimiterOptions) (*Limiter, error) {
 
 // Name returns the limiter's name, as LimiterOptions.Name gave it.
 func (l *Limiter) Name() string { return l.name }
+
+// same reports whether a and b are one limit, however written: a bucket's
+// burst of 0 is its count.
+func same(a, b rate.Limit) bool {
+	if a.Burst == a.Count {
+		a.Burst = 0
+	}
+	if b.Burst == b.Count {
+		b.Burst = 0
+	}
+	return a == b
+}
 
 // Clock returns the clock the limiter measures waits with and sleeps on
 // (see LimiterOptions.Clock).
@@ -196,11 +208,30 @@ func (l *Limiter) Allow(ctx context.Context, key string) (d rate.Decision, err e
 // store to a load. That wait was a tenth of a decision on one hot key
 // (BENCHMARKS.md). d does not escape: the concrete store keeps no pointer.
 func (l *Limiter) decideInto(ctx context.Context, key string, n int64, d *rate.Decision) (err error) {
+	if n != 1 {
+		// Said here, of the caller's key: the store would name its own.
+		if err := l.checkCost(key, n); err != nil {
+			return err
+		}
+	}
 	if m := l.mem; m != nil {
 		return m.DecideKeyInto(ctx, key, &l.first, n, d)
 	}
 	*d, err = l.decideKeyed(ctx, key, n)
 	return err
+}
+
+// checkCost returns the error of a cost n that no limit could ever pass.
+func (l *Limiter) checkCost(key string, n int64) error {
+	if n < 0 {
+		return fmt.Errorf("sluice: %q: %w %d", key, rate.ErrNegativeCost, n)
+	}
+	for _, lim := range l.limits {
+		if n > lim.Capacity() {
+			return fmt.Errorf("sluice: %q: %w: cost %d, capacity %d (%v)", key, rate.ErrCostExceedsCapacity, n, lim.Capacity(), lim)
+		}
+	}
+	return nil
 }
 
 // AllowN decides a request of cost n for key, now: it consumes n from every
@@ -304,6 +335,9 @@ func (l *Limiter) Wait(ctx context.Context, key string) error {
 // store's answer comes so late that the turn no longer falls before the
 // deadline (WaitN then returns ErrWouldExceedDeadline at once).
 func (l *Limiter) WaitN(ctx context.Context, key string, n int64) error {
+	if err := l.checkCost(key, n); err != nil {
+		return err
+	}
 	reqs := l.requests(key, n)
 	out := make([]rate.Decision, len(reqs))
 	for {

@@ -768,3 +768,32 @@ func TestWaitDeadlineAfterASlowAnswer(t *testing.T) {
 		})
 	}
 }
+
+// TestCostErrorsNameTheCallersKey: a cost no limit could pass is refused
+// with an error that names the caller's key, not the key the store keeps.
+func TestCostErrorsNameTheCallersKey(t *testing.T) {
+	l, err := sluice.NewLimiter(sluice.LimiterOptions{Name: "api", Limits: limits(t, "10/s", "100/h")})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, c := range []struct {
+		n    int64
+		want error
+	}{{11, rate.ErrCostExceedsCapacity}, {-1, rate.ErrNegativeCost}} {
+		_, err := l.AllowN(context.Background(), "fresh", c.n)
+		if !errors.Is(err, c.want) || !strings.Contains(err.Error(), `"fresh"`) || strings.Contains(err.Error(), "api:") {
+			t.Errorf("AllowN(fresh, %d) = %v, want %v naming \"fresh\" alone", c.n, err, c.want)
+		}
+		if err := l.WaitN(context.Background(), "fresh", c.n); !errors.Is(err, c.want) {
+			t.Errorf("WaitN(fresh, %d) = %v, want %v", c.n, err, c.want)
+		}
+	}
+}
+
+// TestSameLimitWrittenTwoWays: a bucket's burst of 0 is its count, so
+// "10/s" and "10/s burst 10" are one limit, which a limiter refuses twice.
+func TestSameLimitWrittenTwoWays(t *testing.T) {
+	if _, err := sluice.NewLimiter(sluice.LimiterOptions{Limits: limits(t, "10/s", "10/s burst 10")}); err == nil {
+		t.Error("NewLimiter took 10/s and 10/s burst 10 as two limits")
+	}
+}
