@@ -279,7 +279,8 @@ func (l Limit) Validate() error {
 	case SlidingLog:
 		return fmt.Errorf("sliding_log keeps one timestamp per unit, so its count is at most %d (got %d); use sliding_window for larger limits", MaxLogCount, l.Count)
 	}
-	return fmt.Errorf("%d per %v is too large for %s: count and burst times the period in microseconds must stay below 2^52 for exact arithmetic; use a shorter period (e.g. per hour) or fixed_window for large quotas", max(l.Count, l.Burst), l.Period, l.Algorithm)
+	return fmt.Errorf("%d per %v is too large for %s: count and burst times the period in microseconds must stay below 2^52 for exact arithmetic; for a quota, use fixed_window %s; for a rate, state it over a shorter period (this one is %.4g per second) with a smaller burst",
+		max(l.Count, l.Burst), l.Period, l.Algorithm, Limit{Count: l.Count, Period: l.Period}.RateString(), float64(l.Count)/l.Period.Seconds())
 }
 
 // InBounds reports whether the numbers of l are within the bounds
