@@ -159,6 +159,13 @@ func New(client rueidis.Client, opts Options) *Store {
 // server, several addr= parameters or a cluster's nodes for Redis Cluster
 // (which rueidis detects), rediss:// for TLS. Close the Store to close the
 // connections.
+//
+// Dial connects at once, and fails if no server answers: a sluice.Fallback
+// keeps a program serving through an outage of a Redis it has reached,
+// not one it never has. A program that must start while Redis may be
+// down retries Dial in the background, deciding in the meantime as its
+// failure mode says (a memory store for FailLocal, every request let
+// through for FailOpen).
 func Dial(url string, opts Options) (*Store, error) {
 	co, err := rueidis.ParseURL(url)
 	if err != nil {
