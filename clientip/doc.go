@@ -2,7 +2,8 @@
 // way a rate limiter must: so that no client can choose its own key.
 //
 // By default the client is the immediate peer, http.Request.RemoteAddr. A
-// forwarding header (X-Forwarded-For, Forwarded or X-Real-IP) is believed
+// forwarding header (X-Forwarded-For, Forwarded, X-Real-IP or a CDN's
+// CF-Connecting-IP, True-Client-IP or Fastly-Client-IP) is believed
 // only when that peer is one of the trusted proxies configured in
 // [Options]; otherwise any client could write its own header and pick the
 // bucket it is counted in. Through trusted proxies, the chain of hops in

@@ -23,7 +23,7 @@ func FuzzHeaders(f *testing.F) {
 		f.Add(s, "203.0.113.7:1")
 	}
 	resolvers := make([]*Resolver, 0, 3)
-	for _, h := range []string{XForwardedFor, Forwarded, XRealIP} {
+	for _, h := range []string{XForwardedFor, Forwarded, XRealIP, CFConnectingIP} {
 		r, err := New(Options{TrustedProxies: []netip.Prefix{netip.MustParsePrefix("10.0.0.0/8")}, Header: h, IPv6Prefix: 128})
 		if err != nil {
 			f.Fatal(err)

@@ -13,6 +13,11 @@ const (
 	XForwardedFor = "X-Forwarded-For"
 	Forwarded     = "Forwarded"
 	XRealIP       = "X-Real-Ip"
+	// The headers in which a CDN's edge sends the one address it took the
+	// connection from, read as X-Real-IP is.
+	CFConnectingIP = "Cf-Connecting-Ip" // Cloudflare
+	TrueClientIP   = "True-Client-Ip"   // Akamai, Cloudflare Enterprise
+	FastlyClientIP = "Fastly-Client-Ip" // Fastly
 )
 
 // Options configures a Resolver. The zero value trusts no proxy, groups
@@ -27,9 +32,12 @@ type Options struct {
 	// reverse proxy connected over a Unix socket. False by default.
 	TrustNonIP bool
 	// Header is the forwarding header the trusted proxies set:
-	// X-Forwarded-For (the default), Forwarded (RFC 7239) or X-Real-IP, in
-	// any letter case. Only that one is read: a proxy passes on the
-	// headers it does not set itself, so any other would carry the
+	// X-Forwarded-For (the default), Forwarded (RFC 7239), or a header
+	// that holds the one address the proxy took the connection from:
+	// X-Real-IP, or a CDN's CF-Connecting-IP, True-Client-IP or
+	// Fastly-Client-IP (its edge's addresses then being the trusted
+	// proxies). Any letter case. Only that one is read: a proxy passes on
+	// the headers it does not set itself, so any other would carry the
 	// client's own words.
 	Header string
 	// IPv4Prefix is how many leading bits of an IPv4 address name one
@@ -87,10 +95,10 @@ func New(o Options) (*Resolver, error) {
 		r.header, r.kind = XForwardedFor, kindXFF
 	case Forwarded:
 		r.header, r.kind = Forwarded, kindForwarded
-	case XRealIP:
-		r.header, r.kind = XRealIP, kindRealIP
+	case XRealIP, CFConnectingIP, TrueClientIP, FastlyClientIP:
+		r.header, r.kind = h, kindRealIP
 	default:
-		return nil, fmt.Errorf("unsupported forwarding header %q: want X-Forwarded-For, Forwarded or X-Real-IP", o.Header)
+		return nil, fmt.Errorf("unsupported forwarding header %q: want X-Forwarded-For, Forwarded, X-Real-IP, CF-Connecting-IP, True-Client-IP or Fastly-Client-IP", o.Header)
 	}
 	for _, p := range o.TrustedProxies {
 		if err := CheckTrusted(p); err != nil {
