@@ -465,6 +465,16 @@ func ParseLimit(s string) (Limit, error) {
 	return l, nil
 }
 
+// MustParseLimit is ParseLimit for limits written in a program's source,
+// in package-level variables and tests: it panics if s does not parse.
+func MustParseLimit(s string) Limit {
+	l, err := ParseLimit(s)
+	if err != nil {
+		panic("rate: MustParseLimit: " + err.Error())
+	}
+	return l
+}
+
 // parseCount reads a count or a burst: digits, which single underscores
 // may group (1_000), or a negative number, refused as below 1.
 func parseCount(s string) (int64, error) {

@@ -2,6 +2,7 @@ package rate
 
 import (
 	"errors"
+	"fmt"
 	"math"
 	"strings"
 	"testing"
@@ -375,4 +376,16 @@ func TestDailyLimitIsFixedWindow(t *testing.T) {
 			t.Errorf("%s: algorithm %v, want %v", tt.in, l.Algorithm, tt.want)
 		}
 	}
+}
+
+func TestMustParseLimit(t *testing.T) {
+	if got, want := MustParseLimit("20/s burst 40"), (Limit{Algorithm: GCRA, Count: 20, Period: time.Second, Burst: 40}); got != want {
+		t.Errorf("MustParseLimit = %+v, want %+v", got, want)
+	}
+	defer func() {
+		if r := recover(); r == nil || !strings.Contains(fmt.Sprint(r), "0/s") {
+			t.Errorf("MustParseLimit(\"0/s\") recovered %v, want a panic naming the limit", r)
+		}
+	}()
+	MustParseLimit("0/s")
 }
