@@ -218,7 +218,7 @@ func (rd *readiness) check(ctx context.Context, s *Server) error {
 	if g == nil {
 		return errors.New("no configuration loaded")
 	}
-	if s.st.client == nil {
+	if s.st.breaker == nil { // the memory store
 		return nil
 	}
 	rd.mu.Lock()

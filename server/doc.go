@@ -29,6 +29,20 @@
 // the files (SIGHUP in the command); the server also polls them, so the
 // symlink swap of a Kubernetes ConfigMap is seen.
 //
+// # Redis down at start
+//
+// A Redis that is not there yet when the server starts (the connection
+// refused, no route to it, no answer within the dial timeout, a name that
+// does not resolve yet: see unreachable in store.go) is an outage like
+// any other, not a reason to exit: New logs it once and returns a server
+// whose breaker (sluice.Fallback, in front of Redis) is down from the
+// start, so each policy's on_store_error applies, /readyz says Redis
+// does not answer and sluice_redis_down reads 1. A lateRedis stands in for
+// the Redis store, failing every call at once, while connectLater tries
+// to connect with backoff; once it does, it swaps the store in, and the
+// breaker's next probe brings Redis back. A Redis that answers and
+// refuses (a password, TLS) still makes New fail with its error.
+//
 // # Reloads
 //
 // A configuration is loaded whole, validated, and its handlers built
@@ -96,7 +110,7 @@
 //   - config.go: loading, generations, Reload.
 //   - store.go: memory or Redis (one server, Cluster, Sentinel), with a
 //     timeout and metrics on every call (the latency of Redis's, of the
-//     calls sent to it).
+//     calls sent to it), and a Redis not there at start connected later.
 //   - proxy.go: the reverse proxy and the demo upstream.
 //   - check.go: the check endpoints.
 //   - admin.go: metrics, health, readiness, top keys, pprof, dashboard.

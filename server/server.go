@@ -311,7 +311,10 @@ func (l *listeners) all() []net.Listener {
 
 // New loads the configuration, connects to the store and opens the
 // listeners; requests are served once Run is called. An error wrapping
-// ErrConfig means a configuration file does not load.
+// ErrConfig means a configuration file does not load. A Redis that
+// refuses the connection is an error; one that is not there yet is not:
+// the server starts with Redis down, and connects when it comes (see
+// "Redis down at start" in the package documentation).
 func New(o Options) (_ *Server, err error) {
 	defer func() {
 		if err != nil {

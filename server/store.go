@@ -12,6 +12,7 @@ import (
 	"os"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"syscall"
 	"time"
 
@@ -41,10 +42,16 @@ func readyProbe(g *generation) rate.Request {
 
 // storeHandle is the store the server decides against, chosen at start.
 type storeHandle struct {
-	cfg    policy.StoreConfig
-	store  sluice.Store   // instrumented
-	client rueidis.Client // nil for the memory store
-	redis  *redis.Store   // nil for the memory store
+	cfg   policy.StoreConfig
+	store sluice.Store // instrumented
+	// conn is the connection to Redis: nil for the memory store, and,
+	// when Redis did not answer at start, until it does (connectLater
+	// stores it then; readiness reads it meanwhile).
+	conn atomic.Pointer[redisConn]
+	// late stands in for the Redis store when Redis did not answer at
+	// start (nil otherwise): it fails every call until connectLater
+	// swaps the store in.
+	late *lateRedis
 	// breaker stands between the server and Redis (nil for the memory
 	// store): while Redis is known down, calls fail at once with
 	// sluice.ErrStoreDown instead of waiting for the timeout, and each
@@ -53,9 +60,21 @@ type storeHandle struct {
 	close   func()
 }
 
+// redisConn is a connection to Redis and the store over it.
+type redisConn struct {
+	client rueidis.Client
+	rs     *redis.Store
+}
+
 // openStore makes the store c describes: memory, or Redis (one server, a
 // Cluster or a Sentinel-managed master). It reads c.TLS's files, and
 // fails with ErrConfig when one does not load.
+//
+// A Redis that is not there yet (see unreachable) does not stop the
+// start: the server serves by each policy's on_store_error, as through
+// any outage, while connectLater tries again in the background. A Redis
+// that is there and refuses the connection (a password, TLS) stops it
+// with its error, as does a configuration that does not load.
 func (s *Server) openStore(c policy.StoreConfig) (*storeHandle, error) {
 	h := &storeHandle{cfg: c, close: func() {}}
 	// The local store decides while Redis is down, for the policies whose
@@ -109,7 +128,7 @@ func (s *Server) openStore(c policy.StoreConfig) (*storeHandle, error) {
 	// client sends no CLIENT TRACKING, which an ACL need not allow.
 	co.DisableCache = true
 	client, err := rueidis.NewClient(co)
-	if err != nil {
+	if err != nil && !unreachable(err) {
 		return nil, fmt.Errorf("store: connect to Redis (%s): %w%s", where, err, tlsHint(co.TLSConfig, err))
 	}
 	timeout := c.Timeout
@@ -123,11 +142,47 @@ func (s *Server) openStore(c policy.StoreConfig) (*storeHandle, error) {
 	// the refusals the deny cache answers in memory, are no round trips,
 	// and would make Redis read as faster than ever during an outage.
 	latency := s.m.storeLatency.WithLabelValues("redis")
-	rs := redis.New(client, redis.Options{
-		DisableDenyCache: c.NoDenyCache, Clock: s.clock, CallTimeout: timeout,
-		Latency: func(d time.Duration) { latency.Observe(d.Seconds()) },
-	})
-	RegisterRedis(s.reg, rs.Stats)
+	newStore := func(client rueidis.Client) *redis.Store {
+		return redis.New(client, redis.Options{
+			DisableDenyCache: c.NoDenyCache, Clock: s.clock, CallTimeout: timeout,
+			Latency: func(d time.Duration) { latency.Observe(d.Seconds()) },
+		})
+	}
+	info := []any{"at", where, "tls", tlsMode(co.TLSConfig), "timeout", timeout.String(), "deny_cache", !c.NoDenyCache}
+	// The breaker's primary: the store, or while Redis has not answered,
+	// what stands in for it. Its discovery of the store's optional
+	// interfaces is by type assertion, once (see lateRedis).
+	var primary sluice.Store
+	if client != nil {
+		rs := newStore(client)
+		h.conn.Store(&redisConn{client: client, rs: rs})
+		RegisterRedis(s.reg, rs.Stats)
+		primary = rs
+		// The store first: on a cluster it reads the slots in the background.
+		h.close = sync.OnceFunc(func() { rs.Close(); client.Close() })
+		s.log.Info("store: Redis", info...)
+	} else {
+		s.log.Warn("store: Redis unreachable at start; serving by on_store_error until it answers", "at", where, "error", err)
+		h.late = &lateRedis{}
+		h.late.failed(err)
+		RegisterRedis(s.reg, h.late.Stats)
+		primary = h.late
+		ctx, cancel := context.WithCancel(context.Background())
+		go s.connectLater(ctx, h, co, newStore, info)
+		h.close = sync.OnceFunc(func() {
+			cancel()
+			// After the cancel, under the lock: connectLater has stored
+			// its connection, which is closed here, or will close it
+			// itself.
+			h.late.mu.Lock()
+			conn := h.conn.Load()
+			h.late.mu.Unlock()
+			if conn != nil {
+				conn.rs.Close()
+				conn.client.Close()
+			}
+		})
+	}
 	registerMemory(s.reg, "local", s.local.Stats)
 	// The breaker counts the store's timeouts and errors as failures and
 	// probes Redis with backoff while it is down; the instrumentation
@@ -136,14 +191,226 @@ func (s *Server) openStore(c policy.StoreConfig) (*storeHandle, error) {
 	// ends its call itself: it counts too once Redis has completed no call
 	// for longer than the timeout, so that a hung Redis is declared down
 	// as a failing one is, while a loaded one that still answers is not.
-	h.breaker = sluice.NewFallback(rs, sluice.FallbackOptions{Mode: sluice.FailError, Timeout: -1, MaxSilence: timeout, Logger: s.log, Clock: s.clock})
+	h.breaker = sluice.NewFallback(primary, sluice.FallbackOptions{Mode: sluice.FailError, Timeout: -1, MaxSilence: timeout, Logger: s.log, Clock: s.clock})
 	registerBreaker(s.reg, h.breaker.Stats)
 	h.store = newInstrumented(h.breaker, "", s.m)
-	h.client, h.redis = client, rs
-	// The store first: on a cluster it reads the slots in the background.
-	h.close = sync.OnceFunc(func() { rs.Close(); client.Close() })
-	s.log.Info("store: Redis", "at", where, "tls", tlsMode(co.TLSConfig), "timeout", timeout.String(), "deny_cache", !c.NoDenyCache)
+	if h.late != nil {
+		// Redis is down from the start: one call, which fails at once,
+		// tells the breaker so, and sluice_redis_down reads 1 before any
+		// request comes. From then on it probes as in any outage.
+		_, _ = h.breaker.Decide(context.Background(), readyProbe(nil))
+	}
 	return h, nil
+}
+
+// Bounds of connectLater's backoff: the first attempt after the one at
+// start comes after minConnectWait, each later one twice as long after
+// the one before, up to maxConnectWait, as the breaker's probes do.
+const (
+	minConnectWait = 100 * time.Millisecond
+	maxConnectWait = 5 * time.Second
+)
+
+// connectLater connects to Redis with co, Redis not having answered at
+// start, with backoff, until it answers or ctx ends (h.close); then it
+// makes the store over the connection with newStore, as openStore does, and
+// swaps it into h.late, where calls find it from then on. The breaker,
+// down since the start, finds Redis back at its next probe, as after any
+// outage. A failure that says Redis is there but refuses (a password
+// changed since, or a TLS Redis) is logged once: it is retried all the
+// same, as the fix may be Redis's.
+//
+// The waits are on the machine's clock, not the server's: they pace real
+// connection attempts, and a test's clock, which moves at each Sleep,
+// would have them follow one another at once. info is what openStore
+// logs of the store, where first.
+func (s *Server) connectLater(ctx context.Context, h *storeHandle, co rueidis.ClientOption, newStore func(rueidis.Client) *redis.Store, info []any) {
+	where := info[1]
+	start := time.Now()
+	wait, refused := minConnectWait, false
+	t := time.NewTimer(wait)
+	defer t.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-t.C:
+		}
+		client, err := rueidis.NewClient(co)
+		if err != nil {
+			h.late.failed(err)
+			wait = min(2*wait, maxConnectWait)
+			there := !unreachable(err)
+			switch {
+			case there && !refused:
+				s.log.Error("store: Redis refused the connection; still serving by on_store_error, and trying again",
+					"at", where, "error", fmt.Sprintf("%v%s", err, tlsHint(co.TLSConfig, err)))
+			case !there:
+				s.log.Debug("store: Redis still unreachable", "at", where, "error", err, "next_in", wait.String())
+			}
+			refused = there
+			t.Reset(wait)
+			continue
+		}
+		rs := newStore(client)
+		h.late.mu.Lock()
+		if ctx.Err() != nil { // h.close ran while we connected
+			h.late.mu.Unlock()
+			rs.Close()
+			client.Close()
+			return
+		}
+		h.conn.Store(&redisConn{client: client, rs: rs})
+		h.late.rs.Store(rs)
+		h.late.mu.Unlock()
+		s.log.Info("store: connected to Redis; the breaker brings it back at its next probe",
+			append(info, "after", time.Since(start).Round(time.Millisecond).String())...)
+		return
+	}
+}
+
+// unreachable reports whether err, the failure of a connection to Redis,
+// says that Redis is not there (yet), rather than that it is there and
+// refuses the connection: the server then starts without it (see
+// connectLater), where a refusal stops it as a configuration error does.
+//
+// Not there:
+//   - a connect that failed for want of a server or a way to it:
+//     refused, no route to the host or network, the host or network
+//     down, no local address to use, or no socket file (a unix:// socket
+//     appears when Redis starts);
+//   - a host name that did not resolve: in Kubernetes, a headless
+//     service's name has no address until its pod is ready, so a name
+//     misspelt looks the same, and is told apart by its error in the
+//     log and in /readyz;
+//   - a timeout: the connect took too long (no answer from the address
+//     at all), or Redis took the connection and answered nothing within
+//     the dial timeout: hung, or loading its data set (the client waits
+//     out LOADING). A TLS client facing a Redis without TLS also waits
+//     that long, and is indistinguishable from these.
+//
+// There: everything else. A Redis that answered with an error (WRONGPASS,
+// NOAUTH, a database out of range, a Sentinel that knows no such master
+// or is no Sentinel), a TLS handshake that failed (a certificate that
+// does not verify, a client certificate missing or refused), a
+// connection closed or reset once made (EOF: most often a Redis with TLS
+// dialled without it).
+func unreachable(err error) bool {
+	if errors.As(err, new(*net.DNSError)) {
+		return true
+	}
+	var op *net.OpError
+	if errors.As(err, &op) && op.Op == "dial" {
+		for _, no := range []syscall.Errno{syscall.ECONNREFUSED, syscall.EHOSTUNREACH, syscall.ENETUNREACH,
+			syscall.EHOSTDOWN, syscall.ENETDOWN, syscall.ETIMEDOUT, syscall.EADDRNOTAVAIL, syscall.ENOENT} {
+			if errors.Is(op.Err, no) {
+				return true
+			}
+		}
+	}
+	var ne net.Error // context.DeadlineExceeded is one too
+	return errors.As(err, &ne) && ne.Timeout()
+}
+
+// lateRedis is the breaker's primary when Redis did not answer at start:
+// it fails every call at once, with the last attempt's error, until
+// connectLater swaps the Redis store in (rs), and from then on it is that
+// store, for one atomic load per call (and per key, for Partition).
+//
+// sluice.Fallback discovers what its primary can do by type assertion,
+// once when it is made (Partition and the rest: a Redis Cluster's
+// masters, each with a breaker of its own) or at each call
+// (DecideCached: the deny cache). So lateRedis has every method of the
+// store that Fallback may look for (TestLateRedisMethods keeps them in
+// step), each the store's once it is in, and before that the answer of a
+// store that knows nothing: one partition, 0, which holds every key, and
+// no refusal in memory.
+type lateRedis struct {
+	rs atomic.Pointer[redis.Store]
+	// mu guards err, and orders connectLater's swap against h.close.
+	mu  sync.Mutex
+	err error // the last attempt's failure
+}
+
+// errNotConnected is the error of a call while Redis has not answered
+// since the start.
+var errNotConnected = errors.New("not connected to Redis since the start")
+
+// failed records the failure of an attempt to connect.
+func (l *lateRedis) failed(err error) {
+	l.mu.Lock()
+	l.err = err
+	l.mu.Unlock()
+}
+
+// notConnected returns the error of a call while Redis has not answered.
+func (l *lateRedis) notConnected() error {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return fmt.Errorf("%w (last attempt: %v)", errNotConnected, l.err)
+}
+
+func (l *lateRedis) Decide(ctx context.Context, r rate.Request) (rate.Decision, error) {
+	if rs := l.rs.Load(); rs != nil {
+		return rs.Decide(ctx, r)
+	}
+	return rate.Decision{}, l.notConnected()
+}
+
+func (l *lateRedis) DecideAll(ctx context.Context, reqs []rate.Request, out []rate.Decision) (rate.Decision, error) {
+	if rs := l.rs.Load(); rs != nil {
+		return rs.DecideAll(ctx, reqs, out)
+	}
+	return rate.Decision{}, l.notConnected()
+}
+
+// DecideCached is the store's; false before it is in.
+func (l *lateRedis) DecideCached(reqs []rate.Request, out []rate.Decision) (rate.Decision, bool) {
+	if rs := l.rs.Load(); rs != nil {
+		return rs.DecideCached(reqs, out)
+	}
+	return rate.Decision{}, false
+}
+
+// Partition is the store's; 0, unknown, before it is in.
+func (l *lateRedis) Partition(key string) int {
+	if rs := l.rs.Load(); rs != nil {
+		return rs.Partition(key)
+	}
+	return 0
+}
+
+// FailedPartition is the store's; 0 before it is in.
+func (l *lateRedis) FailedPartition(err error) int {
+	if rs := l.rs.Load(); rs != nil {
+		return rs.FailedPartition(err)
+	}
+	return 0
+}
+
+// PartitionName is the store's; "" before it is in.
+func (l *lateRedis) PartitionName(p int) string {
+	if rs := l.rs.Load(); rs != nil {
+		return rs.PartitionName(p)
+	}
+	return ""
+}
+
+// PartitionHolds is the store's; before it is in, partition 0 holds every
+// key, as in a store that has not read the cluster.
+func (l *lateRedis) PartitionHolds(p int) bool {
+	if rs := l.rs.Load(); rs != nil {
+		return rs.PartitionHolds(p)
+	}
+	return p == 0
+}
+
+// Stats is the store's; zero before it is in.
+func (l *lateRedis) Stats() redis.Stats {
+	if rs := l.rs.Load(); rs != nil {
+		return rs.Stats()
+	}
+	return redis.Stats{}
 }
 
 // storeTLS returns the TLS configuration of the connections to Redis that
@@ -224,8 +491,9 @@ func tlsMode(c *tls.Config) string {
 	return "on"
 }
 
-// ping reports whether the store answers: always for memory; for one
-// Redis (or a Sentinel's master), whether it runs a decision, a script
+// ping reports whether the store answers: always for memory; never for a
+// Redis not connected since the start (the error is the last attempt's);
+// for one Redis (or a Sentinel's master), whether it runs a decision, a script
 // call that writes, on a key of its own under g's prefix (see
 // readyProbe): a Redis that answers PING may still refuse every script (an ACL without the keys' pattern, out of
 // memory, a replica). On a Redis Cluster every node is sent a PING, and
@@ -236,14 +504,18 @@ func tlsMode(c *tls.Config) string {
 // that the whole service's outage; no node answering is this instance's
 // own.
 func (h *storeHandle) ping(ctx context.Context, g *generation) error {
-	if h.client == nil {
+	conn := h.conn.Load()
+	if conn == nil {
+		if h.late != nil {
+			return h.late.notConnected()
+		}
 		return nil
 	}
-	if h.client.Mode() != rueidis.ClientModeCluster {
-		_, err := h.redis.Decide(ctx, readyProbe(g))
+	if conn.client.Mode() != rueidis.ClientModeCluster {
+		_, err := conn.rs.Decide(ctx, readyProbe(g))
 		return err
 	}
-	nodes := h.client.Nodes()
+	nodes := conn.client.Nodes()
 	if len(nodes) == 0 {
 		return errors.New("no node of the cluster known")
 	}

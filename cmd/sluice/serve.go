@@ -168,9 +168,11 @@ SIGINT stop the server gracefully, and a second one during the drain stops
 it at once (exit 1), cutting the requests still in flight.
 
 Exit codes: 0 stopped by a signal, 1 failed at run time (a listener could
-not open, Redis could not be reached at start) or stopped at once by a
-second signal, 2 usage error, 3 a configuration file or the TLS files do
-not load at start.
+not open, Redis refused the connection at start: a password, TLS) or
+stopped at once by a second signal, 2 usage error, 3 a configuration file
+or the TLS files do not load at start. A Redis not there at start stops
+nothing: the server serves by each policy's on_store_error, and connects
+when Redis answers.
 `
 
 // Exit codes of sluice serve.
