@@ -25,8 +25,14 @@ lint: ## gofmt, go vet and staticcheck.
 	$(GO) run $(STATICCHECK) $(PKGS)
 	cd bench && gofmt -l . | (! grep .) && $(GO) vet ./...
 
-test: deps lint ## Everything CI checks: lint, then the whole suite under the race detector.
+test: deps lint ## Everything CI checks: lint, the whole suite under the race detector, the bench module's tests.
 	$(GO) test -race -count=1 $(PKGS)
+	# The exact-model tests of package rate take fewer steps under the
+	# race detector; here they take all of them.
+	$(GO) test -count=1 ./rate
+	# The bench module's own tests: the peers configured alike, the
+	# middlewares limiting, sluice answering as Envoy's reference service.
+	cd bench && $(GO) test -race -count=1 ./...
 
 test-short: ## The suite without the race detector, for a quick loop.
 	$(GO) test -count=1 $(PKGS)

@@ -123,7 +123,8 @@ func startReference(b *testing.B, onStop onStop, envoy, redisAddr string) *refer
 	cmd.Env = referenceEnv(dir, p.grpc, health, freeAddr(b), redisAddr)
 	if extra := os.Getenv("SLUICE_BENCH_REFERENCE_ENV"); extra != "" {
 		// Settings to try on the reference, such as
-		// REDIS_PIPELINE_WINDOW=150us,REDIS_PIPELINE_LIMIT=8.
+		// GOGC=738 (the heap floor sluice serve runs with) or REDIS_POOL_SIZE=64.
+		// (REDIS_PIPELINE_WINDOW applies only with REDIS_TYPE=cluster.)
 		cmd.Env = append(cmd.Env, strings.Split(extra, ",")...)
 	}
 	p.process = start(b, onStop, cmd, "http://"+health+"/healthcheck")
