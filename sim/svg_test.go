@@ -244,12 +244,15 @@ func TestWriteTextAligned(t *testing.T) {
 	sc.Algorithms = []rate.Algorithm{rate.FixedWindow}
 	text := textOf(t, sc)
 	want := -1
+	rules := 0                    // the lines across the table, ─┼─
+	rows := make(map[string]bool) // the labels of the lines with a │
 	for _, line := range strings.Split(text, "\n") {
 		head, _, ok := strings.Cut(line, "│")
-		if !ok {
-			head, _, ok = strings.Cut(line, "┼")
-		}
-		if !ok {
+		if ok {
+			rows[strings.TrimSpace(head)] = true
+		} else if head, _, ok = strings.Cut(line, "┼"); ok {
+			rules++
+		} else {
 			continue
 		}
 		n := utf8.RuneCountInString(head)
@@ -259,6 +262,18 @@ func TestWriteTextAligned(t *testing.T) {
 		if n != want {
 			t.Errorf("line %q: rule at column %d, want %d", line, n, want)
 		}
+	}
+	// The lines compared must be the table's: its head, the rules under
+	// it and over its total, the seconds of three digits and of four.
+	var missing []string
+	for _, label := range []string{"sec", "999", "1000", "all"} {
+		if !rows[label] {
+			missing = append(missing, label)
+		}
+	}
+	if rules != 2 || len(missing) > 0 {
+		t.Errorf("%d lines across the table, want 2, under its head and over its total; lines %q lack their rule │; in:\n%s",
+			rules, missing, text)
 	}
 }
 
