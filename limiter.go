@@ -289,8 +289,10 @@ func (l *Limiter) requests(key string, n int64) []rate.Request {
 // requests with [Limiter.Requests] (the limiters must share store and have
 // distinct names). It returns the combined decision (see [rate.Combine]).
 // On a Redis Cluster, keys in different slots are decided by a check and a
-// commit per slot, and a race between them may leave a refused request
-// consumed in the slots committed first (see package store/redis).
+// commit per slot; a race between them refuses the request after the slots
+// committed first have taken from it, and gives those back what it took.
+// Until then others see the units taken, and a refund that fails leaves
+// them taken (see package store/redis).
 // With no request there is nothing to refuse: it allows at once, without
 // asking the store. Requests of one key under one limit whose costs add up
 // past its capacity can never pass together: an error wrapping

@@ -126,11 +126,13 @@
 // minutes) take a policy per key on the same route; a request is decided
 // against both at once, all or nothing, so one that either refuses counts
 // in neither (on a Redis Cluster, where the two keys lie in different
-// slots, but for a race: one that passes both checks and is refused at
-// the later commit, another instance having spent in between, has
-// counted on the key committed first; see package store/redis, whose
-// Stats.CrossSlotRaces, sluice serve's
-// sluice_redis_cross_slot_races_total, counts them):
+// slots, one that passes both checks and is refused at the later commit,
+// another instance having spent in between, is given back on the key
+// committed first what it took there, and its units are taken only for
+// that round trip, or for good if the refund fails; see package
+// store/redis, whose Stats.CrossSlotRaces and CrossSlotRefundErrors,
+// sluice serve's sluice_redis_cross_slot_races_total and
+// sluice_redis_cross_slot_refund_errors_total, count them):
 //
 //	policies:
 //	  - name: login-account

@@ -298,8 +298,16 @@ func RegisterRedis(reg prometheus.Registerer, stats func() redis.Stats) {
 		}, func() float64 { return float64(stats().CrossSlot) }),
 		prometheus.NewCounterFunc(prometheus.CounterOpts{
 			Namespace: "sluice", Name: "redis_cross_slot_races_total",
-			Help: "Requests across slots that passed the check and were refused at the commit, another caller having spent in between: each may have consumed from the limits committed before.",
+			Help: "Requests across slots that passed the check and were refused at the commit, another caller having spent in between; the slots committed before are given back what the request took (sluice_redis_cross_slot_refunds_total).",
 		}, func() float64 { return float64(stats().CrossSlotRaces) }),
+		prometheus.NewCounterFunc(prometheus.CounterOpts{
+			Namespace: "sluice", Name: "redis_cross_slot_refunds_total",
+			Help: "Raced requests across slots whose committed slots were all given back what the request took.",
+		}, func() float64 { return float64(stats().CrossSlotRefunds) }),
+		prometheus.NewCounterFunc(prometheus.CounterOpts{
+			Namespace: "sluice", Name: "redis_cross_slot_refund_errors_total",
+			Help: "Raced requests across slots whose refund failed (Redis unreachable, the deadline passed): their units stay taken.",
+		}, func() float64 { return float64(stats().CrossSlotRefundErrors) }),
 		prometheus.NewGaugeFunc(prometheus.GaugeOpts{
 			Namespace: "sluice", Name: "deny_cache_entries",
 			Help: "Refusals the deny cache holds now.",

@@ -297,7 +297,7 @@ policies:
 		t.Fatalf("/readyz with Redis up: %d", resp.StatusCode)
 	}
 	for _, name := range []string{"sluice_deny_cache_hits_total", "sluice_redis_script_calls_total", "sluice_redis_retries_total", "sluice_redis_tryagain_total",
-		"sluice_redis_cross_slot_total", "sluice_redis_cross_slot_races_total"} {
+		"sluice_redis_cross_slot_total", "sluice_redis_cross_slot_races_total", "sluice_redis_cross_slot_refunds_total", "sluice_redis_cross_slot_refund_errors_total"} {
 		if ts.metric(name) == "" {
 			t.Errorf("no %s", name)
 		}

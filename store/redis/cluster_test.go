@@ -114,5 +114,7 @@ func TestCluster(t *testing.T) {
 	t.Run("ConformanceAcrossSlots", func(t *testing.T) { testConformanceAcrossSlots(t, client) })
 	t.Run("Login", func(t *testing.T) { testLoginAcrossSlots(t, c, client) })
 	t.Run("Race", func(t *testing.T) { testRaceAcrossSlots(t, client) })
+	t.Run("Refund", func(t *testing.T) { testRefundAcrossSlots(t, c, client) })
+	t.Run("RefundFails", func(t *testing.T) { testRefundFails(t, c, client) })
 	t.Run("SharedKeyUnderLoad", func(t *testing.T) { testSharedKeyUnderLoad(t, client) })
 }

@@ -170,9 +170,10 @@ func (c *coalescer) send(batch []*pendingCall) {
 		close(p.done)
 		return
 	}
-	nk := 0
+	nk, nres := 0, 0
 	for _, p := range batch {
 		nk += len(p.keys)
+		nres += replyLen(len(p.keys), p.args)
 	}
 	keys := make([]string, 0, nk)
 	args := make([]string, 1, 1+argsPerRequest*nk)
@@ -188,16 +189,17 @@ func (c *coalescer) send(batch []*pendingCall) {
 		c.split(batch)
 		return
 	}
-	if err == nil && len(res) != replyPerRequest*nk {
-		err = errReplyLength(len(res), nk)
+	if err == nil && len(res) != nres {
+		err = errReplyLength(len(res), nk, nres)
 	}
 	off := 0
 	for _, p := range batch {
 		if err != nil {
 			p.err = err
 		} else {
-			p.res = res[off : off+replyPerRequest*len(p.keys)]
-			off += replyPerRequest * len(p.keys)
+			n := replyLen(len(p.keys), p.args)
+			p.res = res[off : off+n]
+			off += n
 		}
 		close(p.done)
 	}

@@ -286,3 +286,62 @@ func TestCoalescerForeignKeyFailsNoOne(t *testing.T) {
 		t.Errorf("stats %+v, want one coalesced batch and no error", st)
 	}
 }
+
+// A coalesced call that carries commits (of requests across slots) among
+// other callers' groups: a commit's receipts follow its decisions, and
+// shift the groups after it, and each caller still gets its own decisions
+// and receipts.
+func TestCoalescerCommits(t *testing.T) {
+	srv := redistest.Start(t)
+	o, clk := pinnedOptions(redis.Options{DisableDenyCache: true})
+	s, resume := stalled(t, srv, o, nil)
+	ctx := context.Background()
+	now := rate.Micros(clk.Now())
+	gcra := rate.Limit{Algorithm: rate.GCRA, Count: 3, Period: 7 * time.Second}
+	log := rate.Limit{Algorithm: rate.SlidingLog, Count: 3, Period: time.Hour}
+	groups := []struct {
+		commit bool
+		reqs   []rate.Request
+	}{
+		{false, []rate.Request{{Key: "d1", Limit: gcra, Cost: 1}}},
+		{true, []rate.Request{{Key: "{c1}a", Limit: gcra, Cost: 2}, {Key: "{c1}b", Limit: log, Cost: 1}}},
+		{false, []rate.Request{{Key: "d2", Limit: log, Cost: 2}}},
+		{true, []rate.Request{{Key: "c2", Limit: log, Cost: 3}}},
+		{false, []rate.Request{{Key: "{d3}a", Limit: log, Cost: 1}, {Key: "{d3}b", Limit: gcra, Cost: 3}}},
+	}
+	got := make([][]rate.Decision, len(groups))
+	receipts := make([][][2]int64, len(groups))
+	batches := s.Stats().CoalescedBatches
+	var wg sync.WaitGroup
+	for i, g := range groups {
+		wg.Go(func() {
+			var err error
+			if g.commit {
+				got[i], receipts[i], err = redis.Commit(ctx, s, g.reqs)
+			} else {
+				got[i] = make([]rate.Decision, len(g.reqs))
+				_, err = s.DecideAll(ctx, g.reqs, got[i])
+			}
+			if err != nil {
+				t.Error(err)
+			}
+		})
+		waitQueued(t, s, "d1", i+1) // in this order
+	}
+	resume()
+	wg.Wait()
+	if n := s.Stats().CoalescedBatches - batches; n != 1 {
+		t.Errorf("%d coalesced calls, want the 5 groups in 1", n)
+	}
+	for i, g := range groups {
+		for j, r := range g.reqs {
+			next, want := r.Limit.Step(rate.State{}, now, r.Cost)
+			if got[i][j] != want {
+				t.Errorf("group %d, %s: %v, want %v", i, r.Key, got[i][j], want)
+			}
+			if g.commit && receipts[i][j] != receiptOf(r.Limit, next) {
+				t.Errorf("group %d, %s: receipt %v, want %v", i, r.Key, receipts[i][j], receiptOf(r.Limit, next))
+			}
+		}
+	}
+}

@@ -24,6 +24,12 @@ const denyShards = 32
 // refused, but with a longer RetryAfter than the cached one, so it is sent
 // to Redis to learn the exact wait).
 //
+// Save one thing others can do: give back what a request across cluster
+// slots took in the slots it committed before a race refused it (see
+// crossslot.go). A refusal made while those units were taken may then
+// refuse, until T, what Redis would admit once they are given back. That
+// errs on the side of refusing, and takes such a race on the same key.
+//
 // Time is measured on the local clock from when the call to Redis was
 // sent, which is no later than the moment Redis decided: a local refusal
 // ends no later than Redis's would. Clocks of different instances never

@@ -77,7 +77,7 @@
 //
 // Some keys must not share a tag: a login is limited per account and per
 // IP, and the per-IP counter must be one counter whichever account it is
-// combined with. A request whose keys span several slots is decided in two
+// combined with. A request whose keys span several slots is decided in
 // phases. First every slot's part is checked, all at once: the script
 // steps it without writing anything. If any part would be refused, the
 // request is refused and nothing anywhere consumed. Otherwise each part is
@@ -86,15 +86,35 @@
 // exactly what one atomic call would give, decision by decision. With one,
 // a part may be refused at its commit although it passed its check
 // (someone spent in between): the request is refused, and the parts
-// committed before have consumed. So across slots a refused request
-// consumes nothing except under a race between check and commit, where it
-// may consume from its limits in other slots; it never admits more than a
-// limit allows, since each commit is the script's own atomic step. Such
-// races are counted (Stats.CrossSlotRaces). A commit that fails (Redis
-// unreachable, the context ended) returns its error likewise after the
-// parts committed before it have consumed. A request across slots costs a
-// script call per slot for the check (in parallel) and one per slot for
-// the commit (in turn).
+// committed before it are given back what it took there, all at once, by
+// the script too. A refund leaves each key as the request's absence would
+// have left it: exactly, unless other decisions on the key came in between
+// at later instants, when a bucket may get back less (what it would have
+// refilled past full without the request), never more. So across slots a
+// refused request ends up consuming nothing, and no limit ever admits more
+// than it allows, since every commit and refund is the script's own atomic
+// step. Races and their refunds are counted (Stats.CrossSlotRaces,
+// CrossSlotRefunds).
+//
+// What does not hold across slots: between its commit and its refund, a
+// refused request's units are taken, and others may be refused for them
+// (those refusals stand, in the deny cache too). A refund that fails
+// (Redis unreachable, the caller's deadline passed) leaves them taken, as
+// if the request had been admitted there; it is counted
+// (Stats.CrossSlotRefundErrors), and the request is refused all the same,
+// without an error. A commit that fails (Redis unreachable, the context
+// ended) returns its error after the parts committed before it have
+// consumed, and they are not given back: the failed call may have run in
+// Redis all the same, and the caller's failure mode, which now decides the
+// request, may admit it. Last, a refund tells the state its commit wrote,
+// as others' decisions have changed it since, by instants that only move
+// forward while the key exists: a key that became fresh after the commit
+// (expired, or deleted by a decision) and was written anew by a master
+// whose clock had stepped back may be given back units it does not hold,
+// at most the request's. A request across slots costs a script call per
+// slot for the check (in parallel), one per slot for the commit (in
+// turn), and after a race one per slot committed before it for the refund
+// (in parallel).
 //
 // A key holds its algorithm in one byte and the state's fields as
 // big-endian float64s (a sliding log keeps runs of equal timestamps).
@@ -209,16 +229,17 @@
 //
 // [Store.Stats] returns counters, read atomically and cheap enough for
 // every metrics scrape: decisions and refusals, script calls, deny-cache
-// hits and entries, coalesced batches, requests across slots and their
-// races, and errors.
+// hits and entries, coalesced batches, requests across slots, their races
+// and refunds, and errors.
 //
 // # Files
 //
 //   - store.go: Store, Options, New, Dial; script calls, their retries
 //     and TRYAGAIN; argument and reply encoding.
-//   - scripts/decide.lua: the steps in Lua, the all-or-nothing commit, and
-//     the check that writes nothing.
-//   - crossslot.go: requests whose keys span several cluster slots.
+//   - scripts/decide.lua: the steps in Lua, the all-or-nothing commit, the
+//     check that writes nothing, and the refund of a commit.
+//   - crossslot.go: requests whose keys span several cluster slots, and
+//     what a race between their phases gives back.
 //   - coalesce.go: sharing script calls between concurrent callers.
 //   - stats.go: Stats.
 //   - keys.go: Redis keys, hash tags and cluster slots.

@@ -91,3 +91,47 @@ func AgeSlots(s *Store) { s.parts.due.Store(0) }
 
 // SlotsTries returns how many CLUSTER SLOTS s has sent.
 func SlotsTries(s *Store) int64 { return s.parts.tries.Load() }
+
+// BeforeRefund makes s call f before it gives back what a request across
+// slots, refused at a commit, took in the slots committed before.
+func BeforeRefund(s *Store, f func()) { s.beforeRefund = f }
+
+// Commit decides reqs, whose keys share a slot, as a request across slots
+// commits one slot's group: it returns their decisions and receipts.
+func Commit(ctx context.Context, s *Store, reqs []rate.Request) ([]rate.Decision, [][2]int64, error) {
+	g := slotGroupOf(s, reqs)
+	if err := g.commit(ctx, s); err != nil {
+		return nil, nil, err
+	}
+	receipts := make([][2]int64, len(reqs))
+	for i := range receipts {
+		receipts[i] = [2]int64{g.receipts[2*i], g.receipts[2*i+1]}
+	}
+	return g.out, receipts, nil
+}
+
+// Refund gives back what the commit of reqs, whose keys share a slot,
+// took, by their receipts, as after a race across slots: it returns what
+// the check that follows the refund reports.
+func Refund(ctx context.Context, s *Store, reqs []rate.Request, receipts [][2]int64) ([]rate.Decision, error) {
+	g := slotGroupOf(s, reqs)
+	for _, r := range receipts {
+		g.receipts = append(g.receipts, r[0], r[1])
+	}
+	err := g.refund(ctx, s)
+	return g.out, err
+}
+
+// slotGroupOf returns reqs, whose keys share a slot, as a request across
+// slots holds that slot's part.
+func slotGroupOf(s *Store, reqs []rate.Request) *slotGroup {
+	keys := make([]string, len(reqs))
+	for i, r := range reqs {
+		keys[i] = s.Key(r.Key)
+	}
+	sl, ok := s.sameSlot(keys)
+	if !ok {
+		panic("redis: keys in several slots")
+	}
+	return &slotGroup{slot: sl, reqs: reqs, keys: keys, args: groupArgs(reqs, markCheck), out: make([]rate.Decision, len(reqs))}
+}

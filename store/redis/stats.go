@@ -13,8 +13,9 @@ type Stats struct {
 	// Refused counts the decisions among them that refused.
 	Refused uint64
 	// ScriptCalls counts script calls sent to Redis: one per coalesced
-	// batch, per uncoalesced decision, and per slot and phase of a request
-	// whose keys span several cluster slots. Calls that failed count too.
+	// batch, per uncoalesced decision, and per slot and phase (check,
+	// commit, refund) of a request whose keys span several cluster slots.
+	// Calls that failed count too.
 	ScriptCalls uint64
 	// DenyCacheHits counts requests refused locally by the deny cache,
 	// without asking Redis.
@@ -31,9 +32,19 @@ type Stats struct {
 	CrossSlot uint64
 	// CrossSlotRaces counts the cross-slot requests that passed the check
 	// but were refused at the commit, because another caller spent in
-	// between: such a request may have consumed from its limits in the
-	// slots committed before the refusal.
+	// between. Such a request is refused after the slots before the
+	// refusal have committed, and those are then given back what it took
+	// (see CrossSlotRefunds and CrossSlotRefundErrors); a race at the
+	// first slot has nothing to give back, and counts in neither.
 	CrossSlotRaces uint64
+	// CrossSlotRefunds counts the races after which every slot committed
+	// before the refusal was given back what the request took there.
+	CrossSlotRefunds uint64
+	// CrossSlotRefundErrors counts the races after which a refund failed
+	// (Redis unreachable, the caller's deadline passed): the refused
+	// request has consumed in that slot, as if it had been admitted there.
+	// The refund is not tried again.
+	CrossSlotRefundErrors uint64
 	// Retries counts script calls sent again because the one before failed
 	// on its connection (Redis restarted, a proxy closed it); the retries
 	// are not in ScriptCalls.
@@ -56,22 +67,25 @@ type Stats struct {
 type counters struct {
 	decisions, refused, scriptCalls, denyHits atomic.Uint64
 	coalesced, crossSlot, crossSlotRaces      atomic.Uint64
+	crossSlotRefunds, crossSlotRefundErrors   atomic.Uint64
 	errors, retries, tryAgain                 atomic.Uint64
 }
 
 // Stats returns the store's counters.
 func (s *Store) Stats() Stats {
 	st := Stats{
-		Decisions:        s.stats.decisions.Load(),
-		Refused:          s.stats.refused.Load(),
-		ScriptCalls:      s.stats.scriptCalls.Load(),
-		DenyCacheHits:    s.stats.denyHits.Load(),
-		CoalescedBatches: s.stats.coalesced.Load(),
-		CrossSlot:        s.stats.crossSlot.Load(),
-		CrossSlotRaces:   s.stats.crossSlotRaces.Load(),
-		Errors:           s.stats.errors.Load(),
-		Retries:          s.stats.retries.Load(),
-		TryAgain:         s.stats.tryAgain.Load(),
+		Decisions:             s.stats.decisions.Load(),
+		Refused:               s.stats.refused.Load(),
+		ScriptCalls:           s.stats.scriptCalls.Load(),
+		DenyCacheHits:         s.stats.denyHits.Load(),
+		CoalescedBatches:      s.stats.coalesced.Load(),
+		CrossSlot:             s.stats.crossSlot.Load(),
+		CrossSlotRaces:        s.stats.crossSlotRaces.Load(),
+		CrossSlotRefunds:      s.stats.crossSlotRefunds.Load(),
+		CrossSlotRefundErrors: s.stats.crossSlotRefundErrors.Load(),
+		Errors:                s.stats.errors.Load(),
+		Retries:               s.stats.retries.Load(),
+		TryAgain:              s.stats.tryAgain.Load(),
 	}
 	if s.deny != nil {
 		st.DenyCacheEntries = s.deny.len()

@@ -69,7 +69,7 @@ type Options struct {
 	CallTimeout time.Duration
 	// Latency, if set, is told how long each decision sent to Redis took:
 	// from DecideAll's call to its answer or error, its wait in a
-	// coalesced batch and, across cluster slots, both phases included. A
+	// coalesced batch and, across cluster slots, every phase included. A
 	// refusal the deny cache answers, in memory, is not a decision sent,
 	// and is not told: a latency histogram fed from here measures Redis,
 	// not the cache in front of it. It is called on the caller's
@@ -89,10 +89,10 @@ const DefaultCallTimeout = time.Second
 
 // Store keeps the state of every key in Redis and decides each request in
 // one atomic script call (on a Redis Cluster, a request whose keys span
-// several slots takes a check and a commit per slot: see the package
-// documentation), so any number of instances share one limit. It
-// implements sluice.Store and is safe for concurrent use; Stats reports
-// what it has done.
+// several slots takes a check and a commit per slot, and a refund after a
+// race: see the package documentation), so any number of instances share
+// one limit. It implements sluice.Store and is safe for concurrent use;
+// Stats reports what it has done.
 //
 // Most callers want [Dial]; [New] wraps a rueidis client the caller
 // already has.
@@ -114,6 +114,9 @@ type Store struct {
 	// afterCheck, if set, runs between the check and the commit of a
 	// request across slots (tests only).
 	afterCheck func()
+	// beforeRefund, if set, runs before the refund that follows a
+	// request across slots refused at a commit (tests only).
+	beforeRefund func()
 }
 
 // New returns a Store that decides through client. The caller keeps
@@ -313,8 +316,8 @@ func (s *Store) sameSlot(keys []string) (uint16, bool) {
 }
 
 // groupArgs returns the script arguments of reqs as one group that ends
-// with mark (markDecide or markCheck), after a place for the now argument
-// (see call).
+// with mark (markDecide, markCheck, markCommit or markRefund), after a
+// place for the now argument (see call).
 func groupArgs(reqs []rate.Request, mark string) []string {
 	args := make([]string, 1, 1+argsPerRequest*len(reqs))
 	for i, r := range reqs {
@@ -333,10 +336,21 @@ func groupArgs(reqs []rate.Request, mark string) []string {
 // again after a pause (see waitMigration). Its error carries the slot's
 // partition (see Store.FailedPartition).
 func (s *Store) decideGroup(ctx context.Context, sl uint16, reqs []rate.Request, keys, args []string, out []rate.Decision) error {
-	part := s.partitionOf(sl)
+	res, err := s.groupCall(ctx, sl, keys, args, s.co != nil)
+	if err != nil {
+		return err
+	}
+	return inPartition(s.partitionOf(sl), decodeReply(res, reqs, out))
+}
+
+// groupCall runs the script for one group whose keys share slot sl, as
+// decideGroup does, and returns its integers; coalesce sends it through
+// the coalescer, which a group with arguments after its requests' (a
+// refund) must not go through.
+func (s *Store) groupCall(ctx context.Context, sl uint16, keys, args []string, coalesce bool) ([]int64, error) {
 	var res []int64
 	var err error
-	if s.co != nil {
+	if coalesce {
 		res, err = s.co.get(sl).exec(ctx, keys, args)
 	} else {
 		res, err = s.call(ctx, keys, args)
@@ -346,9 +360,9 @@ func (s *Store) decideGroup(ctx context.Context, sl uint16, reqs []rate.Request,
 	}
 	if err != nil {
 		s.callFailed(ctx, err)
-		return inPartition(part, fmt.Errorf("redis store: %w", err))
+		return nil, inPartition(s.partitionOf(sl), fmt.Errorf("redis store: %w", err))
 	}
-	return inPartition(part, decodeReply(res, reqs, out))
+	return res, nil
 }
 
 // waitMigration sends a group that Redis answered TRYAGAIN (err) again,
@@ -519,11 +533,14 @@ var algorithmArgs = [...]string{"0", "1", "2", "3", "4", "5"}
 
 // The marks that follow each request's arguments: whether the next
 // request belongs to the same group, or else whether the group is to be
-// decided or only checked.
+// decided, only checked, given back what its commit took, or committed
+// (decided, returning receipts): see crossslot.go.
 const (
 	markContinue = "0"
 	markDecide   = "1"
 	markCheck    = "2"
+	markRefund   = "3"
+	markCommit   = "4"
 )
 
 // appendArgs appends r's script arguments, followed by mark.
@@ -550,14 +567,28 @@ func maxDelayArg(d time.Duration) string {
 // replyPerRequest is the number of integers the script returns per request.
 const replyPerRequest = 5
 
-func errReplyLength(got, reqs int) error {
-	return fmt.Errorf("script returned %d integers for %d requests, want %d", got, reqs, replyPerRequest*reqs)
+// receiptPerRequest is the number of integers of a request's receipt,
+// which a group to commit (markCommit) returns after its decisions: see
+// scripts/decide.lua.
+const receiptPerRequest = 2
+
+// replyLen returns how many integers the script returns for a group of
+// nkeys requests whose arguments are args.
+func replyLen(nkeys int, args []string) int {
+	if args[len(args)-1] == markCommit {
+		return (replyPerRequest + receiptPerRequest) * nkeys
+	}
+	return replyPerRequest * nkeys
+}
+
+func errReplyLength(got, reqs, want int) error {
+	return fmt.Errorf("script returned %d integers for %d requests, want %d", got, reqs, want)
 }
 
 // decodeReply converts the script's integers into decisions.
 func decodeReply(res []int64, reqs []rate.Request, out []rate.Decision) error {
 	if len(res) != replyPerRequest*len(reqs) {
-		return fmt.Errorf("redis store: %w", errReplyLength(len(res), len(reqs)))
+		return fmt.Errorf("redis store: %w", errReplyLength(len(res), len(reqs), replyPerRequest*len(reqs)))
 	}
 	for i, r := range reqs {
 		v := res[replyPerRequest*i:]

@@ -11,7 +11,11 @@
 --          calendar, cost, max delay (whole µs, rounded down; -1 for no
 --          bound, so that 0 bounds a delay to 0), and its group mark: 0
 --          if the group goes on with request i+1, 1 if request i ends a
---          group to decide, 2 if it ends a group to check.
+--          group to decide, 2 if it ends a group to check, 3 one to
+--          refund, 4 one to commit (see Commits and refunds).
+-- ARGV[8n+2i], ARGV[8n+2i+1]  (n = #KEYS) in a call with a group to
+--          refund: request i's receipt, as its commit returned it. The
+--          store sends a group to refund in a call of its own.
 --
 -- The requests of a group are decided all or nothing: every new state is
 -- computed first and written only if all of them allow. Groups are
@@ -26,13 +30,73 @@
 -- after (µs), retry after (µs), delay (µs). When a group is refused (or
 -- only checked), a request that would have passed alone reports the
 -- remaining and reset after of a step of cost 0: what is left without it.
+-- A group to commit returns, after its requests' five integers, two per
+-- request: its receipt (0, 0 if the group was refused).
+--
+-- Commits and refunds. The store decides a request whose keys span
+-- several cluster slots in phases: it checks every slot's group, then
+-- commits them slot by slot, stopping at the first refusal, and gives
+-- back to the groups committed before a refusal what their commits took.
+-- A commit (mark 4) decides as mark 1 does, and returns for each request
+-- a receipt: where its units went, as the state it wrote tells.
+--
+--   gcra, leaky_bucket  the latest time seen (the state's C) and the debt
+--                       left, (TAT − C)·n ticks
+--   token_bucket        the last refill and the debt left, in ticks
+--   fixed_window        the window counted in: its start and its end (µs)
+--   sliding_window      the start of the window counted in, 0
+--   sliding_log         the time the units were logged at, 0
+--
+-- A refund (mark 3) takes each request's cost back out of the state it
+-- finds, then checks the group as mark 2 does, which reports what is left
+-- without the request. It gives back what the commit took as far as the
+-- state shows it is still there, and never more: the key is left no
+-- fresher than had the commit been a step of cost 0, whatever other steps
+-- decided on it in between (for a key decided under one limit; but see
+-- the last paragraph).
+--
+--   Windows: a count is additive. If the state's window is still the one
+--   the commit counted in, its count loses the cost; for sliding_window,
+--   if it has moved on by exactly one window, the previous count does.
+--   Otherwise the units left with their window.
+--   sliding_log: the run logged at the receipt's time loses the cost. A
+--   log without that run has let the units expire.
+--   Buckets, as instants: the commit left the TAT at Tc = C + debt/n, and
+--   P = Tc − cost·I would be the TAT without it. Each step since, at an
+--   instant a no earlier than the commit's C and no later than the C now
+--   stored, moved the TAT to max(TAT, a) + its cost·I. So the TAT now is
+--   T ≥ Tc + S (S: the others' costs, as time), while without the commit
+--   it would be the largest of P + S and, for each step since, its a
+--   plus the costs from that step on: at most max(P, C) + S, which is at
+--   most T − min(cost·I, Tc − C). The refund moves the TAT back by that
+--   much: by all of cost·I unless a step at a later instant than the
+--   commit found the bucket, without the request, full; what the bucket
+--   would have refilled past full up to C is not given back. A
+--   token_bucket is the same with T = last refill + debt/n, and C its
+--   last refill. A state whose C is earlier than the receipt's, or whose
+--   TAT is earlier than Tc, is not one the commit's state has become (the
+--   key was reset since), and gets nothing.
+--
+-- A refunded state that a step of cost 0 at now would find fresh is
+-- deleted, as that step would delete it; any other is written with the
+-- expiry a step gives it. A refund on a key that holds anything else, or
+-- nothing, changes nothing.
+--
+-- What a refund cannot tell: it knows the commit's state, as others'
+-- steps changed it, by instants that only move forward while the key
+-- exists (a bucket's C, a window's start, a log's last run). A key that
+-- became fresh after the commit (expired, or deleted by a step) and was
+-- written anew at an instant before that, by a master whose clock stepped
+-- back, may look like it, and lose up to the cost from what others took.
 --
 -- Cost. The script runs on every decision, so it is written for Redis's
 -- CPU, measured in instructions per call: no function is defined in it (a
 -- local function is a new closure on every call, since the body is itself
 -- a function that Redis calls), each step is plain code behind one
 -- dispatch on the algorithm, a request's step runs in a loop that serves
--- both the real step and the cost-0 one, and states are packed binary
+-- both the real step and the cost-0 one, a group's mark costs the hot
+-- path a comparison and a write a test (commits and refunds are the rare
+-- paths), and states are packed binary
 -- numbers (struct), not text to parse. Calling a library function costs
 -- far more than arithmetic, so the hot paths avoid them: arguments become
 -- numbers by arithmetic (ARGV[i] + 0 rather than tonumber), max is an if,
@@ -50,7 +114,10 @@
 -- and ceil(a/b) its ceilDiv, for negative times too. For a double
 -- |x| < 2^52, Lua's x % 1 is x - floor(x) (its definition,
 -- a - floor(a/b)*b, with b = 1), which is exact, and so is
--- x - x % 1 = floor(x). Otherwise % only checks a string's length.
+-- x - x % 1 = floor(x). Otherwise % only checks a string's length. A
+-- refund compares products that may pass 2^53 (a time difference times a
+-- count) with exact integers: rounding is monotonic, so each comparison
+-- keeps its sense.
 --
 -- State. A key holds its algorithm's number as one byte followed by
 -- big-endian float64s: three for the bucket and window states (unused ones
@@ -81,12 +148,172 @@ else
 	out = {}
 end
 local first = 1
+-- Request i's five integers start at out[5i − shift]: a group to commit
+-- puts its receipts after them, and shifts the groups after it.
+local shift = 4
 while first <= nkeys do
 	local last = first
 	while ARGV[8 * last + 1] == '0' do
 		last = last + 1
 	end
-	local check = ARGV[8 * last + 1] == '2'
+	local m = ARGV[8 * last + 1]
+	local check, commit, tail = m == '2', false, 0
+	if m ~= '1' and not check then
+		if m == '4' then
+			-- Request i's receipt at out[tail + 2i], after the group's
+			-- decisions.
+			commit, tail = true, 5 * last - shift + 5 - 2 * first
+			for j = tail + 2 * first, tail + 2 * last + 1 do
+				out[j] = 0
+			end
+		elseif m == '3' then
+			-- The refund (see Commits and refunds), key by key: a key named
+			-- twice is read again after its first refund. v is the state
+			-- to write, fresh in ms µs; false deletes the key; nil leaves it.
+			local rc = 8 * nkeys
+			for i = first, last do
+				local a = 8 * i - 6
+				local key, alg, cost = KEYS[i], ARGV[a] + 0, ARGV[a + 5] + 0
+				local raw = redis.pcall('GET', key)
+				local v, ms
+				if cost > 0 and type(raw) == 'string' and byte(raw) == alg then
+					local n, t = ARGV[a + 1] + 0, ARGV[a + 2] + 0
+					local r1, r2 = ARGV[rc + 2 * i] + 0, ARGV[rc + 2 * i + 1] + 0
+					if alg == 5 then
+						if #raw % 16 == 1 then
+							local runs, found, lt = { pack('B', 5) }, false, nil
+							for p = 2, #raw, 16 do
+								local at, units = sunpack('>dd', raw, p)
+								if at == r1 and not found then
+									found, units = true, units - cost
+								end
+								if units > 0 then
+									runs[#runs + 1] = pack('>dd', at, units)
+									lt = at
+								end
+							end
+							if found then
+								v = false
+								if lt then
+									ms = lt + t - now
+									if ms > 0 then
+										v = concat(runs)
+									end
+								end
+							end
+						end
+					elseif #raw == 25 then
+						local sa, sb, sc = sunpack('>ddd', raw, 2)
+						if alg == 0 or alg == 2 then
+							-- The TAT (tus, trem) as rate's tatOf reads it; k =
+							-- (Tc − C) in ticks. Products past 2^53 round, but
+							-- monotonically: each comparison with an exact
+							-- integer keeps its sense.
+							local tus, trem = sa, sb
+							if sb >= n or sb < 0 then
+								tus, trem = sa + 1, 0
+							end
+							local k = r2 - (sc - r1) * n
+							if sc >= r1 and k > 0 and (tus - sc) * n + trem >= k then
+								local give = cost * t
+								if k < give then
+									give = k
+								end
+								local q = give / n
+								q = q - q % 1
+								tus, trem = tus - q, trem - (give - q * n)
+								if trem < 0 then
+									tus, trem = tus - 1, trem + n
+								end
+								local at = now
+								if sc > at then
+									at = sc
+								end
+								v = false
+								if tus > at or (tus == at and trem > 0) then
+									v = pack('>Bddd', alg, tus, trem, sc)
+									ms = tus - now
+									if trem > 0 then
+										ms = ms + 1
+									end
+								end
+							end
+						elseif alg == 1 then
+							-- (debt, last refill); k = (Tc − C) in ticks.
+							local k = r2 - (sb - r1) * n
+							if sb >= r1 and k > 0 and sa >= k then
+								local give = cost * t
+								if k < give then
+									give = k
+								end
+								local debt = sa - give
+								local c = debt / n -- fresh ⌈debt/n⌉ after the last refill
+								local f = c - c % 1
+								if f < c then
+									f = f + 1
+								end
+								ms = sb + f - now
+								v = false
+								if debt > 0 and ms > 0 then
+									v = pack('>Bddd', 1, debt, sb, 0)
+								end
+							end
+						elseif alg == 3 then
+							if sa == r1 and sb > 0 then
+								ms = r2 - now
+								v = false
+								if sb > cost and ms > 0 then
+									v = pack('>Bddd', 3, sa, sb - cost, 0)
+								end
+							end
+						elseif alg == 4 then
+							local cur, prev = sb, sc
+							if sa == r1 then
+								cur = cur - cost
+								if cur < 0 then
+									cur = 0
+								end
+							elseif sa == r1 + t then
+								prev = prev - cost
+								if prev < 0 then
+									prev = 0
+								end
+							end
+							if cur ~= sb or prev ~= sc then
+								ms = 0 -- rate's slidingReset
+								if cur > 0 then
+									ms = sa + 2 * t - now
+								elseif prev > 0 then
+									ms = sa + t - now
+								end
+								v = false
+								if ms > 0 then
+									v = pack('>Bddd', 4, sa, cur, prev)
+								end
+							end
+						end
+					end
+				end
+				if v then
+					if expire then
+						local c = ms / 1000 -- as the write below
+						local f = c - c % 1
+						if f < c then
+							f = f + 1
+						end
+						redis.call('SET', key, v, 'PX', f + 1)
+					else
+						redis.call('SET', key, v)
+					end
+				elseif v == false then
+					redis.call('DEL', key)
+				end
+			end
+			check = true
+		else
+			return redis.error_reply('sluice: unknown group mark ' .. tostring(m))
+		end
+	end
 	local group = last > first
 	-- A group of several requests keeps each key's state before the group
 	-- and as its earlier steps left it (a key named twice sees the state
@@ -102,7 +329,7 @@ while first <= nkeys do
 	local peek = false
 	for pass = 1, 2 do
 		for i = first, last do
-			local o = 5 * i - 4
+			local o = 5 * i - shift
 			if not peek or out[o] == 1 then
 				local a = 8 * i - 6
 				local key, alg = KEYS[i], ARGV[a] + 0
@@ -600,6 +827,20 @@ while first <= nkeys do
 				else
 					v = pack('>Bddd', alg, wa, wb, wc)
 				end
+				if commit then
+					local r = tail + 2 * i
+					if alg == 5 then
+						out[r] = wlog[#wlog - 1]
+					elseif alg == 0 or alg == 2 then
+						out[r], out[r + 1] = wc, (wa - wc) * (ARGV[8 * i - 5] + 0) + wb
+					elseif alg == 1 then
+						out[r], out[r + 1] = wb, wa
+					elseif alg == 3 then
+						out[r], out[r + 1] = wa, now + wreset
+					else
+						out[r] = wa
+					end
+				end
 				if expire then
 					-- ⌈reset in ms⌉ + 1: from Redis 7.2 on, PX may count from
 					-- the time the script started, which may come a little
@@ -616,6 +857,9 @@ while first <= nkeys do
 				end
 			end
 		end
+	end
+	if commit then
+		shift = shift - 2 * (last - first + 1)
 	end
 	first = last + 1
 end
