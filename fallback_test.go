@@ -899,13 +899,15 @@ func TestFallbackCancelIsNoFailure(t *testing.T) {
 	}
 	// A gRPC server's context when its client's deadline passes: the
 	// client resets the call, which cancels it a moment before the
-	// server's own copy of the deadline passes.
+	// server's own copy of the deadline passes. The moment, 1ms, is timed
+	// from that deadline: a timer set late cancels later, never earlier.
 	reset := func() error {
 		ctx, cancel := context.WithCancel(context.Background())
 		defer cancel()
-		timer := time.AfterFunc(shortDeadline, cancel)
+		dl := time.Now().Add(shortDeadline + time.Millisecond)
+		timer := time.AfterFunc(time.Until(dl)-time.Millisecond, cancel)
 		defer timer.Stop()
-		_, err := f.Decide(resetCtx{ctx, time.Now().Add(shortDeadline + time.Millisecond)}, r)
+		_, err := f.Decide(resetCtx{ctx, dl}, r)
 		return err
 	}
 	for _, step := range []struct {

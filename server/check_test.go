@@ -10,6 +10,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"sync/atomic"
 	"syscall"
@@ -186,24 +187,8 @@ policies:
     limits: ["2/m"]
 `, Options{CheckListener: checkLis})
 
-	dir := t.TempDir()
-	port := freePort(t)
-	conf := renderNginx(t, dir, port, ts.Addrs().Check, strings.TrimPrefix(app.URL, "http://"))
-	cmd := exec.Command(nginx, "-p", dir, "-c", conf, "-g", "daemon off; pid "+filepath.Join(dir, "nginx.pid")+"; error_log "+filepath.Join(dir, "error.log")+";")
-	cmd.Stdout, cmd.Stderr = os.Stderr, os.Stderr
-	if err := cmd.Start(); err != nil {
-		t.Fatal(err)
-	}
-	defer func() {
-		cmd.Process.Signal(syscall.SIGTERM) // the master stops its workers
-		cmd.Wait()
-		if t.Failed() {
-			b, _ := os.ReadFile(filepath.Join(dir, "error.log"))
-			t.Logf("nginx error log:\n%s", b)
-		}
-	}()
-	base := fmt.Sprintf("127.0.0.1:%d", port)
-	waitListening(t, base)
+	base, stop := startNginx(t, nginx, ts.Addrs().Check, strings.TrimPrefix(app.URL, "http://"))
+	defer stop()
 
 	// The client connects from 127.0.0.2: a loopback address, but not
 	// NGINX's, which alone is trusted.
@@ -267,6 +252,77 @@ policies:
 	// would close a connection that a body followed.
 	if n := checkLis.accepted.Load(); n != 1 {
 		t.Errorf("NGINX opened %d connections to sluice for 7 sequential requests, want 1 (kept alive)", n)
+	}
+}
+
+// startNginx runs nginx with examples/nginx.conf (see renderNginx) on a
+// free loopback port, and returns its address, once it accepts
+// connections, and how to stop it. The port is free when picked, not
+// held: another process may bind it before nginx does, which then fails
+// with "Address already in use", and startNginx tries another. That
+// nginx listens it learns from its pid file, which nginx writes once it
+// has opened its listening sockets, not from the port, which may be
+// another process's.
+func startNginx(t *testing.T, nginx, sluice, app string) (addr string, stop func()) {
+	t.Helper()
+	for try := 1; ; try++ {
+		dir := t.TempDir()
+		port := freePort(t)
+		conf := renderNginx(t, dir, port, sluice, app)
+		pidFile, errorLog := filepath.Join(dir, "nginx.pid"), filepath.Join(dir, "error.log")
+		cmd := exec.Command(nginx, "-p", dir, "-c", conf, "-g", "daemon off; pid "+pidFile+"; error_log "+errorLog+";")
+		cmd.Stdout, cmd.Stderr = os.Stderr, os.Stderr
+		if err := cmd.Start(); err != nil {
+			t.Fatal(err)
+		}
+		exited := make(chan error, 1)
+		go func() { exited <- cmd.Wait() }()
+		log := func() string {
+			b, _ := os.ReadFile(errorLog)
+			return string(b)
+		}
+		stop := func() {
+			cmd.Process.Signal(syscall.SIGTERM) // the master stops its workers
+			<-exited
+			if t.Failed() {
+				t.Logf("nginx error log:\n%s", log())
+			}
+		}
+		// listening waits until nginx has written its pid file, or
+		// exited.
+		listening := func() (bool, error) {
+			pid := strconv.Itoa(cmd.Process.Pid)
+			for deadline := time.Now().Add(30 * time.Second); time.Now().Before(deadline); {
+				if b, err := os.ReadFile(pidFile); err == nil && strings.TrimSpace(string(b)) == pid {
+					return true, nil
+				}
+				select {
+				case err := <-exited:
+					exited <- err // for stop
+					return false, err
+				case <-time.After(5 * time.Millisecond):
+				}
+			}
+			stop()
+			t.Fatalf("nginx wrote no pid file in 30s; error log:\n%s", log())
+			return false, nil
+		}
+		ok, err := listening()
+		if ok {
+			addr, up := fmt.Sprintf("127.0.0.1:%d", port), false
+			defer func() {
+				if !up {
+					stop()
+				}
+			}()
+			waitListening(t, addr)
+			up = true
+			return addr, stop
+		}
+		if l := log(); !strings.Contains(l, "Address already in use") || try == 5 {
+			t.Fatalf("nginx on port %d: %v; error log:\n%s", port, err, l)
+		}
+		t.Logf("nginx on port %d: another process took it; trying another", port)
 	}
 }
 

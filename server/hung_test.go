@@ -3,13 +3,18 @@ package server
 import (
 	"context"
 	"fmt"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
 
 	ratelimitv3 "github.com/envoyproxy/go-control-plane/envoy/extensions/common/ratelimit/v3"
 	rlsv3 "github.com/envoyproxy/go-control-plane/envoy/service/ratelimit/v3"
+	"google.golang.org/grpc"
+	channelzpb "google.golang.org/grpc/channelz/grpc_channelz_v1"
+	channelzsvc "google.golang.org/grpc/channelz/service"
 	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/peer"
 	"google.golang.org/grpc/status"
 
 	"github.com/sluicehq/sluice"
@@ -45,16 +50,29 @@ policies: [{name: unused, match: /unused/, limits: ["1/s"]}]`,
 	const envoy, patient = 20 * time.Millisecond, 10 * time.Second
 	// A client's calls, 20 a minute, and a spammer's logins, 5 a minute
 	// in a gcra limit, which a refusal of the deny cache can answer.
-	call := func(deadline time.Duration, entries ...string) (*rlsv3.RateLimitResponse, time.Duration, error) {
+	//
+	// send returns how long a call took, from before its deadline's clock
+	// started: a call that ran out its deadline took at least that long,
+	// however late a loaded client got to sending it. And it returns
+	// whether the call left the client: one the client got to only after
+	// its deadline, gRPC fails at once with DeadlineExceeded, unsent.
+	send := func(deadline time.Duration, entries ...string) (resp *rlsv3.RateLimitResponse, took time.Duration, sent bool, err error) {
+		start := time.Now()
 		ctx, cancel := context.WithTimeout(context.Background(), deadline)
 		defer cancel()
 		d := &ratelimitv3.RateLimitDescriptor{}
 		for i := 0; i+1 < len(entries); i += 2 {
 			d.Entries = append(d.Entries, &ratelimitv3.RateLimitDescriptor_Entry{Key: entries[i], Value: entries[i+1]})
 		}
-		start := time.Now()
-		resp, err := c.ShouldRateLimit(ctx, &rlsv3.RateLimitRequest{Domain: "edge", Descriptors: []*ratelimitv3.RateLimitDescriptor{d}})
-		return resp, time.Since(start), err
+		// gRPC sets the peer once it has queued the call's headers on the
+		// connection, which then reach the server, its request after them.
+		var p peer.Peer
+		resp, err = c.ShouldRateLimit(ctx, &rlsv3.RateLimitRequest{Domain: "edge", Descriptors: []*ratelimitv3.RateLimitDescriptor{d}}, grpc.Peer(&p))
+		return resp, time.Since(start), p.Addr != nil, err
+	}
+	call := func(deadline time.Duration, entries ...string) (*rlsv3.RateLimitResponse, time.Duration, error) {
+		resp, took, _, err := send(deadline, entries...)
+		return resp, took, err
 	}
 	client := []string{"remote_address", "203.0.113.7"}
 	spammer := []string{"path", "/login", "remote_address", "198.51.100.1"}
@@ -81,11 +99,31 @@ policies: [{name: unused, match: /unused/, limits: ["1/s"]}]`,
 	const timeouts, scripts = `sluice_store_errors_total{kind="timeout"}`, "sluice_redis_script_calls_total"
 	hung := func(what string, sure func() bool) (reached int) {
 		t.Helper()
+		lost := 0
 		for try := 1; ; try++ {
-			errs, timedOut, sent := ts.storeErrors(), ts.counter(timeouts), ts.counter(scripts)
-			_, took, err := call(envoy, client...)
+			errs, timedOut, sent, handled := ts.storeErrors(), ts.counter(timeouts), ts.counter(scripts), ts.grpcRequests()
+			started, _ := grpcCalls(t, ts.Addrs().GRPC)
+			_, took, left, err := send(envoy, client...)
 			if code := status.Code(err); code != codes.DeadlineExceeded && code != codes.Unavailable || down(err) || took < 15*time.Millisecond {
 				t.Fatalf("%s: %v after %v, want the 20ms deadline to pass", what, err, took)
+			}
+			// A call may be lost on the way, late: a client that gets to
+			// it after its deadline does not send it, and gRPC's server
+			// ends one whose deadline passed, or its client reset it,
+			// before its handler reads the request. Neither reaches
+			// sluice, and it is no try: hung sends it again.
+			if left {
+				eventually(t, what+": the gRPC server to end the call", func() bool {
+					s, e := grpcCalls(t, ts.Addrs().GRPC)
+					return s > started && e == s
+				})
+			}
+			if !left || ts.grpcRequests() == handled {
+				if lost++; lost == 20 {
+					t.Fatalf("%s: %d calls lost before they reached sluice", what, lost)
+				}
+				try--
+				continue
 			}
 			eventually(t, what+": the server to finish the call", func() bool { return ts.storeErrors() > errs })
 			if ts.counter(scripts) > sent {
@@ -185,4 +223,57 @@ func (ts *testServer) storeErrors() int {
 		n += ts.counter(`sluice_store_errors_total{kind="` + kind + `"}`)
 	}
 	return n
+}
+
+// grpcRequests counts the calls of Envoy's service that reached sluice,
+// whatever their answer.
+func (ts *testServer) grpcRequests() int {
+	ts.t.Helper()
+	_, body := get(ts.t, ts.Addrs().Admin, "/metrics")
+	n := 0
+	for _, line := range strings.Split(body, "\n") {
+		if series, value, ok := strings.Cut(line, " "); ok && strings.HasPrefix(series, "sluice_requests_total{") && strings.Contains(series, `listener="grpc"`) {
+			v, err := strconv.ParseFloat(value, 64)
+			if err != nil {
+				ts.t.Fatalf("metric %q: %v", line, err)
+			}
+			n += int(v)
+		}
+	}
+	return n
+}
+
+// grpcCalls returns how many calls the gRPC server listening on addr has
+// started and how many it has ended, those it ended before their handler
+// (sluice's) ran included: channelz counts them, which importing its
+// service turned on.
+func grpcCalls(t *testing.T, addr string) (started, ended int64) {
+	t.Helper()
+	var cz channelzService
+	channelzsvc.RegisterChannelzServiceToServer(&cz)
+	for from := int64(0); ; {
+		resp, err := cz.GetServers(context.Background(), &channelzpb.GetServersRequest{StartServerId: from})
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, srv := range resp.Server {
+			for _, l := range srv.ListenSocket {
+				if l.Name == addr {
+					d := srv.Data
+					return d.CallsStarted, d.CallsSucceeded + d.CallsFailed
+				}
+			}
+			from = srv.Ref.ServerId + 1
+		}
+		if resp.End || len(resp.Server) == 0 {
+			t.Fatalf("channelz knows no gRPC server listening on %s", addr)
+		}
+	}
+}
+
+// channelzService takes channelz's service, to call it in the process.
+type channelzService struct{ channelzpb.ChannelzServer }
+
+func (c *channelzService) RegisterService(_ *grpc.ServiceDesc, impl any) {
+	c.ChannelzServer = impl.(channelzpb.ChannelzServer)
 }

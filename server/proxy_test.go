@@ -20,6 +20,7 @@ import (
 	"strings"
 	"sync"
 	"sync/atomic"
+	"syscall"
 	"testing"
 	"time"
 )
@@ -338,9 +339,7 @@ func TestProxyUpstreamRateLimitHeaders(t *testing.T) {
 // body and the rate limit headers of the decision that let the request
 // through.
 func TestProxyUpstreamDown(t *testing.T) {
-	l := localListener(t)
-	dead := "http://" + l.Addr().String()
-	l.Close()
+	dead := "http://" + refusingAddr(t)
 	ts := startServer(t, "policies: [{name: api, key: ip, limits: [\"100/m\"]}]\n", Options{Upstream: dead})
 	resp, body := get(t, ts.Addrs().Proxy, "/")
 	if resp.StatusCode != http.StatusBadGateway || resp.Header.Get("Content-Type") != "application/problem+json" || resp.Header.Get("Ratelimit") == "" {
@@ -358,6 +357,27 @@ func TestProxyUpstreamDown(t *testing.T) {
 	if logs := ts.logs.String(); strings.Count(logs, "upstream failed") != 2 || !strings.Contains(logs, "not_logged=2") {
 		t.Errorf("a second later: want a second line, with not_logged=2:\n%s", logs)
 	}
+}
+
+// refusingAddr returns a loopback address that refuses connections for
+// as long as the test runs: a TCP socket bound to it that never listens.
+// The port, held, is no one else's to listen on or connect from, as a
+// closed listener's may be by the time the proxy dials it.
+func refusingAddr(t *testing.T) string {
+	t.Helper()
+	fd, err := syscall.Socket(syscall.AF_INET, syscall.SOCK_STREAM, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { syscall.Close(fd) })
+	if err := syscall.Bind(fd, &syscall.SockaddrInet4{Addr: [4]byte{127, 0, 0, 1}}); err != nil {
+		t.Fatal(err)
+	}
+	sa, err := syscall.Getsockname(fd)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return fmt.Sprintf("127.0.0.1:%d", sa.(*syscall.SockaddrInet4).Port)
 }
 
 // A request whose header fields pass MaxHeaderBytes (64 KiB unless set)

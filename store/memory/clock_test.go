@@ -10,24 +10,32 @@ import (
 // wall clock) lasts only until the next reading.
 func TestSystemClockAnchors(t *testing.T) {
 	c := newSystemClock()
-	within := func(got int64) bool {
-		now := time.Now().UnixMicro()
-		return got >= now-1000 && got <= now+1000
+	// read reads the clock between two readings of the wall clock, and
+	// reports whether it is within 1ms of the time between them: however
+	// long the reads take, a clock that follows the wall clock is.
+	read := func() (got, before, after int64, within bool) {
+		before = time.Now().UnixMicro()
+		got = c.micros()
+		after = time.Now().UnixMicro()
+		return got, before, after, got >= before-1000 && got <= after+1000
 	}
-	if got := c.micros(); !within(got) {
-		t.Fatalf("micros() = %d, time.Now() = %d", got, time.Now().UnixMicro())
+	if got, before, after, ok := read(); !ok {
+		t.Fatalf("micros() = %d, time.Now() = %d before it, %d after", got, before, after)
 	}
 	// The wall clock steps back an hour; the clock has not looked yet.
 	c.offset.Add(-int64(time.Hour))
-	if got := c.micros(); within(got) {
+	if _, _, _, ok := read(); ok {
 		t.Fatal("the offset should hold until the next reading")
 	}
 	c.next.Store(0) // the next reading is due
-	if got := c.micros(); !within(got) {
-		t.Errorf("after a reading, micros() = %d, time.Now() = %d", got, time.Now().UnixMicro())
+	from := time.Since(c.origin)
+	got, before, after, ok := read()
+	to := time.Since(c.origin)
+	if !ok {
+		t.Errorf("after a reading, micros() = %d, time.Now() = %d before it, %d after", got, before, after)
 	}
-	if next := time.Duration(c.next.Load()) - time.Since(c.origin); next <= 0 || next > anchorEvery {
-		t.Errorf("next reading in %v, want within %v", next, anchorEvery)
+	if next := time.Duration(c.next.Load()); next < from+anchorEvery || next > to+anchorEvery {
+		t.Errorf("next reading at %v, want %v after the reading, at %v to %v (since the origin)", next, anchorEvery, from, to)
 	}
 }
 
