@@ -228,8 +228,62 @@ func (s *Server) Restart() {
 }
 
 // Pause stops the server with SIGSTOP: connections stay open but nothing
-// answers, as with a hung or overloaded server.
-func (s *Server) Pause() { s.signal(syscall.SIGSTOP, true) }
+// answers, as with a hung or overloaded server. It returns once every
+// thread of the process is stopped: the kernel stops a process when its
+// threads next run, which on a loaded machine can be a while after the
+// signal, and until then the server still answers.
+func (s *Server) Pause() {
+	s.t.Helper()
+	s.signal(syscall.SIGSTOP, true)
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.cmd == nil {
+		return
+	}
+	pid, done := s.cmd.Process.Pid, s.done
+	deadline := time.Now().Add(startTimeout)
+	for {
+		select {
+		case <-done:
+			s.t.Fatalf("redistest: redis-server (pid %d) exited as it was paused: %s", pid, s.logTail())
+		default:
+		}
+		stopped, err := isStopped(pid)
+		if err != nil || stopped {
+			return
+		}
+		if time.Now().After(deadline) {
+			s.t.Fatalf("redistest: redis-server (pid %d) not stopped %v after SIGSTOP", pid, startTimeout)
+		}
+		time.Sleep(100 * time.Microsecond)
+	}
+}
+
+// isStopped reports whether every thread of process pid is stopped by a
+// signal (state T in /proc/<pid>/task/<tid>/stat). Where there is no
+// /proc it returns an error, and the caller cannot wait.
+func isStopped(pid int) (bool, error) {
+	dir := filepath.Join("/proc", strconv.Itoa(pid), "task")
+	tasks, err := os.ReadDir(dir)
+	if err != nil {
+		return false, err
+	}
+	for _, task := range tasks {
+		b, err := os.ReadFile(filepath.Join(dir, task.Name(), "stat"))
+		if err != nil {
+			continue // the thread has exited
+		}
+		// pid (comm) state ...: comm may hold spaces and parentheses.
+		i := strings.LastIndexByte(string(b), ')')
+		if i < 0 || i+2 >= len(b) {
+			return false, fmt.Errorf("redistest: %s/%s/stat: %q", dir, task.Name(), b)
+		}
+		if b[i+2] != 'T' {
+			return false, nil
+		}
+	}
+	return true, nil
+}
 
 // Resume continues a paused server with SIGCONT.
 func (s *Server) Resume() { s.signal(syscall.SIGCONT, false) }
@@ -367,10 +421,36 @@ func (s *Server) start() error {
 		}
 		time.Sleep(5 * time.Millisecond)
 	}
+	// The port was free when we picked it, but another test's
+	// redis-server may have taken it since, and answered that PING while
+	// ours failed to bind ("Address already in use") or has yet to exit.
+	if err := s.isOurs(cmd.Process.Pid); err != nil {
+		_ = cmd.Process.Kill()
+		<-done
+		return err
+	}
 	s.mu.Lock()
 	s.cmd, s.done, s.paused = cmd, done, false
 	s.mu.Unlock()
 	return nil
+}
+
+// isOurs checks that the server answering on s.port is process pid, as
+// INFO server's process_id says.
+func (s *Server) isOurs(pid int) error {
+	info, err := do(net.JoinHostPort("127.0.0.1", strconv.Itoa(s.port)), s.tlsClient, "INFO", "server")
+	if err != nil {
+		return fmt.Errorf("redis-server on port %d: INFO server: %w", s.port, err)
+	}
+	for line := range strings.SplitSeq(info, "\n") {
+		if v, ok := strings.CutPrefix(strings.TrimSpace(line), "process_id:"); ok {
+			if v != strconv.Itoa(pid) {
+				return fmt.Errorf("port %d is another redis-server's (process %s, ours %d): %s", s.port, v, pid, s.logTail())
+			}
+			return nil
+		}
+	}
+	return fmt.Errorf("redis-server on port %d: no process_id in INFO server", s.port)
 }
 
 func (s *Server) stop() {

@@ -48,6 +48,9 @@ func TestServerKillRestartPause(t *testing.T) {
 	}
 
 	s.Pause()
+	if stopped, err := isStopped(s.Pid()); err != nil || !stopped {
+		t.Fatalf("Pause returned with the process not stopped: %t, %v", stopped, err)
+	}
 	c, err := net.Dial("tcp", s.Addr())
 	if err != nil {
 		t.Fatal(err)
@@ -61,6 +64,26 @@ func TestServerKillRestartPause(t *testing.T) {
 	s.Resume()
 	if got := s.MustDo("PING"); got != "PONG" {
 		t.Fatalf("PING after Resume = %q", got)
+	}
+}
+
+// A server started on a port another redis-server holds does not take
+// that one's PONG for its own: the start fails, and the other server
+// runs on.
+func TestStartOnTakenPort(t *testing.T) {
+	other := Start(t)
+	s := &Server{t: t, dir: t.TempDir(), port: other.Port()}
+	if err := s.start(); err == nil {
+		s.stop()
+		t.Fatalf("a redis-server started on port %d, which pid %d holds", other.Port(), other.Pid())
+	} else {
+		t.Log(err)
+	}
+	if s.Pid() != 0 {
+		t.Errorf("the failed start left pid %d", s.Pid())
+	}
+	if got := other.Info("server")["process_id"]; got != strconv.Itoa(other.Pid()) {
+		t.Errorf("port %d answered by pid %s, want %d", other.Port(), got, other.Pid())
 	}
 }
 

@@ -5,6 +5,7 @@ import (
 	_ "embed"
 	"errors"
 	"fmt"
+	"net"
 	"strconv"
 	"time"
 
@@ -449,11 +450,39 @@ func (s *Store) call(ctx context.Context, keys, args []string) ([]int64, error) 
 	if isTryAgain(err) {
 		s.stats.tryAgain.Add(1)
 	}
+	if err != nil && !errors.Is(err, context.DeadlineExceeded) && isTimeout(err) && timeUp(ctx) {
+		err = &deadlineError{err}
+	}
 	if errors.Is(err, context.DeadlineExceeded) && ctx.Err() == nil && !timeUp(ctx) {
 		err = &otherDeadlineError{err}
 	}
 	return res, err
 }
+
+// isTimeout reports whether err is a network operation that timed out.
+func isTimeout(err error) bool {
+	var ne net.Error
+	return errors.As(err, &ne) && ne.Timeout()
+}
+
+// deadlineError is the failure of a script call at its deadline that the
+// client reports as a connection's timeout, not as the context's: the
+// client sets its connections' deadlines from the context's, and a dial or
+// a read whose deadline fires before the context's own timer does says
+// "i/o timeout" (os.ErrDeadlineExceeded), which is not
+// context.DeadlineExceeded. It is the call's deadline all the same, and
+// callers, sluice.Fallback among them, tell a deadline from a failure by
+// errors.Is(err, context.DeadlineExceeded): so it matches that too, and
+// keeps the client's words.
+type deadlineError struct{ err error }
+
+func (e *deadlineError) Error() string { return e.err.Error() }
+
+// Unwrap returns the client's error.
+func (e *deadlineError) Unwrap() error { return e.err }
+
+// Is reports that the error is context.DeadlineExceeded.
+func (*deadlineError) Is(target error) bool { return target == context.DeadlineExceeded }
 
 // maxRetries bounds the retries of a script call that failed on its
 // connection: one per connection the client keeps to a server (rueidis
