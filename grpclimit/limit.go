@@ -108,16 +108,9 @@ func Limit(l *sluice.Limiter, key KeyFunc, o LimitOptions) *Keyed {
 	if k.maxPushback == 0 {
 		k.maxPushback = defaultMaxPushback
 	}
-	name := l.Name()
-	if name == "" {
-		name = "limit"
-	}
-	limits := l.Limits()
-	for i, lim := range limits {
-		n := name
-		if len(limits) > 1 {
-			n += "." + strconv.Itoa(i+1)
-		}
+	names := keyed.Names(l)
+	for i, lim := range l.Limits() {
+		n := names[i]
 		k.quotas = append(k.quotas, &limitQuota{
 			name:         n,
 			limit:        lim,

@@ -93,17 +93,9 @@ func Limit(l *sluice.Limiter, key KeyFunc, o LimitOptions) func(http.Handler) ht
 		maxDelay: o.MaxDelay,
 		clock:    l.Clock(),
 	}
-	name := l.Name()
-	if name == "" {
-		name = "limit"
-	}
-	limits := l.Limits()
-	for i, lim := range limits {
-		n := name
-		if len(limits) > 1 {
-			n += "." + strconv.Itoa(i+1)
-		}
-		k.quotas = append(k.quotas, newLimitQuota(n, lim))
+	names := keyed.Names(l)
+	for i, lim := range l.Limits() {
+		k.quotas = append(k.quotas, newLimitQuota(names[i], lim))
 	}
 	return func(next http.Handler) http.Handler {
 		return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) { k.serve(w, r, next) })

@@ -9,6 +9,7 @@ import (
 	"cmp"
 	"context"
 	"slices"
+	"strconv"
 	"time"
 
 	"github.com/sluicehq/sluice"
@@ -28,6 +29,25 @@ type Outcome struct {
 	// Refused lists the indices of the limits that refused, the longest
 	// wait first; empty if the request was allowed.
 	Refused []int
+}
+
+// Names returns the names the headers and bodies give l's limits: l's
+// Name ("limit" if it has none), followed by .N, a limit's place from 1,
+// when l has several, as a policy file's limits are named.
+func Names(l *sluice.Limiter) []string {
+	name := l.Name()
+	if name == "" {
+		name = "limit"
+	}
+	n := len(l.Limits())
+	names := make([]string, n)
+	for i := range names {
+		names[i] = name
+		if n > 1 {
+			names[i] += "." + strconv.Itoa(i+1)
+		}
+	}
+	return names
 }
 
 // sourcer is a store that says who decided, as sluice.Fallback does.
