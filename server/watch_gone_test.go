@@ -5,10 +5,8 @@ import (
 	"io/fs"
 	"os"
 	"path/filepath"
-	"runtime"
 	"slices"
 	"strings"
-	"syscall"
 	"testing"
 	"time"
 )
@@ -96,19 +94,7 @@ func TestFileWatchUnreadable(t *testing.T) {
 		}
 		poll = func(f func()) {
 			t.Helper()
-			runtime.LockOSThread()
-			if err := syscall.Setfsuid(65534); err != nil {
-				runtime.UnlockOSThread()
-				t.Fatal(err)
-			}
-			defer func() {
-				// The thread goes back to the others only as root;
-				// otherwise it stays locked and ends with the test.
-				if err := syscall.Setfsuid(0); err == nil && fsuidIsRoot() {
-					runtime.UnlockOSThread()
-				}
-			}()
-			f()
+			asNobody(t, f)
 		}
 	}
 	w := &fileWatch{paths: []string{p}}
@@ -130,14 +116,6 @@ func TestFileWatchUnreadable(t *testing.T) {
 		t.Fatal(err)
 	}
 	poll(func() { settle(t, w, "the file readable again") })
-}
-
-// fsuidIsRoot reports whether the calling thread's filesystem user is
-// root: setfsuid reports no error, only the previous filesystem user,
-// which an invalid one (-1) asks for without changing it.
-func fsuidIsRoot() bool {
-	prev, _, _ := syscall.RawSyscall(syscall.SYS_SETFSUID, ^uintptr(0), 0, 0)
-	return prev == 0
 }
 
 // A directory is gone when it is, and when it holds no file the Envoy
