@@ -15,7 +15,6 @@ import (
 	"github.com/sluicehq/sluice"
 	"github.com/sluicehq/sluice/clientip"
 	"github.com/sluicehq/sluice/internal/keyed"
-	"github.com/sluicehq/sluice/internal/ratefield"
 	"github.com/sluicehq/sluice/rate"
 )
 
@@ -90,11 +89,10 @@ type LimitOptions struct {
 //
 // A stream is decided once, when it opens. Create a Keyed with [Limit].
 type Keyed struct {
-	l           *sluice.Limiter
+	l           *keyed.Limiter
 	key         KeyFunc
 	o           LimitOptions
 	maxPushback time.Duration
-	quotas      []*limitQuota
 }
 
 // Limit returns a Keyed that decides every call with l, at a cost of one,
@@ -104,37 +102,12 @@ func Limit(l *sluice.Limiter, key KeyFunc, o LimitOptions) *Keyed {
 	if l == nil || key == nil {
 		panic("grpclimit: Limit needs a Limiter and a KeyFunc")
 	}
-	k := &Keyed{l: l, key: key, o: o, maxPushback: o.MaxPushback}
+	k := &Keyed{l: keyed.New(l), key: key, o: o, maxPushback: o.MaxPushback}
 	if k.maxPushback == 0 {
 		k.maxPushback = defaultMaxPushback
 	}
-	names := keyed.Names(l)
-	for i, lim := range l.Limits() {
-		n := names[i]
-		k.quotas = append(k.quotas, &limitQuota{
-			name:         n,
-			limit:        lim,
-			headerName:   string(ratefield.AppendString(nil, n)),
-			headerPolicy: []string{string(ratefield.AppendPolicy(nil, n, lim))},
-		})
-	}
 	return k
 }
-
-// limitQuota is one of a sluice.Limiter's limits, with the metadata
-// values that describe it precomputed, as policy.Limit holds them.
-type limitQuota struct {
-	name         string
-	limit        rate.Limit
-	headerName   string   // "name", the start of a ratelimit item
-	headerPolicy []string // the ratelimit-policy item, a list of one
-}
-
-func (q *limitQuota) AppendHeader(dst []byte, d rate.Decision) []byte {
-	return ratefield.AppendDecision(append(dst, q.headerName...), d)
-}
-
-func (q *limitQuota) HeaderPolicyValues() []string { return q.headerPolicy[:1:1] }
 
 // Unary is a grpc.UnaryServerInterceptor: install it with
 // grpc.ChainUnaryInterceptor(k.Unary).
@@ -159,7 +132,7 @@ func (k *Keyed) Stream(srv any, ss grpc.ServerStream, info *grpc.StreamServerInf
 // decide decides a call to fullMethod, and returns the metadata to answer
 // with and the status to fail the call with (nil to serve it).
 func (k *Keyed) decide(ctx context.Context, fullMethod string) (metadata.MD, error) {
-	out, err := keyed.Decide(ctx, k.l, k.key(ctx, fullMethod), k.o.MaxDelay)
+	out, err := k.l.Decide(ctx, k.key(ctx, fullMethod), k.o.MaxDelay)
 	d := out.Decision
 	switch {
 	case err != nil && ctx.Err() != nil:
@@ -175,7 +148,7 @@ func (k *Keyed) decide(ctx context.Context, fullMethod string) (metadata.MD, err
 	case out.Source == sluice.SourceFailOpen:
 		return nil, nil // let through undecided: no quota to report
 	}
-	q := k.quotas[out.Most]
+	q := k.l.Quotas[out.Most]
 	var mq quota
 	if !k.o.NoHeaders {
 		mq = q
@@ -190,13 +163,13 @@ func (k *Keyed) decide(ctx context.Context, fullMethod string) (metadata.MD, err
 	}
 	qf := &errdetails.QuotaFailure{}
 	for _, i := range out.Refused {
-		rq := k.quotas[i]
+		rq := k.l.Quotas[i]
 		qf.Violations = append(qf.Violations, &errdetails.QuotaFailure_Violation{
-			Subject:     "policy:" + rq.name,
-			Description: "rate limited by " + strconv.Quote(rq.name) + " (limit " + rq.limit.String() + ")",
+			Subject:     "policy:" + rq.Name,
+			Description: "rate limited by " + strconv.Quote(rq.Name) + " (limit " + rq.Limit.String() + ")",
 		})
 	}
 	wait := "; retry in " + strconv.FormatInt(rate.RetryAfterSeconds(d.RetryAfter), 10) + "s"
-	msg := "rate limited by " + strconv.Quote(q.name) + " (limit " + q.limit.String() + ")" + wait
+	msg := "rate limited by " + strconv.Quote(q.Name) + " (limit " + q.Limit.String() + ")" + wait
 	return answerMD(ctx, false, d.RetryAfter, k.maxPushback, mq, d), statusError(codes.ResourceExhausted, msg, d.RetryAfter, qf)
 }

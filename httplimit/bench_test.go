@@ -5,7 +5,9 @@ import (
 	"net/http/httptest"
 	"testing"
 
+	"github.com/sluicehq/sluice"
 	"github.com/sluicehq/sluice/policy"
+	"github.com/sluicehq/sluice/rate"
 	"github.com/sluicehq/sluice/store/memory"
 )
 
@@ -30,6 +32,20 @@ func BenchmarkAllowed(b *testing.B) {
 		b.ReportAllocs()
 		for b.Loop() {
 			h.ServeHTTP(httptest.NewRecorder(), req)
+		}
+	})
+	// Limit over a Limiter of two limits behind a Fallback: the path that
+	// asks the store for each limit's decision and who decided.
+	lims := []rate.Limit{rate.MustParseLimit("1000000000/s"), rate.MustParseLimit("fixed_window 1000000000/h")}
+	l, err := sluice.NewLimiter(sluice.LimiterOptions{Name: "api", Limits: lims, Store: sluice.NewFallback(memory.New(memory.Options{}), sluice.FallbackOptions{})})
+	if err != nil {
+		b.Fatal(err)
+	}
+	limited := Limit(l, ByClientIP(nil), LimitOptions{})(http.HandlerFunc(func(http.ResponseWriter, *http.Request) {}))
+	b.Run("limit", func(b *testing.B) {
+		b.ReportAllocs()
+		for b.Loop() {
+			limited.ServeHTTP(httptest.NewRecorder(), req)
 		}
 	})
 	b.Run("handler-alone", func(b *testing.B) {

@@ -8,7 +8,6 @@ import (
 	"github.com/sluicehq/sluice"
 	"github.com/sluicehq/sluice/clientip"
 	"github.com/sluicehq/sluice/internal/keyed"
-	"github.com/sluicehq/sluice/internal/ratefield"
 	"github.com/sluicehq/sluice/rate"
 )
 
@@ -87,55 +86,22 @@ func Limit(l *sluice.Limiter, key KeyFunc, o LimitOptions) func(http.Handler) ht
 	}
 	k := &limitHandler{
 		answer:   newAnswer(o.NoDraftHeaders, o.NoLegacyHeaders, o.ProblemType),
-		l:        l,
+		l:        keyed.New(l),
 		key:      key,
 		skip:     o.Skip,
 		maxDelay: o.MaxDelay,
-		clock:    l.Clock(),
-	}
-	names := keyed.Names(l)
-	for i, lim := range l.Limits() {
-		k.quotas = append(k.quotas, newLimitQuota(names[i], lim))
 	}
 	return func(next http.Handler) http.Handler {
 		return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) { k.serve(w, r, next) })
 	}
 }
 
-// limitQuota is one of a Limiter's limits, with the header values that
-// describe it precomputed (as policy.Limit holds them for a policy file).
-type limitQuota struct {
-	name         string // as RateLimit-Policy and the problem body name it
-	limit        rate.Limit
-	headerName   string // "name", the start of a RateLimit item
-	headerPolicy string
-	headerLimit  string
-}
-
-func newLimitQuota(name string, l rate.Limit) *limitQuota {
-	return &limitQuota{
-		name:         name,
-		limit:        l,
-		headerName:   string(ratefield.AppendString(nil, name)),
-		headerPolicy: string(ratefield.AppendPolicy(nil, name, l)),
-		headerLimit:  strconv.FormatInt(l.Capacity(), 10),
-	}
-}
-
-func (q *limitQuota) AppendHeader(dst []byte, d rate.Decision) []byte {
-	return ratefield.AppendDecision(append(dst, q.headerName...), d)
-}
-func (q *limitQuota) HeaderPolicy() string { return q.headerPolicy }
-func (q *limitQuota) HeaderLimit() string  { return q.headerLimit }
-
 type limitHandler struct {
 	answer
-	l        *sluice.Limiter
+	l        *keyed.Limiter
 	key      KeyFunc
 	skip     func(*http.Request) bool
 	maxDelay time.Duration
-	clock    rate.Clock
-	quotas   []*limitQuota
 }
 
 func (k *limitHandler) serve(w http.ResponseWriter, r *http.Request, next http.Handler) {
@@ -144,7 +110,7 @@ func (k *limitHandler) serve(w http.ResponseWriter, r *http.Request, next http.H
 		return
 	}
 	ctx := r.Context()
-	out, err := keyed.Decide(ctx, k.l, k.key(r), k.maxDelay)
+	out, err := k.l.Decide(ctx, k.key(r), k.maxDelay)
 	d := out.Decision
 	switch {
 	case err != nil && ctx.Err() != nil:
@@ -159,10 +125,10 @@ func (k *limitHandler) serve(w http.ResponseWriter, r *http.Request, next http.H
 		next.ServeHTTP(w, r)
 		return
 	}
-	q := k.quotas[out.Most]
+	q := k.l.Quotas[out.Most]
 	if d.Allowed {
 		if d.Delay > 0 {
-			if err := k.clock.Sleep(ctx, d.Delay); err != nil {
+			if err := k.l.Clock().Sleep(ctx, d.Delay); err != nil {
 				k.problem(w, r, http.StatusServiceUnavailable, 0, "the request ended before it could be served", nil)
 				return
 			}
@@ -174,9 +140,9 @@ func (k *limitHandler) serve(w http.ResponseWriter, r *http.Request, next http.H
 	k.setHeaders(w.Header(), q, d, true, d.RetryAfter)
 	names := make([]string, len(out.Refused))
 	for i, j := range out.Refused {
-		names[i] = k.quotas[j].name
+		names[i] = k.l.Quotas[j].Name
 	}
 	retry := rate.RetryAfterSeconds(d.RetryAfter)
-	detail := "rate limited by " + strconv.Quote(q.name) + " (limit " + q.limit.String() + "); retry in " + strconv.FormatInt(retry, 10) + "s"
+	detail := "rate limited by " + strconv.Quote(q.Name) + " (limit " + q.Limit.String() + "); retry in " + strconv.FormatInt(retry, 10) + "s"
 	k.problem(w, r, http.StatusTooManyRequests, d.RetryAfter, detail, names)
 }

@@ -13,8 +13,77 @@ import (
 	"time"
 
 	"github.com/sluicehq/sluice"
+	"github.com/sluicehq/sluice/internal/ratefield"
 	"github.com/sluicehq/sluice/rate"
 )
+
+// Limiter is a sluice.Limiter prepared for the middlewares, once: its
+// limits with their header values, and what deciding a request needs to
+// know of it.
+type Limiter struct {
+	l *sluice.Limiter
+	// Quotas are l's limits, in l's order, as the headers name them.
+	Quotas []*Quota
+	leaky  bool    // a limit is a leaky_bucket: a deadline bounds its wait
+	src    sourcer // l's store, if it says who decided
+}
+
+// New prepares l. Its limits are named by l's Name ("limit" if it has
+// none), followed by .N, a limit's place from 1, when l has several, as a
+// policy file's limits are named.
+func New(l *sluice.Limiter) *Limiter {
+	k := &Limiter{l: l}
+	k.src, _ = l.Store().(sourcer)
+	name := l.Name()
+	if name == "" {
+		name = "limit"
+	}
+	limits := l.Limits()
+	for i, lim := range limits {
+		n := name
+		if len(limits) > 1 {
+			n += "." + strconv.Itoa(i+1)
+		}
+		k.Quotas = append(k.Quotas, &Quota{
+			Name:         n,
+			Limit:        lim,
+			headerName:   string(ratefield.AppendString(nil, n)),
+			headerPolicy: []string{string(ratefield.AppendPolicy(nil, n, lim))},
+			headerLimit:  strconv.FormatInt(lim.Capacity(), 10),
+		})
+		k.leaky = k.leaky || lim.Algorithm == rate.LeakyBucket
+	}
+	return k
+}
+
+// Clock returns the limiter's clock, which a leaky_bucket's wait is slept on.
+func (k *Limiter) Clock() rate.Clock { return k.l.Clock() }
+
+// Quota is one of a Limiter's limits with the header values that describe
+// it precomputed, as policy.Limit holds them for a policy file.
+type Quota struct {
+	Name  string // as RateLimit-Policy and refusals name it
+	Limit rate.Limit
+
+	headerName   string   // "name", the start of a RateLimit item
+	headerPolicy []string // the RateLimit-Policy item, a list of one
+	headerLimit  string   // the X-RateLimit-Limit value
+}
+
+// AppendHeader appends the RateLimit item of the decision d.
+func (q *Quota) AppendHeader(dst []byte, d rate.Decision) []byte {
+	return ratefield.AppendDecision(append(dst, q.headerName...), d)
+}
+
+// HeaderPolicy returns the RateLimit-Policy item.
+func (q *Quota) HeaderPolicy() string { return q.headerPolicy[0] }
+
+// HeaderPolicyValues returns HeaderPolicy as a list of one, shared: for
+// gRPC metadata, which copies what it is given.
+func (q *Quota) HeaderPolicyValues() []string { return q.headerPolicy[:1:1] }
+
+// HeaderLimit returns the X-RateLimit-Limit value: the capacity.
+func (q *Quota) HeaderLimit() string { return q.headerLimit }
 
 // Outcome is what a Limiter decided for one request.
 type Outcome struct {
@@ -31,39 +100,20 @@ type Outcome struct {
 	Refused []int
 }
 
-// Names returns the names the headers and bodies give l's limits: l's
-// Name ("limit" if it has none), followed by .N, a limit's place from 1,
-// when l has several, as a policy file's limits are named.
-func Names(l *sluice.Limiter) []string {
-	name := l.Name()
-	if name == "" {
-		name = "limit"
-	}
-	n := len(l.Limits())
-	names := make([]string, n)
-	for i := range names {
-		names[i] = name
-		if n > 1 {
-			names[i] += "." + strconv.Itoa(i+1)
-		}
-	}
-	return names
-}
-
 // sourcer is a store that says who decided, as sluice.Fallback does.
 type sourcer interface {
 	DecideAllSource(ctx context.Context, reqs []rate.Request, out []rate.Decision) (rate.Decision, sluice.Source, error)
 }
 
-// Decide decides a request of cost one for key with l. A leaky_bucket's
-// request is refused when its turn is further away than maxDelay
-// (positive; zero for no bound) or than ctx's deadline leaves, so that a
-// request is never held for a wait it cannot finish. An error means the
-// store could not decide.
-func Decide(ctx context.Context, l *sluice.Limiter, key string, maxDelay time.Duration) (Outcome, error) {
-	limits := l.Limits()
+// Decide decides a request of cost one for key. A leaky_bucket's request
+// is refused when its turn is further away than maxDelay (positive; zero
+// for no bound) or than ctx's deadline leaves, so that a request is never
+// held for a wait it cannot finish. An error means the store could not
+// decide.
+func (k *Limiter) Decide(ctx context.Context, key string, maxDelay time.Duration) (Outcome, error) {
+	l := k.l
 	bound := maxDelay
-	if deadline, ok := ctx.Deadline(); ok && slices.ContainsFunc(limits, func(lim rate.Limit) bool { return lim.Algorithm == rate.LeakyBucket }) {
+	if deadline, ok := ctx.Deadline(); ok && k.leaky {
 		// What is admitted must go ahead strictly before the deadline;
 		// a MaxDelay of 1µs is the least the steps can tell from none.
 		left := max(deadline.Sub(l.Clock().Now())-time.Microsecond, time.Microsecond)
@@ -71,8 +121,7 @@ func Decide(ctx context.Context, l *sluice.Limiter, key string, maxDelay time.Du
 			bound = left
 		}
 	}
-	src, isSourcer := l.Store().(sourcer)
-	if len(limits) == 1 && !isSourcer && bound <= 0 {
+	if len(k.Quotas) == 1 && k.src == nil && bound <= 0 {
 		d, err := l.Allow(ctx, key)
 		out := Outcome{Decision: d}
 		if !d.Allowed {
@@ -87,8 +136,8 @@ func Decide(ctx context.Context, l *sluice.Limiter, key string, maxDelay time.Du
 	each := make([]rate.Decision, len(reqs))
 	var out Outcome
 	var err error
-	if isSourcer {
-		out.Decision, out.Source, err = src.DecideAllSource(ctx, reqs, each)
+	if k.src != nil {
+		out.Decision, out.Source, err = k.src.DecideAllSource(ctx, reqs, each)
 	} else {
 		out.Decision, err = l.Store().DecideAll(ctx, reqs, each)
 	}
