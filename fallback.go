@@ -740,6 +740,12 @@ func (f *Fallback) Stats() FallbackStats {
 	}
 }
 
+// Instances returns how many instances FailLocal divides each limit
+// among (FallbackOptions.Instances, at least 1), so that a caller that
+// reports a local decision can describe the share it was made with
+// (rate.Limit.Share) rather than the whole limit.
+func (f *Fallback) Instances() int { return int(f.instances) }
+
 // primaries returns how many decisions the primary made.
 func (f *Fallback) primaries() uint64 {
 	n := f.cachedN.Load() - f.sharedN.Load() // may wrap until the dones are added

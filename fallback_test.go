@@ -1500,3 +1500,14 @@ func TestNewFallbackNilPrimary(t *testing.T) {
 	}()
 	sluice.NewFallback(nil, sluice.FallbackOptions{})
 }
+
+// Instances is the count FailLocal divides each limit by, as the options
+// gave it, with zero or negative meaning one.
+func TestFallbackInstances(t *testing.T) {
+	for _, c := range []struct{ opt, want int }{{4, 4}, {1, 1}, {0, 1}, {-3, 1}} {
+		f := sluice.NewFallback(memory.New(memory.Options{}), sluice.FallbackOptions{Mode: sluice.FailLocal, Instances: c.opt})
+		if got := f.Instances(); got != c.want {
+			t.Errorf("Instances %d: Instances() = %d, want %d", c.opt, got, c.want)
+		}
+	}
+}

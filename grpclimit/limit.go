@@ -85,7 +85,9 @@ type LimitOptions struct {
 // have its outages logged, build the limiter over a sluice.Fallback: its
 // FailClosed fails calls with UNAVAILABLE (the client exceeded nothing),
 // its FailOpen serves them with no ratelimit metadata (no limit decided
-// them), and its FailLocal decides in the local store.
+// them), and its FailLocal decides in the local store, with metadata and
+// refusals that describe the instance's share of each limit
+// (rate.Limit.Share), the quota whose remaining they report.
 //
 // A stream is decided once, when it opens. Create a Keyed with [Limit].
 type Keyed struct {
@@ -148,7 +150,7 @@ func (k *Keyed) decide(ctx context.Context, fullMethod string) (metadata.MD, err
 	case out.Source == sluice.SourceFailOpen:
 		return nil, nil // let through undecided: no quota to report
 	}
-	q := k.l.Quotas[out.Most]
+	q := out.Quotas[out.Most]
 	var mq quota
 	if !k.o.NoHeaders {
 		mq = q
@@ -163,7 +165,7 @@ func (k *Keyed) decide(ctx context.Context, fullMethod string) (metadata.MD, err
 	}
 	qf := &errdetails.QuotaFailure{}
 	for _, i := range out.Refused {
-		rq := k.l.Quotas[i]
+		rq := out.Quotas[i]
 		qf.Violations = append(qf.Violations, &errdetails.QuotaFailure_Violation{
 			Subject:     "policy:" + rq.Name,
 			Description: "rate limited by " + strconv.Quote(rq.Name) + " (limit " + rq.Limit.String() + ")",

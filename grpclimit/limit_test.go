@@ -221,3 +221,59 @@ func TestKeyedOverFallback(t *testing.T) {
 		}
 	}
 }
+
+// TestKeyedFailLocalReportsTheShare: over a FailLocal Fallback of 4
+// instances, a call the local store decides gets the instance's share of
+// the limit (25/m of 100/m) in its metadata, the quota its remaining
+// counts down from, and in a refusal's message and QuotaFailure; one the
+// primary decides gets the whole limit.
+func TestKeyedFailLocalReportsTheShare(t *testing.T) {
+	check := func(c healthpb.HealthClient, step, policy, item string) {
+		t.Helper()
+		var hdr metadata.MD
+		if _, err := c.Check(withKey("a"), &healthpb.HealthCheckRequest{}, grpc.Header(&hdr)); err != nil {
+			t.Fatalf("%s: %v", step, err)
+		}
+		if got := hdr["ratelimit-policy"]; len(got) != 1 || got[0] != policy {
+			t.Errorf("%s: ratelimit-policy %q, want %q", step, got, policy)
+		}
+		if got := hdr["ratelimit"]; len(got) != 1 || got[0] != item {
+			t.Errorf("%s: ratelimit %q, want %q", step, got, item)
+		}
+	}
+	up := func(st sluice.Store) sluice.Store {
+		return sluice.NewFallback(st, sluice.FallbackOptions{Mode: sluice.FailLocal, Instances: 4})
+	}
+	c, _ := keyedServer(t, "api", byAPIKey, LimitOptions{}, up, "100/m")
+	check(c, "primary up", `"api";q=100;w=60`, `"api";r=99;t=1`)
+
+	// The memory store on the fake clock is the local one.
+	down := func(st sluice.Store) sluice.Store {
+		return sluice.NewFallback(timingOut{}, sluice.FallbackOptions{Mode: sluice.FailLocal, Instances: 4, Local: st, Timeout: time.Millisecond})
+	}
+	c, _ = keyedServer(t, "api", byAPIKey, LimitOptions{}, down, "100/m")
+	check(c, "primary down", `"api";q=25;w=60`, `"api";r=24;t=3`)
+	for i := range 24 {
+		if _, err := c.Check(withKey("a"), &healthpb.HealthCheckRequest{}); err != nil {
+			t.Fatalf("call %d of the share: %v", i+2, err)
+		}
+	}
+	var trl metadata.MD
+	_, err := c.Check(withKey("a"), &healthpb.HealthCheckRequest{}, grpc.Trailer(&trl))
+	st := status.Convert(err)
+	if want := `rate limited by "api" (limit gcra 25/m); retry in 3s`; st.Code() != codes.ResourceExhausted || st.Message() != want {
+		t.Fatalf("the share spent: %v, want RESOURCE_EXHAUSTED: %s", err, want)
+	}
+	for _, d := range st.Details() {
+		if qf, ok := d.(*errdetails.QuotaFailure); ok {
+			if want := `rate limited by "api" (limit gcra 25/m)`; len(qf.Violations) != 1 || qf.Violations[0].Description != want {
+				t.Errorf("QuotaFailure %v, want one violation: %s", qf.Violations, want)
+			}
+		}
+	}
+	for k, want := range map[string]string{"ratelimit-policy": `"api";q=25;w=60`, "ratelimit": `"api";r=0;t=3`} {
+		if got := trl[k]; len(got) != 1 || got[0] != want {
+			t.Errorf("the share spent: trailer %s = %q, want %q", k, got, want)
+		}
+	}
+}

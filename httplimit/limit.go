@@ -77,7 +77,9 @@ type LimitOptions struct {
 // down, and have its outages logged, build l over a sluice.Fallback: its
 // FailClosed answers 503 as above (the client exceeded nothing), its
 // FailOpen lets requests through with no rate limit headers (no limit
-// decided them), and its FailLocal decides in the local store.
+// decided them), and its FailLocal decides in the local store, with
+// headers and body that describe the instance's share of each limit
+// (rate.Limit.Share), the quota whose remaining they report.
 //
 // Limit panics if l or key is nil.
 func Limit(l *sluice.Limiter, key KeyFunc, o LimitOptions) func(http.Handler) http.Handler {
@@ -125,7 +127,7 @@ func (k *limitHandler) serve(w http.ResponseWriter, r *http.Request, next http.H
 		next.ServeHTTP(w, r)
 		return
 	}
-	q := k.l.Quotas[out.Most]
+	q := out.Quotas[out.Most]
 	if d.Allowed {
 		if d.Delay > 0 {
 			if err := k.l.Clock().Sleep(ctx, d.Delay); err != nil {
@@ -140,7 +142,7 @@ func (k *limitHandler) serve(w http.ResponseWriter, r *http.Request, next http.H
 	k.setHeaders(w.Header(), q, d, true, d.RetryAfter)
 	names := make([]string, len(out.Refused))
 	for i, j := range out.Refused {
-		names[i] = k.l.Quotas[j].Name
+		names[i] = out.Quotas[j].Name
 	}
 	retry := rate.RetryAfterSeconds(d.RetryAfter)
 	detail := "rate limited by " + strconv.Quote(q.Name) + " (limit " + q.Limit.String() + "); retry in " + strconv.FormatInt(retry, 10) + "s"

@@ -304,3 +304,60 @@ func TestLimitSkipAndKeys(t *testing.T) {
 	}
 	expect(t, "the same client's request", e.do("192.0.2.1:1"), http.StatusNoContent, map[string]string{"X-RateLimit-Remaining": "0"}, nil)
 }
+
+// TestLimitFailLocalReportsTheShare: over a FailLocal Fallback of 4
+// instances, a decision of the local store reports the instance's share
+// of the limit (25/m of 100/m), the quota its remaining counts down from,
+// in every header and in a refusal's body; a decision of the primary
+// reports the whole limit, before the outage and after it.
+func TestLimitFailLocalReportsTheShare(t *testing.T) {
+	clock := ratetest.NewClock(time.Date(2026, 3, 1, 12, 0, 0, 0, time.UTC))
+	primary := &switchStore{Store: memory.New(memory.Options{Clock: clock})}
+	fb := sluice.NewFallback(primary, sluice.FallbackOptions{Mode: sluice.FailLocal, Instances: 4, Clock: clock})
+	lim, err := rate.ParseLimit("100/m")
+	if err != nil {
+		t.Fatal(err)
+	}
+	l, err := sluice.NewLimiter(sluice.LimiterOptions{Name: "api", Limits: []rate.Limit{lim}, Store: fb, Clock: clock})
+	if err != nil {
+		t.Fatal(err)
+	}
+	e := &keyedEnv{clock: clock, l: l, store: primary,
+		h: Limit(l, ByClientIP(nil), LimitOptions{})(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) { w.WriteHeader(http.StatusNoContent) }))}
+	a := "192.0.2.1:1"
+	whole := map[string]string{
+		"RateLimit-Policy":      `"api";q=100;w=60`,
+		"RateLimit":             `"api";r=99;t=1`,
+		"X-RateLimit-Limit":     "100",
+		"X-RateLimit-Remaining": "99",
+	}
+	expect(t, "primary up", e.do(a), http.StatusNoContent, whole, nil)
+
+	primary.down.Store(true)
+	expect(t, "primary down", e.do(a), http.StatusNoContent, map[string]string{
+		"RateLimit-Policy":      `"api";q=25;w=60`,
+		"RateLimit":             `"api";r=24;t=3`,
+		"X-RateLimit-Limit":     "25",
+		"X-RateLimit-Remaining": "24",
+	}, nil)
+	for range 24 {
+		e.do(a)
+	}
+	expect(t, "the share spent", e.do(a), http.StatusTooManyRequests, map[string]string{
+		"RateLimit-Policy":      `"api";q=25;w=60`,
+		"RateLimit":             `"api";r=0;t=3`,
+		"X-RateLimit-Limit":     "25",
+		"X-RateLimit-Remaining": "0",
+		"Retry-After":           "3",
+	}, map[string]any{
+		"type": "about:blank", "title": "Too Many Requests", "status": 429.0,
+		"detail":            `rate limited by "api" (limit gcra 25/m); retry in 3s`,
+		"retry_after":       3.0,
+		"violated-policies": []any{"api"},
+	})
+
+	// The next probe, after the backoff, finds the primary back.
+	primary.down.Store(false)
+	clock.Advance(time.Second)
+	expect(t, "primary back", e.do("192.0.2.2:1"), http.StatusNoContent, whole, nil)
+}

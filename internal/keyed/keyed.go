@@ -24,13 +24,19 @@ type Limiter struct {
 	l *sluice.Limiter
 	// Quotas are l's limits, in l's order, as the headers name them.
 	Quotas []*Quota
-	leaky  bool    // a limit is a leaky_bucket: a deadline bounds its wait
-	src    sourcer // l's store, if it says who decided
+	// local are the Quotas of the limits' shares that a FailLocal
+	// Fallback decides with in its local store, so that a local decision's
+	// headers describe the quota its remaining counts down from; nil when
+	// the store divides no limit.
+	local []*Quota
+	leaky bool    // a limit is a leaky_bucket: a deadline bounds its wait
+	src   sourcer // l's store, if it says who decided
 }
 
 // New prepares l. Its limits are named by l's Name ("limit" if it has
 // none), followed by .N, a limit's place from 1, when l has several, as a
-// policy file's limits are named.
+// policy file's limits are named. The shares of a Fallback's local
+// decisions keep their limits' names, as a policy file's do.
 func New(l *sluice.Limiter) *Limiter {
 	k := &Limiter{l: l}
 	k.src, _ = l.Store().(sourcer)
@@ -44,16 +50,32 @@ func New(l *sluice.Limiter) *Limiter {
 		if len(limits) > 1 {
 			n += "." + strconv.Itoa(i+1)
 		}
-		k.Quotas = append(k.Quotas, &Quota{
-			Name:         n,
-			Limit:        lim,
-			headerName:   string(ratefield.AppendString(nil, n)),
-			headerPolicy: []string{string(ratefield.AppendPolicy(nil, n, lim))},
-			headerLimit:  strconv.FormatInt(lim.Capacity(), 10),
-		})
+		k.Quotas = append(k.Quotas, newQuota(n, lim))
 		k.leaky = k.leaky || lim.Algorithm == rate.LeakyBucket
 	}
+	// A Fallback does not tell its mode: one in another mode gets shares
+	// it never reports, as only FailLocal decides locally.
+	if fb, ok := l.Store().(*sluice.Fallback); ok && fb.Instances() > 1 {
+		k.local = make([]*Quota, len(k.Quotas))
+		for i, q := range k.Quotas {
+			k.local[i] = q
+			if share := q.Limit.Share(int64(fb.Instances())); share != q.Limit {
+				k.local[i] = newQuota(q.Name, share)
+			}
+		}
+	}
 	return k
+}
+
+// newQuota returns the Quota of lim, named name.
+func newQuota(name string, lim rate.Limit) *Quota {
+	return &Quota{
+		Name:         name,
+		Limit:        lim,
+		headerName:   string(ratefield.AppendString(nil, name)),
+		headerPolicy: []string{string(ratefield.AppendPolicy(nil, name, lim))},
+		headerLimit:  strconv.FormatInt(lim.Capacity(), 10),
+	}
 }
 
 // Clock returns the limiter's clock, which a leaky_bucket's wait is slept on.
@@ -98,6 +120,11 @@ type Outcome struct {
 	// Refused lists the indices of the limits that refused, the longest
 	// wait first; empty if the request was allowed.
 	Refused []int
+	// Quotas are the limits as the decision applied them, for its headers
+	// and refusals: the Limiter's Quotas, or, for a FailLocal Fallback's
+	// local decision, the instance's shares of them, which its remaining
+	// counts down from.
+	Quotas []*Quota
 }
 
 // sourcer is a store that says who decided, as sluice.Fallback does.
@@ -123,7 +150,7 @@ func (k *Limiter) Decide(ctx context.Context, key string, maxDelay time.Duration
 	}
 	if len(k.Quotas) == 1 && k.src == nil && bound <= 0 {
 		d, err := l.Allow(ctx, key)
-		out := Outcome{Decision: d}
+		out := Outcome{Decision: d, Quotas: k.Quotas}
 		if !d.Allowed {
 			out.Refused = []int{0}
 		}
@@ -134,7 +161,7 @@ func (k *Limiter) Decide(ctx context.Context, key string, maxDelay time.Duration
 		reqs[i].MaxDelay = bound
 	}
 	each := make([]rate.Decision, len(reqs))
-	var out Outcome
+	out := Outcome{Quotas: k.Quotas}
 	var err error
 	if k.src != nil {
 		out.Decision, out.Source, err = k.src.DecideAllSource(ctx, reqs, each)
@@ -144,6 +171,9 @@ func (k *Limiter) Decide(ctx context.Context, key string, maxDelay time.Duration
 	if err != nil || out.Source == sluice.SourceFailClosed || out.Source == sluice.SourceFailOpen {
 		// No limit decided: there is nothing to report of any.
 		return out, err
+	}
+	if out.Source == sluice.SourceLocal && k.local != nil {
+		out.Quotas = k.local
 	}
 	out.Most = max(0, rate.MostRestrictive(each))
 	for i := range each {
