@@ -109,6 +109,9 @@
 // for MaxRetryAfter and sending it anyway would keep the caller minutes
 // for nothing, and release every request held so into the same spent
 // quota together.
+// A request whose caller gives up while it waits for its slot gives the
+// slot back, so the requests after it do not wait for a send that never
+// happens.
 //
 // # Testing
 //

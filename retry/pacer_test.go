@@ -2,12 +2,19 @@ package retry
 
 import (
 	"context"
+	"errors"
 	"net/http"
 	"slices"
 	"strconv"
 	"testing"
 	"time"
 )
+
+// reserve is reserveSlot for tests that never give a slot back.
+func (p *pacer) reserve(host string, now time.Time, least, limit time.Duration, book bool) (time.Duration, bool) {
+	wait, _, ok := p.reserveSlot(host, now, least, limit, book)
+	return wait, ok
+}
 
 // paceStep is one request of a paced sequence: the wait wanted before it
 // is sent, and the headers of its response.
@@ -423,5 +430,149 @@ func TestPacingMeasuresResetFromDate(t *testing.T) {
 		if s := clock.Sleeps(); !slices.Equal(s, []time.Duration{time.Minute}) {
 			t.Errorf("server clock %v off: slept %v, want one wait of 1m", skew, s)
 		}
+	}
+}
+
+// TestPacingGivesBackCancelledSlot checks that a request whose caller
+// gives up while it waits for its pacing slot, before a first attempt or
+// before a retry, gives the slot back: it never leaves, so the next
+// request to the host waits only what the schedule without it gives, not
+// an interval more for nothing.
+func TestPacingGivesBackCancelledSlot(t *testing.T) {
+	// Two left for 15s: slots 5s apart, counted from the send that got
+	// the report, at 0.
+	const quota = `"api";r=2;t=15`
+	cases := []struct {
+		name  string
+		first []string // the headers of the answer to the first attempt
+		warm  bool     // a request answered first, to start the pacing
+	}{
+		{"waiting to send", []string{"RateLimit", quota}, true},
+		{"waiting to retry", []string{"Retry-After", "1", "RateLimit", quota}, false},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			clock := &cancellingClock{fakeClock: newFakeClock(testStart)}
+			var sentAt []time.Duration
+			next := rtFunc(func(req *http.Request) (*http.Response, error) {
+				sentAt = append(sentAt, clock.Now().Sub(testStart))
+				if len(sentAt) == 1 && !tc.warm {
+					return reply(req, 429, nil, tc.first...), nil
+				}
+				return reply(req, 200, nil, tc.first...), nil
+			})
+			tr := NewTransport(next, Options{Clock: clock, Pacing: true, Rand: func() float64 { return 0 }})
+			if tc.warm {
+				if _, err := tr.RoundTrip(mustRequest(t, "GET", "http://api.example.test/", nil)); err != nil {
+					t.Fatal(err)
+				}
+			}
+			ctx, cancel := context.WithCancel(context.Background())
+			defer cancel()
+			clock.cancel = cancel
+			if resp, err := tr.RoundTrip(mustRequest(t, "GET", "http://api.example.test/", nil).WithContext(ctx)); resp != nil || !errors.Is(err, context.Canceled) {
+				t.Fatalf("cancelled request: %v, %v; want no response and context.Canceled", resp, err)
+			}
+			if _, err := tr.RoundTrip(mustRequest(t, "GET", "http://api.example.test/", nil)); err != nil {
+				t.Fatal(err)
+			}
+			// The cancelled request's slot, at 5s, was given back: the
+			// next request takes it.
+			if want := []time.Duration{0, 5 * time.Second}; !slices.Equal(sentAt, want) {
+				t.Errorf("requests sent at %v, want %v", sentAt, want)
+			}
+		})
+	}
+}
+
+// TestPacerRelease follows the slots of requests that book theirs and
+// then give some back, in steps a reader can check by hand. A slot given
+// back frees its time once every slot booked after it is given back too,
+// in whatever order: the requests after it keep theirs, and a newcomer is
+// spaced from the latest send still booked. A slot whose time has come is
+// spent, and one booked in a state since dropped frees nothing in the
+// new one.
+func TestPacerRelease(t *testing.T) {
+	type step struct {
+		at     time.Duration // since the first report
+		do     string        // "book", "peek" (look without booking), "release" or "report"
+		least  time.Duration // book: the request's own wait
+		n      int           // release: the booking given back, counted from 0
+		report string        // report: the RateLimit of a response to a request sent at at
+		want   time.Duration // book, peek: the wait
+	}
+	book := func(at, least, want time.Duration) step { return step{at: at, do: "book", least: least, want: want} }
+	peek := func(at, want time.Duration) step { return step{at: at, do: "peek", want: want} }
+	release := func(at time.Duration, n int) step { return step{at: at, do: "release", n: n} }
+	report := func(at time.Duration, rl string) step { return step{at: at, do: "report", report: rl} }
+	const s = time.Second
+	cases := []struct {
+		name   string
+		report string // RateLimit, received at 0
+		steps  []step
+	}{
+		{"given back latest first", `"api";r=4;t=50`, []step{
+			book(0, 0, 10*s), book(0, 0, 20*s), book(0, 0, 30*s),
+			release(0, 2), peek(0, 30*s), // the slot at 30s is free again
+			release(0, 1), peek(0, 20*s),
+			release(0, 0), peek(0, 10*s), // back to the schedule of the report
+		}},
+		{"given back in the order booked", `"api";r=4;t=50`, []step{
+			book(0, 0, 10*s), book(0, 0, 20*s), book(0, 0, 30*s),
+			release(0, 0), peek(0, 40*s), // the slots at 20s and 30s are still held: no hole under them
+			release(0, 1), peek(0, 40*s),
+			release(0, 2), peek(0, 10*s), // the last one frees all three
+		}},
+		{"the slots after it keep theirs", `"api";r=4;t=50`, []step{
+			book(0, 0, 10*s), book(0, 0, 20*s), book(0, 0, 30*s),
+			release(0, 1), book(0, 0, 40*s), // after the latest held, 30s
+			release(5*s, 2), peek(5*s, 45*s), // 40s still held: the reset, at 50s
+			release(5*s, 3), peek(5*s, 15*s), // 10s still held: 20s
+		}},
+		{"given back before its time, not after", `"api";r=4;t=50`, []step{
+			book(0, 0, 10*s), book(0, 0, 20*s),
+			release(5*s, 1), peek(5*s, 15*s), // before 20s: free, the next at 20s
+			book(5*s, 0, 15*s),
+			release(20*s, 2), peek(20*s, 10*s), // at 20s it is spent: the next at 30s
+		}},
+		{"a slot held twice", `"api";r=1;t=20`, []step{
+			book(0, 45*s, 45*s), book(0, 45*s, 45*s), // retries waiting past the reset
+			release(0, 0), peek(0, 20*s), // the other still leaves at 45s: the reset
+			release(0, 1), peek(0, 10*s),
+		}},
+		{"booked in a state since dropped", `"api";r=1;t=20`, []step{
+			book(0, 0, 10*s),
+			report(0, `"api";r=100;t=20`), report(0, `"api";r=1;t=20`), // pacing stopped, then started anew
+			book(0, 0, 10*s),
+			release(0, 0), peek(0, 20*s), // the new state's slot at 10s stays booked
+		}},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			p := newPacer(DefaultPaceThreshold)
+			h := http.Header{}
+			h.Set("RateLimit", tc.report)
+			p.observe("h", h, testStart, testStart)
+			var booked []slot
+			for i, st := range tc.steps {
+				now := testStart.Add(st.at)
+				switch st.do {
+				case "book", "peek":
+					got, b, ok := p.reserveSlot("h", now, st.least, 5*time.Minute, st.do == "book")
+					if got != st.want || !ok {
+						t.Errorf("step %d: %s at %v: wait %v, %v; want %v, true", i, st.do, st.at, got, ok, st.want)
+					}
+					if st.do == "book" {
+						booked = append(booked, b)
+					}
+				case "release":
+					p.release(booked[st.n], now)
+				case "report":
+					h := http.Header{}
+					h.Set("RateLimit", st.report)
+					p.observe("h", h, now, now)
+				}
+			}
+		})
 	}
 }

@@ -50,7 +50,9 @@ const maxDrainTime = 250 * time.Millisecond
 // is what the deadline and Options.MaxRetryAfter are checked against. A
 // first attempt whose slot lies beyond MaxRetryAfter, or leaves no time
 // before the deadline for an attempt as long as the host's last, is sent
-// at once.
+// at once. A request whose caller gives up while it waits for its slot
+// gives the slot back, so the requests after it are not held back by a
+// send that never happens.
 //
 // A request is safe to send again when its method is GET, HEAD, OPTIONS,
 // TRACE, PUT or DELETE, or when its Header map has an Idempotency-Key or
@@ -229,8 +231,10 @@ func (t *Transport) RoundTrip(req *http.Request) (*http.Response, error) {
 		// has the last word, answers it. Its attempt is expected to take as
 		// long as the host's last.
 		now := o.Clock.Now()
-		if wait, ok := t.pacer.reserve(host, now, 0, paceLimit(now, t.pacer.latency(host)), true); ok && wait > 0 {
+		if wait, booked, ok := t.pacer.reserveSlot(host, now, 0, paceLimit(now, t.pacer.latency(host)), true); ok && wait > 0 {
 			if err := o.Clock.Sleep(ctx, wait); err != nil {
+				// Never sent: the requests after it need not wait for its slot.
+				t.pacer.release(booked, o.Clock.Now())
 				closeBody(req) // a RoundTripper must close the body, even on error
 				return nil, err
 			}
@@ -298,17 +302,18 @@ func (t *Transport) RoundTrip(req *http.Request) (*http.Response, error) {
 		// MaxRetryAfter, as a Retry-After beyond it would, or the wait
 		// leaves too little time before the deadline for a retry as long
 		// as this attempt; the caller then gets the server's answer now,
-		// not its own deadline later. With book, the slot is booked.
-		plan := func(at time.Time, book bool) (time.Duration, bool) {
+		// not its own deadline later. With book, the slot is booked, and
+		// returned to be given back if the retry is not sent after all.
+		plan := func(at time.Time, book bool) (time.Duration, slot, bool) {
 			if !fits(at, wait, took) {
-				return 0, false
+				return 0, slot{}, false
 			}
 			if t.pacer == nil {
-				return wait, true
+				return wait, slot{}, true
 			}
-			return t.pacer.reserve(host, at, wait, paceLimit(at, took), book)
+			return t.pacer.reserveSlot(host, at, wait, paceLimit(at, took), book)
 		}
-		total, ok := plan(now, false)
+		total, _, ok := plan(now, false)
 		if !ok {
 			return resp, err
 		}
@@ -328,7 +333,7 @@ func (t *Transport) RoundTrip(req *http.Request) (*http.Response, error) {
 			}
 		}
 		at := o.Clock.Now()
-		if _, ok := plan(at, false); !ok {
+		if _, _, ok := plan(at, false); !ok {
 			return resp, err
 		}
 		next := req.Clone(ctx)
@@ -348,7 +353,8 @@ func (t *Transport) RoundTrip(req *http.Request) (*http.Response, error) {
 			closeBody(next)
 			return resp, err
 		}
-		if total, ok = plan(at, true); !ok {
+		var booked slot
+		if total, booked, ok = plan(at, true); !ok {
 			if t.budget != nil {
 				t.budget.refund(now)
 			}
@@ -367,9 +373,13 @@ func (t *Transport) RoundTrip(req *http.Request) (*http.Response, error) {
 			resp.Body.Close()
 		}
 		if serr := o.Clock.Sleep(ctx, total); serr != nil {
-			// The retry was never sent: the budget bounds retries sent.
+			// The retry was never sent: the budget bounds retries sent,
+			// and the requests after it need not wait for its slot.
 			if t.budget != nil {
 				t.budget.refund(now)
+			}
+			if t.pacer != nil {
+				t.pacer.release(booked, o.Clock.Now())
 			}
 			closeBody(next)
 			return nil, serr
