@@ -1,12 +1,14 @@
 package server
 
 import (
+	"bytes"
 	"context"
 	"crypto/tls"
 	"crypto/x509"
 	"errors"
 	"fmt"
 	"io"
+	"log/slog"
 	"net"
 	"net/url"
 	"os"
@@ -110,7 +112,7 @@ func (s *Server) openStore(c policy.StoreConfig) (*storeHandle, error) {
 		if strings.HasPrefix(c.Redis, "unix:") {
 			return nil, fmt.Errorf("%w: store.tls: a unix:// socket has no TLS; give Redis's TCP address (rediss://host:port) or drop tls", ErrConfig)
 		}
-		tc, err := storeTLS(c.TLS, co.TLSConfig)
+		tc, err := storeTLS(c.TLS, co.TLSConfig, s.log)
 		if err != nil {
 			return nil, fmt.Errorf("%w: %w", ErrConfig, err)
 		}
@@ -419,9 +421,11 @@ func (l *lateRedis) Stats() redis.Stats {
 // skip_verify it keeps. Without a ServerName, crypto/tls checks the host
 // of each address dialled: a Cluster's nodes, a Sentinel's master. TLS
 // 1.2 is the minimum; t's CAs replace the system's roots; t's certificate
-// is presented to a Redis that asks for one. storeTLS reads the files
-// now: an error names the field and the file.
-func storeTLS(t policy.StoreTLS, base *tls.Config) (*tls.Config, error) {
+// is presented to a Redis that asks for one, read again at each
+// handshake (see clientCert), and log, if not nil, hears of its renewals.
+// storeTLS reads the files now, so that a bad one stops the start: an
+// error names the field and the file.
+func storeTLS(t policy.StoreTLS, base *tls.Config, log *slog.Logger) (*tls.Config, error) {
 	c := &tls.Config{}
 	if base != nil {
 		c = base.Clone()
@@ -440,21 +444,111 @@ func storeTLS(t policy.StoreTLS, base *tls.Config) (*tls.Config, error) {
 		c.RootCAs = pool
 	}
 	if t.Cert != "" || t.Key != "" {
-		certPEM, err := os.ReadFile(t.Cert)
+		cc := &clientCert{cert: t.Cert, key: t.Key, log: log}
+		pair, err := cc.read()
 		if err != nil {
-			return nil, fmt.Errorf("store.tls.cert: %w", err)
+			return nil, err
 		}
-		keyPEM, err := os.ReadFile(t.Key)
-		if err != nil {
-			return nil, fmt.Errorf("store.tls.key: %w", err)
-		}
-		pair, err := tls.X509KeyPair(certPEM, keyPEM)
-		if err != nil {
-			return nil, fmt.Errorf("store.tls.cert %s and store.tls.key %s: %w", t.Cert, t.Key, err)
-		}
-		c.Certificates = []tls.Certificate{pair}
+		cc.cur = pair
+		c.GetClientCertificate = cc.get
 	}
 	return c, nil
+}
+
+// clientCert is the client certificate that the connections to Redis
+// present, read again from store.tls.cert and store.tls.key at each
+// handshake. Client certificates issued automatically are short-lived
+// and renewed in place (cert-manager rewrites the files; the kubelet
+// swaps the symlinked directory of a mounted Secret), under the same
+// names, so no reload would see the change: read once, the first
+// certificate's expiry would make Redis refuse every new connection
+// (after a failover, a Redis restart, a connection lost) until a restart.
+// Files that do not load (half-written, a new certificate beside the old
+// key, gone) leave the last pair that loaded in force: a certificate
+// that may still be valid beats none, and the next handshake tries again.
+//
+// Every handshake reads the files, rather than only those whose
+// modification time or size changed: connections to Redis are pooled and
+// long-lived, so handshakes are rare, and reading and parsing two small
+// files costs little beside a handshake's round trip and signatures;
+// a renewal that keeps the size (one of the same key type often does)
+// within the file system's timestamp granularity cannot go unseen.
+type clientCert struct {
+	cert, key string
+	log       *slog.Logger // nil: nothing logged
+
+	// mu is held across a read, so that handshakes read in turn and cur
+	// is always the pair of the latest read that loaded.
+	mu      sync.Mutex
+	cur     *tls.Certificate // never nil once storeTLS returns
+	failing bool             // the latest read failed, and was logged
+}
+
+// read reads and checks the pair; an error names the field and the file.
+func (c *clientCert) read() (*tls.Certificate, error) {
+	// An *fs.PathError names the file.
+	certPEM, err := os.ReadFile(c.cert)
+	if err != nil {
+		return nil, fmt.Errorf("store.tls.cert: %w", err)
+	}
+	keyPEM, err := os.ReadFile(c.key)
+	if err != nil {
+		return nil, fmt.Errorf("store.tls.key: %w", err)
+	}
+	pair, err := tls.X509KeyPair(certPEM, keyPEM)
+	if err != nil {
+		return nil, fmt.Errorf("store.tls.cert %s and store.tls.key %s: %w", c.cert, c.key, err)
+	}
+	if pair.Leaf == nil { // set by crypto/tls unless GODEBUG x509keypairleaf=0
+		if pair.Leaf, err = x509.ParseCertificate(pair.Certificate[0]); err != nil {
+			return nil, fmt.Errorf("store.tls.cert %s: %w", c.cert, err)
+		}
+	}
+	return &pair, nil
+}
+
+// get is the connections' tls.Config.GetClientCertificate.
+func (c *clientCert) get(cri *tls.CertificateRequestInfo) (*tls.Certificate, error) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	pair, err := c.read()
+	if err != nil {
+		// Once per run of failures: a secret left broken would otherwise
+		// be logged at every connection, and the first says it all.
+		if !c.failing && c.log != nil {
+			c.log.Warn("store: the client certificate's files do not load; presenting the one loaded before",
+				append([]any{"error", err.Error()}, certAttrs(c.cur)...)...)
+		}
+		c.failing = true
+	} else {
+		c.failing = false
+		renewed := !bytes.Equal(pair.Certificate[0], c.cur.Certificate[0])
+		// Taken even when the leaf is the same: its chain may not be.
+		c.cur = pair
+		if renewed && c.log != nil {
+			c.log.Info("store: client certificate renewed", certAttrs(pair)...)
+		}
+	}
+	// As crypto/tls does with Config.Certificates: a certificate Redis
+	// says it would not accept (an issuer or a signature it does not
+	// list) is not sent, and Redis's refusal names the missing one.
+	if cri.SupportsCertificate(c.cur) != nil {
+		return new(tls.Certificate), nil
+	}
+	return c.cur, nil
+}
+
+// certAttrs returns what the log says of a client certificate.
+func certAttrs(c *tls.Certificate) []any {
+	leaf := c.Leaf
+	return []any{"cert_subject", leaf.Subject.String(), "cert_serial", leaf.SerialNumber.String(),
+		"cert_not_after", leaf.NotAfter.UTC().Format(time.RFC3339)}
+}
+
+// presentsCert reports whether connections with c present a client
+// certificate: storeTLS's, through the callback, or one fixed in c.
+func presentsCert(c *tls.Config) bool {
+	return c.GetClientCertificate != nil || len(c.Certificates) > 0
 }
 
 // tlsHint returns what a connection over TLS with c that failed with err
@@ -473,7 +567,7 @@ func tlsHint(c *tls.Config, err error) string {
 		return ""
 	case errors.As(err, new(x509.UnknownAuthorityError)) && c.RootCAs == nil:
 		return " (no CA among the system's roots signed Redis's certificate: name its CA in store.tls.ca)"
-	case len(c.Certificates) == 0 && closed:
+	case !presentsCert(c) && closed:
 		return " (over TLS with no client certificate: if Redis requires one, as tls-auth-clients yes, its default, does, give it in store.tls.cert and store.tls.key)"
 	}
 	return ""
@@ -485,7 +579,7 @@ func tlsMode(c *tls.Config) string {
 	switch {
 	case c == nil:
 		return "off"
-	case len(c.Certificates) > 0:
+	case presentsCert(c):
 		return "mutual"
 	}
 	return "on"
