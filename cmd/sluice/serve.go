@@ -235,6 +235,25 @@ var serveEnv = map[string]string{
 	"max-header-bytes": "SLUICE_MAX_HEADER_BYTES", "request-buffer": "SLUICE_REQUEST_BUFFER",
 }
 
+// wants says what a flag of the standard kinds takes, for a variable's
+// value it could not parse: the flag package's own message is "parse
+// error", which names neither.
+func wants(fl *flag.Flag) string {
+	g, ok := fl.Value.(flag.Getter)
+	if !ok {
+		return ""
+	}
+	switch g.Get().(type) {
+	case bool:
+		return " (want true or false)"
+	case time.Duration:
+		return " (want a duration, such as 500ms, 30s or 2m)"
+	case int, int64, uint, uint64:
+		return " (want a whole number)"
+	}
+	return ""
+}
+
 func parseServeFlags(args []string, getenv func(string) string, stderr io.Writer) (*serveFlags, error) {
 	f := &serveFlags{fromEnv: map[string]string{}}
 	fs := f.flagSet()
@@ -253,7 +272,7 @@ func parseServeFlags(args []string, getenv func(string) string, stderr io.Writer
 		key := serveEnv[name]
 		if v := getenv(key); v != "" && !given[name] {
 			if err := fs.Set(name, v); err != nil {
-				return nil, fmt.Errorf("%s=%q: %w", key, v, err)
+				return nil, fmt.Errorf("%s=%q: %w%s", key, v, err, wants(fs.Lookup(name)))
 			}
 			f.fromEnv[name] = key
 		}

@@ -489,6 +489,18 @@ func TestServeBadValueNamesItsSource(t *testing.T) {
 			t.Errorf("args %q: %v names a variable that is not set", tt.args, err)
 		}
 	}
+	// A value the flag package cannot parse says what it wants, as the
+	// command line's own "invalid value" message does not for a variable.
+	for key, want := range map[string]string{
+		"SLUICE_PPROF":          "want true or false",
+		"SLUICE_WATCH_INTERVAL": "want a duration",
+		"SLUICE_MAX_KEYS":       "want a whole number",
+	} {
+		_, err := parseServeFlags(nil, func(k string) string { return map[string]string{key: "yes please"}[k] }, io.Discard)
+		if err == nil || !strings.Contains(err.Error(), want) {
+			t.Errorf("%s=\"yes please\": %v, want an error that says %q", key, err, want)
+		}
+	}
 	// Of several bad variables, the same one is named every time.
 	env := map[string]string{"SLUICE_PPROF": "maybe", "SLUICE_MAX_KEYS": "many", "SLUICE_WATCH_INTERVAL": "often"}
 	for range 20 {
