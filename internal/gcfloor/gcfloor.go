@@ -118,7 +118,10 @@ func (f *Floor) adjust() bool {
 // Percent returns the GOGC percent that lets a heap of live bytes grow to
 // floor before it is collected, and base when base lets it grow further.
 // A heap of no live bytes yet (before the first collection) gets base:
-// the runtime's own floor of 4 MiB applies to it.
+// the runtime's own floor of 4 MiB applies to it. Nor does the percent
+// pass the one that puts the runtime's heap minimum (4 MiB × GOGC/100) at
+// floor: a heap of under 4 MiB live reaches floor by that minimum, not by
+// a percent that would put it many times higher.
 //
 // The percent is at most math.MaxInt32 and 2^62/live: the runtime
 // computes its goal as (live + stacks + globals)×GOGC in 64 bits, and a
@@ -131,6 +134,15 @@ func Percent(live, floor uint64, base int) int {
 	}
 	const most = 1 << 62
 	limit := min(math.MaxInt32, most/live)
+	// The runtime also keeps the goal at least its heap minimum, 4 MiB ×
+	// GOGC/100. Under 4 MiB live, the percent that takes live to floor
+	// puts that minimum far above floor (252 MiB for 1 MiB live and a 64
+	// MiB floor, growing as live shrinks): past the percent that puts the
+	// minimum at floor, rounded up, the minimum alone takes the heap to
+	// floor.
+	const heapMinimum = 4 << 20
+	r := floor % heapMinimum * 100
+	limit = min(limit, floor/heapMinimum*100+r/heapMinimum+min(r%heapMinimum, 1))
 	// The runtime's goal is live + live×GOGC/100 (plus stacks and
 	// globals, which only raise it); round up so that it is not below
 	// floor. Past most/100, d×100 would wrap, and the percent is past

@@ -18,16 +18,22 @@ func TestPercent(t *testing.T) {
 	}{
 		{live: 16 * mib, floor: 64 * mib, base: 100, want: 300}, // 16 + 48 = 64
 		{live: 20 * mib, floor: 64 * mib, base: 100, want: 220}, // 20 + 44 = 64
-		{live: 3, floor: 10, base: 100, want: 234},              // 3 + 7.02 ≥ 10: rounded up
+		{live: 5 * mib, floor: 7*mib + 1, base: 10, want: 41},   // 5 + 2.05 ≥ 7: rounded up
 		{live: 48 * mib, floor: 64 * mib, base: 100, want: 100}, // the floor asks less than GOGC
 		{live: 16 * mib, floor: 64 * mib, base: 400, want: 400}, // GOGC=400 lets it grow further
 		{live: 64 * mib, floor: 64 * mib, base: 100, want: 100}, // at the floor
 		{live: 80 * mib, floor: 64 * mib, base: 50, want: 50},   // above it: GOGC alone
 		{live: 0, floor: 64 * mib, base: 100, want: 100},        // no collection yet
+		// Under 4 MiB live, the runtime's heap minimum (4 MiB × GOGC/100)
+		// sets the goal: 1600 puts it at 64 MiB, where 6300 would put it at
+		// 252 MiB.
+		{live: 1 * mib, floor: 64 * mib, base: 100, want: 1600},
+		{live: mib / 8, floor: 64 * mib, base: 100, want: 1600},
+		{live: 3 * mib, floor: 64 * mib, base: 2000, want: 2000}, // GOGC's own, larger
 		{live: 1, floor: math.MaxUint64 / 200, base: 100, want: math.MaxInt32},
-		{live: 1 << 20, floor: math.MaxUint64, base: 100, want: math.MaxInt32},  // would overflow
-		{live: 100, floor: math.MaxInt32, base: 100, want: math.MaxInt32 - 100}, // just under the cap
-		{live: 1 << 30, floor: 1 << 40, base: 100, want: 102300},                // 1 GiB + 1023 GiB = 1 TiB
+		{live: 1 << 20, floor: math.MaxUint64, base: 100, want: math.MaxInt32}, // would overflow
+		{live: 100, floor: math.MaxInt32, base: 100, want: 51200},              // the heap minimum reaches the floor
+		{live: 1 << 30, floor: 1 << 40, base: 100, want: 102300},               // 1 GiB + 1023 GiB = 1 TiB
 		// The runtime multiplies live by the percent in 64 bits: from 2 GiB
 		// live, the percent stays at most 2^62/live.
 		{live: 1 << 31, floor: math.MaxUint64, base: 100, want: math.MaxInt32},
@@ -43,9 +49,16 @@ func TestPercent(t *testing.T) {
 		if hi, lo := bits.Mul64(c.live, uint64(p)); hi != 0 || lo > 1<<62 {
 			t.Errorf("Percent(%d, %d, %d) = %d: the runtime's goal, live × percent, would overflow", c.live, c.floor, c.base, p)
 		}
+		// The runtime's goal is also at least its heap minimum, 4 MiB ×
+		// GOGC/100: a percent raised for the floor must not put that
+		// above the floor, by more than the live heap.
+		if minimum := 4 * mib * uint64(p) / 100; p > c.base && c.live < c.floor && minimum > c.floor && minimum-c.floor > c.live {
+			t.Errorf("Percent(%d, %d, %d) = %d puts the runtime's heap minimum at %d, above the floor", c.live, c.floor, c.base, p, minimum)
+		}
 		atCap := p == math.MaxInt32 || c.live > 0 && uint64(p) == (1<<62)/c.live
-		if c.live > 0 && c.live < c.floor && !atCap && c.live+c.live*uint64(p)/100 < c.floor {
-			t.Errorf("Percent(%d, %d, %d) = %d puts the goal at %d, below the floor", c.live, c.floor, c.base, p, c.live+c.live*uint64(p)/100)
+		goal := max(c.live+c.live*uint64(p)/100, 4*mib*uint64(p)/100)
+		if c.live > 0 && c.live < c.floor && !atCap && goal < c.floor {
+			t.Errorf("Percent(%d, %d, %d) = %d puts the goal at %d, below the floor", c.live, c.floor, c.base, p, goal)
 		}
 	}
 }
