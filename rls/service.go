@@ -2,6 +2,7 @@ package rls
 
 import (
 	"context"
+	"errors"
 	"log/slog"
 	"math"
 	"sync/atomic"
@@ -242,6 +243,12 @@ func (s *Service) ShouldRateLimit(ctx context.Context, req *rlsv3.RateLimitReque
 	if err != nil {
 		if ctxErr := ctx.Err(); ctxErr != nil {
 			return nil, status.FromContextError(ctxErr).Err()
+		}
+		if errors.Is(err, context.DeadlineExceeded) && deadlinePassed(ctx) {
+			// The caller's deadline, which a store's client may report
+			// before the context's timer fires: the caller's time ran
+			// out, the store did not fail.
+			return nil, status.FromContextError(context.DeadlineExceeded).Err()
 		}
 		// One line a second, counting those it left out: while the store
 		// is down, every call fails.
@@ -536,4 +543,11 @@ func (s *Service) respond(domain string, items []item) *rlsv3.RateLimitResponse 
 		resp.ResponseHeadersToAdd = headers(items)
 	}
 	return resp
+}
+
+// deadlinePassed reports whether ctx's deadline has passed, even if its
+// timer has yet to say so.
+func deadlinePassed(ctx context.Context) bool {
+	dl, ok := ctx.Deadline()
+	return ok && !time.Now().Before(dl)
 }

@@ -963,3 +963,47 @@ descriptors:
 		t.Errorf("stat key %q, want kw.a_b*", got)
 	}
 }
+
+// deadlineStore fails every call as a remote store does whose caller's
+// deadline passed while it waited: context.DeadlineExceeded, wrapped.
+type deadlineStore struct{}
+
+func (deadlineStore) Decide(context.Context, rate.Request) (rate.Decision, error) {
+	return rate.Decision{}, fmt.Errorf("redis store: %w", context.DeadlineExceeded)
+}
+
+func (deadlineStore) DecideAll(context.Context, []rate.Request, []rate.Decision) (rate.Decision, error) {
+	return rate.Decision{}, fmt.Errorf("redis store: %w", context.DeadlineExceeded)
+}
+
+// lateContext is a context whose deadline has passed and whose timer has
+// yet to say so, as a store's client may see it first: Err is still nil.
+type lateContext struct{ context.Context }
+
+func (lateContext) Deadline() (time.Time, bool) { return time.Now().Add(-time.Millisecond), true }
+
+// A store that fails at the caller's own deadline fails the call with
+// DEADLINE_EXCEEDED, not UNAVAILABLE, and logs no store failure: the
+// caller's time ran out, the store did not fail. Its client may report
+// the deadline before the context's timer fires.
+func TestCallersDeadlineIsNotAStoreFailure(t *testing.T) {
+	var buf bytes.Buffer
+	svc := NewService(parse(t, perMinute), deadlineStore{}, Options{Clock: ratetest.NewClock(start), Logger: slog.New(slog.NewTextHandler(&buf, nil))})
+	_, err := svc.ShouldRateLimit(lateContext{context.Background()}, &rlsv3.RateLimitRequest{
+		Domain: "api", Descriptors: []*ratelimitv3.RateLimitDescriptor{desc("user", "a")},
+	})
+	if status.Code(err) != codes.DeadlineExceeded {
+		t.Errorf("the caller's deadline passed: %v, want DeadlineExceeded", err)
+	}
+	if strings.Contains(buf.String(), "store could not decide") {
+		t.Errorf("the caller's deadline logged as a store failure:\n%s", buf.String())
+	}
+	// A deadline of the store's own, before the caller's: the store failed.
+	ctx, cancel := context.WithTimeout(context.Background(), time.Hour)
+	defer cancel()
+	if _, err := svc.ShouldRateLimit(ctx, &rlsv3.RateLimitRequest{
+		Domain: "api", Descriptors: []*ratelimitv3.RateLimitDescriptor{desc("user", "a")},
+	}); status.Code(err) != codes.Unavailable {
+		t.Errorf("the store's own timeout: %v, want Unavailable", err)
+	}
+}
