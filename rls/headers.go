@@ -29,7 +29,9 @@ import (
 // state of the descriptor nearest to refusing: one over its limit, else
 // the one with the least left. Times are whole seconds rounded up;
 // Retry-After is never 0, so a client never returns before the window
-// resets.
+// resets, and there is none when a descriptor refused more hits than its
+// limit holds, or has a limit of zero: no wait would let the request
+// through.
 func headers(items []item) []*corev3.HeaderValue {
 	// A request names a few limits at most: the one reported for each
 	// name is found by a scan, and the fields are written on the stack,
@@ -38,7 +40,7 @@ func headers(items []item) []*corev3.HeaderValue {
 	var repsBuf [8]*item
 	names, reps := namesBuf[:0], repsBuf[:0]
 	var retry time.Duration
-	over := false
+	over, never := false, false
 	for i := range items {
 		it := &items[i]
 		if !it.limited || !it.decided || it.m.shadow {
@@ -47,6 +49,11 @@ func headers(items []item) []*corev3.HeaderValue {
 		if it.over {
 			over = true
 			retry = max(retry, it.reset)
+			// More hits than the limit holds, or a limit of zero: no
+			// wait lets the request through, and a Retry-After would
+			// bring its client back for nothing.
+			ls := it.m.limit
+			never = never || ls.perUnit == 0 || it.hits > ls.limit.Capacity()
 		}
 		name := it.m.limit.name
 		if name == "" {
@@ -75,7 +82,8 @@ func headers(items []item) []*corev3.HeaderValue {
 	}
 	var allBuf [320]byte
 	b := append(append(allBuf[:0], pol...), state...)
-	if over {
+	retryAfter := over && !never
+	if retryAfter {
 		b = strconv.AppendInt(b, rate.RetryAfterSeconds(retry), 10)
 	}
 	all, p, st := string(b), len(pol), len(pol)+len(state)
@@ -83,7 +91,7 @@ func headers(items []item) []*corev3.HeaderValue {
 	set.values[0] = corev3.HeaderValue{Key: "RateLimit-Policy", Value: all[:p]}
 	set.values[1] = corev3.HeaderValue{Key: "RateLimit", Value: all[p:st]}
 	n := 2
-	if over {
+	if retryAfter {
 		set.values[2] = corev3.HeaderValue{Key: "Retry-After", Value: all[st:]}
 		n = 3
 	}

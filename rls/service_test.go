@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"log/slog"
 	"math"
+	"slices"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -514,6 +515,56 @@ descriptors:
 	plain := newHarness(t, parse(t, perMinute), Options{})
 	if hs := plain.ask("api", desc("user", "x")).GetResponseHeadersToAdd(); len(hs) != 0 {
 		t.Fatalf("headers without the option: %v", hs)
+	}
+}
+
+// A request refused by a descriptor it can never pass (more hits than
+// the limit holds, or a limit of zero) gets no Retry-After, in either
+// mode: no wait would let it through. Its RateLimit fields still say
+// where the limits stand.
+func TestHeadersNoRetryAfterForWhatNeverPasses(t *testing.T) {
+	cfg := `domain: api
+descriptors:
+  - key: user
+    rate_limit: {name: per-user, unit: minute, requests_per_unit: 2}
+  - key: zero
+    rate_limit: {unit: minute, requests_per_unit: 0}
+  - key: burst
+    rate_limit: {unit: second, requests_per_unit: 3, algorithm: gcra}
+`
+	for _, consumeNothing := range []bool{false, true} {
+		h := newHarness(t, parse(t, cfg), Options{Headers: true, RefusedConsumeNothing: consumeNothing})
+		for _, c := range []struct {
+			name string
+			desc *ratelimitv3.RateLimitDescriptor
+		}{
+			{"more hits than the limit", withHits(desc("user", "a"), 3)},
+			{"a limit of zero", desc("zero", "z")},
+			{"more hits than the burst", withHits(desc("burst", "b"), 4)},
+		} {
+			resp := h.ask("api", desc("user", "b"), c.desc)
+			if resp.GetOverallCode() != over {
+				t.Fatalf("RefusedConsumeNothing=%v, %s: %v, want OVER_LIMIT", consumeNothing, c.name, resp.GetOverallCode())
+			}
+			var fields []string
+			for _, hv := range resp.GetResponseHeadersToAdd() {
+				fields = append(fields, hv.GetKey())
+			}
+			if slices.Contains(fields, "Retry-After") || !slices.Contains(fields, "RateLimit") {
+				t.Errorf("RefusedConsumeNothing=%v, %s: fields %v, want RateLimit and no Retry-After", consumeNothing, c.name, fields)
+			}
+		}
+		// Over a limit it can pass once the window resets: Retry-After.
+		h.ask("api", desc("user", "c"))
+		h.ask("api", desc("user", "c"))
+		resp := h.ask("api", desc("user", "c"))
+		found := false
+		for _, hv := range resp.GetResponseHeadersToAdd() {
+			found = found || hv.GetKey() == "Retry-After"
+		}
+		if !found {
+			t.Errorf("RefusedConsumeNothing=%v: no Retry-After for a request that passes after the reset", consumeNothing)
+		}
 	}
 }
 
