@@ -53,9 +53,22 @@
 // pattern's host has no port (a policy matches its host on every port, an
 // IPv6 address with or without one) and no wildcard (*.example.com is
 // refused), and is ASCII, as clients send it. A pattern's path has no
-// query string or fragment: one with a ? or a # is refused. A header
+// query string or fragment: one with a ? or a # is refused. Nor has it
+// another router's syntax, which ServeMux would take for literal text
+// that no request meant has: a glob (/api/*, /api/**, /v*/users),
+// Express's /users/:id, Flask's /api/<id> and regular expressions
+// (^/re/.*$, whose ^ would be a host) are refused, with the pattern to
+// write (/api/ for a subtree, {id} for one segment); a literal *, or a :
+// that starts a segment, is written escaped, %2A or %3A.
+//
+// A header is present when it is given with a value that is not blank:
+// spaces and tabs alone are no value, as HTTP/1.1 servers trim them to
+// nothing while HTTP/2 and gRPC pass them on, and a header:NAME key part
+// applies to a request exactly when its header is present. A header
 // given more than once is present, and equal to a value if one of its
-// values is, as servers differ on the value they read; Host is no header
+// values is, as servers differ on the value they read. Conditions that
+// contradict each other (present: false beside present: true or equals,
+// on one header) match no request, and get a warning. Host is no header
 // field of a request (net/http moves it to Request.Host), so conditions
 // and key parts on it are refused. No match means every request.
 //
@@ -168,7 +181,14 @@
 //	                               # NGINX auth_request_set and proxy_set_header
 //
 // The proxy must set the header on every request, replacing any a client
-// sent: one it passes on lets the client name any user. Libraries ignore
+// sent: one it passes on lets the client name any user. `sluice serve`
+// removes the header from every other peer's request, so it must be one
+// that only the proxy writes: a file whose user.header or plans.header is
+// a credential clients send (Authorization, Proxy-Authorization, Cookie),
+// plans.api_key_header, or a header a policy reads from every client
+// (header:NAME, a header condition) does not load, as every client's
+// copy would be taken away from the upstream, or read as the client's
+// own word. Libraries ignore
 // the section unless told to read it (httplimit.Options{Identify:
 // set.UserOf}). A file whose policies read the user and that has no user
 // section gets a serve warning (Set.ServeWarnings): under `sluice serve`

@@ -218,8 +218,8 @@ func appendPart(dst []byte, p *part, r *Request, pathVals []string) ([]byte, boo
 		switch {
 		case len(vs) > 1:
 			return append(dst, manyValues...), true
-		case len(vs) == 0 || vs[0] == "":
-			return dst, false
+		case len(vs) == 0 || blank(vs[0]):
+			return dst, false // as present has it
 		}
 		return appendSpelt(dst, p, vs[0]), true
 	case partPath:
@@ -243,8 +243,9 @@ func appendPart(dst []byte, p *part, r *Request, pathVals []string) ([]byte, boo
 }
 
 // appendSpelt appends v, a value of p the client spells, folded if p
-// folds. A value that folds to nothing (white space alone) still keys,
-// as the empty value: whether a key applies does not depend on folding.
+// folds. A value that folds to nothing (white space alone, but for a
+// header's spaces and tabs, which are no value: see blank) still keys, as
+// the empty value: whether a key applies does not depend on folding.
 func appendSpelt(dst []byte, p *part, v string) []byte {
 	if p.fold {
 		v = foldValue(v)

@@ -136,6 +136,20 @@ type loader struct {
 	// without some key part through, until every policy is loaded: another
 	// may limit those requests (see lackingWarnings).
 	lacking []lackingKeys
+	// userAt, planAt and keyHdrAt are where user.header, plans.header
+	// and plans.api_key_header are written, when they load; reads, where
+	// the policies read a header from every client. proxyHeaders checks
+	// them against each other once every policy is loaded.
+	userAt, planAt, keyHdrAt *yaml.Node
+	reads                    []headerRead
+}
+
+// headerRead is a header a policy reads from every client, as a key part
+// or a match condition, and where.
+type headerRead struct {
+	name   string // canonical
+	policy string // as in messages: policy "api"
+	at     *yaml.Node
 }
 
 func (ld *loader) errf(n *yaml.Node, format string, args ...any) {
@@ -171,7 +185,36 @@ func byPosition(ps []Problem) []Problem {
 // into a yaml.Node, a document has no type errors, only syntax errors.
 func (ld *loader) yamlError(data []byte, err error) {
 	at := yamlpos.Locate(data, err)
-	ld.probs = append(ld.probs, Problem{File: ld.file, Line: max(at.Line, 1), Column: max(at.Column, 1), Message: "invalid YAML: " + at.Message})
+	msg := at.Message
+	if charAt(data, at.Line, at.Column) == '\t' {
+		// The parser's "found character that cannot start any token"
+		// names no character, and a tab looks like spaces in most editors.
+		msg = "a tab, where YAML allows only spaces: indent with spaces"
+	}
+	ld.probs = append(ld.probs, Problem{File: ld.file, Line: max(at.Line, 1), Column: max(at.Column, 1), Message: "invalid YAML: " + msg})
+}
+
+// charAt returns the character of data at line and column (counting
+// characters, from 1), or 0 if there is none.
+func charAt(data []byte, line, col int) rune {
+	for i := 1; i < line; i++ {
+		j := bytes.IndexByte(data, '\n')
+		if j < 0 {
+			return 0
+		}
+		data = data[j+1:]
+	}
+	if j := bytes.IndexByte(data, '\n'); j >= 0 {
+		data = data[:j]
+	}
+	for i := 1; len(data) > 0; i++ {
+		r, n := utf8.DecodeRune(data)
+		if i == col {
+			return r
+		}
+		data = data[n:]
+	}
+	return 0
 }
 
 // maxAliased bounds how many nodes of a file may come from YAML aliases
@@ -228,6 +271,12 @@ func (ld *loader) fields(n *yaml.Node, what string, allowed ...string) map[strin
 			continue
 		}
 		name := k.Value
+		if k.Tag == "!!merge" {
+			// yaml.Node leaves merging to its reader, and a merged field
+			// would hide which line a value came from.
+			ld.errf(k, "merge keys (<<) are not supported in %s: repeat the fields here, or share a whole value through an alias, as in limits: *std", what)
+			continue
+		}
 		if !slices.Contains(allowed, name) {
 			msg := fmt.Sprintf("unknown field %q in %s", name, what)
 			if s := suggest(name, allowed); s != "" {
@@ -398,6 +447,7 @@ func (ld *loader) file_(root *yaml.Node) *Set {
 	if set.plans.keyHdr != "" {
 		set.readHeader(set.plans.keyHdr)
 	}
+	ld.proxyHeaders(set)
 	ld.lackingWarnings(set)
 	ld.userWarnings(f, set, pv, userPolicies)
 	if pf, ok := f["plans"]; ok && set.plans.names != nil && !set.usesPlan {
@@ -438,8 +488,51 @@ func (ld *loader) user(f field, set *Set) {
 	case !set.resolver.TrustsAny():
 		ld.errf(v.val, "user.header %s is believed only from client_ip.trusted_proxies, and the file trusts no proxy, so no request would have a user; list the addresses of the proxy that sets it", s)
 		return
+	case credential(c):
+		ld.errf(v.val, "user.header %s is a credential clients send: sluice serve believes user.header only from client_ip.trusted_proxies and removes it from every other peer's request, so no client's %s would reach the upstream; name the header your authentication proxy writes the user's name in (X-Auth-Request-User for oauth2-proxy), or key by header:%s to limit each client's own", s, s, strings.ToLower(s))
+		return
 	}
-	set.userHeader = c
+	set.userHeader, ld.userAt = c, v.val
+}
+
+// credential reports whether a header, canonical, carries a client's
+// credentials: the client sends it, and no authentication proxy writes a
+// user's name or a plan in it. sluice serve removes the user and plan
+// headers from the requests of all but trusted proxies, which would take
+// these from every client.
+func credential(c string) bool {
+	return c == "Authorization" || c == "Proxy-Authorization" || c == "Cookie"
+}
+
+// proxyHeaders refuses a user.header or plans.header that clients send
+// too: plans.api_key_header, or a header a policy reads from every
+// client. sluice serve believes the user and plan headers only from
+// client_ip's trusted proxies and removes them from every other request
+// (see Set.UserOf), so the upstream would never get a client's API key;
+// and a policy that reads one from every client reads what a client
+// likes, where the user or plan is believed only from a proxy.
+func (ld *loader) proxyHeaders(set *Set) {
+	for _, h := range []struct {
+		field, name, proxy, example, instead string
+		at                                   *yaml.Node
+	}{
+		{"user.header", set.userHeader, "authentication proxy", "X-Auth-Request-User", "key by user, or match authenticated, which read it as believed", ld.userAt},
+		{"plans.header", set.plans.header, "gateway", "X-Plan", "give the policy limits per plan (a plans mapping), which reads it as believed", ld.planAt},
+	} {
+		if h.name == "" || h.at == nil {
+			continue
+		}
+		if h.name == set.plans.keyHdr && ld.keyHdrAt != nil {
+			ld.errf(h.at, "%s %s is also plans.api_key_header (line %d), which clients send: sluice serve believes %s only from client_ip.trusted_proxies and removes it from every other peer's request, so no client's %s would reach the upstream; name a header only your %s sets, e.g. %s",
+				h.field, h.at.Value, ld.keyHdrAt.Line, h.field, h.at.Value, h.proxy, h.example)
+			continue
+		}
+		if i := slices.IndexFunc(ld.reads, func(r headerRead) bool { return r.name == h.name }); i >= 0 {
+			r := ld.reads[i]
+			ld.errf(h.at, "%s %s is also read from every client by %s (line %d), and so takes any client's word for it: sluice serve believes %s only from client_ip.trusted_proxies and removes it from every other peer's request, so the upstream never sees what the policy read; %s",
+				h.field, h.at.Value, r.policy, r.at.Line, h.field, h.instead)
+		}
+	}
 }
 
 // userWarnings warns of a user section no policy reads, and gives the
@@ -602,14 +695,16 @@ func (ld *loader) plans(f field, resolver *clientip.Resolver) plans {
 				ld.errf(v.val, "plans.header %s is the header client_ip reads the client address from; name the header your gateway names the plan in, e.g. X-Plan", s)
 			case !resolver.TrustsAny():
 				ld.errf(v.val, "plans.header %s is believed only from client_ip.trusted_proxies, and the file trusts no proxy, so no request would have a plan from it; list the addresses of the proxy that sets it", s)
+			case credential(c):
+				ld.errf(v.val, "plans.header %s is a credential clients send: sluice serve believes plans.header only from client_ip.trusted_proxies and removes it from every other peer's request, so no client's %s would reach the upstream; name the header your gateway writes the plan in, e.g. X-Plan, or choose plans by API key with plans.api_key_header and plans.api_keys", s, s)
 			default:
-				pl.header, pl.headerLower = c, strings.ToLower(s)
+				pl.header, pl.headerLower, ld.planAt = c, strings.ToLower(s), v.val
 			}
 		}
 	}
 	if v, ok := m["api_key_header"]; ok {
 		if s, ok := ld.str(v.val, "plans.api_key_header"); ok && ld.headerName(v.val, s) {
-			pl.keyHdr, pl.keyLower = textproto.CanonicalMIMEHeaderKey(s), strings.ToLower(s)
+			pl.keyHdr, pl.keyLower, ld.keyHdrAt = textproto.CanonicalMIMEHeaderKey(s), strings.ToLower(s), v.val
 		}
 	}
 	if v, ok := m["api_keys"]; ok {
@@ -1177,12 +1272,23 @@ func (ld *loader) match(n *yaml.Node, what string, forms pathForms) matcher {
 			return m
 		}
 		pathNode, hostNode = n, n
+		lead := ""
+		if len(m.methods) > 0 {
+			lead = m.methods[0] + " "
+		}
+		if msg := foreignPattern(lead, s); msg != "" {
+			ld.errf(n, "pattern %q%s", strings.TrimSpace(n.Value), msg)
+			return m
+		}
 	} else {
 		f := ld.fields(n, "match of "+what, "path", "methods", "host", "headers", "authenticated")
 		if v, ok := f["path"]; ok {
 			path, _ = ld.str(v.val, "path")
 			pathNode = v.val
-			if !strings.HasPrefix(path, "/") {
+			if msg := foreignPattern("", path); msg != "" {
+				ld.errf(v.val, "path %q%s", path, msg)
+				path = ""
+			} else if !strings.HasPrefix(path, "/") {
 				if i := strings.IndexByte(path, ' '); i > 0 {
 					ld.errf(v.val, "path %q must start with /; put the method in methods: [%s]", path, path[:i])
 				} else {
@@ -1205,8 +1311,12 @@ func (ld *loader) match(n *yaml.Node, what string, forms pathForms) matcher {
 		if v, ok := f["methods"]; ok {
 			for _, mn := range ld.list(v.val, "methods") {
 				if s, ok := ld.str(mn, "a method"); ok {
-					if !validToken(s) || strings.ToUpper(s) != s {
-						ld.errf(mn, "method %q must be upper case, as in GET or POST", s)
+					switch {
+					case !validToken(s):
+						ld.errf(mn, "%q is not a method: a method is one token, such as GET, POST or PURGE, with no spaces or separators", s)
+						continue
+					case strings.ToUpper(s) != s:
+						ld.errf(mn, "method %q must be upper case, as in %s", s, strings.ToUpper(s))
 						continue
 					}
 					m.methods = append(m.methods, s)
@@ -1222,6 +1332,7 @@ func (ld *loader) match(n *yaml.Node, what string, forms pathForms) matcher {
 			}
 		}
 		if v, ok := f["headers"]; ok {
+			var condAt []*yaml.Node // where each of m.headers is written
 			for _, hn := range ld.list(v.val, "headers") {
 				hf := ld.fields(hn, "a header condition", "name", "present", "equals")
 				if hf == nil {
@@ -1260,7 +1371,10 @@ func (ld *loader) match(n *yaml.Node, what string, forms pathForms) matcher {
 						ld.errf(ev.val, "equals %q begins or ends with a space or tab, which a header's value never does (they are trimmed), so it would match no request; write %q", c.equals, strings.Trim(c.equals, " \t"))
 					}
 				}
+				ld.reads = append(ld.reads, headerRead{c.name, what, nf.val})
+				ld.contradicts(c, hn, m.headers, condAt, what)
 				m.headers = append(m.headers, c)
+				condAt = append(condAt, hn)
 			}
 		}
 	}
@@ -1319,6 +1433,156 @@ func (ld *loader) match(n *yaml.Node, what string, forms pathForms) matcher {
 	}
 	m.mux, m.marker, m.pattern = mux, mk, host+path
 	return m
+}
+
+// patternSyntax names the syntax of patterns, for messages on patterns
+// written in another's.
+const patternSyntax = "patterns are net/http ServeMux patterns: a path ending in / is a subtree, {name} one segment, {name...} the rest of the path"
+
+// foreignPattern returns why pattern, a host and path as written in the
+// file, is in the syntax of another router (a glob, Express's :id, Flask's
+// <id>, a regular expression) and what to write instead, with lead (a
+// method and a space, or "") before it; or "". ServeMux takes each of
+// these for literal text, which no request the author meant has, so the
+// policy would load and limit nothing. A literal * or : is all but unheard
+// of in a path; one written escaped (%2A, %3A) passes.
+func foreignPattern(lead, pattern string) string {
+	if regexpLike(pattern) {
+		// The literal text before the first operator, up to a /, is
+		// what the expression can only mean.
+		r := strings.TrimSuffix(strings.TrimPrefix(pattern, "^"), "$")
+		i := strings.IndexAny(r, `*+?[](){}|\`)
+		if i < 0 {
+			if strings.HasSuffix(r, "/") {
+				r += "{$}" // that path alone, as the $ said
+			}
+			return fmt.Sprintf(" is a regular expression, which a pattern is not: there ^ would be read as a host, and . * $ \\ as themselves, so it would match none of the requests meant; write %q (%s)", lead+r, patternSyntax)
+		}
+		j := strings.LastIndexByte(r[:i], '/')
+		if j < 0 {
+			return fmt.Sprintf(" is a regular expression, which a pattern is not: there ^ would be read as a host, and . * $ \\ as themselves, so it would match none of the requests meant; %s", patternSyntax)
+		}
+		under := r[:j+1]
+		return fmt.Sprintf(" is a regular expression, which a pattern is not: there ^ would be read as a host, and . * $ \\ as themselves, so it would match none of the requests meant; write %q for everything under %s (%s)", lead+under, pathOf(under), patternSyntax)
+	}
+	slash := strings.IndexByte(pattern, '/')
+	if slash < 0 {
+		return ""
+	}
+	host, segs := pattern[:slash], strings.Split(pattern[slash+1:], "/")
+	var first string // the first foreign segment, as written
+	var kind byte    // its syntax: '*', ':' or '<'
+	subtree := false
+	names := 0
+	next := func() string { // a fresh wildcard name
+		names++
+		if names == 1 {
+			return "name"
+		}
+		return "name" + strconv.Itoa(names)
+	}
+	for i, seg := range segs {
+		if strings.ContainsAny(seg, "{}") {
+			continue // ServeMux's own syntax, which it checks
+		}
+		var k byte
+		switch {
+		case strings.Contains(seg, "*"):
+			k = '*'
+			if i == len(segs)-1 && strings.Trim(seg, "*") == "" {
+				segs[i], subtree = "", true // /api/* and /api/**: the subtree /api/
+			} else {
+				segs[i] = "{" + next() + "}"
+			}
+		case len(seg) > 1 && seg[0] == ':':
+			k = ':'
+			segs[i] = "{" + goName(seg[1:], next) + "}"
+		case len(seg) > 2 && seg[0] == '<' && seg[len(seg)-1] == '>':
+			k = '<'
+			inner := seg[1 : len(seg)-1]
+			inner = inner[strings.LastIndexByte(inner, ':')+1:] // <int:id> is id
+			segs[i] = "{" + goName(inner, next) + "}"
+		default:
+			continue
+		}
+		if kind == 0 {
+			first, kind = seg, k
+		}
+	}
+	if kind == 0 {
+		return ""
+	}
+	path := "/" + strings.Join(segs, "/")
+	fixed := lead + host + path
+	switch kind {
+	case '*':
+		if subtree {
+			return fmt.Sprintf(": * is not a wildcard here, and matches only a literal *; write %q for everything under %s, or %q for one segment (%s; a literal * is written %%2A)", fixed, path, fixed+"{"+next()+"}", patternSyntax)
+		}
+		return fmt.Sprintf(": * is not a wildcard here, and matches only a literal *; a wildcard is a whole segment: write %q, where {name} matches any one (%s; a literal * is written %%2A)", fixed, patternSyntax)
+	case ':':
+		return fmt.Sprintf(": %s is not a wildcard here, and matches only a literal %s; write %q (%s; a literal : at the start of a segment is written %%3A)", first, first, fixed, patternSyntax)
+	}
+	return fmt.Sprintf(": %s is not a wildcard here, and matches only a literal %s; write %q (%s; a literal < or > is written %%3C or %%3E)", first, first, fixed, patternSyntax)
+}
+
+// regexpLike reports whether a pattern is written as a regular
+// expression: anchored (^, or a $ that is not ServeMux's {$}), or with .*,
+// .+ or a backslash, none of which a path means literally.
+func regexpLike(pattern string) bool {
+	return strings.HasPrefix(pattern, "^") ||
+		strings.HasSuffix(pattern, "$") && !strings.HasSuffix(pattern, "{$}") ||
+		strings.Contains(pattern, ".*") || strings.Contains(pattern, ".+") ||
+		strings.Contains(pattern, `\`)
+}
+
+// pathOf returns the path of a pattern's host and path.
+func pathOf(pattern string) string {
+	if i := strings.IndexByte(pattern, '/'); i >= 0 {
+		return pattern[i:]
+	}
+	return pattern
+}
+
+// goName returns the name at the start of s (the id of id?, or of
+// id(\d+)) if it can name a ServeMux wildcard, a Go identifier, else a
+// fresh name from next.
+func goName(s string, next func() string) string {
+	end := strings.IndexFunc(s, func(r rune) bool {
+		return !(r == '_' || 'a' <= r && r <= 'z' || 'A' <= r && r <= 'Z' || '0' <= r && r <= '9')
+	})
+	if end >= 0 {
+		s = s[:end]
+	}
+	if s == "" || '0' <= s[0] && s[0] <= '9' {
+		return next()
+	}
+	return s
+}
+
+// contradicts warns of a header condition c, written at n, that no
+// request can meet together with one of the conditions before it, conds
+// (written at condAt): one asks for the header absent, the other for it
+// with a value. The policy would match no request, and limit nothing.
+func (ld *loader) contradicts(c headerCond, n *yaml.Node, conds []headerCond, condAt []*yaml.Node, what string) {
+	for i, d := range conds {
+		if d.lower == c.lower && d.present != c.present {
+			ld.warnf(n, "header conditions of %s on %s contradict each other: %s here and %s at line %d, and no request has %s both with a value and without one, so the policy matches no request; drop one",
+				what, d.name, condString(c), condString(d), condAt[i].Line, c.name)
+			return
+		}
+	}
+}
+
+// condString writes a header condition as the file does.
+func condString(c headerCond) string {
+	switch {
+	case c.equals != "":
+		return "equals: " + c.equals
+	case c.present:
+		return "present: true"
+	}
+	return "present: false"
 }
 
 // foldLiterals returns a pattern's path with the ASCII letters outside
@@ -1402,6 +1666,9 @@ func (ld *loader) key(n *yaml.Node, p *Policy) []part {
 			p.usesPath = true
 		}
 		pt.fold = p.foldKey && foldable(pt.kind)
+		if pt.kind == partHeader {
+			ld.reads = append(ld.reads, headerRead{pt.name, fmt.Sprintf("policy %q", p.Name), pn})
+		}
 		if slices.ContainsFunc(k, func(q part) bool { return q.label == pt.label }) {
 			ld.errf(pn, "key part %q repeated", s)
 			continue
@@ -1470,7 +1737,14 @@ func (ld *loader) limits(n *yaml.Node, p *Policy, set *Set) []*Limit {
 			continue
 		}
 		if p.Cost > l.Capacity() {
-			ld.errf(at[i], "limit %q can never pass a request of cost %d: its capacity is %d (raise the burst or lower the cost)", l, p.Cost, l.Capacity())
+			if l.Algorithm.HasBurst() {
+				wide := l
+				wide.Burst = p.Cost
+				ld.errf(at[i], "limit %q can never pass a request of cost %d: its capacity is %d (raise the burst to at least %d, as in %q, or lower the cost)", l, p.Cost, l.Capacity(), p.Cost, wide)
+			} else {
+				// A window admits its count per window, and no more.
+				ld.errf(at[i], "limit %q can never pass a request of cost %d: it admits %d per window, and %s has no burst (raise its count to at least %d or lower the cost)", l, p.Cost, l.Capacity(), l.Algorithm, p.Cost)
+			}
 		} else if p.OnStoreError == sluice.FailLocal && p.Cost > cl.Local.Capacity() {
 			ld.errf(at[i], "limit %q divided among %d instances (on_store_error: local) has capacity %d, less than the cost %d", l, set.instances, cl.Local.Capacity(), p.Cost)
 		}

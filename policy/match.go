@@ -27,7 +27,7 @@ type matcher struct {
 type headerCond struct {
 	name    string // canonical, for net/http
 	lower   string // lower case, for gRPC metadata
-	present bool
+	present bool   // false: absent, or blank (see present)
 	equals  string // "" with present: any value
 }
 

@@ -116,9 +116,21 @@ func (r *Request) header(canonical, lower string) []string {
 }
 
 // present reports whether a header field with values vs is present: given
-// once with a value, or more than once.
+// once with a value that is not blank, or more than once. A key part on
+// the header applies to the request exactly when it is (see appendPart),
+// which a match condition present: true is trusted to guarantee.
 func present(vs []string) bool {
-	return len(vs) > 1 || len(vs) == 1 && vs[0] != ""
+	return len(vs) > 1 || len(vs) == 1 && !blank(vs[0])
+}
+
+// blank reports whether a header's value is empty or only spaces and
+// tabs. HTTP/1.1 servers trim a value's spaces and tabs, so net/http hands
+// "X-Key:   " over as empty; HTTP/2 and gRPC hand the spaces on as sent.
+// Blank is no value over any of them, so a client cannot, by switching
+// to HTTP/2, pass for one with a key and escape the limit on those
+// without, nor key a fresh counter with each run of spaces.
+func blank(v string) bool {
+	return strings.Trim(v, " \t") == ""
 }
 
 // single returns the value of a header field given once, and false for

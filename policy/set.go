@@ -60,7 +60,8 @@ func (s *Set) UsesClientIP() bool { return s.usesIP }
 // that those pass unlimited, a key that can never apply, a plans section
 // no policy uses, a trusted proxy prefix that spans much of the Internet,
 // a priority on a shadow policy (which classifies nothing), a user
-// section no policy reads.
+// section no policy reads, header conditions that contradict each other
+// (the policy matches no request).
 // A Set may serve with warnings; `sluice check` prints them and `sluice
 // serve` logs them. The slice is shared: do not modify it.
 func (s *Set) Warnings() []Problem { return s.warnings }
