@@ -674,23 +674,23 @@ func newInstrumented(inner sluice.Store, name string, m *Metrics) *instrumented 
 func (s *instrumented) Decide(ctx context.Context, r rate.Request) (rate.Decision, error) {
 	start := time.Now()
 	d, err := s.inner.Decide(ctx, r)
-	s.done(ctx, start, err)
+	s.done(start, err)
 	return d, err
 }
 
 func (s *instrumented) DecideAll(ctx context.Context, reqs []rate.Request, out []rate.Decision) (rate.Decision, error) {
 	start := time.Now()
 	d, err := s.inner.DecideAll(ctx, reqs, out)
-	s.done(ctx, start, err)
+	s.done(start, err)
 	return d, err
 }
 
-func (s *instrumented) done(ctx context.Context, start time.Time, err error) {
+func (s *instrumented) done(start time.Time, err error) {
 	if s.latency != nil {
 		s.latency.Observe(time.Since(start).Seconds())
 	}
 	if err != nil {
-		s.m.StoreError(errorKind(ctx, err))
+		s.m.StoreError(errorKind(err))
 	}
 }
 
@@ -706,19 +706,11 @@ const (
 // storeErrorKinds lists what errorKind returns.
 var storeErrorKinds = []string{kindDown, kindTimeout, kindCanceled, kindInvalid, kindUnavailable}
 
-// errorKind classifies a store error of a call with ctx for the
-// store_errors_total label. A deadline that ended the call is the
-// store's timeout only if ctx's own has not passed: a caller whose
-// deadline passed went away, as a canceled one did, even where the
-// store's client reported it before ctx's timer fired. Counted as a
-// timeout, it would say Redis was slow while Redis answered in time for
-// anyone who waited.
-func errorKind(ctx context.Context, err error) string {
+// errorKind classifies a store error for the store_errors_total label.
+func errorKind(err error) string {
 	switch {
 	case errors.Is(err, sluice.ErrStoreDown):
 		return kindDown
-	case errors.Is(err, context.DeadlineExceeded) && callerGone(ctx):
-		return kindCanceled
 	case errors.Is(err, context.DeadlineExceeded):
 		return kindTimeout
 	case errors.Is(err, context.Canceled):
@@ -727,14 +719,4 @@ func errorKind(ctx context.Context, err error) string {
 		return kindInvalid
 	}
 	return kindUnavailable
-}
-
-// callerGone reports whether ctx is done or its deadline has passed, even
-// if its timer has yet to say so.
-func callerGone(ctx context.Context) bool {
-	if ctx.Err() != nil {
-		return true
-	}
-	dl, ok := ctx.Deadline()
-	return ok && !time.Now().Before(dl)
 }
