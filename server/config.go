@@ -149,13 +149,14 @@ func (s *Server) build(g *generation) {
 		InFlight:  &s.inFlight,
 	}})
 	if s.proxy {
-		var upstream http.Handler
 		if s.target == nil {
-			upstream = demoUpstream{set: g.set}
+			g.proxy = mw(passed(demoUpstream{set: g.set}))
 		} else {
-			upstream = s.buffered(s.reverseProxy(g.set))
+			// A body read whole before the upstream is asked, and
+			// failing, is answered by sluice, the request not yet passed
+			// on: buffered's 408 and 400 are counted as such.
+			g.proxy = mw(s.buffered(passed(s.reverseProxy(g.set))))
 		}
-		g.proxy = mw(passed(upstream))
 	}
 	g.check = mw(http.HandlerFunc(checkPassed))
 }
@@ -175,14 +176,35 @@ func (s *Server) build(g *generation) {
 // files, apart: a bad policy file does not hold back a rotated
 // certificate, nor the reverse (sluice_tls_reloads_total counts the TLS
 // files' reloads). The error is then the join of both.
+//
+// The file watchers take what Reload read as the files' content in
+// force: they reload the files on their next change, not again for the
+// one Reload acted on, so that a reload, or a failure, is counted and
+// logged once.
 func (s *Server) Reload(ctx context.Context) error {
-	err := s.reloadConfig(nil)
+	var err error
+	s.watch.reload(func() { err = s.reloadConfig(nil) })
 	if s.tls != nil {
-		if tlsErr := s.reloadTLS(); tlsErr != nil {
+		var tlsErr error
+		s.tlsWatch.reload(func() { tlsErr = s.reloadTLS() })
+		if tlsErr != nil {
 			err = errors.Join(err, tlsErr)
 		}
 	}
 	return err
+}
+
+// configChanged is the configuration watcher's reload, of files that
+// changed on disk.
+func (s *Server) configChanged() {
+	s.log.Info("configuration changed on disk; reloading")
+	_ = s.reloadConfig(s.watch.unchanged)
+}
+
+// tlsChanged is the TLS files' watcher's reload.
+func (s *Server) tlsChanged() {
+	s.log.Info("TLS files changed on disk; reloading them")
+	_ = s.reloadTLS()
 }
 
 // reloadConfig is Reload for the configuration files alone. With read,

@@ -63,24 +63,27 @@ const (
 )
 
 // The codes of sluice_requests_total: codeAllowed for a request the
-// policies let through, the status sluice answered otherwise (gRPC's as
-// their HTTP kin), codeOther for any other status, or none (a handler
-// that panicked before it answered): the label stays bounded whatever a
-// handler writes.
+// policies let through (to the proxy's upstream, which answered it), the
+// status sluice answered otherwise (gRPC's as their HTTP kin), codeOther
+// for any other status, or none (a handler that panicked before it
+// answered): the label stays bounded whatever a handler or the upstream
+// writes.
 const (
 	codeAllowed     = "allowed"
-	codeBadRequest  = "400" // before any decision: a request sluice will not decide
+	codeBadRequest  = "400" // a request sluice will not decide, or the proxy's whose body could not be read
 	codeMethod      = "405" // the proxy: CONNECT, PRI
-	codeBodyTimeout = "408" // a check whose body stopped arriving
+	codeBodyTimeout = "408" // a body that stopped arriving
 	codeRefused     = "429"
+	codeBadGateway  = "502" // the proxy: the upstream could not be reached, or failed before it answered
 	codeUnavail     = "503" // shed, the store failed under on_store_error: closed, or the request ended first
+	codeGatewayWait = "504" // the proxy: the upstream did not answer within Options.UpstreamTimeout
 	codeOther       = "other"
 )
 
 // listenerCodes lists the codes each listener answers with, whose series
 // start at 0 once it is open.
 var listenerCodes = map[string][]string{
-	listenerProxy: {codeAllowed, codeBadRequest, codeMethod, codeRefused, codeUnavail},
+	listenerProxy: {codeAllowed, codeBadRequest, codeMethod, codeBodyTimeout, codeRefused, codeBadGateway, codeUnavail, codeGatewayWait},
 	listenerCheck: {codeAllowed, codeBadRequest, codeBodyTimeout, codeRefused, codeUnavail},
 	listenerGRPC:  {codeAllowed, codeBadRequest, codeRefused, codeUnavail},
 }
@@ -99,8 +102,12 @@ func httpCode(status int) string {
 		return codeBodyTimeout
 	case http.StatusTooManyRequests:
 		return codeRefused
+	case http.StatusBadGateway:
+		return codeBadGateway
 	case http.StatusServiceUnavailable:
 		return codeUnavail
+	case http.StatusGatewayTimeout:
+		return codeGatewayWait
 	}
 	return codeOther
 }
@@ -122,7 +129,7 @@ func NewMetrics(reg prometheus.Registerer, now func() time.Time) *Metrics {
 		}, []string{"policy"}),
 		requests: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Namespace: "sluice", Name: "requests_total",
-			Help: "Requests (Envoy's calls) by listener (proxy, check, grpc) and what sluice answered: allowed (let through, whatever the upstream then answers), or sluice's own status: 429, 503, 400, 405, 408 (gRPC's as their HTTP kin). One per request.",
+			Help: "Requests (Envoy's calls) by listener (proxy, check, grpc) and what sluice answered: allowed (let through, and answered by the upstream, a response it broke off midway included), or sluice's own status: 429, 503, 400, 405, 408, and the proxy's 502 (upstream unreachable, or failed before its status) and 504 (past --upstream-timeout) (gRPC's as their HTTP kin). One per request.",
 		}, []string{"listener", "code"}),
 		// From a decision in memory (about 100ns) to a call that waits
 		// for a hung Redis about twice store.timeout (50ms by default,

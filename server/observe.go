@@ -92,34 +92,43 @@ func (s *Server) observeRLS(e rls.Event) {
 
 // answer records what sluice answered a request of the proxy or check
 // listeners, for sluice_requests_total: it is the ResponseWriter the
-// policies answer through. The proxy's upstream is handed the writer
-// underneath (see passed), so that its status, and its flushes and
-// upgrades, go by without it: only sluice's own answers are read.
+// policies answer through. Once they pass the request on to the proxy's
+// upstream (see passed), what is written through it is the upstream's
+// answer, and goes by unread; but for what the proxy writes itself when
+// the upstream cannot answer, which it writes through ownAnswer (see
+// reverseProxy's ErrorHandler). Reading only the codes sluice answers keeps the label
+// bounded, whatever the upstream sends.
 type answer struct {
 	http.ResponseWriter
 	status int
-	passed bool // the policies let the request through to the upstream
+	// passed is set while the upstream is to answer the request: the
+	// policies let it through, and the proxy has not answered it itself.
+	passed bool
 }
 
 func (a *answer) WriteHeader(code int) {
-	if a.status == 0 && code >= 200 {
+	if !a.passed && a.status == 0 && code >= 200 {
 		a.status = code
 	}
 	a.ResponseWriter.WriteHeader(code)
 }
 
 func (a *answer) Write(p []byte) (int, error) {
-	if a.status == 0 {
+	if !a.passed && a.status == 0 {
 		a.status = http.StatusOK
 	}
 	return a.ResponseWriter.Write(p)
 }
 
 // Unwrap returns the ResponseWriter underneath, for
-// http.ResponseController.
+// http.ResponseController: the upstream's flushes and upgrades go to it.
 func (a *answer) Unwrap() http.ResponseWriter { return a.ResponseWriter }
 
-// code returns the code of sluice_requests_total for the request.
+// code returns the code of sluice_requests_total for the request. A
+// request passed on whose upstream broke its response off (ReverseProxy
+// then aborts the handler) is allowed: the client got the upstream's
+// status, or, if it had not gone out yet, a closed connection, never an
+// answer of sluice's. So is one whose client went away meanwhile.
 func (a *answer) code() string {
 	if a.passed {
 		return codeAllowed
@@ -128,16 +137,30 @@ func (a *answer) code() string {
 }
 
 // passed returns next, the proxy's upstream, behind the policies: it
-// marks the request's answer as let through and hands next the writer
-// underneath it.
+// marks the request's answer as the upstream's.
 func passed(next http.Handler) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		if a, ok := w.(*answer); ok {
 			a.passed = true
-			w = a.ResponseWriter
 		}
 		next.ServeHTTP(w, r)
 	})
+}
+
+// ownAnswer is an answer the proxy writes itself, the upstream having
+// failed to: it is counted under its status.
+type ownAnswer struct{ *answer }
+
+func (o ownAnswer) WriteHeader(code int) {
+	if code >= 200 {
+		o.passed = false
+	}
+	o.answer.WriteHeader(code)
+}
+
+func (o ownAnswer) Write(p []byte) (int, error) {
+	o.passed = false
+	return o.answer.Write(p)
 }
 
 // countedRLS is Envoy's rate limit service with each call counted in

@@ -7,6 +7,7 @@ import (
 	"encoding/json"
 	"errors"
 	"io"
+	"log"
 	"log/slog"
 	"net"
 	"net/http"
@@ -21,7 +22,9 @@ import (
 	"time"
 
 	"github.com/sluicehq/sluice/clientip"
+	"github.com/sluicehq/sluice/internal/logpace"
 	"github.com/sluicehq/sluice/policy"
+	"github.com/sluicehq/sluice/rate"
 )
 
 // serveProxy serves the data plane on the current generation. CONNECT,
@@ -59,6 +62,7 @@ func (s *Server) serveProxy(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	g := s.gen.Load()
+	r = withDeclaredTrailer(r)
 	r = forwardedHost(hopByHop(r), g.set.ClientIP())
 	r, finish := s.boundBody(w, r)
 	defer finish()
@@ -210,6 +214,110 @@ func receivedHost(r *http.Request) string {
 		return host
 	}
 	return r.Host
+}
+
+// declaredTrailerKey is the context key of the names a request declared
+// in its Trailer field, canonical.
+type declaredTrailerKey struct{}
+
+// withDeclaredTrailer returns r with the names of the trailer fields it
+// declared (in its Trailer field) kept in its context, for
+// forwardTrailer. They must be taken before anything reads the body (a
+// policy's form key, buffered): net/http adds every field of the trailer
+// that comes to the same map as the body ends, declared or not, and
+// after that the two cannot be told apart. A request that declared none
+// is returned as it came.
+func withDeclaredTrailer(r *http.Request) *http.Request {
+	if len(r.Trailer) == 0 {
+		return r
+	}
+	names := make([]string, 0, len(r.Trailer))
+	for name := range r.Trailer {
+		names = append(names, name)
+	}
+	return r.WithContext(context.WithValue(r.Context(), declaredTrailerKey{}, names))
+}
+
+// declaredTrailer returns the names r declared in its Trailer field, as
+// withDeclaredTrailer kept them.
+func declaredTrailer(r *http.Request) []string {
+	names, _ := r.Context().Value(declaredTrailerKey{}).([]string)
+	return names
+}
+
+// forwardTrailer returns the trailer the upstream gets for in, whose
+// body going out is body, and the body to send in its place: the fields
+// in declared in its Trailer field (see withDeclaredTrailer) that keep
+// lets through, with the values that came for them. The upstream is told their names before the body, in the
+// outgoing Trailer field, and their values are copied from in's trailer
+// as body ends (see trailerCopy), the moment net/http has filled it and
+// before the transport, having read that end, writes the trailer out.
+// Nothing else of in's trailer is sent: not a field the client did not
+// declare, whatever net/http took in. Without a body, or nothing to
+// send, the trailer is nil.
+func forwardTrailer(in *http.Request, body io.ReadCloser, keep func(name string) bool) (http.Header, io.ReadCloser) {
+	declared := declaredTrailer(in)
+	if body == nil || len(declared) == 0 {
+		return nil, body
+	}
+	out := make(http.Header, len(declared))
+	for _, name := range declared {
+		if keep(name) {
+			out[name] = nil
+		}
+	}
+	if len(out) == 0 {
+		return nil, body
+	}
+	return out, &trailerCopy{ReadCloser: body, from: in.Trailer, to: out}
+}
+
+// trailerCopy is a request body going to the upstream that, as it ends,
+// gives its trailer, to, the values of the same names in from, the
+// trailer net/http fills as the client's body ends. The upstream's
+// trailer is a map of its own, not the client's, so that what net/http
+// puts in the client's (every field that came) never reaches the
+// upstream unfiltered.
+type trailerCopy struct {
+	io.ReadCloser
+	from, to http.Header
+}
+
+func (b *trailerCopy) Read(p []byte) (int, error) {
+	n, err := b.ReadCloser.Read(p)
+	if err == io.EOF {
+		for name := range b.to {
+			b.to[name] = b.from[name]
+		}
+	}
+	return n, err
+}
+
+// notInTrailer are the fields RFC 9110 (section 6.5.1) keeps out of a
+// trailer, lower case: those that frame the message, route it, carry
+// credentials, modify the request or describe its content, all of which
+// a recipient acts on before the body. An upstream that merges a
+// trailer into the header, as some do, would take a Host, a
+// Content-Length or an Authorization that came after the body for the
+// request's own. x/net/http2's list, with Cookie, the conditionals and
+// Upgrade added.
+var notInTrailer = []string{
+	"content-length", "transfer-encoding", "trailer", "content-type", "content-encoding", "content-range",
+	"host", "authorization", "proxy-authorization", "cookie", "www-authenticate", "proxy-authenticate",
+	"cache-control", "expect", "max-forwards", "pragma", "range", "te",
+	"if-match", "if-none-match", "if-modified-since", "if-unmodified-since", "if-range",
+	"connection", "keep-alive", "proxy-connection", "upgrade",
+}
+
+// spellingOf reports whether name is one of the fields whose foldNames
+// are folds, in any spelling, its own included.
+func spellingOf(name string, folds []string) bool {
+	for _, f := range folds {
+		if len(name) == len(f) && foldEqual(name, f) {
+			return true
+		}
+	}
+	return false
 }
 
 // boundBody returns r with its body bounded by Options.BodyTimeout (see
@@ -493,9 +601,16 @@ func newTransport(timeout time.Duration) *http.Transport {
 //
 // Request trailers: ReverseProxy gives the outgoing request a copy of
 // the incoming one's Trailer, taken before the body is read, when the
-// trailer's values are not there yet. The outgoing request shares the
-// incoming one's instead, which net/http fills as the body ends, before
-// the transport, having read that end, writes the trailer.
+// trailer's values are not there yet, and net/http fills the incoming
+// one with every field that comes, declared or not, and checks none of
+// them: forwarded as it was, a trailer reached the upstream with the
+// forwarding, user and key fields the header is cleaned of, and with a
+// Host or Content-Length of the client's choosing. The upstream gets a
+// trailer of its own (see forwardTrailer): the fields the client
+// declared, through the header's filter, without any field the policies
+// read, in any spelling (they decided the request before its trailer
+// came: the user and plan fields, a key), and without those a trailer
+// may not carry (notInTrailer), their values copied as the body ends.
 //
 // Headers set before the proxy runs (the rate limit headers) are kept
 // apart while the upstream answers, see keepHeaders. A Location naming
@@ -519,13 +634,18 @@ func (s *Server) reverseProxy(set *policy.Set) http.Handler {
 			if preserveHost {
 				out.Host = receivedHost(in)
 			}
-			out.Trailer = in.Trailer
 			peer := clientip.PeerOf(in)
 			trusted := resolver.Trusted(peer)
 			for name := range out.Header {
 				if forwardingHeader(name) && (!trusted || strings.IndexByte(name, '_') >= 0) || otherSpellingOf(name, read, folds) {
 					delete(out.Header, name)
 				}
+			}
+			if in.Trailer != nil { // else out's is nil too
+				out.Trailer, out.Body = forwardTrailer(in, out.Body, func(name string) bool {
+					return !spellingOf(name, notInTrailer) && !spellingOf(name, folds) &&
+						!(forwardingHeader(name) && (!trusted || strings.IndexByte(name, '_') >= 0))
+				})
 			}
 			if userHeader != "" && set.UserOf(in) == "" {
 				// The upstream is told of a user only where the policies
@@ -548,7 +668,10 @@ func (s *Server) reverseProxy(set *policy.Set) http.Handler {
 		// a streaming reply (text/event-stream, or no Content-Length) as it
 		// comes, and buffers the rest, which costs far less per request.
 		BufferPool: proxyBuffers{},
-		ErrorLog:   slog.NewLogLogger(s.log.Handler(), slog.LevelWarn),
+		// ReverseProxy logs here a response body the upstream broke off,
+		// once per request: paced as the upstream's failures are, by a
+		// pacer of this generation's (a reload may let one more through).
+		ErrorLog: log.New(&pacedLog{log: s.log, clock: s.clock}, "", 0),
 		ModifyResponse: func(res *http.Response) error {
 			res.Header = restoreHeaders(res.Request, res.Header)
 			relocate(res.Header, target)
@@ -556,6 +679,12 @@ func (s *Server) reverseProxy(set *policy.Set) http.Handler {
 		},
 		ErrorHandler: func(w http.ResponseWriter, r *http.Request, err error) {
 			restoreHeaders(r, w.Header())
+			// The upstream failed to answer: what proxyError writes (502,
+			// 504, or 408 and 400 for a body that failed on the way) is
+			// sluice's own answer, counted under its status.
+			if a, ok := w.(*answer); ok {
+				w = ownAnswer{a}
+			}
 			s.proxyError(w, r, err)
 		},
 	}
@@ -683,7 +812,7 @@ func setForwarded(h http.Header, in *http.Request, peer netip.Addr, trusted bool
 		h["X-Forwarded-For"] = []string{strings.Join(xff, ", ")} // one line: many read only the first
 	}
 	if len(fwd) > 0 {
-		h["Forwarded"] = fwd
+		h["Forwarded"] = []string{strings.Join(fwd, ", ")} // one line, as X-Forwarded-For
 	}
 	h["X-Forwarded-Host"] = []string{host}
 	h["X-Forwarded-Proto"] = []string{proto}
@@ -816,7 +945,15 @@ func (s *Server) proxyError(w http.ResponseWriter, r *http.Request, err error) {
 // Options.RequestBuffer bytes read whole before next sees it (see
 // RequestBuffer): the reads go through boundBody's deadline, and a body
 // that fails is answered as the proxy answers one (bodyFailed). A body
-// with trailers streams, so that they still follow it.
+// that declares a trailer is buffered too: reading it to its end reads
+// the trailer, and a body whose trailer brought a field goes on chunked,
+// for the trailer to follow it (see forwardTrailer). Streaming those
+// let any client that declared a trailer trickle its body to the
+// upstream and hold its connection. A body read whole goes without
+// Expect: the client's 100-continue was answered as sluice read it (by
+// net/http), and asked again, an upstream that sends no 100 held the
+// request for the transport's ExpectContinueTimeout, and one that does
+// sent the client a second.
 func (s *Server) buffered(next http.Handler) http.Handler {
 	size := s.o.RequestBuffer
 	if size == 0 {
@@ -826,7 +963,7 @@ func (s *Server) buffered(next http.Handler) http.Handler {
 		return next
 	}
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		if r.Body == nil || r.Body == http.NoBody || r.ContentLength > int64(size) || r.Trailer != nil {
+		if r.Body == nil || r.Body == http.NoBody || r.ContentLength > int64(size) {
 			next.ServeHTTP(w, r)
 			return
 		}
@@ -843,6 +980,13 @@ func (s *Server) buffered(next http.Handler) http.Handler {
 		if len(b) <= size {
 			out.Body = io.NopCloser(bytes.NewReader(b))
 			out.ContentLength, out.TransferEncoding = int64(len(b)), nil
+			if trailerCame(r) {
+				out.ContentLength, out.TransferEncoding = -1, []string{"chunked"}
+			}
+			if _, ok := r.Header["Expect"]; ok {
+				out.Header = r.Header.Clone()
+				delete(out.Header, "Expect")
+			}
 		} else {
 			out.Body = struct {
 				io.Reader
@@ -851,6 +995,34 @@ func (s *Server) buffered(next http.Handler) http.Handler {
 		}
 		next.ServeHTTP(w, out)
 	})
+}
+
+// trailerCame reports whether a field r declared in its Trailer field
+// came after its body, read to its end.
+func trailerCame(r *http.Request) bool {
+	for _, name := range declaredTrailer(r) {
+		if len(r.Trailer[name]) > 0 {
+			return true
+		}
+	}
+	return false
+}
+
+// pacedLog is the writer of a log.Logger, as ReverseProxy logs, that
+// lets one line a second through to log, as a warning, with the number
+// left out since the last: an upstream that breaks off every response
+// would otherwise log a line for each.
+type pacedLog struct {
+	log   *slog.Logger
+	clock rate.Clock
+	pace  logpace.Pacer
+}
+
+func (p *pacedLog) Write(b []byte) (int, error) {
+	if held, ok := p.pace.Take(p.clock.Now()); ok {
+		p.log.Warn(strings.TrimSuffix(string(b), "\n"), "not_logged", held)
+	}
+	return len(b), nil
 }
 
 // bodyFailed answers 408 when r's client stopped sending its body

@@ -213,8 +213,10 @@ type Options struct {
 	// Zero means DefaultSendTimeout (a minute); negative means no bound.
 	SendTimeout time.Duration
 	// MaxHeaderBytes bounds the request line and header fields of a
-	// request to the proxy, check and admin listeners; a larger one is
-	// answered 431. Zero or less means DefaultMaxHeaderBytes (64 KiB).
+	// request to the proxy, check and admin listeners: one larger, by
+	// more than net/http's 4 KiB of read slack over HTTP/1 (320 bytes
+	// over HTTP/2, where each field counts 32 bytes more), is answered
+	// 431. Zero or less means DefaultMaxHeaderBytes (64 KiB).
 	MaxHeaderBytes int
 	// TopKeys is how many refused keys /debug/top tracks. Zero means
 	// DefaultTopKeys.
@@ -596,16 +598,10 @@ func (s *Server) run(ctx context.Context) error {
 	}
 	s.hello()
 	if s.watch != nil {
-		go s.watch.run(ctx, s.o.WatchInterval, func() {
-			s.log.Info("configuration changed on disk; reloading")
-			_ = s.reloadConfig(s.watch.unchanged)
-		})
+		go s.watch.run(ctx, s.o.WatchInterval, s.configChanged)
 	}
 	if s.tlsWatch != nil {
-		go s.tlsWatch.run(ctx, s.o.WatchInterval, func() {
-			s.log.Info("TLS files changed on disk; reloading them")
-			_ = s.reloadTLS()
-		})
+		go s.tlsWatch.run(ctx, s.o.WatchInterval, s.tlsChanged)
 	}
 	if s.st.breaker != nil {
 		go s.probeWhileDown(ctx, time.Second)

@@ -4,6 +4,7 @@ import (
 	"context"
 	"crypto/sha256"
 	"os"
+	"sync"
 	"time"
 
 	"github.com/sluicehq/sluice/rls"
@@ -34,13 +35,22 @@ import (
 // one poll at most, which is no change: the content that follows settles
 // like any other.
 //
+// A reload the watcher did not make (SIGHUP's, see reload) puts what it
+// read in force too: the watcher's next poll would otherwise see the
+// content the reload loaded as a change, and load it again, counting
+// and logging a failure twice.
+//
 // A path may be a directory: the files rls.ConfigFiles lists count, as
 // Envoy's reference service reads them (every file, recursively, but for
 // names starting with a dot, such as a ConfigMap's ..data, whose files
 // are read through the links beside it). A directory is gone when it is,
 // and when it holds no such file, which the loader refuses too.
 type fileWatch struct {
-	paths   []string
+	paths []string
+	// mu is held by a poll, its onChange included, and by reload: the
+	// two never interleave, and the fields below are set by one at a
+	// time. It is taken before the server's reloadMu.
+	mu      sync.Mutex
 	sum     [sha256.Size]byte // the content in force, or gone
 	next    [sha256.Size]byte // a different content, read once
 	seen    bool              // sum is set
@@ -53,7 +63,7 @@ var gone = sha256.Sum256([]byte("sluice: the watched files cannot all be read"))
 
 // changed reads the files and reports whether their content, gone
 // included, differs from the content in force and is the same as at the
-// previous call.
+// previous call. Once run has started, it is called by poll alone.
 func (w *fileWatch) changed() bool {
 	sum := w.hash()
 	switch {
@@ -82,7 +92,7 @@ func (w *fileWatch) changed() bool {
 // next, that very content again included, is a change.
 //
 // Files in force gone and still gone are unchanged: the load failed
-// because they are gone, the failure to report.
+// because they are gone, the failure to report. w.mu is held, by poll.
 func (w *fileWatch) unchanged() bool {
 	if w.seen && w.hash() == w.sum {
 		return true
@@ -127,9 +137,40 @@ func (w *fileWatch) run(ctx context.Context, interval time.Duration, onChange fu
 		case <-ctx.Done():
 			return
 		case <-t.C:
-			if w.changed() {
-				onChange()
-			}
+			w.poll(onChange)
 		}
 	}
+}
+
+// poll reads the files once, and calls onChange if they changed.
+func (w *fileWatch) poll(onChange func()) {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	if w.changed() {
+		onChange()
+	}
+}
+
+// reload calls load, a reload of the files the watcher did not ask for
+// (SIGHUP's), between polls, and puts the content load read in force,
+// whether it loaded or not: the watcher acts on the next change, not on
+// the content load already acted on. If the files changed while load
+// read them, what it read may be neither content, and none is in force:
+// whatever the files settle on is a change, the content read before the
+// load included. A nil w, no watcher, calls load alone.
+func (w *fileWatch) reload(load func()) {
+	if w == nil {
+		load()
+		return
+	}
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	before := w.hash()
+	load()
+	if w.hash() == before {
+		w.sum = before
+	} else {
+		w.sum = [sha256.Size]byte{} // no content hashes to it
+	}
+	w.seen, w.pending = true, false
 }

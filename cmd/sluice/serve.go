@@ -146,11 +146,11 @@ wins over its variable):
                           NGINX's send_timeout; a websocket may idle both
                           ways; 0 means no bound (SLUICE_SEND_TIMEOUT).
                           Default 1m.
-  --max-header-bytes SIZE the most a request's line and header fields may
-                          take on the proxy, check and admin listeners; a
-                          larger one is answered 431, as Envoy's 60 KiB
-                          bound does (SLUICE_MAX_HEADER_BYTES). Default
-                          64KiB.
+  --max-header-bytes SIZE bounds a request's line and header fields on the
+                          proxy, check and admin listeners, as Envoy's 60
+                          KiB bound does: past SIZE, and net/http's 4 KiB
+                          of read slack over HTTP/1, it is answered 431
+                          (SLUICE_MAX_HEADER_BYTES). Default 64KiB.
   --gc-heap-floor SIZE    let the heap grow to SIZE before the garbage
                           collector runs, such as 64MiB (bytes, or units B,
                           KiB, MiB, GiB, TiB, as GOMEMLIMIT takes them);
