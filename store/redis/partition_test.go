@@ -185,11 +185,14 @@ func TestPartitionCluster(t *testing.T) {
 			n.Pause()
 			defer n.Resume()
 		}
-		asked := time.Now()
+		asked, before := time.Now(), redis.SlotsTries(s)
 		redis.RefreshSlots(s)
+		// Until its first node is asked: a reading that has started may
+		// not have asked one yet, and one asked as Close comes is no
+		// other node tried after it.
 		waitFor(t, "a reading", func() bool {
 			running, started := redis.SlotsRefresh(s)
-			return running && started.After(asked)
+			return running && started.After(asked) && redis.SlotsTries(s) > before
 		})
 		tries := redis.SlotsTries(s)
 		s.Close()
