@@ -129,7 +129,7 @@ func NewMetrics(reg prometheus.Registerer, now func() time.Time) *Metrics {
 		}, []string{"policy"}),
 		requests: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Namespace: "sluice", Name: "requests_total",
-			Help: "Requests (Envoy's calls) by listener (proxy, check, grpc) and what sluice answered: allowed (let through, and answered by the upstream, a response it broke off midway included), or sluice's own status: 429, 503, 400, 405, 408, and the proxy's 502 (upstream unreachable, or failed before its status) and 504 (past --upstream-timeout) (gRPC's as their HTTP kin). One per request.",
+			Help: "Requests (Envoy's calls) by listener (proxy, check, grpc) and what sluice answered: allowed (let through, and answered by the upstream, a response it broke off midway included), or sluice's own status: 429, 503, 400, 405, 408, and the proxy's 502 (upstream unreachable, or failed before its status) and 504 (past --upstream-timeout) (gRPC's as their HTTP kin; a call gRPC refused before it was decided, over 256 KiB or not UTF-8, is a 400). One per request.",
 		}, []string{"listener", "code"}),
 		// From a decision in memory (about 100ns) to a call that waits
 		// for a hung Redis about twice store.timeout (50ms by default,

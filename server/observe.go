@@ -6,9 +6,11 @@ import (
 
 	rlsv3 "github.com/envoyproxy/go-control-plane/envoy/service/ratelimit/v3"
 	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/stats"
 	"google.golang.org/grpc/status"
 
 	"github.com/sluicehq/sluice"
+	"github.com/sluicehq/sluice/internal/logpace"
 	"github.com/sluicehq/sluice/policy"
 	"github.com/sluicehq/sluice/rls"
 )
@@ -162,6 +164,41 @@ func (o ownAnswer) Write(p []byte) (int, error) {
 	o.passed = false
 	return o.answer.Write(p)
 }
+
+// undecodedRLS is the gRPC listener's stats handler: it counts, in
+// sluice_requests_total{listener="grpc",code="400"}, and logs, once a
+// second, the calls gRPC refuses before Envoy's service sees them: a
+// message over the listener's bound (RESOURCE_EXHAUSTED) or one that does
+// not decode, as a value that is not UTF-8, which a proto3 string may not
+// hold (INTERNAL). countedRLS never sees them, and Envoy lets such a
+// request through unlimited, or refuses it, as its failure_mode_deny
+// says: without this, nothing would tell. The service itself answers
+// neither code, so no call is counted twice.
+type undecodedRLS struct {
+	s    *Server
+	pace logpace.Pacer
+}
+
+func (*undecodedRLS) TagRPC(ctx context.Context, _ *stats.RPCTagInfo) context.Context { return ctx }
+
+func (u *undecodedRLS) HandleRPC(_ context.Context, rs stats.RPCStats) {
+	end, ok := rs.(*stats.End)
+	if !ok || end.Error == nil {
+		return
+	}
+	if c := status.Code(end.Error); c != codes.Internal && c != codes.ResourceExhausted {
+		return
+	}
+	u.s.m.request(listenerGRPC, codeBadRequest)
+	if held, ok := u.pace.Take(u.s.clock.Now()); ok {
+		u.s.log.Warn("grpc: a call refused before it was decided; Envoy lets its request through unlimited, or refuses it, as its failure_mode_deny says",
+			"error", status.Convert(end.Error).Message(), "not_logged", held)
+	}
+}
+
+func (*undecodedRLS) TagConn(ctx context.Context, _ *stats.ConnTagInfo) context.Context { return ctx }
+
+func (*undecodedRLS) HandleConn(context.Context, stats.ConnStats) {}
 
 // countedRLS is Envoy's rate limit service with each call counted in
 // sluice_requests_total{listener="grpc"}, under the HTTP kin of its

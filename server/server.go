@@ -580,6 +580,7 @@ func (s *Server) run(ctx context.Context) error {
 			grpc.NumStreamWorkers(uint32(64 * runtime.GOMAXPROCS(0))),
 			grpc.MaxRecvMsgSize(grpcMaxRecvMsgSize),
 			grpc.MaxConcurrentStreams(grpcMaxStreamsPerConn),
+			grpc.StatsHandler(&undecodedRLS{s: s}),
 		}
 		mode := "off"
 		if s.tls != nil {
