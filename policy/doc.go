@@ -64,7 +64,10 @@
 // A header is present when it is given with a value that is not blank:
 // spaces and tabs alone are no value, as HTTP/1.1 servers trim them to
 // nothing while HTTP/2 and gRPC pass them on, and a header:NAME key part
-// applies to a request exactly when its header is present. A header
+// applies to a request exactly when its header is present. For the same
+// reason a value's leading and trailing spaces and tabs are no part of
+// it, in a key, an equals condition, a user, a plan or an API key: " k"
+// is the key k over every protocol, not a fresh counter. A header
 // given more than once is present, and equal to a value if one of its
 // values is, as servers differ on the value they read. Conditions that
 // contradict each other (present: false beside present: true or equals,

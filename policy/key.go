@@ -221,7 +221,7 @@ func appendPart(dst []byte, p *part, r *Request, pathVals []string) ([]byte, boo
 		case len(vs) == 0 || blank(vs[0]):
 			return dst, false // as present has it
 		}
-		return appendSpelt(dst, p, vs[0]), true
+		return appendSpelt(dst, p, ows(vs[0])), true
 	case partPath:
 		if p.index >= len(pathVals) || pathVals[p.index] == "" {
 			return dst, false

@@ -114,7 +114,7 @@ func (m *matcher) matches(r *Request) bool {
 	for i := range m.headers {
 		c := &m.headers[i]
 		vs := r.header(c.name, c.lower)
-		if present(vs) != c.present || c.equals != "" && !slices.Contains(vs, c.equals) {
+		if present(vs) != c.present || c.equals != "" && !slices.ContainsFunc(vs, func(v string) bool { return ows(v) == c.equals }) {
 			return false
 		}
 	}

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"net/http/httptest"
 	"net/netip"
+	"slices"
 	"strings"
 	"testing"
 )
@@ -387,5 +388,63 @@ policies:
 				}
 			}
 		})
+	}
+}
+
+// A header value's leading and trailing spaces and tabs are no part of
+// it, as HTTP/1.1 servers read it: over HTTP/2 and gRPC, which pass them
+// on, " k" and "k\t" are the key k, not a fresh counter each (a client
+// could otherwise pass its limit by spacing its key, where an upstream
+// that trims takes every spelling for the same key), and match
+// equals: k. The plan an API key names is found the same way.
+func TestHeaderValueSpacesAreNoPart(t *testing.T) {
+	const file = `
+plans:
+  names: [free, pro]
+  default: free
+  api_key_header: X-API-Key
+  api_keys: {pk_live_acme: pro}
+policies:
+  - name: per-key
+    match: {path: /a, headers: [{name: X-Key, equals: k}]}
+    key: "header:X-Key"
+    limits: ["2/m burst 2"]
+  - name: per-plan
+    match: /p
+    key: ip
+    plans:
+      free: ["1/m burst 1"]
+      pro: ["3/m burst 3"]
+`
+	client := netip.MustParsePrefix("192.0.2.1/32")
+	for _, grpc := range []bool{false, true} {
+		e := newTestEnforcer(t, file)
+		ask := func(path, name, v string) Verdict {
+			r := httptest.NewRequest("GET", path, nil)
+			in := &Request{HTTP: r, Client: client}
+			if grpc {
+				in.Metadata = map[string][]string{strings.ToLower(name): {v}}
+			} else {
+				r.Header.Set(name, v) // as sent: Set keeps the spaces
+				in.Header = r.Header
+			}
+			out := e.Enforce(context.Background(), in)
+			out.Done()
+			return out.Verdict
+		}
+		var got []Verdict
+		for _, v := range []string{"k", " k", "k\t", "  k  "} {
+			got = append(got, ask("/a", "X-Key", v))
+		}
+		if !slices.Equal(got, []Verdict{Allow, Allow, Refuse, Refuse}) {
+			t.Errorf("gRPC %v: X-Key k, then spaced: %v, want allow, allow, refuse, refuse (one counter of 2)", grpc, got)
+		}
+		got = got[:0]
+		for range 4 {
+			got = append(got, ask("/p", "X-API-Key", " pk_live_acme "))
+		}
+		if !slices.Equal(got, []Verdict{Allow, Allow, Allow, Refuse}) {
+			t.Errorf("gRPC %v: a spaced API key: %v, want the pro plan's 3 of 4", grpc, got)
+		}
 	}
 }

@@ -130,16 +130,28 @@ func present(vs []string) bool {
 // to HTTP/2, pass for one with a key and escape the limit on those
 // without, nor key a fresh counter with each run of spaces.
 func blank(v string) bool {
-	return strings.Trim(v, " \t") == ""
+	return ows(v) == ""
 }
 
-// single returns the value of a header field given once, and false for
-// one given more than once or not at all, or empty.
+// ows returns a header's value without its leading and trailing spaces
+// and tabs (RFC 9110's optional white space), as HTTP/1.1 servers read
+// it: HTTP/2 and gRPC hand them on as sent, and a key, a plan's API key
+// or an equals condition read with them would take " k" for another
+// value than "k", where the upstream may well trim it: a client could key
+// a fresh counter with each spelling.
+func ows(v string) string {
+	return strings.Trim(v, " \t")
+}
+
+// single returns the value of a header field given once, without its
+// leading and trailing white space (see ows), and false for one given
+// more than once or not at all, or blank.
 func single(vs []string) (string, bool) {
-	if len(vs) != 1 || vs[0] == "" {
+	if len(vs) != 1 {
 		return "", false
 	}
-	return vs[0], true
+	v := ows(vs[0])
+	return v, v != ""
 }
 
 type ctxKey uint8
