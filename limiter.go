@@ -296,13 +296,24 @@ func (l *Limiter) requests(key string, n int64) []rate.Request {
 // With no request there is nothing to refuse: it allows at once, without
 // asking the store. Requests of one key under one limit whose costs add up
 // past its capacity can never pass together: an error wrapping
-// rate.ErrCostExceedsCapacity (see [rate.CheckGroup]).
+// rate.ErrCostExceedsCapacity (see [rate.CheckGroup]). One key under two
+// different limits is an error too: a key holds one limit's state, and
+// two limiters without names, or of one name, on one store give their
+// requests the same keys.
 func AllowAll(ctx context.Context, store Store, reqs ...rate.Request) (rate.Decision, error) {
 	if len(reqs) == 0 {
 		return rate.Combine(nil), nil
 	}
 	if err := rate.CheckGroup(reqs); err != nil {
 		return rate.Decision{}, err
+	}
+	for j := range reqs {
+		for k := range j {
+			if a, b := &reqs[k].Limit, &reqs[j].Limit; reqs[k].Key == reqs[j].Key && !(a.Algorithm == b.Algorithm && a.Count == b.Count &&
+				a.Period == b.Period && a.Calendar == b.Calendar && a.Capacity() == b.Capacity()) {
+				return rate.Decision{}, fmt.Errorf("sluice: AllowAll: key %q under two limits, %v and %v: a key holds one limit's state (limiters that share a store need names of their own)", reqs[j].Key, reqs[k].Limit, reqs[j].Limit)
+			}
+		}
 	}
 	return store.DecideAll(ctx, reqs, make([]rate.Decision, len(reqs)))
 }
@@ -325,6 +336,12 @@ func (l *Limiter) Wait(ctx context.Context, key string) error {
 // context.DeadlineExceeded. If ctx ends while it sleeps, it returns ctx's
 // error. A cost that can never pass returns its
 // error at once, as in AllowN.
+//
+// The deadline is read on the limiter's Clock: with a fake clock (package
+// rate/ratetest), give ctx a deadline on that clock's timeline, or none.
+// Over a [Fallback] whose primary cannot decide, a FailClosed refusal is
+// no limit's: WaitN returns at once an error wrapping [ErrStoreDown]
+// rather than wait for the store to come back.
 //
 // WaitN holds nothing while it sleeps: when the wait is over it asks again,
 // and if other callers have spent what it waited for, it waits again. So
@@ -362,9 +379,15 @@ func (l *Limiter) WaitN(ctx context.Context, key string, n int64) error {
 				reqs[i].MaxDelay = left - time.Microsecond
 			}
 		}
-		d, err := l.store.DecideAll(ctx, reqs, out)
+		d, closed, err := l.decideForWait(ctx, reqs, out)
 		if err != nil {
 			return err
+		}
+		if closed && !d.Allowed {
+			// A Fallback's FailClosed refusal names a wait of its own
+			// making: waiting it out would wait for the store, as long
+			// as it stays gone, in the name of a limit.
+			return fmt.Errorf("sluice: wait for %q: the store could not decide, and its Fallback refuses: %w", key, ErrStoreDown)
 		}
 		// A wait the answer names is slept from when it came: the time
 		// left for it is measured again then (the answer took time), and
@@ -397,6 +420,17 @@ func (l *Limiter) WaitN(ctx context.Context, key string, n int64) error {
 			return err
 		}
 	}
+}
+
+// decideForWait decides reqs for WaitN, and reports whether a Fallback
+// refused them because its primary could not decide (FailClosed).
+func (l *Limiter) decideForWait(ctx context.Context, reqs []rate.Request, out []rate.Decision) (rate.Decision, bool, error) {
+	if f, ok := l.store.(*Fallback); ok {
+		d, src, err := f.DecideAllSource(ctx, reqs, out)
+		return d, src == SourceFailClosed, err
+	}
+	d, err := l.store.DecideAll(ctx, reqs, out)
+	return d, false, err
 }
 
 // minWaitLeft is the least time before its context's deadline that WaitN

@@ -797,3 +797,50 @@ func TestSameLimitWrittenTwoWays(t *testing.T) {
 		t.Error("NewLimiter took 10/s and 10/s burst 10 as two limits")
 	}
 }
+
+// Two limiters without names on one store key a request the same way,
+// so their requests for one key would step one state under two limits:
+// AllowAll refuses them, where it decided them, wrongly, before. Named
+// apart, they decide as two limits.
+func TestAllowAllOneKeyTwoLimits(t *testing.T) {
+	ctx := context.Background()
+	store := memory.New(memory.Options{Clock: ratetest.NewClock(start)})
+	limiter := func(name, limit string) *sluice.Limiter {
+		l, err := sluice.NewLimiter(sluice.LimiterOptions{Name: name, Limits: []rate.Limit{rate.MustParseLimit(limit)}, Store: store})
+		if err != nil {
+			t.Fatal(err)
+		}
+		return l
+	}
+	a, b := limiter("", "10/s"), limiter("", "2/s")
+	if _, err := sluice.AllowAll(ctx, store, append(a.Requests("x", 1), b.Requests("x", 1)...)...); err == nil || !strings.Contains(err.Error(), `"x"`) {
+		t.Errorf("two unnamed limiters on one key: %v, want an error naming the key", err)
+	}
+	a, b = limiter("a", "10/s"), limiter("b", "2/s")
+	for i, want := range []int64{1, 0} {
+		d, err := sluice.AllowAll(ctx, store, append(a.Requests("x", 1), b.Requests("x", 1)...)...)
+		if err != nil || !d.Allowed || d.Remaining != want {
+			t.Errorf("named apart, request %d: %+v, %v; want allowed with %d left of 2/s", i+1, d, err, want)
+		}
+	}
+}
+
+// Over a FailClosed Fallback whose primary cannot decide, WaitN does not
+// wait out the Fallback's refusal as if a limit had made it: it returns
+// at once an error wrapping ErrStoreDown.
+func TestWaitOverFailClosedIsNoRateLimit(t *testing.T) {
+	clock := ratetest.NewClock(start)
+	f := sluice.NewFallback(unreachable{}, sluice.FallbackOptions{Mode: sluice.FailClosed, Clock: clock})
+	l, err := sluice.NewLimiter(sluice.LimiterOptions{Limits: []rate.Limit{tenPerMinute}, Store: f, Clock: clock})
+	if err != nil {
+		t.Fatal(err)
+	}
+	before := clock.Now()
+	err = l.Wait(context.Background(), "u")
+	if !errors.Is(err, sluice.ErrStoreDown) {
+		t.Errorf("Wait over a FailClosed Fallback whose store is gone: %v, want an error wrapping ErrStoreDown", err)
+	}
+	if slept := clock.Now().Sub(before); slept != 0 {
+		t.Errorf("Wait slept %v for a store that could not decide", slept)
+	}
+}

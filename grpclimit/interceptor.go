@@ -113,7 +113,10 @@ type call struct {
 }
 
 // New returns a Limiter that decides set's policies against store (a
-// memory store with its defaults if nil).
+// memory store with its defaults if nil). Each policy's on_store_error decides
+// what a failure of store does: a sluice.Fallback in front of a Redis
+// store, for its breaker, must be in FailError mode, as one in another
+// mode decides for every policy first.
 func New(set *policy.Set, store sluice.Store, o Options) *Limiter {
 	l := &Limiter{
 		e:         policy.NewEnforcer(set, store, o.Options),

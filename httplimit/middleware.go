@@ -57,6 +57,12 @@ func WithPlan(ctx context.Context, plan string) context.Context { return policy.
 // request, deciding them against store (a memory store with its defaults
 // if nil). Every handler it wraps shares one policy.Enforcer, and so one
 // concurrency limit.
+//
+// Each policy's on_store_error decides what a failure of store does. To
+// give a Redis store a breaker, wrap it in a sluice.Fallback with Mode
+// sluice.FailError: a Fallback in another mode decides for every policy
+// first (its FailOpen, the zero value, lets a login whose policy says
+// on_store_error: closed through).
 func Middleware(set *policy.Set, store sluice.Store, o Options) func(http.Handler) http.Handler {
 	l := &limiter{
 		answer:   newAnswer(o.NoDraftHeaders, o.NoLegacyHeaders, o.ProblemType),

@@ -287,6 +287,12 @@
 // default), closed (503, not 429: the client did nothing wrong) or local
 // (decide in this process, with each limit shared among instances, see
 // rate.Limit.Share).
+// A policy's on_store_error acts on the errors of the store the Enforcer
+// is given. A store wrapped in a sluice.Fallback for its breaker, as
+// `sluice serve` wraps Redis, must be one in FailError mode, which fails
+// fast with an error: a Fallback in any other mode answers for every
+// policy before the policies see a failure, so FailOpen (the zero
+// FallbackOptions) turns a login's on_store_error: closed into open.
 // Every failure is reported to the Observer; the first after a success,
 // and the recovery, are logged. A call cut short because the request
 // itself ended is not reported: the request is Unavailable, and nothing

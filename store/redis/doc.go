@@ -12,7 +12,10 @@
 // store in a [sluice.Fallback] with a Timeout of -1, so that the store's
 // bound, one timer per script call, is the only one; the Fallback decides
 // by a failure mode (fail open, fail closed, or a local memory store with
-// each instance's share) while Redis is down. A call that fails on its
+// each instance's share) while Redis is down. Under a policy file
+// (httplimit.Middleware, grpclimit.New), whose policies each say what a
+// store failure does (on_store_error), give the Fallback Mode
+// sluice.FailError: in another mode it decides for every policy first. A call that fails on its
 // connection (Redis restarted, and the client's connections to the old
 // process are dead) is sent again, up to four times, before it counts as
 // a failure, so a restart alone fails no decision. A call that the client
