@@ -68,7 +68,10 @@ type SimResponse struct {
 	// Summary says in one line what the traffic is.
 	Summary string `json:"summary,omitempty"`
 	// Description says what to look at and why, for a built-in scenario
-	// as it comes.
+	// as it comes. Its figures are the scenario's own: if the request
+	// changes a setting they depend on, a last paragraph says which, by
+	// the labels of the page's fields (Limit, Seconds, Instances, Setups),
+	// and Seed.
 	Description string `json:"description,omitempty"`
 	// Limit is the limit applied, such as "10 per 10s".
 	Limit string `json:"limit"`
@@ -178,7 +181,13 @@ func (d *Dashboard) serveSim(w http.ResponseWriter, r *http.Request) {
 	res, err := sim.Run(ctx, sc)
 	switch {
 	case errors.Is(err, sim.ErrInvalid):
-		d.fail(w, r, newProblem(http.StatusBadRequest, "", err.Error()))
+		p := newProblem(http.StatusBadRequest, "", err.Error())
+		if le, ok := errors.AsType[*sim.LineError](err); ok {
+			// A pasted request the scenario cannot hold: the page
+			// selects its line, as for the CSV's own errors.
+			p.p.Line = le.Line
+		}
+		d.fail(w, r, p)
 		return
 	case err != nil && r.Context().Err() != nil:
 		// The client hung up: no one reads an answer, and it is no
@@ -439,7 +448,27 @@ func buildScenario(req SimRequest) (sim.Scenario, error) {
 		sc.Setups = setups
 	}
 	sc.Instances = req.Instances
+	if req.Scenario != "" && sc.Description != "" {
+		var changed []string
+		for _, c := range sim.Changes(req.Scenario, sc) {
+			changed = append(changed, fieldLabel[c])
+		}
+		if note := sim.ChangesNote(changed); note != "" {
+			sc.Description += "\n\n" + note
+		}
+	}
 	return sc, nil
+}
+
+// fieldLabel names each setting a built-in scenario's figures depend on
+// as the page's form labels its field; the seed, which the form does not
+// show, by the name of its field in a request.
+var fieldLabel = map[sim.Setting]string{
+	sim.SettingLimit:     "Limit",
+	sim.SettingSeconds:   "Seconds",
+	sim.SettingSeed:      "Seed",
+	sim.SettingInstances: "Instances",
+	sim.SettingSetups:    "Setups",
 }
 
 // parseNames reads names, or "all"; none gives nil.

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"fmt"
+	"io"
 	"log/slog"
 	"mime/multipart"
 	"net/http"
@@ -325,5 +326,58 @@ func TestSimUnknownFile(t *testing.T) {
 	p := problemOf(t, do(t, d, "POST", "/api/sim", mw.FormDataContentType(), &body), http.StatusBadRequest)
 	if p.Field != "traffic" || !strings.Contains(p.Detail, `unknown field "traffic"`) {
 		t.Errorf("problem %+v, want the unknown field traffic", p)
+	}
+}
+
+// TestSimChangedSettingsSaySo: a built-in scenario's description gives
+// the figures of the scenario as it comes; a run that changes a setting
+// they depend on says so under them, naming the fields as the page
+// labels them, and a run as the page sends it by default, with the
+// scenario's own values filled in, does not.
+func TestSimChangedSettingsSaySo(t *testing.T) {
+	d := dashboard.New(dashboard.Options{})
+	const note = "(The figures above are for the scenario as it comes; this run sets "
+	for _, c := range []struct {
+		name string
+		body io.Reader
+		ct   string
+		sets string // the fields named, or "" for no note
+	}{
+		{"limit", strings.NewReader(`{"scenario": "boundary", "limit": "5 per 10s"}`), "application/json", "Limit."},
+		{"limit and seconds", strings.NewReader(`{"scenario": "steady", "limit": "5 per 10s", "seconds": 40}`), "application/json", "Limit, Seconds."},
+		{"instances", form("scenario", "flood", "instances", "5", "setups", "own-counters"), "application/x-www-form-urlencoded", "Instances."},
+		{"setups", form("scenario", "boundary", "setups", "single,own-counters"), "application/x-www-form-urlencoded", "Setups."},
+		{"seed", strings.NewReader(`{"scenario": "clients", "seed": 7}`), "application/json", "Seed."},
+		{"as it comes", strings.NewReader(`{"scenario": "boundary"}`), "application/json", ""},
+		// What the page sends for a scenario it has not touched: the
+		// scenario's own limit, seconds and setups, and 3 instances.
+		{"the page's defaults", form("scenario", "boundary", "limit", "10 per 10s", "seconds", "20", "setups", "single", "instances", "3",
+			"algorithms", "fixed_window,sliding_log,sliding_window,token_bucket,leaky_bucket,gcra"), "application/x-www-form-urlencoded", ""},
+		{"fewer algorithms", form("scenario", "flood", "limit", "10 per 10s", "seconds", "10", "setups", "own-counters,shared-counter", "instances", "3", "algorithms", "gcra"), "application/x-www-form-urlencoded", ""},
+		{"a seed where nothing is random", strings.NewReader(`{"scenario": "boundary", "seed": 7}`), "application/json", ""},
+		{"instances with one limiter", strings.NewReader(`{"scenario": "boundary", "instances": 5}`), "application/json", ""},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			res := decode[dashboard.SimResponse](t, do(t, d, "POST", "/api/sim", c.ct, c.body), http.StatusOK, "application/json")
+			if !strings.HasPrefix(res.Description, "Limit ") {
+				t.Fatalf("description %q, want the scenario's", res.Description)
+			}
+			_, got, found := strings.Cut(res.Description, note)
+			if c.sets == "" && found || c.sets != "" && got != c.sets+")" {
+				t.Errorf("description ends %q, want the note naming %q", res.Description[max(0, len(res.Description)-120):], c.sets)
+			}
+		})
+	}
+}
+
+// TestSimCSVTooShortNamesLine: seconds shorter than pasted traffic are
+// answered with the line of the first request past them, as the page
+// selects it.
+func TestSimCSVTooShortNamesLine(t *testing.T) {
+	d := dashboard.New(dashboard.Options{})
+	p := problemOf(t, do(t, d, "POST", "/api/sim", "application/json",
+		strings.NewReader(`{"csv": "time,key\n1,a\n\n# later\n8,a\n", "limit": "5/s", "seconds": 5}`)), http.StatusBadRequest)
+	if p.Line != 5 || !strings.Contains(p.Detail, "line 5: ") || strings.Contains(p.Detail, "request 1") {
+		t.Errorf("problem %+v, want line 5 named", p)
 	}
 }

@@ -3,6 +3,7 @@ package sim
 import (
 	"fmt"
 	"math/rand/v2"
+	"slices"
 	"strings"
 	"time"
 
@@ -179,4 +180,98 @@ Each key has its own counter, so alice's excess is refused while the others, wel
 		Seconds: secs,
 		Events:  events,
 	}
+}
+
+// Setting is a setting of a run that the figures of a built-in scenario's
+// description depend on. A description counts what passes in the scenario
+// as it comes; a run that changes one of these may show other figures,
+// and should say so rather than pass those off as its own ([Changes],
+// [ChangesNote]).
+type Setting uint8
+
+// The settings, in the order Changes reports them.
+const (
+	// SettingLimit is the limit, as one of the algorithms compared
+	// applies it: a burst the windows ignore changes nothing for them.
+	SettingLimit Setting = iota
+	// SettingSeconds is how long the scenario lasts (Params.Seconds).
+	SettingSeconds
+	// SettingSeed is the seed of random arrivals (Params.Seed), in a
+	// scenario that has them.
+	SettingSeed
+	// SettingInstances is how many instances share the traffic, in a
+	// setup with several.
+	SettingInstances
+	// SettingSetups are the setups run, if one is not the scenario's own.
+	SettingSetups
+
+	numSettings = iota
+)
+
+var settingNames = [numSettings]string{"limit", "seconds", "seed", "instances", "setups"}
+
+// String returns the setting's name: limit, seconds, seed, instances or
+// setups.
+func (s Setting) String() string {
+	if int(s) < len(settingNames) {
+		return settingNames[s]
+	}
+	return fmt.Sprintf("Setting(%d)", uint8(s))
+}
+
+// Changes returns the settings in which run differs from the built-in
+// scenario name as it comes (Builtin(name, Params{})), among those its
+// description's figures depend on; nil if it differs in none, or name is
+// no built-in scenario. run is what Builtin(name, p) made, then given its
+// own limit, algorithms, setups or instances. Only what changes a figure
+// counts, whoever gave it: the scenario's own limit given again, fewer
+// algorithms, a seed where nothing is random, or instances with one
+// limiter change none. The command line and the dashboard share it, so
+// that both say the same of the same run.
+func Changes(name string, run Scenario) []Setting {
+	base, err := Builtin(name, Params{})
+	if err != nil {
+		return nil
+	}
+	var out []Setting
+	for _, a := range run.algorithms() {
+		if !sameLimit(run.LimitFor(a), base.LimitFor(a)) {
+			out = append(out, SettingLimit)
+			break
+		}
+	}
+	if run.seconds() != base.seconds() {
+		out = append(out, SettingSeconds)
+	}
+	// The traffic of the same length with the default seed: only the
+	// seed can make run's differ from it.
+	if same, err := Builtin(name, Params{Seconds: run.Seconds}); err == nil && !slices.Equal(same.Events, run.Events) {
+		out = append(out, SettingSeed)
+	}
+	several := slices.ContainsFunc(run.setups(), func(s Setup) bool { return s != Single })
+	if several && run.instances() != base.instances() {
+		out = append(out, SettingInstances)
+	}
+	if slices.ContainsFunc(run.setups(), func(s Setup) bool { return !slices.Contains(base.setups(), s) }) {
+		out = append(out, SettingSetups)
+	}
+	return out
+}
+
+// sameLimit reports whether a and b, limits of one algorithm, decide
+// alike: a burst of zero is the count.
+func sameLimit(a, b rate.Limit) bool {
+	return a.Count == b.Count && a.Period == b.Period && a.Calendar == b.Calendar && a.Capacity() == b.Capacity()
+}
+
+// ChangesNote returns the sentence that ends the description of a run
+// with changed settings, naming them as given (each as the caller's users
+// know it: a flag, a form's label): "(The figures above are for the
+// scenario as it comes; this run sets --limit, --seconds.)". It returns ""
+// for no names.
+func ChangesNote(names []string) string {
+	if len(names) == 0 {
+		return ""
+	}
+	return fmt.Sprintf("(The figures above are for the scenario as it comes; this run sets %s.)", strings.Join(names, ", "))
 }

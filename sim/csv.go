@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"math"
 	"strconv"
 	"strings"
 	"time"
@@ -41,9 +42,11 @@ func (e *LineError) Unwrap() error { return e.Err }
 // (0, 9.9, 12.000250), or an RFC 3339 instant (2025-06-01T12:00:09.9Z)
 // from 1970 on; one file uses one kind. The key names whose counter the
 // request counts against; the cost, a whole number from 1, defaults to 1.
-// Lines may come in any order. A first line whose first field starts
-// with a letter (such as "time,key,cost") is a header and skipped; so are
-// blank lines (empty or holding only spaces) and lines starting with #.
+// Lines may come in any order. A first line that names the columns,
+// "time,key" or "time,key,cost" in any case, is a header and skipped; any
+// other first line is a request, so that a mistyped time is an error and
+// not a header that drops a request in silence. Blank lines (empty or
+// holding only spaces) and lines starting with # are skipped too.
 // Spaces around fields are ignored, and so is a byte order mark at the
 // start, as spreadsheets write before "CSV UTF-8".
 //
@@ -52,7 +55,9 @@ func (e *LineError) Unwrap() error { return e.Err }
 // 0), or the earliest instant rounded down to the second for RFC 3339
 // times (so fixed windows fall where they would in production). It reads
 // at most MaxCSVBytes and MaxEvents requests spanning under MaxSeconds;
-// an error in a line is a [*LineError] naming it.
+// an error in a line is a [*LineError] naming it, and quotes at most a
+// few dozen bytes of a field. Each request's Line is the line it was read
+// from.
 func ReadCSV(r io.Reader) (events []Event, start time.Time, err error) {
 	return readCSV(r, MaxEvents, MaxCSVBytes)
 }
@@ -110,39 +115,40 @@ func readCSV(r io.Reader, maxEvents int, maxBytes int64) (events []Event, start 
 		}
 		wasFirst := first
 		first = false
+		if wasFirst && isHeader(rec) {
+			continue
+		}
 		if len(rec) < 2 || len(rec) > 3 {
-			if wasFirst && isHeader(rec[0]) {
-				continue
-			}
 			return fail("want time,key or time,key,cost; got %d field(s)", len(rec))
 		}
 		ts := strings.TrimSpace(rec[0])
-		if wasFirst && isHeader(ts) {
-			continue
-		}
 		if len(events) == maxEvents {
 			return fail("more than %d requests", maxEvents)
 		}
-		var e Event
+		e := Event{Line: line}
 		if us, ok, err := parseSeconds(ts); ok {
 			if err != nil {
-				return fail("time %q: %v", ts, err)
+				return fail("time %s: %w", quote(ts), err)
 			}
 			if kind == absolute {
-				return fail("time %q is in seconds, but earlier lines use RFC 3339 instants; use one kind", ts)
+				return fail("time %s is in seconds, but earlier lines use RFC 3339 instants; use one kind", quote(ts))
 			}
 			kind = relative
 			e.At = time.Duration(us) * time.Microsecond
 		} else {
 			t, err := time.Parse(time.RFC3339Nano, ts)
 			if err != nil {
-				return fail("time %q: want seconds from the start (such as 9.9) or an RFC 3339 instant (such as 2025-06-01T12:00:09.9Z)", ts)
+				hint := ""
+				if wasFirst {
+					hint = "; a header line names the columns, time,key or time,key,cost"
+				}
+				return fail("time %s: want seconds from the start (such as 9.9) or an RFC 3339 instant (such as 2025-06-01T12:00:09.9Z)%s", quote(ts), hint)
 			}
 			if kind == relative {
-				return fail("time %q is an RFC 3339 instant, but earlier lines use seconds; use one kind", ts)
+				return fail("time %s is an RFC 3339 instant, but earlier lines use seconds; use one kind", quote(ts))
 			}
 			if t.UnixMicro() < 0 {
-				return fail("time %q is before 1970: sluice's algorithms count time from the Unix epoch, 1970-01-01T00:00:00Z", ts)
+				return fail("time %s is before 1970: sluice's algorithms count time from the Unix epoch, 1970-01-01T00:00:00Z", quote(ts))
 			}
 			kind = absolute
 			abs = append(abs, t.UnixMicro())
@@ -156,13 +162,13 @@ func readCSV(r io.Reader, maxEvents int, maxBytes int64) (events []Event, start 
 		case !utf8.ValidString(e.Key):
 			return fail("key is not valid UTF-8")
 		case strings.IndexFunc(e.Key, unicode.IsControl) >= 0:
-			return fail("key %q holds a control character", e.Key)
+			return fail("key %s holds a control character", quote(e.Key))
 		}
 		if len(rec) == 3 {
 			c := strings.TrimSpace(rec[2])
 			n, err := strconv.ParseInt(c, 10, 64)
 			if err != nil || n < 1 {
-				return fail("cost %q: want a whole number from 1", c)
+				return fail("cost %s: want a whole number from 1", quote(c))
 			}
 			e.Cost = n
 		}
@@ -181,7 +187,13 @@ func readCSV(r io.Reader, maxEvents int, maxBytes int64) (events []Event, start 
 		start = time.UnixMicro(lo).UTC()
 		for i, us := range abs {
 			if us-lo >= MaxSeconds*1e6 {
-				return nil, time.Time{}, fmt.Errorf("the requests span more than %d seconds (%s is %v after %s)", MaxSeconds, time.UnixMicro(us).UTC().Format(time.RFC3339Nano), time.Duration(us-lo)*time.Microsecond, start.Format(time.RFC3339))
+				// us-lo, in µs, fits an int64 for any instant time.Parse
+				// reads; in ns, a time.Duration, it may not.
+				after := fmt.Sprintf("more than %d seconds", MaxSeconds)
+				if us-lo <= math.MaxInt64/int64(time.Microsecond) {
+					after = (time.Duration(us-lo) * time.Microsecond).String()
+				}
+				return nil, time.Time{}, fmt.Errorf("the requests span more than %d seconds (%s is %s after %s)", MaxSeconds, time.UnixMicro(us).UTC().Format(time.RFC3339Nano), after, start.Format(time.RFC3339))
 			}
 			events[i].At = time.Duration(us-lo) * time.Microsecond
 		}
@@ -197,11 +209,38 @@ func sizeText(n int64) string {
 	return fmt.Sprintf("%d bytes", n)
 }
 
-// isHeader reports whether a first field names a column rather than
-// holding a time: times start with a digit or a dot.
-func isHeader(field string) bool {
-	r, _ := utf8.DecodeRuneInString(strings.TrimSpace(field))
-	return unicode.IsLetter(r)
+// columns are the names of the columns ReadCSV reads, in order.
+var columns = []string{"time", "key", "cost"}
+
+// isHeader reports whether a record names the columns, as a header line
+// does: time and key, and cost if it has a third field.
+func isHeader(rec []string) bool {
+	if len(rec) < 2 || len(rec) > len(columns) {
+		return false
+	}
+	for i, f := range rec {
+		if !strings.EqualFold(strings.TrimSpace(f), columns[i]) {
+			return false
+		}
+	}
+	return true
+}
+
+// maxQuoted is the most bytes of a field an error quotes: enough to
+// recognise it, and an error line stays short however long the field.
+const maxQuoted = 32
+
+// quote returns field quoted as %q does, cut to maxQuoted bytes (at a
+// character's boundary) with an ellipsis after the quote if it is longer.
+func quote(field string) string {
+	if len(field) <= maxQuoted {
+		return strconv.Quote(field)
+	}
+	n := maxQuoted
+	for n > 0 && !utf8.RuneStart(field[n]) {
+		n--
+	}
+	return strconv.Quote(field[:n]) + "…"
 }
 
 // parseSeconds reads seconds with up to six decimals as microseconds,

@@ -23,43 +23,43 @@ func TestReadCSV(t *testing.T) {
 		{
 			name: "seconds with a header",
 			in:   "time,key,cost\n0,a\n9.9,b,2\n12.000250, c , 3\n",
-			want: []Event{{At: 0, Key: "a"}, {At: 9900 * time.Millisecond, Key: "b", Cost: 2}, {At: 12*time.Second + 250*us, Key: "c", Cost: 3}},
+			want: []Event{{At: 0, Key: "a", Line: 2}, {At: 9900 * time.Millisecond, Key: "b", Cost: 2, Line: 3}, {At: 12*time.Second + 250*us, Key: "c", Cost: 3, Line: 4}},
 		},
 		{
 			name: "no header, comments, blank lines, CRLF, trailing dot, leading dot",
 			in:   "# traffic\r\n\r\n1.,k\r\n.5,k\r\n",
-			want: []Event{{At: time.Second, Key: "k"}, {At: 500 * time.Millisecond, Key: "k"}},
+			want: []Event{{At: time.Second, Key: "k", Line: 3}, {At: 500 * time.Millisecond, Key: "k", Line: 4}},
 		},
 		{
 			// As spreadsheets save "CSV UTF-8".
 			name: "byte order mark before a header",
 			in:   "\ufefftime,key\r\n0,a\r\n",
-			want: []Event{{At: 0, Key: "a"}},
+			want: []Event{{At: 0, Key: "a", Line: 2}},
 		},
 		{
 			name: "byte order mark before a quoted header",
 			in:   "\ufeff\"time\",\"key\"\n0,a\n",
-			want: []Event{{At: 0, Key: "a"}},
+			want: []Event{{At: 0, Key: "a", Line: 2}},
 		},
 		{
 			name: "byte order mark before a request",
 			in:   "\ufeff2.5,a\n",
-			want: []Event{{At: 2500 * time.Millisecond, Key: "a"}},
+			want: []Event{{At: 2500 * time.Millisecond, Key: "a", Line: 1}},
 		},
 		{
 			name: "blank lines holding spaces or tabs",
 			in:   "  \ntime,key\n0,a\n\t\n1,b\n   ",
-			want: []Event{{At: 0, Key: "a"}, {At: time.Second, Key: "b"}},
+			want: []Event{{At: 0, Key: "a", Line: 3}, {At: time.Second, Key: "b", Line: 5}},
 		},
 		{
 			name: "quoted key with a comma",
 			in:   `3,"user,42"` + "\n",
-			want: []Event{{At: 3 * time.Second, Key: "user,42"}},
+			want: []Event{{At: 3 * time.Second, Key: "user,42", Line: 1}},
 		},
 		{
 			name:  "RFC 3339, out of order, offsets",
-			in:    "ts,key\n2025-06-01T12:00:09.9Z,a\n2025-06-01T12:00:01.25Z,b\n2025-06-01T14:00:10+02:00,c\n",
-			want:  []Event{{At: 8900 * time.Millisecond, Key: "a"}, {At: 250 * time.Millisecond, Key: "b"}, {At: 9 * time.Second, Key: "c"}},
+			in:    "time,key\n2025-06-01T12:00:09.9Z,a\n2025-06-01T12:00:01.25Z,b\n2025-06-01T14:00:10+02:00,c\n",
+			want:  []Event{{At: 8900 * time.Millisecond, Key: "a", Line: 2}, {At: 250 * time.Millisecond, Key: "b", Line: 3}, {At: 9 * time.Second, Key: "c", Line: 4}},
 			start: time.Date(2025, 6, 1, 12, 0, 1, 0, time.UTC),
 		},
 	}
@@ -223,8 +223,70 @@ func FuzzReadCSV(f *testing.F) {
 		if err != nil {
 			t.Fatalf("rereading %q: %v", writeCSV(events), err)
 		}
+		// The lines may differ: the file written has no header, comments
+		// or blank lines.
+		for i := range min(len(events), len(again)) {
+			events[i].Line, again[i].Line = 0, 0
+		}
 		if !start2.Equal(time.Unix(0, 0)) || !slices.Equal(again, events) {
 			t.Fatalf("round trip changed the requests:\n %+v\n %+v", events, again)
 		}
 	})
+}
+
+// TestReadCSVHeaderOnlyIfNamed: a first line is a header only if its
+// fields are the documented column names; a mistyped first time is a
+// request with a bad time, not a header skipped in silence.
+func TestReadCSVHeaderOnlyIfNamed(t *testing.T) {
+	for _, in := range []string{"time,key\n0,a\n", "time,key,cost\n0,a\n", "Time, KEY ,Cost\n0,a\n", "\"TIME\",\"key\"\n0,a\n"} {
+		got, _, err := ReadCSV(strings.NewReader(in))
+		if err != nil || len(got) != 1 {
+			t.Errorf("%q: %d requests, %v; want the header skipped and 1 request", in, len(got), err)
+		}
+	}
+	for _, in := range []string{"abc,a\n1,a\n", "NaN,a\n1,a\n", "O.5,a\n1,a\n", "ts,key\n1,a\n", "time,user\n1,a\n", "time,key,weight\n1,a\n", "key,time\n1,a\n"} {
+		_, _, err := ReadCSV(strings.NewReader(in))
+		var le *LineError
+		if !errors.As(err, &le) || le.Line != 1 || !strings.Contains(err.Error(), "time ") {
+			t.Errorf("%q: error %v, want a bad time on line 1", in, err)
+		}
+	}
+}
+
+// TestReadCSVQuotesShort: an error quotes a few dozen bytes of a bad
+// field, not all of it.
+func TestReadCSVQuotesShort(t *testing.T) {
+	huge := strings.Repeat("9", 5<<20)
+	for _, tt := range []struct{ name, in, want string }{
+		{"time", "0,a\n1" + huge + ",a\n", `time "199999`},
+		{"letters", "0,a\nx" + huge + ",a\n", `time "x99999`},
+		{"cost", "0,a," + huge + "x\n", `cost "99999`},
+		{"control key", "0,\"k\t" + strings.Repeat("k", MaxKeyLen-2) + "\"\n", `key "k\tkkk`},
+	} {
+		_, _, err := ReadCSV(strings.NewReader(tt.in))
+		if err == nil || !strings.Contains(err.Error(), tt.want) || !strings.Contains(err.Error(), "…") || len(err.Error()) > 200 {
+			t.Errorf("%s: error of %d bytes, want under 200 with %q and an ellipsis: %.300q", tt.name, len(fmt.Sprint(err)), tt.want, fmt.Sprint(err))
+		}
+	}
+	// A short field is quoted whole, without an ellipsis.
+	if _, _, err := ReadCSV(strings.NewReader("soon,a\n")); err == nil || !strings.Contains(err.Error(), `time "soon":`) {
+		t.Errorf("error %v, want the whole short field", err)
+	}
+}
+
+// TestReadCSVFarFuture: a span too long for a time.Duration is said
+// without overflowing.
+func TestReadCSVFarFuture(t *testing.T) {
+	_, _, err := ReadCSV(strings.NewReader("2025-06-01T12:00:00Z,a\n9999-12-31T00:00:00Z,a\n"))
+	if err == nil || !strings.Contains(err.Error(), "span more than 3600 seconds") || strings.Contains(err.Error(), " -") {
+		t.Fatalf("error %v, want the span said without a negative duration", err)
+	}
+	if !strings.Contains(err.Error(), "9999-12-31T00:00:00Z is more than 3600 seconds after 2025-06-01T12:00:00Z") {
+		t.Errorf("error %v, want the instant and how far it is", err)
+	}
+	// A span that fits says how long it is.
+	_, _, err = ReadCSV(strings.NewReader("2025-06-01T12:00:00Z,a\n2025-06-01T13:00:00.5Z,a\n"))
+	if err == nil || !strings.Contains(err.Error(), "is 1h0m0.5s after") {
+		t.Errorf("error %v, want the span of 1h0m0.5s", err)
+	}
 }

@@ -52,7 +52,8 @@
 //   - scenario.go: Scenario, Event, Setup, the bounds, validation.
 //   - run.go: Run, Result, Row, the replay.
 //   - traffic.go: the traffic patterns (Steady, Burst, Poisson).
-//   - builtin.go: the built-in scenarios and their descriptions.
+//   - builtin.go: the built-in scenarios, their descriptions, and which
+//     settings of a run change the figures those give ([Changes]).
 //   - csv.go: ReadCSV, traffic from a file.
 //   - text.go, svg.go: the terminal table and the picture.
 package sim

@@ -111,6 +111,10 @@ type Event struct {
 	// Client names who sent the request, for the per-client totals (a
 	// calm client and a burst may share a key). Empty means Key.
 	Client string
+	// Line is the line of the CSV file the request was read from (see
+	// [ReadCSV]), so that an error about it names the line a user can
+	// find; zero for a request built otherwise, named by its index.
+	Line int
 }
 
 // cost returns the event's cost, 1 when unset.
@@ -232,8 +236,10 @@ func (s Scenario) LimitFor(a rate.Algorithm) rate.Limit {
 // text names no algorithm; here the text is read as each algorithm's in
 // turn, and the first that accepts it gives the count, period and burst,
 // so that a daily quota too large for the buckets, or a burst the windows
-// ignore, does not stop a run that compares other algorithms. Whether
-// each algorithm compared can apply it is [Scenario.Validate]'s to check.
+// ignore, does not stop a run that compares other algorithms: if only the
+// burst stands in the way, the text without it is read as the windows'
+// limit, and the burst kept for the buckets. Whether each algorithm
+// compared can apply the limit is [Scenario.Validate]'s to check.
 func ParseLimit(text string) (rate.Limit, error) {
 	if first, _, _ := strings.Cut(strings.TrimSpace(text), " "); first != "" {
 		if _, err := rate.ParseAlgorithm(first); err == nil {
@@ -242,12 +248,7 @@ func ParseLimit(text string) (rate.Limit, error) {
 	}
 	l, err := rate.ParseLimit(text)
 	if err != nil {
-		for _, a := range rate.Algorithms() {
-			if al, aerr := rate.ParseLimit(a.String() + " " + text); aerr == nil {
-				l, err = al, nil
-				break
-			}
-		}
+		l, err = readAsEach(text, err)
 	}
 	if err != nil {
 		return rate.Limit{}, err
@@ -259,6 +260,68 @@ func ParseLimit(text string) (rate.Limit, error) {
 	return l, nil
 }
 
+// readAsEach reads text as the limit of each algorithm in turn, and if
+// none accepts it, the text without its burst as fixed_window's (the
+// window that accepts the most), with the burst read apart: a burst too
+// large for every bucket is no fault of the windows', which ignore it.
+// It returns the first limit read, or asIs, the error of reading the text
+// as it is, which names no algorithm.
+func readAsEach(text string, asIs error) (rate.Limit, error) {
+	for _, a := range rate.Algorithms() {
+		if l, err := rate.ParseLimit(a.String() + " " + text); err == nil {
+			return l, nil
+		}
+	}
+	fields := strings.Fields(text)
+	n := len(fields)
+	if n < 2 || fields[n-2] != "burst" {
+		return rate.Limit{}, asIs
+	}
+	// The burst read as a fixed_window's count: the same digits, and a
+	// bound (2^52) that no burst a bucket can hold passes.
+	b, err := rate.ParseLimit("fixed_window " + fields[n-1] + "/s")
+	if err != nil {
+		return rate.Limit{}, asIs
+	}
+	l, err := rate.ParseLimit("fixed_window " + strings.Join(fields[:n-2], " "))
+	if err != nil {
+		return rate.Limit{}, asIs
+	}
+	l.Burst = b.Count
+	return l, nil
+}
+
+// tooLargeAdvice says why l, one algorithm's limit of s, is too large for
+// that algorithm's exact arithmetic, and what a simulation can do about
+// it; or "" if l has another fault, or an algorithm whose own advice
+// works here. [rate.Limit.Validate] advises a limit that names
+// fixed_window, which a scenario's limit may not: here the advice is to
+// leave the algorithm out, or to choose a smaller burst or period.
+func (s Scenario) tooLargeAdvice(l rate.Limit) string {
+	switch l.Algorithm {
+	case rate.FixedWindow, rate.SlidingLog:
+		return ""
+	}
+	small := l
+	small.Count, small.Burst = 1, 0
+	if l.Count < 1 || l.Burst < 0 || small.Validate() != nil {
+		return "" // not the count nor the burst: the period itself, or worse
+	}
+	why := fmt.Sprintf("%s is too large for %s: its count and burst times the period in microseconds must stay below 2^52 for exact arithmetic", l.RateString(), l.Algorithm)
+	noBurst := l
+	noBurst.Burst = 0
+	if l.Burst > l.Count && noBurst.Validate() == nil {
+		return fmt.Sprintf("%s; give a burst of at most %d, or leave %s out of the algorithms compared (the window algorithms ignore the burst)",
+			why, rate.MaxExact/l.Period.Microseconds(), l.Algorithm)
+	}
+	also := ""
+	if s.LimitFor(rate.FixedWindow).Validate() == nil {
+		also = " (fixed_window can apply it, as a quota)"
+	}
+	return fmt.Sprintf("%s; state the rate over a shorter period (this one is %.4g per second), or leave %s out of the algorithms compared%s",
+		why, float64(l.Count)/l.Period.Seconds(), l.Algorithm, also)
+}
+
 // ErrInvalid is wrapped by the errors of [Scenario.Validate], and so of
 // [Run], for a scenario that cannot be run.
 var ErrInvalid = errors.New("invalid scenario")
@@ -266,12 +329,22 @@ var ErrInvalid = errors.New("invalid scenario")
 // Validate reports why s cannot be run, or nil. Its errors wrap ErrInvalid
 // and name the scenario and what to change.
 func (s Scenario) Validate() error {
+	name := s.Name
+	if name == "" {
+		name = "unnamed"
+	}
 	fail := func(format string, args ...any) error {
-		name := s.Name
-		if name == "" {
-			name = "unnamed"
-		}
 		return fmt.Errorf("%w %q: %s", ErrInvalid, name, fmt.Sprintf(format, args...))
+	}
+	// failEvent names the request at fault: by its line, as a
+	// *LineError, if it was read from CSV, as ReadCSV's errors do; else
+	// by its index.
+	failEvent := func(i int, e Event, format string, args ...any) error {
+		what := fmt.Sprintf(format, args...)
+		if e.Line > 0 {
+			return fmt.Errorf("%w %q: %w", ErrInvalid, name, &LineError{Line: e.Line, Err: errors.New("the request " + what)})
+		}
+		return fmt.Errorf("%w %q: request %d %s", ErrInvalid, name, i, what)
 	}
 	if s.Limit.Calendar != rate.NoCalendar {
 		return fail("monthly limits cannot be simulated second by second; use a period such as 10s or 1m")
@@ -280,7 +353,11 @@ func (s Scenario) Validate() error {
 		return fail("starts at %s, before 1970: sluice's algorithms count time from the Unix epoch", s.Start.UTC().Format(time.RFC3339Nano))
 	}
 	for _, a := range s.algorithms() {
-		if err := s.LimitFor(a).Validate(); err != nil {
+		l := s.LimitFor(a)
+		if err := l.Validate(); err != nil {
+			if advice := s.tooLargeAdvice(l); advice != "" {
+				return fail("limit for %s: %s", a, advice)
+			}
 			return fail("limit for %s: %v; leave %s out of the algorithms compared", a, err, a)
 		}
 	}
@@ -308,17 +385,17 @@ func (s Scenario) Validate() error {
 	for i, e := range s.Events {
 		switch {
 		case e.At < 0:
-			return fail("request %d arrives at %v, before the start", i, e.At)
+			return failEvent(i, e, "arrives at %v, before the start", e.At)
 		case e.At >= end:
-			return fail("request %d arrives at %v, after the scenario's %d seconds", i, e.At, seconds)
+			return failEvent(i, e, "arrives at %v, after the scenario's %d seconds", e.At, seconds)
 		case e.Key == "":
-			return fail("request %d has no key", i)
+			return failEvent(i, e, "has no key")
 		case len(e.Key) > MaxKeyLen || len(e.Client) > MaxKeyLen:
-			return fail("request %d: key or client longer than %d bytes", i, MaxKeyLen)
+			return failEvent(i, e, "has a key or client longer than %d bytes", MaxKeyLen)
 		case !utf8.ValidString(e.Key) || !utf8.ValidString(e.Client):
-			return fail("request %d: key or client is not valid UTF-8", i)
+			return failEvent(i, e, "has a key or client that is not valid UTF-8")
 		case e.Cost < 0:
-			return fail("request %d has a negative cost %d", i, e.Cost)
+			return failEvent(i, e, "has a negative cost %d", e.Cost)
 		}
 	}
 	return nil

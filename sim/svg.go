@@ -3,6 +3,7 @@ package sim
 import (
 	"fmt"
 	"io"
+	"math"
 	"strings"
 	"time"
 
@@ -18,12 +19,16 @@ const (
 	rowH    = 78
 	barH    = 46 // the tallest column
 	barTop  = 14 // room for the ✕ count above a column
+	// digitW is the width of a digit in the 10 px labels, a little over
+	// DejaVu Sans's 0.636 em.
+	digitW = 6.5
 )
 
 // WriteSVG draws r as an SVG picture, readable without a legend: one row
 // per algorithm and setup, one column per second (or per few seconds in
-// long scenarios), with the requests that passed in green and those
-// refused stacked above them in hatched red under a ✕ and their count.
+// long scenarios, the last narrower if it covers fewer), with the
+// requests that passed in green and those refused stacked above them in
+// hatched red under a ✕ and their count.
 // The title says the limit and the bucket algorithms' burst; each row ends
 // with its totals; dashed lines mark fixed-window boundaries.
 //
@@ -65,6 +70,17 @@ func WriteSVG(w io.Writer, r Result) error {
 	how := "one column per second"
 	if bin > 1 {
 		how = fmt.Sprintf("one column per %d seconds", bin)
+	}
+	// The last column may cover fewer seconds than the others. Drawn as
+	// wide, its bar, which counts requests, would make traffic seem to
+	// fall at the end; drawn narrower in proportion it keeps the time
+	// scale that the ticks and window boundaries use and ends where the
+	// scenario ends, while its bar still counts requests on the one
+	// scale (a bar scaled to a rate would not). The header says so in
+	// few words: the line is nearly full.
+	lastSecs := seconds - (cols-1)*bin
+	if lastSecs < bin {
+		how += fmt.Sprintf(" (last: %d s)", lastSecs)
 	}
 	p.Printf(`<text x="%d" y="%d" font-size="12.5" fill="%s">%s: requests <tspan fill="%s" font-weight="bold">passed</tspan> in green, <tspan fill="%s" font-weight="bold">refused ✕</tspan> hatched red on top; one scale for all rows (tallest column: %d).</text>`+"\n",
 		chart.Margin, y, chart.Grey, chart.Text(chart.Capitalize(how)), chart.Green, chart.Red, peak)
@@ -108,6 +124,9 @@ func WriteSVG(w io.Writer, r Result) error {
 		}
 		// Baseline and columns.
 		p.Baseline(base)
+		// The right end of the last pass count drawn, so that the next
+		// keeps a character's gap: "2 4 8" must not read as 248.
+		labelEnd := math.Inf(-1)
 		for c := range cols {
 			var passed, refused int
 			for _, s := range binned(row.PerSecond, c, bin) {
@@ -122,22 +141,39 @@ func WriteSVG(w io.Writer, r Result) error {
 			if bin > 1 {
 				label = fmt.Sprintf("%d–%d s", t, min(t+bin, seconds)-1)
 			}
-			cx, top := p.Column(chart.Column{Index: c, Width: colW, Base: base, Unit: unit,
+			col := chart.Column{Index: c, Width: colW, Base: base, Unit: unit,
 				T: int64(t), Passed: int64(passed), Refused: int64(refused),
-				Title: fmt.Sprintf("%s: %d passed, %d refused", label, passed, refused), Pattern: "refused"})
+				Title: fmt.Sprintf("%s: %d passed, %d refused", label, passed, refused), Pattern: "refused"}
+			narrow := c == cols-1 && lastSecs < bin
+			shift := 0.0 // how far the column is moved right, to absolute x
+			if narrow {
+				// chart.Column places a column at Index times its Width:
+				// a narrower one is drawn first and moved to its place.
+				col.Index, col.Width = 0, colW*float64(lastSecs)/float64(bin)
+				shift = float64(c) * colW
+				p.Printf(`<g transform="translate(%.2f 0)">`, shift)
+			}
+			w := col.Width
+			cx, top := p.Column(col)
 			if refused > 0 {
 				mark := "✕"
-				if colW >= 7*(float64(len(fmt.Sprint(refused)))+1.5) {
+				if w >= 7*(float64(len(fmt.Sprint(refused)))+1.5) {
 					mark = fmt.Sprintf("✕%d", refused)
 				}
-				if colW >= 7 {
+				if w >= 7 {
 					p.Printf(`<text x="%.2f" y="%.2f" font-size="10" text-anchor="middle" fill="%s">%s</text>`, cx, top-3, chart.Red, mark)
 				}
 			}
-			if passed > 0 && colW >= 6.5*float64(len(fmt.Sprint(passed))) {
+			// A pass count is drawn if it fits under its column and
+			// keeps a character's gap from the last one drawn.
+			if lw := digitW * float64(len(fmt.Sprint(passed))); passed > 0 && w >= lw && shift+cx-lw/2 >= labelEnd+digitW {
 				p.Printf(`<text x="%.2f" y="%.2f" font-size="10" text-anchor="middle" fill="%s">%d</text>`, cx, base+11, chart.Green, passed)
+				labelEnd = shift + cx + lw/2
 			}
 			p.Printf("</g>\n")
+			if narrow {
+				p.Printf("</g>\n")
+			}
 		}
 		// Totals.
 		tx := chart.PlotRight + 16

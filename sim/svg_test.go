@@ -5,6 +5,7 @@ import (
 	"context"
 	"encoding/xml"
 	"errors"
+	"fmt"
 	"io"
 	"math"
 	"strconv"
@@ -361,5 +362,167 @@ func TestSVGTicksOverTheirSeconds(t *testing.T) {
 		if ticks < 2 {
 			t.Errorf("%d s: %d labels on the time axis", secs, ticks)
 		}
+	}
+}
+
+// svgCol is one column of a parsed picture: where its bar is and the
+// labels drawn with it.
+type svgCol struct {
+	t        int
+	x, width float64 // the bar's
+	passedAt float64 // the x of its pass count under the baseline, if drawn
+	passed   string
+}
+
+// svgColumns returns the columns of the first row of a picture.
+func svgColumns(t *testing.T, doc []byte) []svgCol {
+	t.Helper()
+	dec := xml.NewDecoder(bytes.NewReader(doc))
+	var cols []svgCol
+	rows, inLabel, depth, colDepth := 0, false, 0, 0 // colDepth: the depth of the column open, or 0
+	shift := []float64{0}                            // the x translation at each depth
+	for {
+		tok, err := dec.Token()
+		if errors.Is(err, io.EOF) {
+			break
+		}
+		if err != nil {
+			t.Fatalf("invalid XML: %v", err)
+		}
+		switch tok := tok.(type) {
+		case xml.StartElement:
+			depth++
+			a := map[string]string{}
+			for _, at := range tok.Attr {
+				a[at.Name.Local] = at.Value
+			}
+			dx := 0.0
+			if tr := a["transform"]; tr != "" {
+				if _, err := fmt.Sscanf(tr, "translate(%g 0)", &dx); err != nil {
+					t.Fatalf("transform %q: %v", tr, err)
+				}
+			}
+			shift = append(shift, shift[len(shift)-1]+dx)
+			x := func(name string) float64 {
+				v, _ := strconv.ParseFloat(a[name], 64)
+				return v + shift[len(shift)-1]
+			}
+			inLabel = false
+			switch {
+			case tok.Name.Local == "g" && a["class"] == "row":
+				rows++
+			case rows != 1:
+			case tok.Name.Local == "g" && a["class"] == "col":
+				n, _ := strconv.Atoi(a["data-t"])
+				cols = append(cols, svgCol{t: n})
+				colDepth = depth
+			case colDepth == 0:
+			case tok.Name.Local == "rect" && a["class"] == "passed":
+				c := &cols[len(cols)-1]
+				c.x = x("x")
+				c.width, _ = strconv.ParseFloat(a["width"], 64)
+			case tok.Name.Local == "text" && a["fill"] == chart.Green:
+				c := &cols[len(cols)-1]
+				c.passedAt = x("x")
+				inLabel = true
+			}
+		case xml.CharData:
+			if inLabel {
+				cols[len(cols)-1].passed = string(tok)
+			}
+		case xml.EndElement:
+			inLabel = false
+			if depth == colDepth {
+				colDepth = 0
+			}
+			depth--
+			shift = shift[:len(shift)-1]
+		}
+	}
+	return cols
+}
+
+// TestSVGPassLabelsApart: the pass counts under narrow columns keep at
+// least a character's gap between them, so that "2 4 8" never reads as
+// 248; those that do not fit are left out.
+func TestSVGPassLabelsApart(t *testing.T) {
+	const digit = 6.36 // DejaVu Sans's digits are 0.636 em wide; the labels are 10 px
+	for _, secs := range []int{30, 45, 60, 90, 194} {
+		sc := Scenario{Name: "labels", Limit: rate.Limit{Count: 1000, Period: time.Second},
+			Algorithms: []rate.Algorithm{rate.GCRA}, Seconds: secs}
+		for s := range secs {
+			sc.Events = append(sc.Events, Burst("k", time.Duration(s)*time.Second, 1+s%9)...)
+		}
+		r, err := Run(context.Background(), sc)
+		if err != nil {
+			t.Fatal(err)
+		}
+		var labels []svgCol
+		for _, c := range svgColumns(t, checkSVG(t, r)) {
+			if c.passed != "" {
+				labels = append(labels, c)
+			}
+		}
+		// A label wider than its column is left out; the others, at
+		// worst every third, fit.
+		if _, cols, colW := chart.Bins(secs); colW >= 6.5 && len(labels) < cols/3 {
+			t.Errorf("%d s: %d labels under %d columns %.1f px wide, want at least %d", secs, len(labels), cols, colW, cols/3)
+		}
+		for i := 1; i < len(labels); i++ {
+			a, b := labels[i-1], labels[i]
+			gap := b.passedAt - a.passedAt - digit*float64(len(a.passed)+len(b.passed))/2
+			if gap < digit {
+				t.Errorf("%d s: labels %q at %.1f and %q at %.1f are %.1f px apart, want at least %.2f", secs, a.passed, a.passedAt, b.passed, b.passedAt, gap, digit)
+			}
+		}
+	}
+}
+
+// TestSVGShortLastColumn: when the scenario's length is not a multiple
+// of a column's seconds, the last column covers fewer seconds: it is
+// drawn narrower in proportion, on the time scale of the others, and
+// the header says so.
+func TestSVGShortLastColumn(t *testing.T) {
+	const secs = 195 // 2 s a column: 97 of 2 s and one of 1 s
+	sc := Scenario{Name: "short", Limit: rate.Limit{Count: 1000, Period: time.Second},
+		Algorithms: []rate.Algorithm{rate.GCRA}, Seconds: secs,
+		Events: Steady("k", 0, secs*time.Second, time.Second)}
+	r, err := Run(context.Background(), sc)
+	if err != nil {
+		t.Fatal(err)
+	}
+	doc := checkSVG(t, r)
+	bin, cols, colW := chart.Bins(secs)
+	if bin != 2 || cols != 98 {
+		t.Fatalf("Bins(%d) = %d, %d: the test wants 98 columns of 2 s", secs, bin, cols)
+	}
+	got := svgColumns(t, doc)
+	if len(got) != cols {
+		t.Fatalf("%d columns drawn, want %d", len(got), cols)
+	}
+	full, last := got[0], got[len(got)-1]
+	if math.Abs(last.width-full.width/2) > 0.02 {
+		t.Errorf("the last column, 1 s, is %.2f px wide; the others, 2 s, %.2f", last.width, full.width)
+	}
+	// It stands where its second is on the time scale: in the first
+	// half of its slot.
+	left := float64(chart.PlotLeft) + float64(cols-1)*colW
+	if last.x < left || last.x+last.width > left+colW/2+0.01 {
+		t.Errorf("the last column spans %.2f–%.2f px, want within %.2f–%.2f", last.x, last.x+last.width, left, left+colW/2)
+	}
+	if !bytes.Contains(doc, []byte("One column per 2 seconds (last: 1 s):")) {
+		t.Error("the header does not say the last column is narrower")
+	}
+
+	// A length that is a multiple draws every column alike, and says
+	// nothing of the last.
+	sc.Seconds, sc.Events = 196, Steady("k", 0, 196*time.Second, time.Second)
+	if r, err = Run(context.Background(), sc); err != nil {
+		t.Fatal(err)
+	}
+	doc = checkSVG(t, r)
+	got = svgColumns(t, doc)
+	if w := got[len(got)-1].width; math.Abs(w-got[0].width) > 0.001 || bytes.Contains(doc, []byte("(last: ")) {
+		t.Errorf("196 s: the last column %.2f px wide, the first %.2f", w, got[0].width)
 	}
 }

@@ -39,8 +39,8 @@ Flags:
   --scenario NAME      the built-in scenario to run (default boundary)
   --csv FILE           replay the requests in FILE instead: one per line,
                        "time,key[,cost]", time in seconds from the start
-                       (9.9) or RFC 3339 (2025-06-01T12:00:09.9Z); a header
-                       line is optional. Needs --limit.
+                       (9.9) or RFC 3339 (2025-06-01T12:00:09.9Z); a first
+                       line "time,key[,cost]" is a header. Needs --limit.
   --limit LIMIT        the limit, as in sluice's config: "10 per 10s",
                        "5/s", "100/m burst 20". The buckets (token_bucket,
                        leaky_bucket, gcra) hold burst tokens, count if no
@@ -241,35 +241,34 @@ func (f *simFlags) buildScenario() (sim.Scenario, error) {
 		}
 		sc.Limit = l // that each algorithm compared can apply it, Run checks
 	}
-	setupChanged := false
 	if f.setups != "" {
 		setups, err := parseList(f.setups, sim.Setups(), sim.ParseSetup)
 		if err != nil {
 			return sc, usageError{fmt.Errorf("--setup: %w", err)}
 		}
-		own := sc.Setups
-		if len(own) == 0 {
-			own = []sim.Setup{sim.Single}
-		}
-		for _, s := range setups {
-			setupChanged = setupChanged || !slices.Contains(own, s)
-		}
 		sc.Setups = setups
 	}
 	sc.Instances = f.instances
-	var changed []string
-	for _, name := range []string{"limit", "seconds", "seed", "instances"} {
-		if f.set[name] {
-			changed = append(changed, "--"+name)
+	if f.csv == "" && sc.Description != "" {
+		var changed []string
+		for _, c := range sim.Changes(f.scenario, sc) {
+			changed = append(changed, simFlagOf[c])
+		}
+		if note := sim.ChangesNote(changed); note != "" {
+			sc.Description += "\n\n" + note
 		}
 	}
-	if setupChanged {
-		changed = append(changed, "--setup")
-	}
-	if len(changed) > 0 && sc.Description != "" {
-		sc.Description += fmt.Sprintf("\n\n(The figures above are for the scenario as it comes; this run sets %s.)", strings.Join(changed, ", "))
-	}
 	return sc, nil
+}
+
+// simFlagOf names each setting a built-in scenario's figures depend on
+// by the flag that sets it.
+var simFlagOf = map[sim.Setting]string{
+	sim.SettingLimit:     "--limit",
+	sim.SettingSeconds:   "--seconds",
+	sim.SettingSeed:      "--seed",
+	sim.SettingInstances: "--instances",
+	sim.SettingSetups:    "--setup",
 }
 
 // parseList reads a comma-separated list of names, or "all".
