@@ -19,7 +19,8 @@
 // refuse together;
 // [AllowAll] decides requests on several keys as one (per account and per
 // IP). [Limiter.Wait] blocks until a request may pass, for clients that
-// pace themselves.
+// pace themselves. [Limiter.Reset] forgets a key, as after a successful
+// login.
 //
 // # What to import for what
 //

@@ -211,6 +211,11 @@ type FallbackStats struct {
 // after MinBackoff, then after twice as long each time a probe fails, up to
 // MaxBackoff. The first probe that succeeds brings the primary back. So a
 // dead server costs one slow call per backoff period, not one per request.
+// A primary that fails again less than MaxBackoff after it came back
+// starts its next outage from twice the backoff it had, not from
+// MinBackoff: one that answers probes but fails the calls after them (a
+// full Redis answers a refusal, which writes nothing) flaps ever more
+// slowly, up to once a MaxBackoff.
 // Only calls sent since the primary's latest transition move it: a call
 // sent before an outage and answered after it does not bring the primary
 // back (the answer may predate the outage), and one sent before a recovery
@@ -287,6 +292,7 @@ type breaker struct {
 	backoff time.Duration
 	next    time.Time // when the next probe may go
 	since   time.Time // when it went down
+	upAt    time.Time // when it last came back; zero before its first outage
 	lastErr error     // its last failure while down
 
 	// done counts the calls it completed: its signs of life. The last
@@ -803,6 +809,7 @@ func (f *Fallback) up(b *breaker, gen uint64) {
 	}
 	b.gen.Store(gen + 1)
 	b.lastErr = nil
+	b.upAt = f.clock.Now()
 	f.recoveries.Add(1)
 	f.log.Info("sluice: store recovered", b.attrs("down_for", f.clock.Now().Sub(b.since).Round(time.Millisecond))...)
 }
@@ -850,7 +857,16 @@ func (f *Fallback) fail(b *breaker, err error, gen uint64, probe, byDeadline boo
 		b.gen.Store(cur + 1)
 		f.outages.Add(1)
 		b.since = now
-		b.backoff = f.minBackoff
+		// A primary that fails again soon after it came back (a full
+		// Redis answers the probe, a refusal that writes nothing, and
+		// fails the next write) goes on from the backoff it had: it
+		// flaps ever more slowly, up to once a MaxBackoff, rather than
+		// every MinBackoff. One that stayed up MaxBackoff starts afresh.
+		if !b.upAt.IsZero() && now.Sub(b.upAt) < f.maxBackoff {
+			b.backoff = min(2*b.backoff, f.maxBackoff)
+		} else {
+			b.backoff = f.minBackoff
+		}
 		b.next = now.Add(b.backoff)
 		msg := "sluice: store unavailable; deciding by failure mode until it recovers"
 		if f.mode == FailError {
@@ -974,4 +990,39 @@ func (f *Fallback) decideLocal(ctx context.Context, reqs []rate.Request, out []r
 		}
 	}
 	return rate.Combine(out[:len(reqs)]), nil
+}
+
+var _ Resetter = (*Fallback)(nil)
+
+// Reset forgets keys in the primary store and in the local store, if
+// there is one (FailLocal's, or FallbackOptions.Local), so that neither
+// decides on a state the caller meant to clear. The local store forgets
+// them whatever becomes of the primary's reset. It returns the primary's
+// error, as it is the primary's state that every instance shares: a reset
+// that failed there has not happened. A primary that does not implement
+// [Resetter] gives an error wrapping errors.ErrUnsupported. The call to
+// the primary is sent whether or not it is down, bounded by Timeout, and
+// its outcome does not move the breakers: a reset is no decision.
+func (f *Fallback) Reset(ctx context.Context, keys ...string) error {
+	var localErr error
+	if r, ok := f.local.(Resetter); ok {
+		if err := r.Reset(ctx, keys...); err != nil {
+			localErr = fmt.Errorf("fallback: local store: %w", err)
+		}
+	}
+	r, ok := f.primary.(Resetter)
+	if !ok {
+		return fmt.Errorf("fallback: primary store %T cannot forget keys: %w", f.primary, errors.ErrUnsupported)
+	}
+	if f.timeout > 0 {
+		if dl, ok := ctx.Deadline(); !ok || time.Until(dl) > f.timeout {
+			var cancel context.CancelFunc
+			ctx, cancel = context.WithTimeout(ctx, f.timeout)
+			defer cancel()
+		}
+	}
+	if err := r.Reset(ctx, keys...); err != nil {
+		return fmt.Errorf("fallback: primary store: %w", err)
+	}
+	return localErr
 }

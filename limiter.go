@@ -460,3 +460,32 @@ func (l *Limiter) wait(ds []rate.Decision) time.Duration {
 	}
 	return need
 }
+
+// Reset forgets key's state under every one of the limiter's limits, so
+// that its next request is decided as its first: after a successful
+// login, to clear the failures counted against an account, or to unblock
+// a customer. A request for key decided concurrently may land just before
+// the reset (and be forgotten) or just after (and count). Over a
+// [Fallback], the key is forgotten in the primary store and in the local
+// store of FailLocal; an error then means the primary may still hold it.
+// On a Redis store, other instances may still refuse key from their deny
+// caches for as long as the refusals they hold last (see package
+// store/redis). The store must implement [Resetter]; if it does not,
+// Reset returns an error wrapping errors.ErrUnsupported.
+func (l *Limiter) Reset(ctx context.Context, key string) error {
+	r, ok := l.store.(Resetter)
+	if !ok {
+		return fmt.Errorf("sluice: reset %q: store %T cannot forget keys: %w", key, l.store, errors.ErrUnsupported)
+	}
+	// The keys of key's requests, built as AllowN builds them, so that
+	// the reset forgets exactly what they counted.
+	reqs := l.requests(key, 0)
+	keys := make([]string, len(reqs))
+	for i, req := range reqs {
+		keys[i] = req.Key
+	}
+	if err := r.Reset(ctx, keys...); err != nil {
+		return fmt.Errorf("sluice: reset %q: %w", key, err)
+	}
+	return nil
+}

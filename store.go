@@ -36,3 +36,13 @@ type Store interface {
 	// rate.CheckGroup first.
 	DecideAll(ctx context.Context, reqs []rate.Request, out []rate.Decision) (rate.Decision, error)
 }
+
+// Resetter is a Store that can forget keys: [Limiter.Reset] needs its
+// store to be one. The memory store, the Redis store and [Fallback] are.
+type Resetter interface {
+	// Reset forgets the state of each store key (a rate.Request.Key), as
+	// if no request had come for it: the next request for it is decided
+	// as its first. A key the store does not hold is no error. An error
+	// means some keys may not have been forgotten.
+	Reset(ctx context.Context, keys ...string) error
+}

@@ -366,6 +366,15 @@ func (l *lateRedis) DecideAll(ctx context.Context, reqs []rate.Request, out []ra
 	return rate.Decision{}, l.notConnected()
 }
 
+// Reset is the store's; before it is in, it fails as a decision does:
+// the keys are not forgotten in a Redis not reached yet.
+func (l *lateRedis) Reset(ctx context.Context, keys ...string) error {
+	if rs := l.rs.Load(); rs != nil {
+		return rs.Reset(ctx, keys...)
+	}
+	return l.notConnected()
+}
+
 // DecideCached is the store's; false before it is in.
 func (l *lateRedis) DecideCached(reqs []rate.Request, out []rate.Decision) (rate.Decision, bool) {
 	if rs := l.rs.Load(); rs != nil {

@@ -494,3 +494,43 @@ func (s *Store) Stats() Stats {
 	}
 	return st
 }
+
+// Reset forgets the state of each key, as if no request had come for it:
+// the next request for it is decided as its first. A key the store does
+// not hold is no error. The keys are forgotten at once, under the locks
+// of all their shards (taken in DecideAll's order), so that a concurrent
+// DecideAll over several of them sees all or none forgotten. Like Decide,
+// it does no I/O and ignores ctx.
+func (s *Store) Reset(_ context.Context, keys ...string) error {
+	var (
+		shardBuf [maxStack]int
+		hashBuf  [maxStack]uint32
+		lockBuf  [maxStack]int
+	)
+	shards, hashes, locked := shardBuf[:0], hashBuf[:0], lockBuf[:0]
+	if len(keys) > maxStack {
+		shards = make([]int, 0, len(keys))
+		hashes = make([]uint32, 0, len(keys))
+		locked = make([]int, 0, len(keys))
+	}
+	for _, k := range keys {
+		sh, h := s.locate(k)
+		shards, hashes = append(shards, sh), append(hashes, h)
+		locked = insertSorted(locked, sh)
+	}
+	for _, i := range locked {
+		s.shards[i].mu.Lock()
+	}
+	for i, k := range keys {
+		// remove frees the key's bytes and a sliding_log's timestamps,
+		// and shrinks the table as a decision that leaves a key fresh.
+		sh := &s.shards[shards[i]]
+		if slot := sh.find(k, hashes[i]); slot >= 0 {
+			sh.remove(slot)
+		}
+	}
+	for _, i := range locked {
+		s.shards[i].mu.Unlock()
+	}
+	return nil
+}
