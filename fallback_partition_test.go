@@ -291,8 +291,8 @@ func TestFallbackPartitionsProbeTogether(t *testing.T) {
 		t.Fatalf("a probed alone: %s, want %s", got, want)
 	}
 	s.state[1].Store(1)
-	sources(t, f, "a1") // down again
-	clk.Advance(100 * time.Millisecond)
+	sources(t, f, "a1") // down again, at once: its backoff doubles
+	clk.Advance(200 * time.Millisecond)
 	s.state[1].Store(0)
 	probes := f.Stats().Probes
 	if got, want := sources(t, f, "a1+b1", "a1", "b1"), "a1+b1:primary a1:primary b1:primary"; got != want {
