@@ -125,9 +125,20 @@
 -- at the same time, oldest first. Anything else (another algorithm's
 -- state, a text state of an earlier version, a value of the wrong length,
 -- or a key of another type, such as a list) reads as fresh, and the next
--- decision that writes replaces it. A fresh state is never stored: the key
--- is deleted, and otherwise it expires when the state would be fresh again
--- (the decision's reset after).
+-- decision that writes replaces it. So does a value in this format whose
+-- numbers the script never writes: every field it writes is an integer
+-- in [0, 2^53) (times since the epoch, counts, debts and fractions; see
+-- Numbers), and a log's runs have strictly increasing times and at least
+-- one unit each. Anything else (an infinity, a NaN, a negative count, a
+-- run out of order), left by another program, a restore or a key
+-- collision, would otherwise fail every decision on the key for good (an
+-- infinite expiry is no integer to SET ... PX) or admit past the limit (a
+-- negative count); as fresh, it is replaced and expires like any state.
+-- The check costs the hot path a few comparisons, no library call. A
+-- time far ahead of now is valid: it is how a key outlives Redis's clock
+-- stepping back. A fresh state is never stored: the key is deleted, and
+-- otherwise it expires when the state would be fresh again (the
+-- decision's reset after).
 
 local KEYS, ARGV = KEYS, ARGV
 local now = tonumber(ARGV[1])
@@ -139,6 +150,9 @@ end
 
 local floor, max = math.floor, math.max
 local pack, sunpack, byte, concat, type = struct.pack, struct.unpack, string.byte, table.concat, type
+
+-- 2^53: every field the script writes lies below it (see State).
+local BOUND = 9007199254740992
 
 local nkeys = #KEYS
 local out
@@ -181,9 +195,16 @@ while first <= nkeys do
 					local r1, r2 = ARGV[rc + 2 * i] + 0, ARGV[rc + 2 * i + 1] + 0
 					if alg == 5 then
 						if #raw % 16 == 1 then
-							local runs, found, lt = { pack('B', 5) }, false, nil
+							local runs, found, lt, prev = { pack('B', 5) }, false, nil, -1
 							for p = 2, #raw, 16 do
 								local at, units = sunpack('>dd', raw, p)
+								-- A log the step would read as fresh (see
+								-- State) gets nothing.
+								if not (at > prev and at < BOUND and at % 1 == 0 and units >= 1 and units < BOUND and units % 1 == 0) then
+									found = false
+									break
+								end
+								prev = at
 								if at == r1 and not found then
 									found, units = true, units - cost
 								end
@@ -204,7 +225,11 @@ while first <= nkeys do
 						end
 					elseif #raw == 25 then
 						local sa, sb, sc = sunpack('>ddd', raw, 2)
-						if alg == 0 or alg == 2 then
+						if not (sa >= 0 and sb >= 0 and sc >= 0 and sa < BOUND and sb < BOUND and sc < BOUND
+							and sa % 1 == 0 and sb % 1 == 0 and sc % 1 == 0) then
+							-- A state the step would read as fresh (see State)
+							-- gets nothing.
+						elseif alg == 0 or alg == 2 then
 							-- The TAT (tus, trem) as rate's tatOf reads it; k =
 							-- (Tc − C) in ticks. Products past 2^53 round, but
 							-- monotonically: each comparison with an exact
@@ -357,18 +382,30 @@ while first <= nkeys do
 					-- reads as fresh (see State) rather than failing the
 					-- call, and with it every group that shares it.
 					local raw = redis.pcall('GET', key)
+					-- Numbers the script never writes read as fresh too:
+					-- NaNs and infinities fail each comparison with 0 or
+					-- BOUND, and x % 1 == 0 leaves integers alone.
 					if type(raw) == 'string' and byte(raw) == alg then
 						if alg == 5 then
 							if #raw % 16 == 1 then
 								slog = {}
-								local j = 0
+								local j, prev = 0, -1
 								for p = 2, #raw, 16 do
-									slog[j + 1], slog[j + 2] = sunpack('>dd', raw, p)
-									j = j + 2
+									local at, units = sunpack('>dd', raw, p)
+									if not (at > prev and at < BOUND and at % 1 == 0 and units >= 1 and units < BOUND and units % 1 == 0) then
+										slog = nil
+										break
+									end
+									slog[j + 1], slog[j + 2] = at, units
+									j, prev = j + 2, at
 								end
 							end
 						elseif #raw == 25 then
-							sa, sb, sc = sunpack('>ddd', raw, 2)
+							local a, b, c = sunpack('>ddd', raw, 2)
+							if a >= 0 and b >= 0 and c >= 0 and a < BOUND and b < BOUND and c < BOUND
+								and a % 1 == 0 and b % 1 == 0 and c % 1 == 0 then
+								sa, sb, sc = a, b, c
+							end
 						end
 					end
 					if group then
