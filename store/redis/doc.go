@@ -122,7 +122,9 @@
 // A key holds its algorithm in one byte and the state's fields as
 // big-endian float64s (a sliding log keeps runs of equal timestamps).
 // Anything else under a key (another algorithm's state, a value of another
-// type) reads as fresh, and the next decision that writes replaces it. It
+// type, or of this format with numbers the script never writes: an
+// infinity, a NaN, a negative count) reads as fresh, and the next
+// decision that writes replaces it. It
 // expires by itself when its state would be fresh again (after the
 // decision's ResetAfter), and is deleted when a decision leaves it fresh,
 // so idle keys cost Redis nothing. Nothing bounds how many live keys
