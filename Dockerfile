@@ -1,10 +1,10 @@
 # sluice serve in a container: a static binary on a distroless base, run
 # as a user without privileges. Build it at the repository's root:
 #
-#   docker build -t sluice .
-#   docker run --rm -p 8080:8080 -p 9090:9090 sluice
+#   docker build -t sluice:dev .
+#   docker run --rm -p 8080:8080 -p 9090:9090 sluice:dev
 #   docker run --rm -p 8081:8081 -v "$PWD/sluice.yaml:/etc/sluice.yaml:ro" \
-#     sluice serve --config /etc/sluice.yaml
+#     sluice:dev serve --config /etc/sluice.yaml
 #
 # Arguments replace the image's command, serve: name it before its flags.
 #

@@ -181,6 +181,13 @@ type Options struct {
 	// changes. Zero means DefaultWatchInterval; negative turns watching
 	// off (SIGHUP, through Reload, still works).
 	WatchInterval time.Duration
+	// ShutdownDelay is how long Run goes on serving new requests once its
+	// context ends, /readyz and gRPC health saying it is shutting down,
+	// before it closes its listeners and drains: a load balancer, or
+	// Kubernetes (its endpoints, kube-proxy, Envoy's DNS), keeps sending
+	// a terminating instance traffic for a few seconds, which listeners
+	// closed at once would refuse. Zero or less means none.
+	ShutdownDelay time.Duration
 	// ShutdownTimeout bounds how long Run waits for requests in flight
 	// once its context ends. Zero or less means DefaultShutdownTimeout.
 	ShutdownTimeout time.Duration
@@ -693,6 +700,10 @@ func (s *Server) shutdown() {
 	s.draining.Store(true)
 	if s.rls != nil {
 		s.rls.Health().Shutdown()
+	}
+	if d := s.o.ShutdownDelay; d > 0 {
+		s.log.Info("shutting down: serving on while load balancers learn of it", "delay", d.String())
+		time.Sleep(d)
 	}
 	s.log.Info("shutting down", "timeout", s.o.ShutdownTimeout.String())
 	ctx, cancel := context.WithTimeout(context.Background(), s.o.ShutdownTimeout)

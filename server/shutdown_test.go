@@ -103,3 +103,35 @@ func TestShutdownEndsHealthWatch(t *testing.T) {
 		t.Error("the health watch was cut at the timeout instead of ended")
 	}
 }
+
+// With a ShutdownDelay, the server goes on serving new requests for that
+// long once Run's context ends, /readyz saying 503 meanwhile: a
+// Kubernetes pod is still sent traffic for a few seconds after SIGTERM,
+// and a listener closed at once refuses it. Then it drains and stops.
+func TestShutdownDelayKeepsServing(t *testing.T) {
+	ts := startServer(t, limit3, Options{ShutdownDelay: 300 * time.Millisecond})
+	ts.cancel()
+	eventually(t, "the drain to begin", func() bool { return ts.draining.Load() })
+	resp, err := http.Get("http://" + ts.Addrs().Check + "/check")
+	if err != nil {
+		t.Fatalf("a request during the delay: %v, want it served", err)
+	}
+	resp.Body.Close()
+	if resp.StatusCode != http.StatusOK {
+		t.Errorf("a request during the delay: %d, want 200", resp.StatusCode)
+	}
+	if resp, err := http.Get("http://" + ts.Addrs().Admin + "/readyz"); err != nil || resp.StatusCode != 503 {
+		t.Errorf("/readyz during the delay: %v %v, want 503", resp, err)
+	} else {
+		resp.Body.Close()
+	}
+	select {
+	case err := <-ts.done:
+		ts.done <- err
+	case <-time.After(10 * time.Second):
+		t.Fatal("the server did not stop after its delay")
+	}
+	if _, err := http.Get("http://" + ts.Addrs().Check + "/check"); err == nil {
+		t.Error("the check listener still answers after the delay and the drain")
+	}
+}

@@ -127,9 +127,15 @@ wins over its variable):
   --watch-interval DUR    how often the configuration and TLS files are
                           checked for changes; 0 turns watching off (SIGHUP
                           still reloads) (SLUICE_WATCH_INTERVAL). Default 2s.
+  --shutdown-delay DUR    how long to go on serving after SIGTERM or SIGINT,
+                          /readyz answering 503, before the listeners close
+                          and the drain starts: the few seconds a load
+                          balancer or Kubernetes still sends traffic to a
+                          terminating instance (SLUICE_SHUTDOWN_DELAY).
+                          Default 0: none.
   --shutdown-timeout DUR  how long requests in flight may take to finish
-                          after SIGTERM or SIGINT (SLUICE_SHUTDOWN_TIMEOUT).
-                          Default 15s.
+                          after SIGTERM or SIGINT, and after the delay
+                          (SLUICE_SHUTDOWN_TIMEOUT). Default 15s.
   --body-timeout DUR      how long the proxy and the check endpoint wait for
                           the next bytes of a request body before they cut
                           the request (408), as NGINX's client_body_timeout;
@@ -229,7 +235,7 @@ var serveEnv = map[string]string{
 	"redis": "SLUICE_REDIS", "max-keys": "SLUICE_MAX_KEYS", "listen": "SLUICE_LISTEN", "check-listen": "SLUICE_CHECK_LISTEN",
 	"grpc-listen": "SLUICE_GRPC_LISTEN", "admin-listen": "SLUICE_ADMIN_LISTEN", "pprof": "SLUICE_PPROF", "playground": "SLUICE_PLAYGROUND",
 	"tls-cert": "SLUICE_TLS_CERT", "tls-key": "SLUICE_TLS_KEY", "tls-client-ca": "SLUICE_TLS_CLIENT_CA",
-	"watch-interval": "SLUICE_WATCH_INTERVAL", "shutdown-timeout": "SLUICE_SHUTDOWN_TIMEOUT",
+	"watch-interval": "SLUICE_WATCH_INTERVAL", "shutdown-timeout": "SLUICE_SHUTDOWN_TIMEOUT", "shutdown-delay": "SLUICE_SHUTDOWN_DELAY",
 	"body-timeout": "SLUICE_BODY_TIMEOUT", "send-timeout": "SLUICE_SEND_TIMEOUT", "upstream-timeout": "SLUICE_UPSTREAM_TIMEOUT",
 	"log-format": "SLUICE_LOG_FORMAT", "log-level": "SLUICE_LOG_LEVEL", "gc-heap-floor": "SLUICE_GC_HEAP_FLOOR",
 	"max-header-bytes": "SLUICE_MAX_HEADER_BYTES", "request-buffer": "SLUICE_REQUEST_BUFFER",
@@ -313,6 +319,9 @@ func parseServeFlags(args []string, getenv func(string) string, stderr io.Writer
 		return nil, fmt.Errorf("%s must be above zero", f.name("shutdown-timeout"))
 	}
 	f.o.ShutdownTimeout = f.shutdown
+	if f.o.ShutdownDelay < 0 {
+		return nil, fmt.Errorf("%s must not be negative", f.name("shutdown-delay"))
+	}
 	if f.o.MaxKeys < 0 {
 		return nil, fmt.Errorf("%s must not be negative (0 means the policy file's, or 1048576)", f.name("max-keys"))
 	}
@@ -379,6 +388,7 @@ func (f *serveFlags) flagSet() *flag.FlagSet {
 	fs.BoolVar(&f.o.Playground, "playground", false, "")
 	fs.DurationVar(&f.watch, "watch-interval", server.DefaultWatchInterval, "")
 	fs.DurationVar(&f.shutdown, "shutdown-timeout", server.DefaultShutdownTimeout, "")
+	fs.DurationVar(&f.o.ShutdownDelay, "shutdown-delay", 0, "")
 	fs.DurationVar(&f.bodyTimeout, "body-timeout", server.DefaultBodyTimeout, "")
 	fs.DurationVar(&f.sendTimeout, "send-timeout", server.DefaultSendTimeout, "")
 	fs.DurationVar(&f.upstreamTimeout, "upstream-timeout", server.DefaultUpstreamTimeout, "")

@@ -411,6 +411,7 @@ func TestServeEnv(t *testing.T) {
 		"SLUICE_ENVOY_HEADERS":                 "true",
 		"SLUICE_ENVOY_REFUSED_CONSUME_NOTHING": "1",
 		"SLUICE_REQUEST_BUFFER":                "1MiB",
+		"SLUICE_SHUTDOWN_DELAY":                "5s",
 	}
 	f, err := parseServeFlags([]string{"--admin-listen", "127.0.0.1:19090"}, func(k string) string { return env[k] }, io.Discard)
 	if err != nil {
@@ -420,7 +421,7 @@ func TestServeEnv(t *testing.T) {
 		strings.Join(f.o.EnvoyConfigs, "|") != "a.yaml|b" || f.logLevel != "debug" ||
 		f.o.TLSCert != "tls.crt" || f.o.TLSKey != "tls.key" || f.o.TLSClientCA != "ca.crt" || f.o.BodyTimeout != 30*time.Second ||
 		f.o.MaxKeys != 5000 || f.o.UpstreamTimeout != 5*time.Second || !f.o.Playground || f.gcFloorBytes != 1<<30 ||
-		!f.o.EnvoyHeaders || !f.o.EnvoyRefusedConsumeNothing || f.o.RequestBuffer != 1<<20 {
+		!f.o.EnvoyHeaders || !f.o.EnvoyRefusedConsumeNothing || f.o.RequestBuffer != 1<<20 || f.o.ShutdownDelay != 5*time.Second {
 		t.Errorf("options %+v", f.o)
 	}
 	// --request-buffer 0 turns buffering off, where the Options' zero is
@@ -466,6 +467,7 @@ func TestServeBadValueNamesItsSource(t *testing.T) {
 		{map[string]string{"SLUICE_SEND_TIMEOUT": "-1s"}, nil, "SLUICE_SEND_TIMEOUT"},
 		{map[string]string{"SLUICE_GC_HEAP_FLOOR": "64MB"}, nil, "SLUICE_GC_HEAP_FLOOR"},
 		{map[string]string{"SLUICE_WATCH_INTERVAL": "-1s"}, nil, "SLUICE_WATCH_INTERVAL"},
+		{map[string]string{"SLUICE_SHUTDOWN_DELAY": "-1s"}, nil, "SLUICE_SHUTDOWN_DELAY"},
 		{nil, []string{"--log-format", "xml"}, "--log-format"},
 		{nil, []string{"--shutdown-timeout", "0s"}, "--shutdown-timeout"},
 		{nil, []string{"--gc-heap-floor", "64MB"}, "--gc-heap-floor"},
