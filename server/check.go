@@ -54,9 +54,9 @@ func (s *Server) serveCheck(nginx bool, halfLog *logpace.Pacer) http.HandlerFunc
 		r, finish := s.boundBody(w, r)
 		defer finish()
 		g := s.gen.Load()
-		orig, ok := forwardedRequest(r, g.set.ClientIP())
-		if !ok {
-			writeProblem(a, http.StatusBadRequest, "X-Forwarded-Uri is not a request URI")
+		orig, problem := forwardedRequest(r, g.set.ClientIP())
+		if problem != "" {
+			writeProblem(a, http.StatusBadRequest, problem)
 			return
 		}
 		// A check that describes a request and is decided as itself comes
@@ -116,8 +116,9 @@ func checkPassed(w http.ResponseWriter, r *http.Request) {
 // headers. Only a trusted proxy (client_ip.trusted_proxies) is believed:
 // from anyone else the check request is decided as itself, so that no
 // client can choose what it is counted as. The client address comes from
-// the forwarding header as the policies' resolver reads it. ok is false
-// for a trusted request whose URI does not parse.
+// the forwarding header as the policies' resolver reads it. problem says
+// why a trusted request describes no request: its URI does not parse, or
+// its X-Forwarded-Method, -Uri or -Host came more than once.
 //
 // A missing or malformed method is taken as GET, and a method is read in
 // upper case: the policies match the method and host whatever their case,
@@ -138,14 +139,22 @@ func checkPassed(w http.ResponseWriter, r *http.Request) {
 // field reads it as it would the request's own. A check without one
 // describes a request whose body, if it had one, the gateway kept (NGINX;
 // Traefik without forwardBody): see policy.WithoutBody.
-func forwardedRequest(r *http.Request, resolver *clientip.Resolver) (*http.Request, bool) {
+func forwardedRequest(r *http.Request, resolver *clientip.Resolver) (*http.Request, string) {
 	if !resolver.Trusted(clientip.PeerOf(r)) {
-		return r, true
+		return r, ""
+	}
+	// A field that comes twice describes no one request: a gateway that
+	// appends its copy after the client's would let the client choose
+	// which is decided.
+	for _, h := range []string{hForwardedMethod, hForwardedURI, hForwardedHost} {
+		if len(r.Header[h]) > 1 {
+			return nil, h + " came more than once: have the gateway set it, replacing any the client sent"
+		}
 	}
 	uri := r.Header.Get(hForwardedURI)
 	method := r.Header.Get(hForwardedMethod)
 	if uri == "" && method == "" {
-		return r, true
+		return r, ""
 	}
 	uri, _, _ = strings.Cut(uri, "#")
 	switch {
@@ -156,7 +165,7 @@ func forwardedRequest(r *http.Request, resolver *clientip.Resolver) (*http.Reque
 	}
 	u, err := url.ParseRequestURI(uri)
 	if err != nil {
-		return nil, false
+		return nil, "X-Forwarded-Uri is not a request URI"
 	}
 	if validMethod(method) {
 		method = strings.ToUpper(method)
@@ -179,7 +188,7 @@ func forwardedRequest(r *http.Request, resolver *clientip.Resolver) (*http.Reque
 	}
 	out.Header.Del(hForwardedMethod)
 	out.Header.Del(hForwardedURI)
-	return out, true
+	return out, ""
 }
 
 // validMethod reports whether m is an HTTP token.

@@ -848,3 +848,38 @@ func TestCheckHalfDescribedWarns(t *testing.T) {
 		t.Errorf("a second later, without X-Forwarded-Method: %d warnings, want 2, the second counting the 2 held back:\n%s", n, logs)
 	}
 }
+
+// A check whose X-Forwarded-Method, -Uri or -Host comes twice describes
+// no one request: a gateway that appends its copy after the client's
+// would let the client choose what is decided (the first copy). It is
+// answered 400 and counted so, as a URI that does not parse is.
+func TestCheckRepeatedForwardedFieldsRefused(t *testing.T) {
+	ts := startServer(t, checkPolicy, Options{})
+	for _, c := range [][]string{
+		{"X-Forwarded-Method", "POST", "X-Forwarded-Uri", "/x", "X-Forwarded-Uri", "/login"},
+		{"X-Forwarded-Method", "GET", "X-Forwarded-Method", "POST", "X-Forwarded-Uri", "/login"},
+		{"X-Forwarded-Method", "POST", "X-Forwarded-Uri", "/login", "X-Forwarded-Host", "evil", "X-Forwarded-Host", "app.example"},
+	} {
+		req, err := http.NewRequest("GET", "http://"+ts.Addrs().Check+"/check", nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for i := 0; i+1 < len(c); i += 2 {
+			req.Header.Add(c[i], c[i+1]) // Add: the field twice
+		}
+		req.Header.Set("X-Forwarded-For", "203.0.113.5")
+		resp, err := http.DefaultClient.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		b, _ := io.ReadAll(resp.Body)
+		resp.Body.Close()
+		body := string(b)
+		if resp.StatusCode != http.StatusBadRequest || !strings.Contains(body, "more than once") {
+			t.Errorf("%q: %d %s, want 400 saying a field came more than once", c, resp.StatusCode, body)
+		}
+	}
+	if n := ts.counter(`sluice_requests_total{code="400",listener="check"}`); n != 3 {
+		t.Errorf("%d checks counted as 400, want 3", n)
+	}
+}
