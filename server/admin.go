@@ -26,8 +26,9 @@ import (
 //	/metrics        Prometheus metrics
 //	/healthz        200 while the process is up
 //	/readyz         200 when the configuration is loaded, the server is
-//	                not shutting down and the store answers or is not
-//	                needed (see needsStore); else 503
+//	                not shutting down and the store answers, its breaker
+//	                letting calls through, or is not needed (see
+//	                needsStore); else 503
 //	/debug/top      the most refused keys, JSON; ?n=20
 //	/debug/pprof/   with Options.Pprof
 //	/               the dashboard
@@ -237,6 +238,14 @@ func (rd *readiness) check(ctx context.Context, s *Server) error {
 	}
 	if !needsStore(g) {
 		return nil
+	}
+	if rd.err == nil && len(s.st.cfg.Cluster) == 0 && s.st.breaker.Stats().Down {
+		// Redis answers the probe, but the breaker lets no call through
+		// until its own probe, a backoff later: until then every call
+		// fails as if Redis were down. Read at each probe, not cached.
+		// (On a Cluster, Down also means one master's keys: the store
+		// answers for the others, and stays ready, as its ping says.)
+		return errors.New("the Redis store answers again, but its breaker lets no call through until its next probe succeeds")
 	}
 	return rd.err
 }
