@@ -460,17 +460,7 @@ func (f *Fallback) DecideAllSource(ctx context.Context, reqs []rate.Request, out
 			f.probes.Add(1)
 		}
 	}
-	cctx, cancel := ctx, context.CancelFunc(func() {})
-	timer := false
-	if f.timeout > 0 {
-		// A caller whose own deadline comes first (Envoy sends one with
-		// every call) needs no timer of ours: its deadline ends the call,
-		// and hung tells whether that is the primary's failure.
-		if dl, ok := ctx.Deadline(); !ok || time.Until(dl) > f.timeout {
-			cctx, cancel = context.WithTimeout(ctx, f.timeout)
-			timer = true
-		}
-	}
+	cctx, cancel, timer := f.bound(ctx)
 	d, err := f.primary.DecideAll(cctx, reqs, out)
 	// Our Timeout, which comes before the caller's deadline, ended the
 	// call: it took too long, however near the caller's deadline is now.
@@ -882,6 +872,21 @@ func (f *Fallback) fail(b *breaker, err error, gen uint64, probe, byDeadline boo
 	return true
 }
 
+// bound returns ctx bounded by Timeout for a call to the primary, and
+// whether it set a timer of its own. A caller whose own deadline comes
+// first (Envoy sends one with every call) needs no timer of ours: its
+// deadline ends the call, and hung tells whether that is the primary's
+// failure.
+func (f *Fallback) bound(ctx context.Context) (context.Context, context.CancelFunc, bool) {
+	if f.timeout > 0 {
+		if dl, ok := ctx.Deadline(); !ok || time.Until(dl) > f.timeout {
+			ctx, cancel := context.WithTimeout(ctx, f.timeout)
+			return ctx, cancel, true
+		}
+	}
+	return ctx, func() {}, false
+}
+
 // fallback decides by the failure mode. err is the primary's failure, or
 // nil if the call was not sent because down, the breaker of the primary
 // or of one of its keys' partitions, is down. It counts what the mode
@@ -1014,13 +1019,8 @@ func (f *Fallback) Reset(ctx context.Context, keys ...string) error {
 	if !ok {
 		return fmt.Errorf("fallback: primary store %T cannot forget keys: %w", f.primary, errors.ErrUnsupported)
 	}
-	if f.timeout > 0 {
-		if dl, ok := ctx.Deadline(); !ok || time.Until(dl) > f.timeout {
-			var cancel context.CancelFunc
-			ctx, cancel = context.WithTimeout(ctx, f.timeout)
-			defer cancel()
-		}
-	}
+	ctx, cancel, _ := f.bound(ctx)
+	defer cancel()
 	if err := r.Reset(ctx, keys...); err != nil {
 		return fmt.Errorf("fallback: primary store: %w", err)
 	}

@@ -309,8 +309,7 @@ func AllowAll(ctx context.Context, store Store, reqs ...rate.Request) (rate.Deci
 	}
 	for j := range reqs {
 		for k := range j {
-			if a, b := &reqs[k].Limit, &reqs[j].Limit; reqs[k].Key == reqs[j].Key && !(a.Algorithm == b.Algorithm && a.Count == b.Count &&
-				a.Period == b.Period && a.Calendar == b.Calendar && a.Capacity() == b.Capacity()) {
+			if reqs[k].Key == reqs[j].Key && !reqs[k].Limit.Same(&reqs[j].Limit) {
 				return rate.Decision{}, fmt.Errorf("sluice: AllowAll: key %q under two limits, %v and %v: a key holds one limit's state (limiters that share a store need names of their own)", reqs[j].Key, reqs[k].Limit, reqs[j].Limit)
 			}
 		}
@@ -422,10 +421,15 @@ func (l *Limiter) WaitN(ctx context.Context, key string, n int64) error {
 	}
 }
 
+// sourcer is a store that says who decided, as Fallback does.
+type sourcer interface {
+	DecideAllSource(ctx context.Context, reqs []rate.Request, out []rate.Decision) (rate.Decision, Source, error)
+}
+
 // decideForWait decides reqs for WaitN, and reports whether a Fallback
 // refused them because its primary could not decide (FailClosed).
 func (l *Limiter) decideForWait(ctx context.Context, reqs []rate.Request, out []rate.Decision) (rate.Decision, bool, error) {
-	if f, ok := l.store.(*Fallback); ok {
+	if f, ok := l.store.(sourcer); ok {
 		d, src, err := f.DecideAllSource(ctx, reqs, out)
 		return d, src == SourceFailClosed, err
 	}

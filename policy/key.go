@@ -218,10 +218,14 @@ func appendPart(dst []byte, p *part, r *Request, pathVals []string) ([]byte, boo
 		switch {
 		case len(vs) > 1:
 			return append(dst, manyValues...), true
-		case len(vs) == 0 || blank(vs[0]):
-			return dst, false // as present has it
+		case len(vs) == 0:
+			return dst, false
 		}
-		return appendSpelt(dst, p, ows(vs[0])), true
+		v := ows(vs[0])
+		if v == "" {
+			return dst, false // blank: as present has it
+		}
+		return appendSpelt(dst, p, v), true
 	case partPath:
 		if p.index >= len(pathVals) || pathVals[p.index] == "" {
 			return dst, false

@@ -115,18 +115,19 @@ func CheckGroup(reqs []Request) error {
 // Limit.
 func first(reqs []Request, j int) bool {
 	for k := range j {
-		if reqs[k].Key == reqs[j].Key && sameLimit(&reqs[k].Limit, &reqs[j].Limit) {
+		if reqs[k].Key == reqs[j].Key && reqs[k].Limit.Same(&reqs[j].Limit) {
 			return false
 		}
 	}
 	return true
 }
 
-// sameLimit reports whether a and b are one limit, a Burst of zero and
-// one of Count alike.
-func sameLimit(a, b *Limit) bool {
-	return a.Algorithm == b.Algorithm && a.Count == b.Count && a.Period == b.Period &&
-		a.Calendar == b.Calendar && a.Capacity() == b.Capacity()
+// Same reports whether l and o are one limit, a Burst of zero and one of
+// Count alike: whether a state one of them left means the same to the
+// other.
+func (l *Limit) Same(o *Limit) bool {
+	return l.Algorithm == o.Algorithm && l.Count == o.Count && l.Period == o.Period &&
+		l.Calendar == o.Calendar && l.Capacity() == o.Capacity()
 }
 
 // checkSum checks the costs of reqs[j] and of the requests after it with
@@ -137,7 +138,7 @@ func checkSum(reqs []Request, j int) error {
 	capacity := r.Limit.Capacity()
 	sum, n := int64(0), 0
 	for k := j; k < len(reqs); k++ {
-		if reqs[k].Key != r.Key || !sameLimit(&reqs[k].Limit, &r.Limit) {
+		if reqs[k].Key != r.Key || !reqs[k].Limit.Same(&r.Limit) {
 			continue
 		}
 		sum += reqs[k].Cost
