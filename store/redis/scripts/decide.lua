@@ -154,6 +154,23 @@ local pack, sunpack, byte, concat, type = struct.pack, struct.unpack, string.byt
 -- 2^53: every field the script writes lies below it (see State).
 local BOUND = 9007199254740992
 
+-- written reports whether x is a number the script could have written in
+-- a state: an integer in [lo, 2^53). NaNs and infinities fail each
+-- comparison, and x % 1 == 0 leaves integers alone.
+local function written(x, lo)
+	return x >= lo and x < BOUND and x % 1 == 0
+end
+
+-- state3 reports whether a three-field state holds numbers the script
+-- writes; a log's run does when its time is later than the run before
+-- (prev) and it holds a unit at least.
+local function state3(a, b, c)
+	return written(a, 0) and written(b, 0) and written(c, 0)
+end
+local function run(at, units, prev)
+	return at > prev and written(at, 0) and written(units, 1)
+end
+
 local nkeys = #KEYS
 local out
 if nkeys == 1 then
@@ -200,7 +217,7 @@ while first <= nkeys do
 								local at, units = sunpack('>dd', raw, p)
 								-- A log the step would read as fresh (see
 								-- State) gets nothing.
-								if not (at > prev and at < BOUND and at % 1 == 0 and units >= 1 and units < BOUND and units % 1 == 0) then
+								if not run(at, units, prev) then
 									found = false
 									break
 								end
@@ -225,8 +242,7 @@ while first <= nkeys do
 						end
 					elseif #raw == 25 then
 						local sa, sb, sc = sunpack('>ddd', raw, 2)
-						if not (sa >= 0 and sb >= 0 and sc >= 0 and sa < BOUND and sb < BOUND and sc < BOUND
-							and sa % 1 == 0 and sb % 1 == 0 and sc % 1 == 0) then
+						if not state3(sa, sb, sc) then
 							-- A state the step would read as fresh (see State)
 							-- gets nothing.
 						elseif alg == 0 or alg == 2 then
@@ -382,9 +398,7 @@ while first <= nkeys do
 					-- reads as fresh (see State) rather than failing the
 					-- call, and with it every group that shares it.
 					local raw = redis.pcall('GET', key)
-					-- Numbers the script never writes read as fresh too:
-					-- NaNs and infinities fail each comparison with 0 or
-					-- BOUND, and x % 1 == 0 leaves integers alone.
+					-- Numbers the script never writes read as fresh too.
 					if type(raw) == 'string' and byte(raw) == alg then
 						if alg == 5 then
 							if #raw % 16 == 1 then
@@ -392,7 +406,7 @@ while first <= nkeys do
 								local j, prev = 0, -1
 								for p = 2, #raw, 16 do
 									local at, units = sunpack('>dd', raw, p)
-									if not (at > prev and at < BOUND and at % 1 == 0 and units >= 1 and units < BOUND and units % 1 == 0) then
+									if not run(at, units, prev) then
 										slog = nil
 										break
 									end
@@ -402,8 +416,7 @@ while first <= nkeys do
 							end
 						elseif #raw == 25 then
 							local a, b, c = sunpack('>ddd', raw, 2)
-							if a >= 0 and b >= 0 and c >= 0 and a < BOUND and b < BOUND and c < BOUND
-								and a % 1 == 0 and b % 1 == 0 and c % 1 == 0 then
+							if state3(a, b, c) then
 								sa, sb, sc = a, b, c
 							end
 						end
