@@ -28,6 +28,24 @@ func newKeyedEnv(t *testing.T, name string, key KeyFunc, o LimitOptions, limits 
 	return newKeyedEnvAt(t, time.Date(2026, 3, 1, 12, 0, 0, 0, time.UTC), name, key, o, limits...)
 }
 
+// newFallbackEnv is a limiter named api, of limit, over a Fallback of
+// opts (on the env's clock) in front of a memory store that the test
+// takes down and brings back (e.store.down), and Limit's middleware over
+// it, keyed by client address, in front of a handler that answers 204.
+func newFallbackEnv(t *testing.T, opts sluice.FallbackOptions, limit string) *keyedEnv {
+	t.Helper()
+	clock := ratetest.NewClock(time.Date(2026, 3, 1, 12, 0, 0, 0, time.UTC))
+	primary := &switchStore{Store: memory.New(memory.Options{Clock: clock})}
+	opts.Clock = clock
+	l, err := sluice.NewLimiter(sluice.LimiterOptions{Name: "api", Limits: []rate.Limit{rate.MustParseLimit(limit)},
+		Store: sluice.NewFallback(primary, opts), Clock: clock})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return &keyedEnv{clock: clock, l: l, store: primary,
+		h: Limit(l, ByClientIP(nil), LimitOptions{})(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) { w.WriteHeader(http.StatusNoContent) }))}
+}
+
 // newKeyedEnvAt is newKeyedEnv with its fake clock at start.
 func newKeyedEnvAt(t *testing.T, start time.Time, name string, key KeyFunc, o LimitOptions, limits ...string) *keyedEnv {
 	t.Helper()
@@ -231,20 +249,8 @@ func TestLimitOverFallback(t *testing.T) {
 		{sluice.FailLocal, http.StatusNoContent, map[string]string{"RateLimit": `"api";r=4;t=12`, "Retry-After": ""}},
 	} {
 		t.Run(c.mode.String(), func(t *testing.T) {
-			clock := ratetest.NewClock(time.Date(2026, 3, 1, 12, 0, 0, 0, time.UTC))
-			primary := &switchStore{Store: memory.New(memory.Options{Clock: clock})}
-			primary.down.Store(true)
-			fb := sluice.NewFallback(primary, sluice.FallbackOptions{Mode: c.mode, Clock: clock})
-			lim, err := rate.ParseLimit("5/m")
-			if err != nil {
-				t.Fatal(err)
-			}
-			l, err := sluice.NewLimiter(sluice.LimiterOptions{Name: "api", Limits: []rate.Limit{lim}, Store: fb, Clock: clock})
-			if err != nil {
-				t.Fatal(err)
-			}
-			e := &keyedEnv{clock: clock, l: l, store: primary,
-				h: Limit(l, ByClientIP(nil), LimitOptions{})(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) { w.WriteHeader(http.StatusNoContent) }))}
+			e := newFallbackEnv(t, sluice.FallbackOptions{Mode: c.mode}, "5/m")
+			e.store.down.Store(true)
 			var body map[string]any
 			if c.status == http.StatusServiceUnavailable {
 				body = map[string]any{
@@ -311,19 +317,8 @@ func TestLimitSkipAndKeys(t *testing.T) {
 // in every header and in a refusal's body; a decision of the primary
 // reports the whole limit, before the outage and after it.
 func TestLimitFailLocalReportsTheShare(t *testing.T) {
-	clock := ratetest.NewClock(time.Date(2026, 3, 1, 12, 0, 0, 0, time.UTC))
-	primary := &switchStore{Store: memory.New(memory.Options{Clock: clock})}
-	fb := sluice.NewFallback(primary, sluice.FallbackOptions{Mode: sluice.FailLocal, Instances: 4, Clock: clock})
-	lim, err := rate.ParseLimit("100/m")
-	if err != nil {
-		t.Fatal(err)
-	}
-	l, err := sluice.NewLimiter(sluice.LimiterOptions{Name: "api", Limits: []rate.Limit{lim}, Store: fb, Clock: clock})
-	if err != nil {
-		t.Fatal(err)
-	}
-	e := &keyedEnv{clock: clock, l: l, store: primary,
-		h: Limit(l, ByClientIP(nil), LimitOptions{})(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) { w.WriteHeader(http.StatusNoContent) }))}
+	e := newFallbackEnv(t, sluice.FallbackOptions{Mode: sluice.FailLocal, Instances: 4}, "100/m")
+	primary := e.store
 	a := "192.0.2.1:1"
 	whole := map[string]string{
 		"RateLimit-Policy":      `"api";q=100;w=60`,
@@ -358,6 +353,6 @@ func TestLimitFailLocalReportsTheShare(t *testing.T) {
 
 	// The next probe, after the backoff, finds the primary back.
 	primary.down.Store(false)
-	clock.Advance(time.Second)
+	e.clock.Advance(time.Second)
 	expect(t, "primary back", e.do("192.0.2.2:1"), http.StatusNoContent, whole, nil)
 }
