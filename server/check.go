@@ -55,6 +55,9 @@ func (s *Server) serveCheck(nginx bool, halfLog *logpace.Pacer) http.HandlerFunc
 		defer finish()
 		g := s.gen.Load()
 		orig, problem := forwardedRequest(r, g.set.ClientIP())
+		if problem == "" {
+			problem = g.otherSpelling(r.Header)
+		}
 		if problem != "" {
 			writeProblem(a, http.StatusBadRequest, problem)
 			return
@@ -90,6 +93,23 @@ func (s *Server) serveCheck(nginx bool, halfLog *logpace.Pacer) http.HandlerFunc
 		}
 		g.check.ServeHTTP(a, orig)
 	}
+}
+
+// otherSpelling says why a check whose request has header cannot be
+// decided under g: it carries another spelling of a field the policies
+// read (X_Api_Key beside a key of X-API-Key), or "". The gateway passes
+// the request on whole, so an upstream that reads X_Api_Key as the field
+// itself (CGI, Puma) would take a key, a user or a plan that the
+// policies, which read only X-Api-Key, never counted. The proxy drops
+// such fields (see reverseProxy); a check cannot.
+func (g *generation) otherSpelling(header http.Header) string {
+	for name := range header {
+		if field := g.read.otherOf(name); field != "" {
+			return name + " is another spelling of " + field + ", which the policies read and an upstream may take it for: " +
+				"have the gateway drop fields with underscores in their names (NGINX does, unless underscores_in_headers is on)"
+		}
+	}
+	return ""
 }
 
 // firstUntrustedWarning reports whether a check decided under g, while

@@ -883,3 +883,54 @@ func TestCheckRepeatedForwardedFieldsRefused(t *testing.T) {
 		t.Errorf("%d checks counted as 400, want 3", n)
 	}
 }
+
+// A check carrying another spelling of a header the policies read
+// (X_Api_Key for a policy keyed on X-API-Key, X_Partner_Key for
+// plans.api_key_header) is answered 400: the gateway passes the client's
+// request on whole, so an upstream that reads X_Api_Key as the header
+// itself (CGI, Puma) would take the key that the policies, reading the
+// request without it, never counted. The proxy drops such fields; a check
+// cannot, and decides none.
+func TestCheckOtherSpellingsOfHeadersThePoliciesReadRefused(t *testing.T) {
+	ts := startServer(t, `
+client_ip: {trusted_proxies: [127.0.0.1]}
+plans: {names: [free, partner], default: free, api_key_header: X-Partner-Key, api_keys: {pk1: partner}}
+policies:
+  - {name: per-key, match: "/k", key: "header:X-API-Key", limits: ["5/m"], plans: {partner: ["50/m"]}}
+`, Options{})
+	for _, c := range []struct {
+		name, value string
+		refused     bool
+	}{
+		{"X_Api_Key", "k2", true},
+		{"x-api_key", "k3", true},
+		{"X_Partner_Key", "pk1", true},
+		{"X-Api-Key", "k1", false},
+		{"X-Other_Field", "kept", false},
+	} {
+		req, err := http.NewRequest("GET", "http://"+ts.Addrs().Check+"/check", nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		req.Header.Set("X-Forwarded-Method", "GET")
+		req.Header.Set("X-Forwarded-Uri", "/k")
+		req.Header.Set("X-Forwarded-For", "203.0.113.5")
+		req.Header[c.name] = []string{c.value}
+		resp, err := http.DefaultClient.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		b, _ := io.ReadAll(resp.Body)
+		resp.Body.Close()
+		body := string(b)
+		switch {
+		case c.refused && (resp.StatusCode != http.StatusBadRequest || !strings.Contains(strings.ToLower(body), strings.ToLower(c.name))):
+			t.Errorf("%s: %d %s, want 400 naming the field", c.name, resp.StatusCode, body)
+		case !c.refused && resp.StatusCode != http.StatusOK:
+			t.Errorf("%s: %d %s, want 200", c.name, resp.StatusCode, body)
+		}
+	}
+	if n := ts.counter(`sluice_requests_total{code="400",listener="check"}`); n != 3 {
+		t.Errorf("%d checks counted as 400, want 3", n)
+	}
+}

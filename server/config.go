@@ -21,6 +21,9 @@ type generation struct {
 	rls   *rls.Config // nil without EnvoyConfigs
 	proxy http.Handler
 	check http.Handler // the policies, in front of a handler that answers 200
+	// read are the fields the policies read, whose other spellings a
+	// check refuses.
+	read readFields
 
 	// warnedUntrusted is set once a check under this generation has
 	// warned of a gateway missing from trusted_proxies.
@@ -159,6 +162,7 @@ func (s *Server) build(g *generation) {
 		}
 	}
 	g.check = mw(http.HandlerFunc(checkPassed))
+	g.read = fieldsRead(g.set)
 }
 
 // Reload reads the configuration files again and, if they all load,

@@ -87,7 +87,10 @@
 // through: the upstream can trust of them what that proxy sets. So it is
 // with the user and plan headers (the user section's, plans.header):
 // believed and forwarded only from a trusted proxy that gives them once,
-// and their spellings with underscores dropped from everyone.
+// and their spellings with underscores dropped from everyone. A check
+// cannot drop a field, the gateway forwarding the request whole: one
+// carrying an underscore spelling of a field the policies read is
+// answered 400.
 //
 // A policy on a host matches the request's Host, or, from a trusted
 // proxy, its X-Forwarded-Host, in the proxy as in a check. Every request

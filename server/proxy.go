@@ -619,12 +619,7 @@ func (s *Server) reverseProxy(set *policy.Set) http.Handler {
 	resolver := set.ClientIP()
 	userHeader, planHeader := set.UserHeader(), set.PlanHeader()
 	// The fields the policies read, whose other spellings go (see below).
-	var read, folds []string
-	for _, h := range append([]string{userHeader, planHeader}, set.HeadersRead()...) {
-		if h != "" {
-			read, folds = append(read, h), append(folds, foldName(h))
-		}
-	}
+	read := fieldsRead(set)
 	target := s.target
 	preserveHost := s.o.PreserveHost
 	rp := &httputil.ReverseProxy{
@@ -637,13 +632,13 @@ func (s *Server) reverseProxy(set *policy.Set) http.Handler {
 			peer := clientip.PeerOf(in)
 			trusted := resolver.Trusted(peer)
 			for name := range out.Header {
-				if forwardingHeader(name) && (!trusted || strings.IndexByte(name, '_') >= 0) || otherSpellingOf(name, read, folds) {
+				if forwardingHeader(name) && (!trusted || strings.IndexByte(name, '_') >= 0) || read.otherOf(name) != "" {
 					delete(out.Header, name)
 				}
 			}
 			if in.Trailer != nil { // else out's is nil too
 				out.Trailer, out.Body = forwardTrailer(in, out.Body, func(name string) bool {
-					return !spellingOf(name, notInTrailer) && !spellingOf(name, folds) &&
+					return !spellingOf(name, notInTrailer) && !spellingOf(name, read.folds) &&
 						!(forwardingHeader(name) && (!trusted || strings.IndexByte(name, '_') >= 0))
 				})
 			}
@@ -862,15 +857,30 @@ func otherSpelling(name, header, fold string) bool {
 	return header != "" && len(name) == len(fold) && name != header && foldEqual(name, fold)
 }
 
-// otherSpellingOf reports whether name is another spelling of one of
-// headers, whose foldNames are folds.
-func otherSpellingOf(name string, headers, folds []string) bool {
-	for i, h := range headers {
-		if otherSpelling(name, h, folds[i]) {
-			return true
+// readFields are the fields the policies of a set read: the user and plan
+// headers and Set.HeadersRead, canonical, with their foldNames.
+type readFields struct{ names, folds []string }
+
+// fieldsRead returns the fields set's policies read.
+func fieldsRead(set *policy.Set) readFields {
+	var f readFields
+	for _, h := range append([]string{set.UserHeader(), set.PlanHeader()}, set.HeadersRead()...) {
+		if h != "" {
+			f.names, f.folds = append(f.names, h), append(f.folds, foldName(h))
 		}
 	}
-	return false
+	return f
+}
+
+// otherOf returns the field read of which name is another spelling (see
+// otherSpelling), or "".
+func (f readFields) otherOf(name string) string {
+	for i, h := range f.names {
+		if otherSpelling(name, h, f.folds[i]) {
+			return h
+		}
+	}
+	return ""
 }
 
 // foldEqual reports whether s is lower, a lower-case string of the same
