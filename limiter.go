@@ -31,6 +31,11 @@ type LimiterOptions struct {
 	// up another name's key (name "a" with key "b:c" and name "a:b" with
 	// key "c"), and a brace "%7B" or "%7D", so that the name is no Redis
 	// Cluster hash tag putting all its keys in one slot.
+	//
+	// The name must be printable ASCII (space to '~'): the rate limit
+	// headers of httplimit and grpclimit name the limits by it, in
+	// Structured Field strings that hold nothing else, and a problem body
+	// names them the same way. Policy files keep to fewer characters still.
 	Name string
 	// Store keeps the keys' states. If nil, the limiter creates a memory
 	// store (package store/memory) with its default options and Clock.
@@ -116,10 +121,16 @@ func escapeKey(key string) string {
 var nameEscapes = strings.NewReplacer("%", "%25", ":", "%3A", "{", "%7B", "}", "%7D")
 
 // NewLimiter returns a limiter configured by opts. It fails if there is no
-// limit, a limit is invalid, or two limits are the same.
+// limit, a limit is invalid, two limits are the same, or the name is not
+// printable ASCII.
 func NewLimiter(opts LimiterOptions) (*Limiter, error) {
 	if len(opts.Limits) == 0 {
 		return nil, errors.New("sluice: a limiter needs at least one limit")
+	}
+	for i := 0; i < len(opts.Name); i++ {
+		if c := opts.Name[i]; c < 0x20 || c > 0x7e {
+			return nil, fmt.Errorf("sluice: limiter name %q: byte %d is %#02x; a name must be printable ASCII (space to '~'), as the rate limit headers carry it", opts.Name, i, c)
+		}
 	}
 	l := &Limiter{
 		name:     opts.Name,

@@ -71,6 +71,24 @@ func TestNewLimiterValidates(t *testing.T) {
 	}
 }
 
+// TestNewLimiterNames: a name the rate limit headers could not write as
+// it is (RFC 9651 strings hold printable ASCII) is refused, so that the
+// headers and a problem body always name a limit the same way; any
+// printable ASCII name is kept, escapes and all.
+func TestNewLimiterNames(t *testing.T) {
+	for _, name := range []string{"é", "café", "a\tb", "a\nb", "\x00", "a\x7f", "\xff"} {
+		_, err := sluice.NewLimiter(sluice.LimiterOptions{Name: name, Limits: limits(t, "10/s")})
+		if err == nil || !strings.Contains(err.Error(), "printable ASCII") || !strings.Contains(err.Error(), fmt.Sprintf("%q", name)) {
+			t.Errorf("name %q: err = %v, want one naming it and the rule (printable ASCII)", name, err)
+		}
+	}
+	for _, name := range []string{"", "api", "a b", `we"ird\`, "a:b{c}%", "~!"} {
+		if _, err := sluice.NewLimiter(sluice.LimiterOptions{Name: name, Limits: limits(t, "10/s")}); err != nil {
+			t.Errorf("name %q: %v, want accepted", name, err)
+		}
+	}
+}
+
 func TestAllow(t *testing.T) {
 	ctx := context.Background()
 	clock := ratetest.NewClock(start)

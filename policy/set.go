@@ -303,9 +303,9 @@ type Limit struct {
 }
 
 // HeaderPolicy returns the limit's RateLimit-Policy item,
-// `"name";q=100;w=60` (draft-ietf-httpapi-ratelimit-headers-10). w is the
-// time in whole seconds a full quota takes to come back, omitted for
-// calendar months.
+// `"name";q=100;w=60` (draft-ietf-httpapi-ratelimit-headers-10): q units
+// per w whole seconds state the limit's rate, as package ratefield's doc
+// says; w is omitted for calendar months.
 func (l *Limit) HeaderPolicy() string { return l.headerPolicy[0] }
 
 // HeaderPolicyValues returns HeaderPolicy as a value list of one, shared

@@ -21,8 +21,8 @@ import (
 //	Retry-After: 25
 //
 // Items are written as package ratefield writes them for the HTTP
-// middleware (q is the capacity: the burst, when an algorithm extension
-// sets one). A policy is named by its limit's name, or else by its
+// middleware (q per w seconds states the limit's rate; q is the capacity
+// when it comes back in whole seconds). A policy is named by its limit's name, or else by its
 // configured path. Shadow-mode limits are not enforced and are left out.
 // A name given by several descriptors (the same limit for two values, or
 // two limits of one name) is written once, where it first comes, with the

@@ -36,7 +36,9 @@ type Limiter struct {
 // New prepares l. Its limits are named by l's Name ("limit" if it has
 // none), followed by .N, a limit's place from 1, when l has several, as a
 // policy file's limits are named. The shares of a Fallback's local
-// decisions keep their limits' names, as a policy file's do.
+// decisions keep their limits' names, as a policy file's do. l's Name is
+// printable ASCII (sluice.NewLimiter refuses any other), so the headers
+// write a Quota's Name as it is, as the refusals name it.
 func New(l *sluice.Limiter) *Limiter {
 	k := &Limiter{l: l}
 	k.src, _ = l.Store().(sourcer)

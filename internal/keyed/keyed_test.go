@@ -97,3 +97,25 @@ func TestDecideOneLimitAllocates(t *testing.T) {
 		t.Errorf("Decide allocates %v times, Allow %v: want the same", n, allow)
 	}
 }
+
+// A Quota's headers state each limit's rate under its name, which they
+// write as the refusals do, escapes aside: a burst smaller than the count
+// is no smaller rate.
+func TestQuotaHeaders(t *testing.T) {
+	clock := ratetest.NewClock(time.Date(2026, 3, 1, 12, 0, 0, 0, time.UTC))
+	l, err := sluice.NewLimiter(sluice.LimiterOptions{Name: `a "b"`, Clock: clock,
+		Limits: []rate.Limit{rate.MustParseLimit("100/s burst 10"), rate.MustParseLimit("fixed_window 1000/d")}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	k := New(l)
+	for i, want := range []struct{ name, policy, limit string }{
+		{`a "b".1`, `"a \"b\".1";q=100;w=1`, "10"},
+		{`a "b".2`, `"a \"b\".2";q=1000;w=86400`, "1000"},
+	} {
+		q := k.Quotas[i]
+		if q.Name != want.name || q.HeaderPolicy() != want.policy || q.HeaderLimit() != want.limit {
+			t.Errorf("quota %d: %q, %s, limit %s; want %q, %s, limit %s", i, q.Name, q.HeaderPolicy(), q.HeaderLimit(), want.name, want.policy, want.limit)
+		}
+	}
+}
