@@ -9,6 +9,10 @@
 //
 //   - it waits as long as Retry-After asks, and never less, measuring a
 //     date from the response's Date rather than from its own clock;
+//   - it holds one request for no more than Options.MaxWait in all, by
+//     default as long as the longest Retry-After it honours: when the next
+//     wait would take the sum of a request's waits past it, the caller gets
+//     the server's 429 at once;
 //   - without Retry-After it waits a random time in a window that doubles
 //     with each attempt ("full jitter"), which spreads a herd evenly;
 //   - it never waits for a retry its request's context deadline would cut
@@ -47,7 +51,12 @@
 // A Retry-After above Options.MaxRetryAfter is not retried: the response
 // goes back to the caller, who can read the header and decide. Retrying
 // earlier would break the server's request; waiting minutes inside an
-// http.Client call is rarely what the caller wants.
+// http.Client call is rarely what the caller wants. For the same reason
+// Options.MaxWait bounds the sum of one request's waits, pacing waits
+// included: without it, a server answering every attempt with a
+// Retry-After of five minutes would hold a call for fifteen. By default it
+// is MaxRetryAfter, so that a call waits no longer in all than one wait
+// may take; the jitter on a Retry-After shrinks to fit what is left.
 //
 // Retry-After values are honoured with up to one Options.Base of extra
 // jitter, never less. A decimal number of seconds ("1.5"), which the RFC
@@ -58,13 +67,19 @@
 // shorter. A date is read in HTTP's three formats, and also as an
 // IMF-fixdate whose zone is UTC, UT, +0000 or -0000 (what Go's
 // time.RFC1123 and RFC1123Z write for a UTC time), which mean GMT all the
-// same, as RFC 9110 asks recipients to read dates robustly; an
-// IMF-fixdate in any other zone is unreadable. A number of seconds too
-// large to represent saturates (as RFC 9111 prescribes for delta-seconds)
-// and so exceeds the cap. A Retry-After that arrives more than once (two
-// field lines, or a line a proxy joined into "5, 60") is read as its
-// longest value, so the client comes back after every wait it was given,
-// not after the first.
+// same, as RFC 9110 asks recipients to read dates robustly; an IMF-fixdate
+// in any other zone is unreadable. The two obsolete formats are read only
+// as RFC 9110 writes them, in GMT (an asctime date names no zone): Go's
+// parser would read "Tuesday, 01-Dec-26 00:00:10 EST" at the offset EST
+// has in the machine's own zone, five hours off GMT in New York and none
+// where EST is unknown, so the same answer would ask for a different wait
+// on every machine. A response's Date is read by the same rule: one in
+// another zone is not read, and the client's clock stands in for it, as
+// when there is none. A number of seconds too large to represent saturates
+// (as RFC 9111 prescribes for delta-seconds) and so exceeds the cap. A
+// Retry-After that arrives more than once (two field lines, or a line a
+// proxy joined into "5, 60") is read as its longest value, so the client
+// comes back after every wait it was given, not after the first.
 //
 // Of errors, only those of the connection are retried: a net.Error (a
 // failed dial, read or write, a timeout), a connection the server closed.
@@ -96,10 +111,11 @@
 //
 // Pacing waits never stack on other waits. Before a retry the Transport
 // waits once, the longer of the retry's own wait and the time to the
-// host's slot, and holds that one wait to Options.MaxRetryAfter and the
-// deadline as it holds a Retry-After: beyond either, the caller gets the
-// refusal at once. A first attempt has no refusal to give back: when its
-// slot lies beyond MaxRetryAfter, or leaves no time before the deadline
+// host's slot, and holds that one wait to Options.MaxRetryAfter, to what
+// is left of Options.MaxWait, and to the deadline, as it holds a
+// Retry-After: beyond any, the caller gets the refusal at once. A first
+// attempt has no refusal to give back: when its slot lies beyond
+// MaxRetryAfter or MaxWait, or leaves no time before the deadline
 // for an attempt as long as the host's last, it is sent at once, books no
 // slot, and the server decides. It is sent rather than answered with a
 // refusal of the Transport's making, because the slot may be far only

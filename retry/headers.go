@@ -21,14 +21,17 @@ const unixThreshold = 1_000_000_000
 // the caller should fall back to its own backoff.
 //
 // Both forms are accepted: delta-seconds ("120") and an HTTP-date, in any
-// of the formats http.ParseTime knows, or as an IMF-fixdate whose zone is
-// UTC, UT, +0000 or -0000 where GMT belongs (what time.RFC1123 and
-// time.RFC1123Z write for a UTC time), which all mean GMT; an IMF-fixdate
-// in any other zone is invalid. A date is measured from now, and one in
-// the past yields 0. The RFC measures it from the response, so when the
-// response carries a valid Date, pass that as now (Transport does): the
-// wait is then the one the server meant, however far the client's clock
-// is from the server's.
+// of its three formats as RFC 9110 §5.6.7 writes them, or as an
+// IMF-fixdate whose zone is UTC, UT, +0000 or -0000 where GMT belongs
+// (what time.RFC1123 and time.RFC1123Z write for a UTC time), which all
+// mean GMT; an IMF-fixdate in any other zone is invalid. The obsolete
+// rfc850-date is valid only in GMT, as the RFC allows: http.ParseTime also
+// takes it in other zones, whose offsets it looks up in the local zone, so
+// that the same value would give another wait on another machine. A date
+// is measured from now, and one in the past yields 0. The RFC measures it
+// from the response, so when the response carries a valid Date, pass that
+// as now (Transport does): the wait is then the one the server meant,
+// however far the client's clock is from the server's.
 //
 // A decimal number of seconds ("1.5"), which the RFC does not allow but
 // some servers send, is read as the wait it plainly means, rounded up to
@@ -56,22 +59,38 @@ func ParseRetryAfter(value string, now time.Time) (wait time.Duration, ok bool) 
 	return max(t.Sub(now), 0), true
 }
 
+// httpDateLayouts are the three formats of an HTTP-date (RFC 9110
+// §5.6.7) as it writes them: IMF-fixdate, and the obsolete rfc850-date and
+// asctime-date. Each names its zone, GMT, as a literal or not at all, so
+// time.Parse reads it in UTC. http.ParseTime is not used: its rfc850-date
+// layout takes any zone name, which time.Parse resolves in the machine's
+// local zone (EST is five hours off GMT in New York, and none where EST
+// is unknown), so the same field would ask for a different wait on every
+// machine.
+var httpDateLayouts = []string{
+	http.TimeFormat,                  // Sun, 06 Nov 1994 08:49:37 GMT
+	"Monday, 02-Jan-06 15:04:05 GMT", // Sunday, 06-Nov-94 08:49:37 GMT
+	time.ANSIC,                       // Sun Nov  6 08:49:37 1994
+}
+
 // utcZones are the zones that, written in place of GMT at the end of an
 // IMF-fixdate, mean GMT all the same: what time.RFC1123 writes for a UTC
 // time ("UTC"), RFC 5322's "UT", and what time.RFC1123Z writes ("+0000",
 // or "-0000" for "no offset known").
 var utcZones = []string{" UTC", " UT", " +0000", " -0000"}
 
-// parseHTTPDate parses an HTTP-date (RFC 9110 §5.6.7): any of the three
-// formats http.ParseTime reads, or an IMF-fixdate whose zone is one of
-// utcZones. Servers that format dates with time.RFC1123 or RFC1123Z send
-// those, and the RFC asks recipients to read dates robustly. No other
-// zone is taken: the offset of an abbreviation such as EST Go's parser
-// would have to guess, and an offset such as +0100 no HTTP server should
-// send.
+// parseHTTPDate parses an HTTP-date (RFC 9110 §5.6.7): one of
+// httpDateLayouts, or an IMF-fixdate whose zone is one of utcZones.
+// Servers that format dates with time.RFC1123 or RFC1123Z send those, and
+// the RFC asks recipients to read dates robustly. No other zone is taken,
+// in an IMF-fixdate or an obsolete form: the offset of an abbreviation
+// such as EST Go's parser would have to guess, and an offset such as
+// +0100 no HTTP server should send.
 func parseHTTPDate(v string) (time.Time, bool) {
-	if t, err := http.ParseTime(v); err == nil {
-		return t, true
+	for _, layout := range httpDateLayouts {
+		if t, err := time.Parse(layout, v); err == nil {
+			return t, true
+		}
 	}
 	for _, z := range utcZones {
 		if rest, ok := strings.CutSuffix(v, z); ok {

@@ -9,6 +9,11 @@ import (
 	"time"
 )
 
+// rfc850GMT is the layout of an rfc850-date as RFC 9110 §5.6.7 writes it:
+// time.RFC850 writes the zone's name, "UTC" for a UTC time, where the RFC
+// allows only GMT.
+const rfc850GMT = "Monday, 02-Jan-06 15:04:05 GMT"
+
 func TestParseRetryAfter(t *testing.T) {
 	now := testStart
 	cases := []struct {
@@ -22,7 +27,8 @@ func TestParseRetryAfter(t *testing.T) {
 		{" 5\t", 5 * time.Second, true}, // surrounding whitespace is allowed
 		{now.Add(90 * time.Second).Format(http.TimeFormat), 90 * time.Second, true},
 		{now.Add(-time.Hour).Format(http.TimeFormat), 0, true}, // past: retry now
-		{now.Add(45 * time.Second).Format(time.RFC850), 45 * time.Second, true},
+		{now.Add(45 * time.Second).Format(rfc850GMT), 45 * time.Second, true},
+		{now.Add(45 * time.Second).Format(time.RFC850), 0, false}, // "... UTC": only GMT in the obsolete forms
 		{now.Add(30 * time.Second).Format(time.ANSIC), 30 * time.Second, true},
 		// IMF-fixdate with a zone other than GMT that means the same, as
 		// time.RFC1123 and time.RFC1123Z write a UTC time: RFC 9110
@@ -68,6 +74,49 @@ func TestParseRetryAfter(t *testing.T) {
 		got, ok := ParseRetryAfter(tc.in, now)
 		if got != tc.want || ok != tc.wantOK {
 			t.Errorf("ParseRetryAfter(%q) = %v, %v; want %v, %v", tc.in, got, ok, tc.want, tc.wantOK)
+		}
+	}
+}
+
+// TestParseRetryAfterObsoleteDatesOnlyInGMT checks that the obsolete date
+// forms are read only as RFC 9110 §5.6.7 writes them: an RFC 850 date in
+// GMT and an asctime date, which has no zone. An RFC 850 date in another
+// zone is unreadable whatever the machine's zone: Go's parser would take
+// an abbreviation it knows from the local zone (EST in New York, CET in
+// Berlin) at its offset there, and one it does not at no offset at all, so
+// the same field would ask for a different wait on every machine. Each
+// value is read in several local zones, set through time.Local.
+func TestParseRetryAfterObsoleteDatesOnlyInGMT(t *testing.T) {
+	defer func(l *time.Location) { time.Local = l }(time.Local)
+	now := time.Date(2026, 12, 1, 0, 0, 0, 0, time.UTC)
+	cases := []struct {
+		in     string
+		want   time.Duration
+		wantOK bool
+	}{
+		{"Tuesday, 01-Dec-26 00:00:10 GMT", 10 * time.Second, true},
+		{"Tue Dec  1 00:00:10 2026", 10 * time.Second, true},
+		{"Tue Dec 01 00:00:10 2026", 10 * time.Second, true}, // date3 allows 2DIGIT too
+		{"Tuesday, 01-Dec-26 00:00:10 EST", 0, false},
+		{"Tuesday, 01-Dec-26 00:00:10 CET", 0, false},
+		{"Tuesday, 01-Dec-26 00:00:10 UTC", 0, false},
+		{"Tuesday, 01-Dec-26 00:00:10 XYZ", 0, false}, // a zone Go does not know
+		{"Tuesday, 01-Dec-26 00:00:10 GMT+5", 0, false},
+		{"Tuesday, 01-Dec-26 00:00:10 GMT-1", 0, false},
+		{"Tue Dec  1 00:00:10 EST 2026", 0, false}, // time.UnixDate
+		{"Tue, 01 Dec 2026 00:00:10 GMT", 10 * time.Second, true},
+	}
+	for _, local := range []*time.Location{
+		time.UTC,
+		time.FixedZone("EST", -5*60*60), // as America/New_York in winter
+		time.FixedZone("CET", 60*60),    // as Europe/Berlin in winter
+	} {
+		time.Local = local
+		for _, tc := range cases {
+			got, ok := ParseRetryAfter(tc.in, now)
+			if got != tc.want || ok != tc.wantOK {
+				t.Errorf("local zone %v: ParseRetryAfter(%q) = %v, %v; want %v, %v", local, tc.in, got, ok, tc.want, tc.wantOK)
+			}
 		}
 	}
 }

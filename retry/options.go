@@ -48,7 +48,8 @@ type Options struct {
 	// at once instead of being retried: waiting less would break the
 	// server's request, and silently blocking a caller for longer is
 	// rarely what the caller wants. The caller still sees the status and
-	// the Retry-After header and can decide.
+	// the Retry-After header and can decide. MaxWait bounds the sum of a
+	// request's waits as MaxRetryAfter bounds each.
 	//
 	// It bounds pacing waits the same way, never adding to a Retry-After:
 	// a retry waits once, the longer of its Retry-After (or backoff) and
@@ -58,6 +59,26 @@ type Options struct {
 	// there is no response yet to return. Zero or negative means
 	// DefaultMaxRetryAfter (5m).
 	MaxRetryAfter time.Duration
+
+	// MaxWait is the most one request waits in all: the sum of its waits
+	// before retries, pacing included, and of a first attempt's wait for
+	// its pacing slot. The attempts themselves, and reading a refused
+	// body, do not count. MaxRetryAfter bounds each wait, but with
+	// MaxAttempts 4 a server answering every attempt with a Retry-After
+	// at that bound would hold the call for three of them. When the next
+	// wait would take the sum past MaxWait, the last response (or error)
+	// is returned at once, as for a Retry-After beyond MaxRetryAfter,
+	// with no OnRetry call and no budget spent; a first attempt whose
+	// pacing slot lies beyond it is sent at once, unpaced. The jitter on a
+	// Retry-After shrinks to fit what is left, so that a Retry-After that
+	// fits is not refused for its jitter alone; a backoff, the client's
+	// own choice, is not shortened to fit.
+	//
+	// Zero or negative means MaxRetryAfter (5m by default): a caller who
+	// accepts one wait of MaxRetryAfter inside a call accepts that much
+	// time, not that much for every retry, and the longest Retry-After
+	// MaxRetryAfter admits is still honoured when it comes first.
+	MaxWait time.Duration
 
 	// BudgetRatio is the share of requests that may be retried over
 	// BudgetWindow: with 0.1, a client sends at most 10% more traffic
@@ -82,8 +103,9 @@ type Options struct {
 	// RateLimit-Policy, X-RateLimit-Remaining, X-RateLimit-Reset): when a
 	// host reports little quota left, the next requests to it are spread
 	// over the time until the quota resets instead of running into a 429.
-	// No pacing wait exceeds MaxRetryAfter or leaves too little time
-	// before the request's deadline (see MaxRetryAfter and Transport).
+	// No pacing wait exceeds MaxRetryAfter, takes a request's waits past
+	// MaxWait, or leaves too little time before the request's deadline
+	// (see MaxRetryAfter, MaxWait and Transport).
 	// Off by default.
 	Pacing bool
 
@@ -149,6 +171,9 @@ func (o Options) withDefaults() Options {
 	}
 	if o.MaxRetryAfter <= 0 {
 		o.MaxRetryAfter = DefaultMaxRetryAfter
+	}
+	if o.MaxWait <= 0 {
+		o.MaxWait = o.MaxRetryAfter
 	}
 	if !(o.BudgetRatio > 0) { // also catches NaN, which would turn the budget off
 		o.BudgetRatio = DefaultBudgetRatio

@@ -35,8 +35,8 @@ const maxPaceReset = 24 * time.Hour
 // responses space the next ones.
 //
 // The pacer only keeps the schedule; how long a request may wait for its
-// slot (Options.MaxRetryAfter, its deadline) is the Transport's to say,
-// through reserve's limit.
+// slot (Options.MaxRetryAfter, Options.MaxWait, its deadline) is the
+// Transport's to say, through reserve's limit.
 type pacer struct {
 	threshold int64
 

@@ -576,3 +576,67 @@ func TestPacerRelease(t *testing.T) {
 		})
 	}
 }
+
+// TestPacingWaitsCountTowardsMaxWait checks that pacing waits count in
+// the sum MaxWait bounds, a first attempt's included: a first attempt
+// whose slot lies beyond MaxWait is sent at once, as one beyond
+// MaxRetryAfter is, and a retry whose wait, slot and all, would take the
+// sum past MaxWait is not made, its refusal returned at once.
+func TestPacingWaitsCountTowardsMaxWait(t *testing.T) {
+	exhausted := []string{"RateLimit", `"api";r=0;t=60`} // no quota left for a minute
+	cases := []struct {
+		name       string
+		maxWait    time.Duration
+		before     []string // the header of an earlier request's answer; nil: no earlier request
+		refusal    []string // the header of a 429 answering the first attempt; nil: a 200
+		want       []time.Duration
+		wantStatus int
+	}{
+		{"first attempt's slot within", time.Minute, exhausted, nil, []time.Duration{time.Minute}, 200},
+		{"first attempt's slot beyond: sent at once", 30 * time.Second, exhausted, nil, nil, 200},
+		{"first attempt's wait counts", 90 * time.Second, exhausted, []string{"Retry-After", "40"},
+			[]time.Duration{time.Minute}, 429},
+		{"first attempt's wait and the retry's fit", 100 * time.Second, exhausted, []string{"Retry-After", "40"},
+			[]time.Duration{time.Minute, 40 * time.Second}, 200},
+		{"retry's slot within", time.Minute, nil, append([]string{"Retry-After", "10"}, exhausted...),
+			[]time.Duration{time.Minute}, 200},
+		{"retry's slot beyond", 30 * time.Second, nil, append([]string{"Retry-After", "10"}, exhausted...), nil, 429},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			clock := newFakeClock(testStart)
+			type answer struct {
+				status int
+				kv     []string
+			}
+			var script []answer // the answers in order; a 200 once it runs out
+			if tc.before != nil {
+				script = append(script, answer{200, tc.before})
+			}
+			if tc.refusal != nil {
+				script = append(script, answer{429, tc.refusal})
+			}
+			next := rtFunc(func(req *http.Request) (*http.Response, error) {
+				if len(script) == 0 {
+					return reply(req, 200, nil), nil
+				}
+				a := script[0]
+				script = script[1:]
+				return reply(req, a.status, nil, a.kv...), nil
+			})
+			tr := NewTransport(next, Options{Clock: clock, Pacing: true, MaxWait: tc.maxWait, Rand: func() float64 { return 0 }})
+			if tc.before != nil {
+				if _, err := tr.RoundTrip(mustRequest(t, "GET", "http://api.example.test/", nil)); err != nil {
+					t.Fatal(err)
+				}
+			}
+			resp, err := tr.RoundTrip(mustRequest(t, "GET", "http://api.example.test/", nil))
+			if err != nil {
+				t.Fatal(err)
+			}
+			if s := clock.Sleeps(); resp.StatusCode != tc.wantStatus || !slices.Equal(s, tc.want) {
+				t.Errorf("status %d after sleeps %v; want %d after %v", resp.StatusCode, s, tc.wantStatus, tc.want)
+			}
+		})
+	}
+}

@@ -44,11 +44,14 @@ const maxDrainTime = 250 * time.Millisecond
 // fully jittered backoff. It never waits for a retry that its request's
 // deadline would cut short (one that could not take as long as the last
 // attempt did before the deadline), and a retry budget keeps its retries
-// to a share of its requests. With Options.Pacing it also slows down
-// before the server refuses anything: a retry then waits the longer of
-// its own wait and the time to the host's pacing slot, and that one wait
-// is what the deadline and Options.MaxRetryAfter are checked against. A
-// first attempt whose slot lies beyond MaxRetryAfter, or leaves no time
+// to a share of its requests. Nor does it hold one request for longer
+// than Options.MaxWait in all: when the next wait would take the sum of
+// the request's waits past it, the last response comes back at once.
+// With Options.Pacing it also slows down before the server refuses
+// anything: a retry then waits the longer of its own wait and the time to
+// the host's pacing slot, and that one wait is what the deadline,
+// Options.MaxRetryAfter and MaxWait are checked against. A first attempt
+// whose slot lies beyond MaxRetryAfter or MaxWait, or leaves no time
 // before the deadline for an attempt as long as the host's last, is sent
 // at once. A request whose caller gives up while it waits for its slot
 // gives the slot back, so the requests after it are not held back by a
@@ -212,11 +215,16 @@ func (t *Transport) RoundTrip(req *http.Request) (*http.Response, error) {
 	fits := func(at time.Time, d, took time.Duration) bool {
 		return !hasDeadline || addSat(d, took) < deadline.Sub(at)
 	}
+	// waited is the sum of the waits the request has taken so far, which
+	// MaxWait bounds: the planned durations, not the clock's, so that a
+	// clock stepping under a wait neither stretches nor shrinks the sum.
+	var waited time.Duration
 	// paceLimit returns the longest a request may wait for a pacing slot
-	// at at: MaxRetryAfter, and less than leaves time before the deadline
-	// for an attempt that takes took.
-	paceLimit := func(at time.Time, took time.Duration) time.Duration {
-		limit := o.MaxRetryAfter
+	// at at: MaxRetryAfter, no more than left (what remains of MaxWait),
+	// and less than leaves time before the deadline for an attempt that
+	// takes took.
+	paceLimit := func(at time.Time, took, left time.Duration) time.Duration {
+		limit := min(o.MaxRetryAfter, left)
 		if hasDeadline {
 			// deadline-at is clamped at 0 so that it less took, less one,
 			// cannot overflow; a negative limit admits no wait at all.
@@ -231,13 +239,14 @@ func (t *Transport) RoundTrip(req *http.Request) (*http.Response, error) {
 		// has the last word, answers it. Its attempt is expected to take as
 		// long as the host's last.
 		now := o.Clock.Now()
-		if wait, booked, ok := t.pacer.reserveSlot(host, now, 0, paceLimit(now, t.pacer.latency(host)), true); ok && wait > 0 {
+		if wait, booked, ok := t.pacer.reserveSlot(host, now, 0, paceLimit(now, t.pacer.latency(host), o.MaxWait), true); ok && wait > 0 {
 			if err := o.Clock.Sleep(ctx, wait); err != nil {
 				// Never sent: the requests after it need not wait for its slot.
 				t.pacer.release(booked, o.Clock.Now())
 				closeBody(req) // a RoundTripper must close the body, even on error
 				return nil, err
 			}
+			waited = wait
 		}
 	}
 
@@ -276,17 +285,22 @@ func (t *Transport) RoundTrip(req *http.Request) (*http.Response, error) {
 			return resp, err
 		}
 
+		// left is what remains of MaxWait for this retry's wait; never
+		// negative, as no wait taken went past it.
+		left := o.MaxWait - waited
 		wait, told := time.Duration(0), false
 		if resp != nil {
 			var ra time.Duration
 			if ra, told = retryAfter(resp.Header, now); told {
-				if ra > o.MaxRetryAfter {
+				if ra > o.MaxRetryAfter || ra > left {
 					return resp, nil
 				}
 				// Up to one Base of jitter on top of the server's floor, so
 				// clients told "1 second" at the same moment do not all
-				// come back in the same millisecond.
-				wait = addSat(ra, jitter(t.rand(), o.Base))
+				// come back in the same millisecond; but no more than
+				// left allows, so that a Retry-After MaxRetryAfter
+				// admits is not refused for its jitter alone.
+				wait = addSat(ra, jitter(t.rand(), min(o.Base, left-ra)))
 			}
 		}
 		if !told {
@@ -299,19 +313,20 @@ func (t *Transport) RoundTrip(req *http.Request) (*http.Response, error) {
 		// wait or, with Pacing, the time to the host's next slot, whichever
 		// is longer, one wait and not one after the other. It reports false
 		// when the retry is not to be made: the slot lies beyond
-		// MaxRetryAfter, as a Retry-After beyond it would, or the wait
-		// leaves too little time before the deadline for a retry as long
-		// as this attempt; the caller then gets the server's answer now,
-		// not its own deadline later. With book, the slot is booked, and
-		// returned to be given back if the retry is not sent after all.
+		// MaxRetryAfter, as a Retry-After beyond it would, the wait would
+		// take the request's waits past MaxWait, or it leaves too little
+		// time before the deadline for a retry as long as this attempt;
+		// the caller then gets the server's answer now, not its own
+		// deadline later. With book, the slot is booked, and returned to
+		// be given back if the retry is not sent after all.
 		plan := func(at time.Time, book bool) (time.Duration, slot, bool) {
-			if !fits(at, wait, took) {
+			if wait > left || !fits(at, wait, took) {
 				return 0, slot{}, false
 			}
 			if t.pacer == nil {
 				return wait, slot{}, true
 			}
-			return t.pacer.reserveSlot(host, at, wait, paceLimit(at, took), book)
+			return t.pacer.reserveSlot(host, at, wait, paceLimit(at, took, left), book)
 		}
 		total, _, ok := plan(now, false)
 		if !ok {
@@ -384,6 +399,7 @@ func (t *Transport) RoundTrip(req *http.Request) (*http.Response, error) {
 			closeBody(next)
 			return nil, serr
 		}
+		waited += total
 		cur = next
 	}
 }

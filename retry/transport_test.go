@@ -15,6 +15,8 @@ import (
 	"net/http/httptest"
 	"net/url"
 	"os"
+	"slices"
+	"strconv"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -330,7 +332,7 @@ func TestRetryAfterSentTwice(t *testing.T) {
 		{"joined without space", []string{"60,5"}, time.Minute},
 		{"joined, empty member", []string{"5,, 60"}, time.Minute},
 		{"joined dates", []string{date(30*time.Second) + ", " + date(90*time.Second)}, 90 * time.Second},
-		{"joined RFC 850 dates", []string{testStart.Add(90*time.Second).Format(time.RFC850) + ", 5"}, 90 * time.Second},
+		{"joined RFC 850 dates", []string{testStart.Add(90*time.Second).Format(rfc850GMT) + ", 5"}, 90 * time.Second},
 		{"a date and seconds on two lines", []string{date(90 * time.Second), "5"}, 90 * time.Second},
 		{"seconds and garbage", []string{"5, soon"}, 5 * time.Second},
 		{"zero and garbage: one second", []string{"0, soon"}, time.Second},
@@ -479,6 +481,132 @@ func TestRetryAfterAboveCap(t *testing.T) {
 		if resp.StatusCode != 503 || n != 1 || len(clock.Sleeps()) != 0 {
 			t.Errorf("Retry-After %s: status %d after %d attempts and sleeps %v; want 503 after 1, no sleep",
 				ra, resp.StatusCode, n, clock.Sleeps())
+		}
+	}
+}
+
+// TestMaxWaitBoundsTheSumOfWaits checks that the waits of one request
+// add up to MaxWait at most: when the next would take the sum past it,
+// the last refusal comes back at once, as one beyond MaxRetryAfter does,
+// without OnRetry and without spending the budget. Left at zero, MaxWait
+// is MaxRetryAfter: a server answering every attempt with Retry-After: 300
+// holds the call for one wait of five minutes, not three.
+func TestMaxWaitBoundsTheSumOfWaits(t *testing.T) {
+	cases := []struct {
+		name       string
+		opts       Options
+		retryAfter string  // on every refusal; "" for none
+		rnd        float64 // Rand's value
+		want       []time.Duration
+	}{
+		{"default: one Retry-After at the bound", Options{}, "300", 0, []time.Duration{5 * time.Minute}},
+		{"default follows MaxRetryAfter", Options{MaxRetryAfter: 10 * time.Second}, "4", 0,
+			[]time.Duration{4 * time.Second, 4 * time.Second}},
+		{"negative: the default", Options{MaxRetryAfter: 10 * time.Second, MaxWait: -1}, "4", 0,
+			[]time.Duration{4 * time.Second, 4 * time.Second}},
+		{"every wait fits", Options{MaxWait: 10 * time.Second}, "3", 0,
+			[]time.Duration{3 * time.Second, 3 * time.Second, 3 * time.Second}},
+		{"the sum exactly at the bound", Options{MaxWait: 10 * time.Second}, "5", 0,
+			[]time.Duration{5 * time.Second, 5 * time.Second}},
+		{"the first wait beyond the bound", Options{MaxWait: time.Second}, "5", 0, nil},
+		// The jitter shrinks to what is left: the server's floor, not the
+		// jitter, is what the bound must leave room for.
+		{"jitter shrinks to fit", Options{MaxWait: 10 * time.Second, Base: 4 * time.Second}, "9", 0.5,
+			[]time.Duration{9*time.Second + 500*time.Millisecond}},
+		// A backoff is not shortened to fit: the refusal comes back.
+		{"backoff", Options{MaxWait: 25 * time.Second, Base: 10 * time.Second}, "", 0.5,
+			[]time.Duration{5 * time.Second, 10 * time.Second}},
+		{"backoff beyond what is left", Options{MaxWait: 12 * time.Second, Base: 10 * time.Second}, "", 0.5,
+			[]time.Duration{5 * time.Second}},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			n := 0
+			next := rtFunc(func(req *http.Request) (*http.Response, error) {
+				n++
+				if tc.retryAfter == "" {
+					return reply(req, 429, nil), nil
+				}
+				return reply(req, 429, nil, "Retry-After", tc.retryAfter), nil
+			})
+			clock := newFakeClock(testStart)
+			var told []time.Duration
+			opts := tc.opts
+			opts.Clock = clock
+			opts.Rand = func() float64 { return tc.rnd }
+			opts.BudgetMinRetries = len(tc.want) + 1 // one retry left once these are spent
+			opts.OnRetry = func(i RetryInfo) { told = append(told, i.Wait) }
+			tr := NewTransport(next, opts)
+			resp, err := tr.RoundTrip(mustRequest(t, "GET", "http://example.test/", nil))
+			if err != nil || resp.StatusCode != 429 {
+				t.Fatalf("got %v, %v; want the 429", resp, err)
+			}
+			resp.Body.Close()
+			if s := clock.Sleeps(); !slices.Equal(s, tc.want) || !slices.Equal(told, tc.want) || n != len(tc.want)+1 {
+				t.Errorf("%d attempts, slept %v, OnRetry told %v; want %d attempts, both %v", n, s, told, len(tc.want)+1, tc.want)
+			}
+			if !tr.budget.allowRetry(clock.Now()) {
+				t.Error("the retry not made spent the budget's last retry")
+			}
+		})
+	}
+}
+
+// TestResponseDateOnlyInGMT checks that a response's Date in a zone
+// other than GMT, which RFC 9110 does not allow, is not read, for a
+// Retry-After date as for a Unix-time X-RateLimit-Reset: both are then
+// measured from the client's clock. Go's parser would read an RFC 850 date
+// in EST or CET at the local zone's offset when it has that abbreviation,
+// and at none when it does not, so the wait would change with the zone of
+// the machine, which the test sets through time.Local.
+//
+// The server's clock is a minute behind the client's. Its Retry-After
+// asks for 90s, its reset is 2m away, both by its clock: from the client's
+// clock, 30s and 1m. The Date read as its zone means would give 90s and
+// 2m; read at another offset, waits hours off.
+func TestResponseDateOnlyInGMT(t *testing.T) {
+	defer func(l *time.Location) { time.Local = l }(time.Local)
+	est, cet := time.FixedZone("EST", -5*60*60), time.FixedZone("CET", 60*60)
+	for _, local := range []*time.Location{time.UTC, est, cet} {
+		for _, zone := range []*time.Location{est, cet} {
+			time.Local = local
+			clock := newFakeClock(testStart)
+			// The server's clock written in its zone, as time.RFC850 writes
+			// it: "Monday, 31-Dec-29 18:59:00 EST".
+			date := func(server time.Time) string { return server.In(zone).Format(time.RFC850) }
+			n := 0
+			next := rtFunc(func(req *http.Request) (*http.Response, error) {
+				n++
+				server := clock.Now().Add(-time.Minute)
+				if req.URL.Host == "paced.example.test" {
+					return reply(req, 200, nil, "Date", date(server),
+						"X-RateLimit-Remaining", "0",
+						"X-RateLimit-Reset", strconv.FormatInt(server.Add(2*time.Minute).Unix(), 10)), nil
+				}
+				if n == 1 {
+					return reply(req, 429, nil, "Date", date(server),
+						"Retry-After", server.Add(90*time.Second).Format(http.TimeFormat)), nil
+				}
+				return reply(req, 200, nil), nil
+			})
+			tr := NewTransport(next, Options{Clock: clock, Pacing: true, Rand: func() float64 { return 0 }})
+			resp, err := tr.RoundTrip(mustRequest(t, "GET", "http://example.test/", nil))
+			if err != nil {
+				t.Fatal(err)
+			}
+			if resp.StatusCode != 200 || !slices.Equal(clock.Sleeps(), []time.Duration{30 * time.Second}) {
+				t.Errorf("local zone %v, Date in %v: status %d after sleeps %v; want 200 after one wait of 30s",
+					local, zone, resp.StatusCode, clock.Sleeps())
+			}
+			before := len(clock.Sleeps())
+			for range 2 {
+				if _, err := tr.RoundTrip(mustRequest(t, "GET", "http://paced.example.test/", nil)); err != nil {
+					t.Fatal(err)
+				}
+			}
+			if s := clock.Sleeps()[before:]; !slices.Equal(s, []time.Duration{time.Minute}) {
+				t.Errorf("local zone %v, Date in %v: paced by %v; want one wait of 1m", local, zone, s)
+			}
 		}
 	}
 }
