@@ -5,6 +5,7 @@ import (
 	"os"
 	"strings"
 	"testing"
+	"time"
 )
 
 func exampleEnv(t *testing.T) *env {
@@ -100,4 +101,37 @@ func TestExamplePartnerOverride(t *testing.T) {
 	if fmt.Sprint(quotas) != "[1000000 10000]" {
 		t.Errorf("monthly quotas %v, want [1000000 10000]", quotas)
 	}
+}
+
+// A partner calling with its API key alone has no user, so the anonymous
+// policy matches it too: its monthly quota is reachable only if anonymous
+// leaves listed keys to partner-quota. At one request a second from one
+// address, the partner passes the 1000 a day the address would be allowed
+// without a key, while a client there without a key, or with one no plan
+// lists, is still held to that address's limits.
+func TestExamplePartnerWithoutUser(t *testing.T) {
+	e := exampleEnv(t)
+	ip := "203.0.113.7:1"
+	partner := req{remote: ip, header: map[string]string{"X-API-Key": "pk_live_acme"}}
+	anonymous := req{remote: ip}
+	for i := range 1500 {
+		if w := e.do(partner); w.Code != 200 {
+			t.Fatalf("partner request %d: %d %s, want 200 (its 1000000/month)", i, w.Code, w.Body)
+		}
+		if i < 1000 {
+			if w := e.do(anonymous); w.Code != 200 {
+				t.Fatalf("anonymous request %d: %d %s, want 200 (of 1000/d)", i, w.Code, w.Body)
+			}
+		}
+		e.clock.Advance(time.Second)
+	}
+	violated(t, e, anonymous, `"anonymous.2"`) // the address's 1000/d, spent by the client without a key
+	made := req{remote: ip, header: map[string]string{"X-API-Key": "pk_live_made_up"}}
+	violated(t, e, made, `"anonymous.2"`)
+	// Another address without a key has its own burst of 10.
+	other := req{remote: "198.51.100.9:1"}
+	for i := range 10 {
+		expect(t, fmt.Sprint("other address ", i), e.do(other), 200, nil, nil)
+	}
+	violated(t, e, other, `"anonymous.1"`)
 }

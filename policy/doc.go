@@ -272,9 +272,13 @@
 // window starts on a Thursday, 00:00 UTC. Plans (see Plans above) select
 // other limits per policy, and overrides give named keys their own: a key
 // gets the limits of the first override that names it, and an override that
-// could never apply, after one that names all its keys, is refused. A
-// limit that could never pass a request of the policy's cost is refused
-// at load.
+// could never apply, after one that names all its keys, is refused. An
+// empty list, [], leaves a plan or an override's keys unlimited by the
+// policy on purpose; limits left blank or null (pro: or limits: ~, as a
+// template leaves them) say nothing, and are refused rather than read as
+// [] or as the defaults, as is a policy with no priority whose every list
+// is []. A limit that could never pass a request of the policy's cost is
+// refused at load.
 //
 // Waiting: max_delay lets a refused request wait instead, once, when it
 // would pass within that time; a leaky_bucket limit makes every request

@@ -351,7 +351,13 @@ func (ld *loader) duration(n *yaml.Node, what string) (time.Duration, bool) {
 // noItems reports whether n is a list with nothing in it, as list reads
 // one: an empty sequence or an empty value.
 func noItems(n *yaml.Node) bool {
-	return n.Kind == yaml.SequenceNode && len(n.Content) == 0 || n.Kind == yaml.ScalarNode && n.Tag == "!!null"
+	return n.Kind == yaml.SequenceNode && len(n.Content) == 0 || isNull(n)
+}
+
+// isNull reports whether n is a value left out (key: or key: ~): unlike
+// [], which says "none" on purpose, it says nothing.
+func isNull(n *yaml.Node) bool {
+	return n.Kind == yaml.ScalarNode && n.Tag == "!!null"
 }
 
 // list reads a sequence, or a single scalar as a list of one.
@@ -956,7 +962,14 @@ func (ld *loader) policy(n *yaml.Node, set *Set) *Policy {
 				if set.plans.names != nil && !set.plans.names[name] {
 					ld.errf(pm.Content[i], "plan %q of %s is not in plans.names%s", name, what, didYouMean(name, keys(set.plans.names)))
 				}
-				p.plans[name] = ld.limits(resolve(pm.Content[i+1]), p, set)
+				ln := resolve(pm.Content[i+1])
+				if isNull(ln) {
+					// Left empty, as by a template: only [] says a plan is
+					// meant to be unlimited.
+					ld.errf(pm.Content[i], "plan %q of %s has no limits written: write its limits, or [] to leave the plan unlimited by this policy on purpose", name, what)
+					continue
+				}
+				p.plans[name] = ld.limits(ln, p, set)
 			}
 		}
 	}
@@ -981,10 +994,11 @@ func (ld *loader) policy(n *yaml.Node, set *Set) *Policy {
 	_, hasLimits := f["limits"]
 	_, hasPlans := f["plans"]
 	_, hasOverrides := f["overrides"]
-	if len(p.limits) == 0 && len(p.plans) == 0 && len(p.overrides) == 0 {
-		// Fields that are there but hold nothing (limits: [], or a
-		// template that left limits: empty) leave the policy limiting
-		// nothing as surely as absent ones, with no other problem to say so.
+	if len(p.AllLimits()) == 0 {
+		// Fields that are there but hold nothing (limits: [], plans and
+		// overrides that are all [], or a template that left limits:
+		// empty) leave the policy limiting nothing as surely as absent
+		// ones, with no other problem to say so.
 		empty := len(ld.probs) == before
 		if !p.HasPriority && !misspelt && (!hasLimits && !hasPlans && !hasOverrides || empty) {
 			ld.errf(n, "%s has no limits (write e.g. limits: [\"10/s burst 20\"]) and no priority", what)
@@ -1824,8 +1838,18 @@ func (ld *loader) override(n *yaml.Node, p *Policy, set *Set, what string) (over
 		ld.errf(wm, "override on %s, which no one key of %s has: an override applies only to a key with every part it names; name the parts of one key", andList(names), what)
 		good = false
 	}
-	o.limits = ld.limits(lv.val, p, set)
-	return o, good && len(o.limits) > 0
+	ln := resolve(lv.val)
+	if isNull(ln) {
+		// Left empty, as by a template: the keys it names would fall back
+		// to the policy's limits, which is not what an override is for.
+		ld.errf(lv.key, "an override of %s has no limits written: write its limits, or [] to leave the keys it names unlimited by this policy on purpose", what)
+		return o, false
+	}
+	before := len(ld.probs)
+	o.limits = ld.limits(ln, p, set)
+	// An override with [] leaves its keys unlimited, as a plan with []
+	// does its plan; one whose limits were all refused is no override.
+	return o, good && len(ld.probs) == before
 }
 
 // overrideValue returns an override's value for part pt as keys write it
