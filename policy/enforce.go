@@ -106,6 +106,14 @@ type Event struct {
 	// allowed, empty Decision for a fail-open policy, a refusal for a
 	// fail-closed one).
 	Decision rate.Decision
+	// Waited is how long the policy held the request back before its
+	// verdict: the max_delay wait of a policy whose limits refused the
+	// request at first (the decision after the wait, the one reported,
+	// carries no Delay), or a leaky_bucket's turn (Decision.Delay), once
+	// waited. An Observer counts a request admitted after a wait from it.
+	// It is 0 for a policy that held nothing back, a shadow one included,
+	// though the request may have waited for another policy.
+	Waited time.Duration
 	// Shadow reports a shadow policy: its refusals refused nothing.
 	Shadow bool
 	// StoreErr is the store's error, if it failed.
@@ -212,6 +220,9 @@ type state struct {
 	buf     []byte
 	parts   []byte
 	values  []string
+	// held is how long entry i held the request back: its decision
+	// after a wait has no Delay left to say so.
+	held []time.Duration
 	// The fallback's entries when the store fails.
 	lreqs []rate.Request
 	ldecs []rate.Decision
@@ -304,6 +315,11 @@ func (e *Enforcer) Enforce(ctx context.Context, r *Request) Outcome {
 		st.decs = make([]rate.Decision, len(st.reqs))
 	}
 	st.decs = st.decs[:len(st.reqs)]
+	if cap(st.held) < len(st.reqs) {
+		st.held = make([]time.Duration, len(st.reqs))
+	}
+	st.held = st.held[:len(st.reqs)]
+	clear(st.held)
 	if st.nEnf > 0 {
 		e.decide(ctx, st, &out)
 	}
@@ -432,6 +448,13 @@ func (e *Enforcer) decide(ctx context.Context, st *state, out *Outcome) {
 			return
 		}
 		out.Waited += d.RetryAfter
+		// The limits that refused are the ones the request waited for;
+		// deciding again overwrites their refusals.
+		for i := range decs {
+			if !decs[i].Allowed {
+				st.held[i] += d.RetryAfter
+			}
+		}
 		if d, err = e.decideAll(ctx, reqs, decs); err != nil {
 			e.storeFailed(ctx, st, err, out)
 			return
@@ -443,9 +466,20 @@ func (e *Enforcer) decide(ctx context.Context, st *state, out *Outcome) {
 			return
 		}
 		out.Waited += d.Delay
+		heldFor(st.held, decs)
 	}
 	conclude(d, decs, st.lims, out)
 	e.observe(ctx, st, 0, st.nEnf, nil)
+}
+
+// heldFor adds to held the turn each of decs waited, once the request
+// has waited the longest of them.
+func heldFor(held []time.Duration, decs []rate.Decision) {
+	for i := range decs {
+		if decs[i].Allowed {
+			held[i] += decs[i].Delay
+		}
+	}
 }
 
 // timeLeft returns how long ctx has before its deadline, on the
@@ -595,6 +629,7 @@ func (e *Enforcer) storeFailed(ctx context.Context, st *state, err error, out *O
 				out.Verdict, out.Err, out.RetryAfter = Unavailable, serr, d.Delay
 			} else {
 				out.Waited += d.Delay
+				heldFor(st.held, decs)
 			}
 		}
 	}
@@ -641,7 +676,8 @@ func (e *Enforcer) observe(ctx context.Context, st *state, a, b int, err error) 
 		}
 		ds := st.decs[a:c]
 		key := st.reqs[a+max(0, rate.MostRestrictive(ds))].Key
-		e.observer.Observe(ctx, Event{Policy: p, Key: key, Decision: rate.Combine(ds), Shadow: p.Shadow, StoreErr: err})
+		e.observer.Observe(ctx, Event{Policy: p, Key: key, Decision: rate.Combine(ds), Waited: slices.Max(st.held[a:c]),
+			Shadow: p.Shadow, StoreErr: err})
 		a = c
 	}
 }

@@ -29,8 +29,9 @@ type generation struct {
 	// warned of a gateway missing from trusted_proxies.
 	warnedUntrusted atomic.Bool
 	// retired is set once a reload has replaced the generation: its
-	// requests still in flight are not counted in the decision series
-	// then, which would bring back those of a policy the reload removed.
+	// requests still in flight are counted in the decision series only
+	// where the generation in force has the same series, lest they bring
+	// back those the reload dropped (see Metrics.decided).
 	retired atomic.Bool
 }
 
@@ -250,8 +251,7 @@ func (s *Server) reloadConfig(read func() bool) error {
 	}
 	s.m.Reload(true)
 	s.m.restart(restart)
-	old.retired.Store(true)
-	s.m.forget(old.names(), g.names())
+	s.m.retire(old, g)
 	attrs := []any{"took", time.Since(start).String()}
 	if g.set != nil {
 		attrs = append(attrs, "policies", len(g.set.Policies()))

@@ -3,6 +3,7 @@ package server
 import (
 	"net/http"
 	"slices"
+	"sync"
 	"sync/atomic"
 	"time"
 
@@ -30,6 +31,11 @@ type Metrics struct {
 	restartRequired prometheus.Gauge
 	shed            *prometheus.CounterVec
 	now             func() time.Time
+
+	// series is held to count a decision (read) and to drop the series a
+	// reload retires (write), so that no decision brings back a series
+	// the reload dropped: see decided and retire.
+	series sync.RWMutex
 }
 
 // Decision results, as the "result" label spells them: what the policy
@@ -52,6 +58,7 @@ var (
 	policyResults = []string{ResultAllowed, ResultRefused, ResultThrottled, ResultUnavailable}
 	shadowResults = []string{ResultAllowed, ResultShadowRefused}
 	rlsResults    = []string{ResultAllowed, ResultRefused, ResultShadowRefused}
+	allResults    = []string{ResultAllowed, ResultRefused, ResultShadowRefused, ResultThrottled, ResultUnavailable}
 )
 
 // The listeners sluice_requests_total counts the requests of, as the log
@@ -121,7 +128,7 @@ func NewMetrics(reg prometheus.Registerer, now func() time.Time) *Metrics {
 	m := &Metrics{
 		decisions: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Namespace: "sluice", Name: "decisions_total",
-			Help: "Decisions by policy (for Envoy's service, rls:DOMAIN) and result, what the policy did to the request: allowed, refused (429), shadow_refused, throttled, unavailable (503 under on_store_error: closed). One per policy a request met: see sluice_requests_total for requests.",
+			Help: "Decisions by policy (for Envoy's service, rls:DOMAIN) and result, what the policy did to the request: allowed, refused (429), shadow_refused, throttled (admitted after a wait: max_delay's or a leaky_bucket's turn), unavailable (503 under on_store_error: closed). One per policy a request met: see sluice_requests_total for requests.",
 		}, []string{"policy", "result"}),
 		fallbacks: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Namespace: "sluice", Name: "fallback_decisions_total",
@@ -129,7 +136,7 @@ func NewMetrics(reg prometheus.Registerer, now func() time.Time) *Metrics {
 		}, []string{"policy"}),
 		requests: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Namespace: "sluice", Name: "requests_total",
-			Help: "Requests (Envoy's calls) by listener (proxy, check, grpc) and what sluice answered: allowed (let through, and answered by the upstream, a response it broke off midway included), or sluice's own status: 429, 503, 400, 405, 408, and the proxy's 502 (upstream unreachable, or failed before its status) and 504 (past --upstream-timeout) (gRPC's as their HTTP kin; a call gRPC refused before it was decided, over 256 KiB or not UTF-8, is a 400). One per request.",
+			Help: "Requests (Envoy's calls) by listener (proxy, check, grpc) and what sluice answered: allowed (let through, and answered by the upstream, a response it broke off midway included), or sluice's own status: 429, 503, 400, 405, 408, and the proxy's 502 (upstream unreachable, or failed before its status) and 504 (past --upstream-timeout) (gRPC's as their HTTP kin; a call gRPC refused before it was decided, over 256 KiB or not UTF-8, is a 400). One per request that reaches sluice: not those Go's HTTP server answers itself before (431 for a header over --max-header-bytes, 400 for a malformed request line or header), which only the gateway or client sees.",
 		}, []string{"listener", "code"}),
 		// From a decision in memory (about 100ns) to a call that waits
 		// for a hung Redis about twice store.timeout (50ms by default,
@@ -206,6 +213,30 @@ func (m *Metrics) Decision(policy, result string) {
 // store having failed.
 func (m *Metrics) Fallback(policy string) { m.fallbacks.WithLabelValues(policy).Inc() }
 
+// decided counts a decision of policy name under result (and, if
+// fellBack, as on_store_error's), made by a request of generation g. A
+// request still in flight on a generation a reload replaced is counted
+// only where the generation in force (inForce, read here) has the same
+// series: its policy still served, under a result its kind still has, as
+// a shadow policy made enforcing has no shadow_refused. Otherwise it
+// would bring back a series the reload dropped, flat from then on.
+//
+// The read lock makes the check and the count one step as retire sees
+// them: a count either ends before retire drops what no longer applies,
+// or sees g retired, and the generation in force that retire's swap put
+// in (or a later one, whose own retire comes after).
+func (m *Metrics) decided(g *generation, inForce *atomic.Pointer[generation], name, result string, fellBack bool) {
+	m.series.RLock()
+	defer m.series.RUnlock()
+	if g.retired.Load() && !slices.Contains(inForce.Load().results(name), result) {
+		return
+	}
+	m.Decision(name, result)
+	if fellBack {
+		m.Fallback(name)
+	}
+}
+
 // request counts a request of listener, answered as code.
 func (m *Metrics) request(listener, code string) { m.requests.WithLabelValues(listener, code).Inc() }
 
@@ -221,36 +252,62 @@ func (m *Metrics) listening(listener string) {
 // put in force: a series born with the first refusal is one that
 // increase() reads as no refusal.
 func (m *Metrics) declare(g *generation) {
-	if g.set != nil {
-		for _, p := range g.set.Policies() {
-			results := policyResults
-			if p.Shadow {
-				results = shadowResults
-			}
-			for _, r := range results {
-				m.decisions.WithLabelValues(p.Name, r)
-			}
-			m.fallbacks.WithLabelValues(p.Name)
+	for _, name := range g.names() {
+		for _, r := range g.results(name) {
+			m.decisions.WithLabelValues(name, r)
 		}
-	}
-	if g.rls != nil {
-		for _, d := range g.rls.Domains() {
-			for _, r := range rlsResults {
-				m.decisions.WithLabelValues(rlsName(d), r)
-			}
+		if !isRLSName(name) {
+			m.fallbacks.WithLabelValues(name)
 		}
 	}
 }
 
-// forget drops the decision series of every name in was, policies and
-// Envoy domains (rls:DOMAIN), missing from is: a reload that removes or
-// renames a policy would otherwise leave its series, flat, for the life
-// of the process.
-func (m *Metrics) forget(was, is []string) {
-	for _, name := range was {
-		if !slices.Contains(is, name) {
+// results returns the results the decisions of name, a policy or an
+// Envoy domain (rls:DOMAIN), are counted under in g; nil if g serves no
+// such name.
+func (g *generation) results(name string) []string {
+	if g == nil {
+		return nil
+	}
+	if isRLSName(name) {
+		if g.rls != nil && slices.Contains(g.rls.Domains(), name[len(rlsName("")):]) {
+			return rlsResults
+		}
+		return nil
+	}
+	if g.set == nil {
+		return nil
+	}
+	switch p := g.set.Policy(name); {
+	case p == nil:
+		return nil
+	case p.Shadow:
+		return shadowResults
+	}
+	return policyResults
+}
+
+// retire marks old, which the reload to g replaced, retired, and drops
+// the decision series of old that g does not have: every series of a
+// policy or Envoy domain g no longer serves, and the results a policy
+// switched between shadow and enforcing no longer has (g's new ones were
+// declared at 0 before it served). Left, each would stay, flat, for the
+// life of the process. It holds the lock decided reads under.
+func (m *Metrics) retire(old, g *generation) {
+	m.series.Lock()
+	defer m.series.Unlock()
+	old.retired.Store(true)
+	for _, name := range old.names() {
+		kept := g.results(name)
+		if kept == nil {
 			m.decisions.DeletePartialMatch(prometheus.Labels{"policy": name})
 			m.fallbacks.DeleteLabelValues(name)
+			continue
+		}
+		for _, r := range allResults {
+			if !slices.Contains(kept, r) {
+				m.decisions.DeleteLabelValues(name, r)
+			}
 		}
 	}
 }

@@ -88,11 +88,12 @@ func TestObserverCountsWhatClientsSaw(t *testing.T) {
 	}{
 		{"allowed", policy.Event{Policy: enforcing, Decision: rate.Decision{Allowed: true}}, ResultAllowed, false, false},
 		{"refused", policy.Event{Policy: enforcing, Key: "k1"}, ResultRefused, true, false},
-		{"throttled", policy.Event{Policy: enforcing, Decision: rate.Decision{Allowed: true, Delay: time.Second}}, ResultThrottled, false, false},
+		// Admitted after a max_delay wait: the decision after it has no Delay.
+		{"throttled", policy.Event{Policy: enforcing, Decision: rate.Decision{Allowed: true}, Waited: time.Second}, ResultThrottled, false, false},
 		{"open on a store error", policy.Event{Policy: enforcing, Decision: rate.Decision{Allowed: true}, StoreErr: down}, ResultAllowed, false, true},
 		{"closed on a store error", policy.Event{Policy: closed, Decision: rate.Decision{RetryAfter: time.Second}, StoreErr: down}, ResultUnavailable, true, true},
 		{"local refusing on a store error", policy.Event{Policy: local, Key: "k3", Decision: rate.Decision{RetryAfter: time.Second}, StoreErr: down}, ResultRefused, true, true},
-		{"local throttling on a store error", policy.Event{Policy: local, Decision: rate.Decision{Allowed: true, Delay: time.Second}, StoreErr: down}, ResultThrottled, false, true},
+		{"local throttling on a store error", policy.Event{Policy: local, Decision: rate.Decision{Allowed: true, Delay: time.Second}, Waited: time.Second, StoreErr: down}, ResultThrottled, false, true},
 		{"shadow refused", policy.Event{Policy: shadow, Shadow: true, Key: "k2"}, ResultShadowRefused, false, false},
 		// The store's error comes with an empty Decision, which refuses.
 		{"shadow on a store error", policy.Event{Policy: shadow, Shadow: true, StoreErr: down}, ResultAllowed, false, true},

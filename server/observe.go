@@ -3,6 +3,7 @@ package server
 import (
 	"context"
 	"net/http"
+	"strings"
 
 	rlsv3 "github.com/envoyproxy/go-control-plane/envoy/service/ratelimit/v3"
 	"google.golang.org/grpc/codes"
@@ -25,12 +26,7 @@ type observer struct {
 // Observe implements policy.Observer.
 func (o observer) Observe(_ context.Context, e policy.Event) {
 	result := policyResult(e)
-	if !o.g.retired.Load() {
-		o.s.m.Decision(e.Policy.Name, result)
-		if e.StoreErr != nil {
-			o.s.m.Fallback(e.Policy.Name)
-		}
-	}
+	o.s.m.decided(o.g, &o.s.gen, e.Policy.Name, result, e.StoreErr != nil)
 	// What the client saw: throttled requests passed, and so did every
 	// request a shadow policy decided, on a store error too (its Decision
 	// is then whatever the store returned with its error). On an enforcing
@@ -58,7 +54,9 @@ func policyResult(e policy.Event) string {
 		return ResultUnavailable
 	case !e.Decision.Allowed:
 		return ResultRefused
-	case e.Decision.Delay > 0:
+	case e.Waited > 0:
+		// The decision after a max_delay wait has no Delay: only the
+		// Event knows the request waited.
 		return ResultThrottled
 	}
 	return ResultAllowed
@@ -69,6 +67,10 @@ func (o observer) Shed(_ context.Context, p policy.Priority) { o.s.m.Shed(p.Stri
 
 // rlsName is the policy label of Envoy's domain.
 func rlsName(domain string) string { return "rls:" + domain }
+
+// isRLSName reports whether name is an Envoy domain's label: a policy's
+// name has no colon.
+func isRLSName(name string) bool { return strings.HasPrefix(name, rlsName("")) }
 
 // observeRLS counts a decision of Envoy's rate limit service. Its policy
 // label is rls:DOMAIN: the domain is bounded by the configuration, while
