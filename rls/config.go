@@ -29,6 +29,15 @@ type Config struct {
 	domains map[string]*domain
 }
 
+// HasDomain reports whether a domain of that name is configured.
+func (c *Config) HasDomain(name string) bool {
+	if c == nil {
+		return false
+	}
+	_, ok := c.domains[name]
+	return ok
+}
+
 // Domains returns the names of the configured domains, sorted.
 func (c *Config) Domains() []string {
 	if c == nil {

@@ -3,12 +3,15 @@ package server
 import (
 	"context"
 	"net/http"
+	"os"
+	"path/filepath"
 	"testing"
 	"time"
 
 	"github.com/sluicehq/sluice/policy"
 	"github.com/sluicehq/sluice/rate"
 	"github.com/sluicehq/sluice/rate/ratetest"
+	"github.com/sluicehq/sluice/rls"
 )
 
 // heldPolicy lets a request wait up to 2s for gcra's 1/s: the second
@@ -160,5 +163,33 @@ func TestReloadSwitchesShadowSeries(t *testing.T) {
 	observer{ts.Server, old}.Observe(context.Background(), policy.Event{Policy: old.set.Policies()[0], Decision: rate.Decision{Allowed: true}})
 	ts.wantMetrics("an admission decided after the reload",
 		`sluice_decisions_total{policy="api",result="allowed"} 2`,
+	)
+}
+
+// A call of Envoy's service decided under a domain that a reload removed
+// while it was in flight brings back none of the domain's series; one of
+// a domain still served is counted.
+func TestRLSDecisionAcrossReload(t *testing.T) {
+	dir := t.TempDir()
+	domain := func(name string) string {
+		return "domain: " + name + "\ndescriptors:\n  - key: a\n    rate_limit: {unit: hour, requests_per_unit: 1}\n"
+	}
+	writeFile(t, dir, "edge.yaml", domain("edge"))
+	writeFile(t, dir, "gone.yaml", domain("gone"))
+	ts := startServer(t, "", Options{EnvoyConfigs: []string{dir}})
+	if err := os.Remove(filepath.Join(dir, "gone.yaml")); err != nil {
+		t.Fatal(err)
+	}
+	if err := ts.Reload(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	// What the service reports of calls begun before the reload.
+	ts.observeRLS(rls.Event{Domain: "gone", Over: true})
+	ts.observeRLS(rls.Event{Domain: "edge", Over: true})
+	if got := ts.metric(`sluice_decisions_total{policy="rls:gone"`); got != "" {
+		t.Errorf("a call of a removed domain brought its series back: %q", got)
+	}
+	ts.wantMetrics("a call of a domain still served",
+		`sluice_decisions_total{policy="rls:edge",result="refused"} 1`,
 	)
 }

@@ -237,6 +237,22 @@ func (m *Metrics) decided(g *generation, inForce *atomic.Pointer[generation], na
 	}
 }
 
+// decidedRLS counts a decision of Envoy's service under name
+// (rls:DOMAIN) and result, if the generation in force (inForce, read
+// here) still serves the domain: a call in flight across a reload that
+// removed it would otherwise bring back the series the reload dropped. A
+// call is decided under the domain the generation it began on serves, so
+// this is decided's test for a retired generation, read under the same
+// lock.
+func (m *Metrics) decidedRLS(inForce *atomic.Pointer[generation], name, result string) {
+	m.series.RLock()
+	defer m.series.RUnlock()
+	if !slices.Contains(inForce.Load().results(name), result) {
+		return
+	}
+	m.Decision(name, result)
+}
+
 // request counts a request of listener, answered as code.
 func (m *Metrics) request(listener, code string) { m.requests.WithLabelValues(listener, code).Inc() }
 
@@ -270,7 +286,7 @@ func (g *generation) results(name string) []string {
 		return nil
 	}
 	if isRLSName(name) {
-		if g.rls != nil && slices.Contains(g.rls.Domains(), name[len(rlsName("")):]) {
+		if g.rls.HasDomain(name[len(rlsName("")):]) {
 			return rlsResults
 		}
 		return nil

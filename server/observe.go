@@ -87,7 +87,7 @@ func (s *Server) observeRLS(e rls.Event) {
 	case e.Over:
 		result = ResultRefused
 	}
-	s.m.Decision(name, result)
+	s.m.decidedRLS(&s.gen, name, result)
 	s.dash.Record(name, result != ResultRefused)
 	if result == ResultRefused {
 		s.top.Add(e.StoreKey)
