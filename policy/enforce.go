@@ -624,13 +624,16 @@ func (e *Enforcer) storeFailed(ctx context.Context, st *state, err error, out *O
 		}
 		// A leaky_bucket's turn is waited for as when the store decides:
 		// passing at once would let its whole queue through in a burst.
+		// Cut short, the request is Unavailable and not observed, as
+		// when the store decides its turn.
 		if d.Allowed && d.Delay > 0 {
 			if serr := e.clock.Sleep(ctx, d.Delay); serr != nil {
 				out.Verdict, out.Err, out.RetryAfter = Unavailable, serr, d.Delay
-			} else {
-				out.Waited += d.Delay
-				heldFor(st.held, decs)
+				clear(st.lreqs)
+				return
 			}
+			out.Waited += d.Delay
+			heldFor(st.held, decs)
 		}
 	}
 	clear(st.lreqs)

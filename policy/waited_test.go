@@ -1,12 +1,14 @@
 package policy
 
 import (
+	"context"
 	"fmt"
 	"net/http/httptest"
 	"net/netip"
 	"testing"
 	"time"
 
+	"github.com/sluicehq/sluice"
 	"github.com/sluicehq/sluice/rate/ratetest"
 	"github.com/sluicehq/sluice/store/memory"
 )
@@ -78,5 +80,45 @@ policies:
 		if len(rec.events) != 1 || out.Waited != want || rec.events[0].Waited != want {
 			t.Errorf("request %d: waited %v, events %+v; want one event, the request and it waited %v", i+1, out.Waited, rec.events, want)
 		}
+	}
+}
+
+// endingClock is a fake clock on which every wait is cut short, as by the
+// end of the request's context while it waits.
+type endingClock struct{ *ratetest.Clock }
+
+func (endingClock) Sleep(context.Context, time.Duration) error { return context.Canceled }
+
+// A request whose context ends while it waits its leaky_bucket turn in
+// the local store, the store having failed, is cut short: Unavailable
+// and not observed, as when the store decides its turn.
+func TestLocalTurnCutShortNotObserved(t *testing.T) {
+	for _, store := range []string{"shared", "local"} {
+		t.Run(store, func(t *testing.T) {
+			clock := endingClock{ratetest.NewClock(time.Date(2026, 3, 1, 12, 0, 0, 0, time.UTC))}
+			rec := &keyRecorder{}
+			var st sluice.Store = downStore{}
+			if store == "shared" {
+				st = memory.New(memory.Options{Clock: clock})
+			}
+			e := generation(t, `
+policies:
+  - name: shaped
+    limits: ["leaky_bucket 1/s burst 5"]
+    on_store_error: local
+`, st, clock, Options{Observer: rec})
+			for i, cut := range []bool{false, true} {
+				rec.events = nil
+				r := httptest.NewRequest("GET", "/", nil)
+				out := e.Enforce(t.Context(), &Request{HTTP: r, Header: r.Header})
+				out.Done()
+				if cut && (out.Verdict != Unavailable || len(rec.events) != 0) {
+					t.Errorf("request %d, its turn's wait cut short: %v, events %+v; want unavailable, none observed", i+1, out.Verdict, rec.events)
+				}
+				if !cut && (out.Verdict != Allow || len(rec.events) != 1) {
+					t.Errorf("request %d: %v, events %+v; want allow, one event", i+1, out.Verdict, rec.events)
+				}
+			}
+		})
 	}
 }
