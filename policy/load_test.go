@@ -452,25 +452,7 @@ policies:
 `, 4, 11, []string{"must not decrease"}},
 	}
 	for _, tt := range tests {
-		t.Run(tt.name, func(t *testing.T) {
-			_, err := Load("sluice.yaml", []byte(tt.yaml))
-			var perr *Error
-			if !errors.As(err, &perr) {
-				t.Fatalf("Load = %v, want an *Error", err)
-			}
-			p := perr.Problems[0]
-			if p.File != "sluice.yaml" || p.Line != tt.line || p.Column != tt.col {
-				t.Errorf("first problem at %s:%d:%d, want sluice.yaml:%d:%d (%v)", p.File, p.Line, p.Column, tt.line, tt.col, err)
-			}
-			for _, w := range tt.want {
-				if !strings.Contains(p.Message, w) {
-					t.Errorf("message %q lacks %q", p.Message, w)
-				}
-			}
-			if !strings.HasPrefix(err.Error(), p.String()) {
-				t.Errorf("Error() = %q, want it to start with %q", err.Error(), p.String())
-			}
-		})
+		t.Run(tt.name, func(t *testing.T) { wantFirstProblem(t, tt.yaml, tt.line, tt.col, tt.want) })
 	}
 }
 
@@ -618,5 +600,29 @@ func TestOnStoreErrorSpellings(t *testing.T) {
 		if got := set.Policies()[0].OnStoreError; got != want {
 			t.Errorf("%s: %v, want %v", name, got, want)
 		}
+	}
+}
+
+// wantFirstProblem loads yaml as sluice.yaml and checks that it is refused
+// and that its first problem is at line:col, with a message holding each
+// of want, and leads the error's text.
+func wantFirstProblem(t *testing.T, yaml string, line, col int, want []string) {
+	t.Helper()
+	_, err := Load("sluice.yaml", []byte(yaml))
+	var perr *Error
+	if !errors.As(err, &perr) {
+		t.Fatalf("Load = %v, want an *Error", err)
+	}
+	p := perr.Problems[0]
+	if p.File != "sluice.yaml" || p.Line != line || p.Column != col {
+		t.Errorf("first problem at %s:%d:%d, want sluice.yaml:%d:%d (%v)", p.File, p.Line, p.Column, line, col, err)
+	}
+	for _, w := range want {
+		if !strings.Contains(p.Message, w) {
+			t.Errorf("message %q lacks %q", p.Message, w)
+		}
+	}
+	if !strings.HasPrefix(err.Error(), p.String()) {
+		t.Errorf("Error() = %q, want it to start with %q", err.Error(), p.String())
 	}
 }

@@ -2,7 +2,6 @@ package policy
 
 import (
 	"context"
-	"errors"
 	"net/http/httptest"
 	"net/netip"
 	"slices"
@@ -148,22 +147,7 @@ policies:
 `, 4, 23, []string{`"BAD METHOD" is not a method`, "one token", "no spaces"}},
 	}
 	for _, tt := range tests {
-		t.Run(tt.name, func(t *testing.T) {
-			_, err := Load("sluice.yaml", []byte(tt.yaml))
-			var perr *Error
-			if !errors.As(err, &perr) {
-				t.Fatalf("Load = %v, want an *Error", err)
-			}
-			p := perr.Problems[0]
-			if p.Line != tt.line || p.Column != tt.col {
-				t.Errorf("first problem at %d:%d, want %d:%d (%v)", p.Line, p.Column, tt.line, tt.col, err)
-			}
-			for _, w := range tt.want {
-				if !strings.Contains(p.Message, w) {
-					t.Errorf("message %q lacks %q", p.Message, w)
-				}
-			}
-		})
+		t.Run(tt.name, func(t *testing.T) { wantFirstProblem(t, tt.yaml, tt.line, tt.col, tt.want) })
 	}
 }
 
