@@ -536,6 +536,25 @@ func TestDemo(t *testing.T) {
 	})
 }
 
+// A real upstream without a policy file is refused: the demo's limits
+// (10 a minute) would otherwise throttle real traffic, its playground on,
+// because a --config was left out or its variable was empty. The demo
+// upstream, named, still runs the demo.
+func TestUpstreamWithoutConfigRefused(t *testing.T) {
+	o := Options{Upstream: "http://127.0.0.1:9", Listen: Off, CheckListen: Off, GRPCListen: Off, AdminListen: Off}
+	if _, err := New(o); !errors.Is(err, ErrOptions) || !strings.Contains(err.Error(), "--config") {
+		t.Errorf("an upstream and no policy file: %v, want ErrOptions asking for --config", err)
+	}
+	o.Upstream = UpstreamDemo
+	s, err := New(o)
+	if err != nil {
+		t.Fatalf("the demo upstream and no policy file: %v, want the demo", err)
+	}
+	if !s.demo {
+		t.Errorf("the demo upstream and no policy file: not the demo")
+	}
+}
+
 // A policy keyed by a form field (the login example) reads the body to
 // find the field, url-encoded or multipart (what a browser's fetch sends
 // for a FormData, here with a file before the field); the upstream still

@@ -93,7 +93,9 @@ var ErrOptions = errors.New("bad options")
 type Options struct {
 	// ConfigFile is the policy file (policy.LoadFile's format). Empty
 	// means the built-in DemoConfig, unless EnvoyConfigs are given: then
-	// the server is Envoy's rate limit service alone.
+	// the server is Envoy's rate limit service alone. A reverse proxy to
+	// an upstream of one's own needs one: New refuses an Upstream other
+	// than UpstreamDemo without it, rather than apply the demo's limits.
 	ConfigFile string
 	// EnvoyConfigs are files, or directories whose files are all read,
 	// recursively, but for names starting with a dot (rls.ConfigFiles), in
@@ -364,7 +366,10 @@ func New(o Options) (_ *Server, err error) {
 	if s.o.TopKeys <= 0 {
 		s.o.TopKeys = DefaultTopKeys
 	}
-	s.demo = o.ConfigFile == "" && len(o.EnvoyConfigs) == 0
+	// The demo runs only in front of its own upstream: its limits (10 a
+	// minute) on a real one, for want of a --config, would throttle real
+	// traffic without a word.
+	s.demo = o.ConfigFile == "" && len(o.EnvoyConfigs) == 0 && (o.Upstream == "" || o.Upstream == UpstreamDemo)
 	switch {
 	case o.Upstream == UpstreamDemo, o.Upstream == "" && s.demo:
 		s.proxy = true
