@@ -427,14 +427,7 @@ func (e *Enforcer) decide(ctx context.Context, st *state, out *Outcome) {
 	reqs, decs := st.reqs[:st.nEnf], st.decs[:st.nEnf]
 	left, bounded := e.timeLeft(ctx, st)
 	if bounded {
-		// A leaky_bucket refuses a turn the deadline cannot reach, rather
-		// than queue a request that will have gone by then.
-		turn := max(left-time.Microsecond, time.Nanosecond)
-		for i := range reqs {
-			if reqs[i].MaxDelay <= 0 || reqs[i].MaxDelay > turn {
-				reqs[i].MaxDelay = turn
-			}
-		}
+		turnWithin(reqs, left)
 	}
 	d, err := e.decideAll(ctx, reqs, decs)
 	if err != nil {
@@ -455,6 +448,11 @@ func (e *Enforcer) decide(ctx context.Context, st *state, out *Outcome) {
 				st.held[i] += d.RetryAfter
 			}
 		}
+		if bounded {
+			// What is left after the wait bounds the turn decided next.
+			left, _ = e.timeLeft(ctx, st)
+			turnWithin(reqs, left)
+		}
 		if d, err = e.decideAll(ctx, reqs, decs); err != nil {
 			e.storeFailed(ctx, st, err, out)
 			return
@@ -470,6 +468,18 @@ func (e *Enforcer) decide(ctx context.Context, st *state, out *Outcome) {
 	}
 	conclude(d, decs, st.lims, out)
 	e.observe(ctx, st, 0, st.nEnf, nil)
+}
+
+// turnWithin bounds the turn of each of reqs (their MaxDelay) to come
+// before left has passed: a leaky_bucket refuses a turn the deadline
+// cannot reach, rather than queue a request that will have gone by then.
+func turnWithin(reqs []rate.Request, left time.Duration) {
+	turn := max(left-time.Microsecond, time.Nanosecond)
+	for i := range reqs {
+		if reqs[i].MaxDelay <= 0 || reqs[i].MaxDelay > turn {
+			reqs[i].MaxDelay = turn
+		}
+	}
 }
 
 // heldFor adds to held the turn each of decs waited, once the request

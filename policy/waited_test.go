@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/sluicehq/sluice"
+	"github.com/sluicehq/sluice/rate"
 	"github.com/sluicehq/sluice/rate/ratetest"
 	"github.com/sluicehq/sluice/store/memory"
 )
@@ -120,5 +121,83 @@ policies:
 				}
 			}
 		})
+	}
+}
+
+// deadlineClock is a fake clock whose waits end at the context's
+// deadline, on the fake clock's timeline, and whose first wait first runs
+// meanwhile, as other requests would while one waits.
+type deadlineClock struct {
+	*ratetest.Clock
+	meanwhile func()
+}
+
+func (c *deadlineClock) Sleep(ctx context.Context, d time.Duration) error {
+	if f := c.meanwhile; f != nil {
+		c.meanwhile = nil
+		f()
+	}
+	if dl, ok := ctx.Deadline(); ok && c.Now().Add(d).After(dl) {
+		c.Set(dl)
+		return context.DeadlineExceeded
+	}
+	return c.Clock.Sleep(ctx, d)
+}
+
+// A request that waited out one policy's refusal (max_delay) takes no
+// leaky_bucket turn its deadline cannot reach: its bound is what is left
+// after the wait, not before. It is refused then, and the queue holds no
+// turn of a request that will have gone by then.
+func TestLeakyTurnAfterMaxDelayWaitWithinDeadline(t *testing.T) {
+	// The context's deadline is on the fake clock's timeline, which must
+	// then run ahead of the real one: context ends it at that real time.
+	clock := &deadlineClock{Clock: ratetest.NewClock(time.Now().Add(time.Hour).Truncate(time.Second))}
+	store := memory.New(memory.Options{Clock: clock})
+	rec := &keyRecorder{}
+	e := generation(t, `
+policies:
+  - name: shape
+    limits: ["leaky_bucket 10/s burst 50"]
+    max_delay: 10s
+  - name: quota
+    limits: ["gcra 1/s"]
+    max_delay: 2s
+`, store, clock, Options{Observer: rec})
+	send := func(ctx context.Context) Outcome {
+		r := httptest.NewRequest("GET", "/", nil)
+		out := e.Enforce(ctx, &Request{HTTP: r, Header: r.Header, Client: netip.MustParsePrefix("192.0.2.1/32")})
+		out.Done()
+		return out
+	}
+	if out := send(t.Context()); out.Verdict != Allow {
+		t.Fatalf("first request: %v", out.Verdict)
+	}
+	var key string
+	for _, ev := range rec.events {
+		if ev.Policy.Name == "shape" {
+			key = ev.Key
+		}
+	}
+	shape := rate.MustParseLimit("leaky_bucket 10/s burst 50")
+	// While the second request waits out quota's second, 16 others join
+	// the queue: its turn would come 1.7s after the first request, 0.7s
+	// after its wait, past its deadline.
+	clock.meanwhile = func() {
+		for range 16 {
+			if d, err := store.Decide(t.Context(), rate.Request{Key: key, Limit: shape, Cost: 1}); err != nil || !d.Allowed {
+				t.Fatalf("joining the queue: %v %v", d, err)
+			}
+		}
+	}
+	start := clock.Now()
+	ctx, cancel := context.WithDeadline(t.Context(), start.Add(1500*time.Millisecond))
+	defer cancel()
+	out := send(ctx)
+	if took := clock.Now().Sub(start); out.Verdict != Refuse || took != time.Second {
+		t.Errorf("a turn beyond the deadline after the wait: %v (%v) after %v, want refused after the 1s wait", out.Verdict, out.Err, took)
+	}
+	look, err := store.Decide(t.Context(), rate.Request{Key: key, Limit: shape, Cost: 0})
+	if want := 1700*time.Millisecond - clock.Now().Sub(start); err != nil || look.Delay != want {
+		t.Errorf("the queue's next turn in %v (%v), want %v: the refused request took none", look.Delay, err, want)
 	}
 }
