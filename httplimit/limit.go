@@ -73,7 +73,9 @@ type LimitOptions struct {
 //
 // A store that cannot decide gets the request 503 Service Unavailable,
 // with Retry-After and a problem body, as does a request that ends while
-// it waits for its turn. To choose what happens while a remote store is
+// it waits for its turn. Its turn is not given back (as NGINX's
+// limit_req keeps the excess of a delayed request whose client left):
+// those queued behind it wait as if it had gone through. To choose what happens while a remote store is
 // down, and have its outages logged, build l over a sluice.Fallback: its
 // FailClosed answers 503 as above (the client exceeded nothing), its
 // FailOpen lets requests through with no rate limit headers (no limit

@@ -285,7 +285,10 @@
 // wait its turn, up to max_delay. Waits use the Enforcer's clock and end
 // with the request's context. A request is never held back for a wait
 // its context's deadline cannot cover: it is refused at once instead, and
-// takes no turn in a leaky_bucket's queue.
+// takes no turn in a leaky_bucket's queue. A request whose context ends
+// while it waits its turn (its client gone) keeps the turn, as NGINX's
+// limit_req keeps a delayed request's excess: those behind it wait as if
+// it had gone through.
 //
 // Store failures: on_store_error is open (let the request through, the
 // default), closed (503, not 429: the client did nothing wrong) or local
@@ -311,7 +314,9 @@
 // matches, normal if none sets one. A policy may set a priority and no
 // limits: it only classifies. A request takes its slot before its keys
 // are built, so a shed request has nothing of its body read for a
-// form:NAME key.
+// form:NAME key. The slot is given back when the handler returns: the
+// bound is on the requests being served, not on the work an upstream
+// carries on with after its client (or a proxy in between) gave up.
 //
 // # Where to start
 //

@@ -217,7 +217,12 @@
 // sooner, since others can only spend more. A flood of refused traffic
 // then costs Redis one call per RetryAfter per instance, not one per
 // request. The local refusal reports the RetryAfter and ResetAfter counted
-// down on the local clock, and the Remaining Redis reported. The cache is
+// down on the local clock, and the Remaining Redis reported: the refusal
+// Redis made, as of then. What others have spent since (on this instance
+// too, by requests of other costs) may push the key's real wait further,
+// which Redis would tell: the cached wait is then short, never long, and
+// the request, back when it has passed, is refused again with the rest of
+// its wait, as a RetryAfter is whenever others spend meanwhile. The cache is
 // bounded (Options.DenyCacheSize) and can be turned off
 // (Options.DisableDenyCache).
 //
