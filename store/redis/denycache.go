@@ -10,6 +10,9 @@ import (
 	"github.com/sluicehq/sluice/rate"
 )
 
+// maxDenyAge is the longest a refusal is repeated locally (see denyCache).
+const maxDenyAge = time.Second
+
 // denyShards is the number of independently locked parts of a deny cache.
 const denyShards = 32
 
@@ -23,6 +26,15 @@ const denyShards = 32
 // maximum delays (a larger cost or a shorter maximum delay would also be
 // refused, but with a longer RetryAfter than the cached one, so it is sent
 // to Redis to learn the exact wait).
+//
+// That holds while Redis keeps the count that refused. It may lose it: a
+// restart without persistence, FLUSHALL, an operator's DEL to unblock a
+// client, eviction under maxmemory. The other instances then admit the
+// request at once, and one that repeated the refusal until T would refuse
+// it meanwhile, for a monthly quota for weeks. So a refusal is repeated
+// for maxDenyAge at most, a second, whatever T: a flood of refused
+// requests still costs Redis one call a second per request and instance,
+// and a lost count is noticed within a second.
 //
 // Save one thing others can do: give back what a request across cluster
 // slots took in the slots it committed before a race refused it (see
@@ -118,7 +130,8 @@ func (c *denyCache) get(key []byte, now time.Time, out []rate.Decision) bool {
 }
 
 // put remembers the decisions Redis gave to a request sent at sent, if
-// any of them is a refusal.
+// any of them is a refusal, until the shortest RetryAfter among them has
+// passed, or maxDenyAge.
 func (c *denyCache) put(key []byte, sent time.Time, outs []rate.Decision) {
 	ttl := time.Duration(-1)
 	for _, d := range outs {
@@ -129,6 +142,7 @@ func (c *denyCache) put(key []byte, sent time.Time, outs []rate.Decision) {
 	if ttl <= 0 {
 		return
 	}
+	ttl = min(ttl, maxDenyAge)
 	sh := c.shard(key)
 	sh.mu.Lock()
 	defer sh.mu.Unlock()

@@ -213,10 +213,13 @@
 //
 // Once Redis refuses a request with RetryAfter T, the store refuses the
 // same request (same keys, limits and costs) locally until T has passed,
-// without a round trip: nothing another instance does can make it pass
-// sooner, since others can only spend more. A flood of refused traffic
-// then costs Redis one call per RetryAfter per instance, not one per
-// request. The local refusal reports the RetryAfter and ResetAfter counted
+// or a second at most, without a round trip: nothing another instance
+// does can make it pass sooner, since others can only spend more. A flood
+// of refused traffic then costs Redis one call a second (or per RetryAfter,
+// if shorter) per instance, not one per request. The second bounds how
+// long a count Redis lost (a restart without persistence, FLUSHALL, a DEL
+// to unblock a client, eviction) is still refused here while the other
+// instances admit it. The local refusal reports the RetryAfter and ResetAfter counted
 // down on the local clock, and the Remaining Redis reported: the refusal
 // Redis made, as of then. What others have spent since (on this instance
 // too, by requests of other costs) may push the key's real wait further,

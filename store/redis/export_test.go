@@ -11,6 +11,9 @@ import (
 // TIME, and turns off expiry, for tests that drive time.
 func PinNow(o *Options, c rate.Clock) { o.pinned = c }
 
+// MaxDenyAge is the longest the deny cache repeats a refusal.
+const MaxDenyAge = maxDenyAge
+
 // DenyCacheLen returns the number of entries in s's deny cache.
 func DenyCacheLen(s *Store) int {
 	if s.deny == nil {

@@ -201,7 +201,9 @@ func TestDenyCacheCountsDown(t *testing.T) {
 			t.Fatalf("%v: second request: %v, %v; want refused", alg, first, err)
 		}
 		before := scriptCalls(srv)
-		for _, el := range []time.Duration{0, time.Microsecond, first.RetryAfter / 3, first.RetryAfter - time.Microsecond} {
+		// Repeated for a second at most (see TestDenyCacheForgetsWithinASecond).
+		held := min(first.RetryAfter, redis.MaxDenyAge)
+		for _, el := range []time.Duration{0, time.Microsecond, held / 3, held - time.Microsecond} {
 			clk.Set(time.Date(2024, 6, 1, 12, 0, 0, 0, time.UTC).Add(el))
 			local, err := s.Decide(context.Background(), r)
 			if err != nil {
@@ -227,6 +229,34 @@ func TestDenyCacheCountsDown(t *testing.T) {
 		if d, _ := s.Decide(context.Background(), r); !d.Allowed {
 			t.Errorf("%v: refused at RetryAfter: %v", alg, d)
 		}
+	}
+}
+
+// A refusal is repeated locally for a second at most, however long its
+// RetryAfter: Redis may lose the count that refused (a restart without
+// persistence, FLUSHALL, an operator's DEL, eviction), and the instances
+// that cached the refusal would go on refusing, for a monthly quota for
+// weeks, what the others admit.
+func TestDenyCacheForgetsWithinASecond(t *testing.T) {
+	srv := redistest.Start(t)
+	o, clk := pinnedOptions(redis.Options{})
+	s := redis.New(newClient(t, srv.Addr()), o)
+	r := rate.Request{Key: "lost", Limit: rate.Limit{Algorithm: rate.FixedWindow, Count: 1, Period: time.Hour}, Cost: 1}
+	if d, err := s.Decide(context.Background(), r); err != nil || !d.Allowed {
+		t.Fatalf("first request: %v, %v", d, err)
+	}
+	if d, err := s.Decide(context.Background(), r); err != nil || d.Allowed || d.RetryAfter < time.Minute {
+		t.Fatalf("second request: %v, %v; want refused for the rest of the hour", d, err)
+	}
+	srv.MustDo("FLUSHALL")
+	start := clk.Now()
+	clk.Set(start.Add(redis.MaxDenyAge - time.Microsecond))
+	if d, _ := s.Decide(context.Background(), r); d.Allowed {
+		t.Errorf("just under %v after the refusal: admitted, want the cached refusal", redis.MaxDenyAge)
+	}
+	clk.Set(start.Add(redis.MaxDenyAge))
+	if d, err := s.Decide(context.Background(), r); err != nil || !d.Allowed {
+		t.Errorf("%v after the refusal, the count lost: %v, %v; want Redis asked, and admitted", redis.MaxDenyAge, d, err)
 	}
 }
 
