@@ -484,8 +484,7 @@ func (l *Limiter) wait(ds []rate.Decision) time.Duration {
 // [Fallback], the key is forgotten in the primary store and in the local
 // store of FailLocal; an error then means the primary may still hold it.
 // On a Redis store, other instances may still refuse key from their deny
-// caches for as long as the refusals they hold last (see package
-// store/redis). The store must implement [Resetter]; if it does not,
+// caches for up to a second (see package store/redis). The store must implement [Resetter]; if it does not,
 // Reset returns an error wrapping errors.ErrUnsupported.
 func (l *Limiter) Reset(ctx context.Context, key string) error {
 	r, ok := l.store.(Resetter)

@@ -27,8 +27,8 @@ var _ sluice.Resetter = (*Store)(nil)
 // sent again, as a decision is, when it fails on a dead connection.
 //
 // Only this instance's deny cache forgets: another instance sharing the
-// keys may refuse them from its own until its cached refusals run out (at
-// most their RetryAfter, as Redis gave it before the reset).
+// keys may refuse them from its own until its cached refusals run out: a
+// second at most.
 func (s *Store) Reset(ctx context.Context, keys ...string) error {
 	if len(keys) == 0 {
 		return nil
