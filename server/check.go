@@ -168,7 +168,7 @@ func forwardedRequest(r *http.Request, resolver *clientip.Resolver) (*http.Reque
 	// which is decided.
 	for _, h := range []string{hForwardedMethod, hForwardedURI, hForwardedHost} {
 		if len(r.Header[h]) > 1 {
-			return nil, h + " came more than once: have the gateway set it, replacing any the client sent"
+			return nil, repeatedForwarded(h)
 		}
 	}
 	uri := r.Header.Get(hForwardedURI)
@@ -209,6 +209,12 @@ func forwardedRequest(r *http.Request, resolver *clientip.Resolver) (*http.Reque
 	out.Header.Del(hForwardedMethod)
 	out.Header.Del(hForwardedURI)
 	return out, ""
+}
+
+// repeatedForwarded says why a request from a trusted proxy whose field
+// h came more than once is refused.
+func repeatedForwarded(h string) string {
+	return h + " came more than once: have the proxy in front set it, replacing any the client sent"
 }
 
 // validMethod reports whether m is an HTTP token.

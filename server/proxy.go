@@ -63,7 +63,11 @@ func (s *Server) serveProxy(w http.ResponseWriter, r *http.Request) {
 	}
 	g := s.gen.Load()
 	r = withDeclaredTrailer(r)
-	r = forwardedHost(hopByHop(r), g.set.ClientIP())
+	r, problem := forwardedHost(hopByHop(r), g.set.ClientIP())
+	if problem != "" {
+		writeProblem(a, http.StatusBadRequest, problem)
+		return
+	}
 	r, finish := s.boundBody(w, r)
 	defer finish()
 	w, finishWrites := s.boundWrites(w, r)
@@ -193,15 +197,24 @@ func hasToken(values []string, token string) bool {
 // endpoint does: behind a proxy that sets Host to sluice's own address
 // (NGINX's default), a policy scoped to a host matched nothing. The Host
 // the request came with is kept for the upstream (see receivedHost). A
-// peer not trusted is not believed: r is returned as it came.
-func forwardedHost(r *http.Request, resolver *clientip.Resolver) *http.Request {
-	host := r.Header.Get(hForwardedHost)
-	if host == "" || host == r.Host || !resolver.Trusted(clientip.PeerOf(r)) {
-		return r
+// peer not trusted is not believed: r is returned as it came. problem
+// says why a trusted request names no one host, as the check endpoint
+// refuses it: its X-Forwarded-Host came more than once, and a proxy that
+// appends its own after the client's would let the client choose the
+// host it is limited as, and the one the upstream is told.
+func forwardedHost(r *http.Request, resolver *clientip.Resolver) (_ *http.Request, problem string) {
+	hosts := r.Header[hForwardedHost]
+	if len(hosts) == 0 || !resolver.Trusted(clientip.PeerOf(r)) {
+		return r, ""
 	}
-	r = r.WithContext(context.WithValue(r.Context(), receivedHostKey{}, r.Host))
-	r.Host = host
-	return r
+	if len(hosts) > 1 {
+		return nil, repeatedForwarded(hForwardedHost)
+	}
+	if host := hosts[0]; host != "" && host != r.Host {
+		r = r.WithContext(context.WithValue(r.Context(), receivedHostKey{}, r.Host))
+		r.Host = host
+	}
+	return r, ""
 }
 
 // receivedHostKey is the context key of the Host a request came with,

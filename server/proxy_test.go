@@ -120,6 +120,40 @@ policies:
 	}
 }
 
+// An X-Forwarded-Host that comes twice from a trusted proxy names no one
+// host: one that appends its own after the client's would let the client
+// choose the host it is limited as (the first), and the upstream would
+// be told the same. It is answered 400, as the check endpoint answers it.
+func TestProxyRepeatedForwardedHostRefused(t *testing.T) {
+	up := newUpstream(t)
+	ts := startServer(t, `
+client_ip: {trusted_proxies: [127.0.0.1]}
+policies:
+  - name: api
+    match: "api.example.com/"
+    key: ip
+    limits: ["1/m"]
+`, Options{Upstream: up.URL})
+	req, err := http.NewRequest("GET", "http://"+ts.Addrs().Proxy+"/", nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	req.Host = "api.example.com"
+	req.Header.Add("X-Forwarded-Host", "www.example.com") // the client's
+	req.Header.Add("X-Forwarded-Host", "api.example.com") // the proxy's
+	req.Header.Set("X-Forwarded-For", "203.0.113.1")
+	resp, body := do(t, req)
+	if resp.StatusCode != http.StatusBadRequest || !strings.Contains(body, "more than once") {
+		t.Errorf("X-Forwarded-Host twice: %d %s, want 400 saying it came more than once", resp.StatusCode, body)
+	}
+	if got := up.last(); got != "" {
+		t.Errorf("the upstream was asked: %q", got)
+	}
+	if n := ts.counter(`sluice_requests_total{code="400",listener="proxy"}`); n != 1 {
+		t.Errorf("%d requests counted as 400, want 1", n)
+	}
+}
+
 // A field the client names in Connection is for this hop only, and
 // ReverseProxy drops it: the policies decide without it too, on the
 // request the upstream gets. A client that sent a new X-API-Key each
