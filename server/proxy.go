@@ -475,7 +475,7 @@ type idleWriter struct {
 	rc     http.ResponseController
 	idle   time.Duration
 	stream bool // an HTTP/2 stream: the deadline holds during writes only
-	off    bool // the connection takes no deadline
+	off    bool // the connection takes no deadline, or is the caller's (Hijack)
 }
 
 func (w *idleWriter) WriteHeader(code int) {
@@ -645,14 +645,14 @@ func (s *Server) reverseProxy(set *policy.Set) http.Handler {
 			peer := clientip.PeerOf(in)
 			trusted := resolver.Trusted(peer)
 			for name := range out.Header {
-				if forwardingHeader(name) && (!trusted || strings.IndexByte(name, '_') >= 0) || read.otherOf(name) != "" {
+				if unbelieved(name, trusted) || read.otherOf(name) != "" {
 					delete(out.Header, name)
 				}
 			}
 			if in.Trailer != nil { // else out's is nil too
 				out.Trailer, out.Body = forwardTrailer(in, out.Body, func(name string) bool {
 					return !spellingOf(name, notInTrailer) && !spellingOf(name, read.folds) &&
-						!(forwardingHeader(name) && (!trusted || strings.IndexByte(name, '_') >= 0))
+						!unbelieved(name, trusted)
 				})
 			}
 			if userHeader != "" && set.UserOf(in) == "" {
@@ -826,6 +826,14 @@ func setForwarded(h http.Header, in *http.Request, peer netip.Addr, trusted bool
 	h["X-Forwarded-Proto"] = []string{proto}
 }
 
+// unbelieved reports whether name is a forwarding field (forwardingHeader)
+// that the proxy drops from a peer, trusted or not: any from a peer not
+// trusted, and from anyone a spelling with underscores, which no proxy
+// sends.
+func unbelieved(name string, trusted bool) bool {
+	return forwardingHeader(name) && (!trusted || strings.IndexByte(name, '_') >= 0)
+}
+
 // forwardingHeader reports whether name, in any letter case and with
 // underscores read as hyphens, is of the X-Forwarded- family or another
 // field by which a proxy tells the upstream who the client is, or which
@@ -961,18 +969,17 @@ func (s *Server) proxyError(w http.ResponseWriter, r *http.Request, err error) {
 		writeProblem(w, http.StatusGatewayTimeout, "the upstream did not answer in time")
 		return
 	}
-	writeProblem(w, http.StatusBadGateway, "the upstream could not be reached")
+	writeProblem(w, http.StatusBadGateway, "the upstream failed to answer")
 }
 
 // buffered returns next with the body of each request of up to
 // Options.RequestBuffer bytes read whole before next sees it (see
 // RequestBuffer): the reads go through boundBody's deadline, and a body
 // that fails is answered as the proxy answers one (bodyFailed). A body
-// that declares a trailer is buffered too: reading it to its end reads
-// the trailer, and a body whose trailer brought a field goes on chunked,
-// for the trailer to follow it (see forwardTrailer). Streaming those
-// let any client that declared a trailer trickle its body to the
-// upstream and hold its connection. A body read whole goes without
+// that declares a trailer is buffered as any other, up to RequestBuffer:
+// reading it to its end reads the trailer, and a body whose trailer
+// brought a field goes on chunked, for the trailer to follow it (see
+// forwardTrailer). A body read whole goes without
 // Expect: the client's 100-continue was answered as sluice read it (by
 // net/http), and asked again, an upstream that sends no 100 held the
 // request for the transport's ExpectContinueTimeout, and one that does

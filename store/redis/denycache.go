@@ -64,7 +64,7 @@ type denyShard struct {
 
 type denyEntry struct {
 	sent time.Time       // local time the refused call was sent
-	ttl  time.Duration   // the shortest RetryAfter among the refused decisions
+	ttl  time.Duration   // the shortest RetryAfter among the refused decisions, maxDenyAge at most
 	outs []rate.Decision // Redis's decisions, one per request
 }
 

@@ -423,8 +423,9 @@ func isTryAgain(err error) bool {
 	return ok && re.IsTryAgain()
 }
 
-// call runs the script once, the only place that does: it puts the now
-// argument in args[0] and counts the call.
+// call runs the script, the only place that does, sending it again on a
+// dead connection (see below): it puts the now argument in args[0] and
+// counts the call.
 func (s *Store) call(ctx context.Context, keys, args []string) ([]int64, error) {
 	args[0] = s.nowArg()
 	s.stats.scriptCalls.Add(1)
@@ -532,7 +533,7 @@ func timeUp(ctx context.Context) bool {
 type otherDeadlineError struct{ err error }
 
 func (e *otherDeadlineError) Error() string {
-	return "connection closed at a deadline not the call's (" + e.err.Error() + ")"
+	return "redis store: the shared connection was closed by another call's timeout (" + e.err.Error() + ")"
 }
 
 // Unwrap returns the client's error.
