@@ -213,7 +213,7 @@ type state struct {
 	reqs  []rate.Request
 	decs  []rate.Decision
 	lims  []*Limit
-	spans []int // key i is keys[spans[2i]:spans[2i+1]]
+	spans []int // key i is st.buf[spans[2i]:spans[2i+1]], the Key of reqs[i]
 	nEnf  int   // entries [0, nEnf) enforce; [nEnf, len) are shadow
 	// matched holds the policies with keys that the request matches.
 	matched []*Policy
@@ -350,7 +350,9 @@ func (e *Enforcer) collect(st *state, p *Policy, r *Request, plan string) {
 		// The parts, once, then one key per limit.
 		st.parts = st.parts[:0]
 		ok := true
-		var spans [8]int // value spans of up to 4 parts, for overrides
+		// The value spans of the parts, for overrides; load refuses a key
+		// of more parts than it holds.
+		var spans [2 * maxKeyParts]int
 		for i := range key {
 			if i > 0 {
 				st.parts = append(st.parts, '|')
@@ -362,7 +364,7 @@ func (e *Enforcer) collect(st *state, p *Policy, r *Request, plan string) {
 			if !ok {
 				break
 			}
-			if i < 4 {
+			if i < maxKeyParts {
 				spans[2*i], spans[2*i+1] = start, len(st.parts)
 			}
 		}
@@ -408,7 +410,7 @@ func (o *override) matches(key []part, parts []byte, spans []int) bool {
 	for _, w := range o.when {
 		found := false
 		for i := range key {
-			if key[i].label != w.part || i >= 4 {
+			if key[i].label != w.part || i >= maxKeyParts {
 				continue
 			}
 			found = string(parts[spans[2*i]:spans[2*i+1]]) == w.value
@@ -421,24 +423,53 @@ func (o *override) matches(key []part, parts []byte, spans []int) bool {
 	return true
 }
 
-// decide decides the enforcing entries, waits where a policy allows it,
-// and fills out.
+// decide decides the enforcing entries against the store, waits where a
+// policy allows it, and fills out.
 func (e *Enforcer) decide(ctx context.Context, st *state, out *Outcome) {
+	d, cut, err := e.hold(ctx, st, out, e.decideShared)
+	switch {
+	case err != nil:
+		e.storeFailed(ctx, st, err, out)
+	case !cut:
+		conclude(d, st.decs[:st.nEnf], st.lims, out)
+		e.observe(ctx, st, 0, st.nEnf, nil)
+	}
+}
+
+// decideShared decides the enforcing entries against the store: decide's
+// way to decide, for hold.
+func (e *Enforcer) decideShared(ctx context.Context, st *state) (rate.Decision, error) {
+	d, err := e.decideAll(ctx, st.reqs[:st.nEnf], st.decs[:st.nEnf])
+	if err == nil {
+		e.storeOK()
+	}
+	return d, err
+}
+
+// hold decides the enforcing entries with decide (which fills
+// st.decs[:st.nEnf] and returns their combination) and holds the request
+// back as its policies allow: the one place that does so, so that
+// max_delay and a leaky_bucket's turn hold alike whichever store decides,
+// the shared one or the local fallback. A refusal within max_delay is
+// waited out and decided again, once per request: one that already
+// waited (out.Waited), and whose store then failed, is not held a second
+// time by the local store. It returns the final decision, or decide's
+// error; cut reports a wait ended by the request's context, out then
+// being Unavailable and nothing to be observed, as nothing was decided.
+func (e *Enforcer) hold(ctx context.Context, st *state, out *Outcome,
+	decide func(context.Context, *state) (rate.Decision, error)) (d rate.Decision, cut bool, err error) {
 	reqs, decs := st.reqs[:st.nEnf], st.decs[:st.nEnf]
 	left, bounded := e.timeLeft(ctx, st)
 	if bounded {
 		turnWithin(reqs, left)
 	}
-	d, err := e.decideAll(ctx, reqs, decs)
-	if err != nil {
-		e.storeFailed(ctx, st, err, out)
-		return
+	if d, err = decide(ctx, st); err != nil {
+		return d, false, err
 	}
-	e.storeOK()
-	if !d.Allowed && d.RetryAfter > 0 && (!bounded || d.RetryAfter < left) && e.mayWait(st, decs, d.RetryAfter) {
+	if !d.Allowed && d.RetryAfter > 0 && out.Waited == 0 && (!bounded || d.RetryAfter < left) && e.mayWait(st, decs, d.RetryAfter) {
 		if err := e.clock.Sleep(ctx, d.RetryAfter); err != nil {
 			out.Verdict, out.Err, out.RetryAfter = Unavailable, err, d.RetryAfter
-			return
+			return d, true, nil
 		}
 		out.Waited += d.RetryAfter
 		// The limits that refused are the ones the request waited for;
@@ -453,21 +484,19 @@ func (e *Enforcer) decide(ctx context.Context, st *state, out *Outcome) {
 			left, _ = e.timeLeft(ctx, st)
 			turnWithin(reqs, left)
 		}
-		if d, err = e.decideAll(ctx, reqs, decs); err != nil {
-			e.storeFailed(ctx, st, err, out)
-			return
+		if d, err = decide(ctx, st); err != nil {
+			return d, false, err
 		}
 	}
 	if d.Allowed && d.Delay > 0 {
 		if err := e.clock.Sleep(ctx, d.Delay); err != nil {
 			out.Verdict, out.Err, out.RetryAfter = Unavailable, err, d.Delay
-			return
+			return d, true, nil
 		}
 		out.Waited += d.Delay
 		heldFor(st.held, decs)
 	}
-	conclude(d, decs, st.lims, out)
-	e.observe(ctx, st, 0, st.nEnf, nil)
+	return d, false, nil
 }
 
 // turnWithin bounds the turn of each of reqs (their MaxDelay) to come
@@ -579,9 +608,9 @@ func containsPolicy(ps []*Policy, p *Policy) bool {
 }
 
 // storeFailed applies each enforcing policy's on_store_error: a
-// fail-closed policy refuses with 503, a fail-local one decides against
-// the local store with its share of the limit (waiting a leaky_bucket's
-// turn, as decide does), and a fail-open one lets the request through
+// fail-closed policy refuses with 503, a fail-local one is decided
+// against the local store with its share of the limit, held back as
+// decide holds it (hold), and a fail-open one lets the request through
 // undecided. A call that failed because the request ended is no failure
 // of the store: the request is Unavailable, and nothing is logged or
 // observed, as nothing was decided.
@@ -592,62 +621,76 @@ func (e *Enforcer) storeFailed(ctx context.Context, st *state, err error, out *O
 	}
 	e.storeDown(err)
 	*out = Outcome{Err: err, gate: out.gate, Waited: out.Waited}
-	reqs, decs := st.reqs[:st.nEnf], st.decs[:st.nEnf]
-	st.lreqs, st.ldecs, st.llims = st.lreqs[:0], st.ldecs[:0], st.llims[:0]
+	decs := st.decs[:st.nEnf]
+	st.llims = st.llims[:0]
 	closed := false
-	for i := range reqs {
+	for i := range decs {
 		decs[i] = rate.Decision{Allowed: true}
 		switch st.lims[i].Policy.OnStoreError {
 		case sluice.FailClosed:
 			closed = true
 			decs[i] = rate.Decision{RetryAfter: time.Second}
 		case sluice.FailLocal:
-			lr := reqs[i]
-			lr.Limit = st.lims[i].Local
-			st.lreqs = append(st.lreqs, lr)
-			st.ldecs = append(st.ldecs, rate.Decision{})
 			st.llims = append(st.llims, st.lims[i].local)
 		}
 	}
 	switch {
 	case closed:
 		out.Verdict, out.RetryAfter = Unavailable, time.Second
-	case len(st.lreqs) == 0:
+	case len(st.llims) == 0:
 		out.Verdict = Allow
 	default:
-		d, lerr := e.local.DecideAll(ctx, st.lreqs, st.ldecs)
+		// The pooled slice must not pin this request's keys: cleared as
+		// decideLocal leaves it, which may have grown it.
+		defer func() { clear(st.lreqs) }()
+		d, cut, lerr := e.hold(ctx, st, out, e.decideLocal)
+		if cut {
+			return
+		}
 		if lerr != nil {
 			// The local store is in memory: it fails only for requests
 			// that can never pass, which loading refuses. Let the request
 			// through rather than fail it for our own mistake.
+			for i := range decs {
+				decs[i] = rate.Decision{Allowed: true}
+			}
 			out.Verdict = Allow
 			break
 		}
 		conclude(d, st.ldecs, st.llims, out)
-		// Report the local decisions in place of the failed ones.
-		k := 0
-		for i := range reqs {
-			if st.lims[i].Policy.OnStoreError == sluice.FailLocal {
-				decs[i] = st.ldecs[k]
-				k++
-			}
-		}
-		// A leaky_bucket's turn is waited for as when the store decides:
-		// passing at once would let its whole queue through in a burst.
-		// Cut short, the request is Unavailable and not observed, as
-		// when the store decides its turn.
-		if d.Allowed && d.Delay > 0 {
-			if serr := e.clock.Sleep(ctx, d.Delay); serr != nil {
-				out.Verdict, out.Err, out.RetryAfter = Unavailable, serr, d.Delay
-				clear(st.lreqs)
-				return
-			}
-			out.Waited += d.Delay
-			heldFor(st.held, decs)
+	}
+	e.observe(ctx, st, 0, st.nEnf, err)
+}
+
+// decideLocal decides the enforcing entries of fail-local policies
+// against the local store, each with its share of its limit, and reports
+// their decisions in place of the failed ones: storeFailed's way to
+// decide, for hold. The entries of other policies keep what storeFailed
+// gave them. The local requests are built afresh at each call, as hold
+// bounds the turns of st.reqs between two.
+func (e *Enforcer) decideLocal(ctx context.Context, st *state) (rate.Decision, error) {
+	reqs, decs := st.reqs[:st.nEnf], st.decs[:st.nEnf]
+	st.lreqs, st.ldecs = st.lreqs[:0], st.ldecs[:0]
+	for i := range reqs {
+		if st.lims[i].Policy.OnStoreError == sluice.FailLocal {
+			lr := reqs[i]
+			lr.Limit = st.lims[i].Local
+			st.lreqs = append(st.lreqs, lr)
+			st.ldecs = append(st.ldecs, rate.Decision{})
 		}
 	}
-	clear(st.lreqs)
-	e.observe(ctx, st, 0, st.nEnf, err)
+	d, err := e.local.DecideAll(ctx, st.lreqs, st.ldecs)
+	if err != nil {
+		return d, err // storeFailed lets the request through
+	}
+	k := 0
+	for i := range reqs {
+		if st.lims[i].Policy.OnStoreError == sluice.FailLocal {
+			decs[i] = st.ldecs[k]
+			k++
+		}
+	}
+	return d, nil
 }
 
 // decideShadow decides each shadow policy on its own, as it would if it

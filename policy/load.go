@@ -1651,6 +1651,12 @@ func slashForm(path string) (string, bool) {
 	return path + "/{$}", true
 }
 
+// maxKeyParts bounds the parts one key combines. The Enforcer keeps the
+// value spans of a key's parts, which overrides compare, in an array of
+// 2*maxKeyParts ints on the stack (collect, override.matches), so that
+// building a key allocates nothing: raising it grows that array.
+const maxKeyParts = 4
+
 // key compiles one key: a part, or a list of parts combined.
 func (ld *loader) key(n *yaml.Node, p *Policy) []part {
 	var k []part
@@ -1689,8 +1695,8 @@ func (ld *loader) key(n *yaml.Node, p *Policy) []part {
 		}
 		k = append(k, pt)
 	}
-	if len(k) > 4 {
-		ld.errf(n, "a key combines at most 4 parts, not %d", len(k))
+	if len(k) > maxKeyParts {
+		ld.errf(n, "a key combines at most %d parts, not %d", maxKeyParts, len(k))
 		return nil
 	}
 	if len(k) == 0 {

@@ -2,6 +2,7 @@ package policy
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"net/http/httptest"
 	"net/netip"
@@ -199,5 +200,138 @@ policies:
 	look, err := store.Decide(t.Context(), rate.Request{Key: key, Limit: shape, Cost: 0})
 	if want := 1700*time.Millisecond - clock.Now().Sub(start); err != nil || look.Delay != want {
 		t.Errorf("the queue's next turn in %v (%v), want %v: the refused request took none", look.Delay, err, want)
+	}
+}
+
+// max_delay holds whichever store decides: with the store failing under
+// on_store_error: local, a request the local store refuses but would pass
+// within max_delay waits, as it does when the store decides, rather than
+// being refused at once. Each step is one request at the same instant;
+// the waits are the ones the store decides too, and the Event says so.
+func TestLocalFallbackWaitsMaxDelay(t *testing.T) {
+	for _, tt := range []struct {
+		limit string
+		waits []time.Duration // of requests 1, 2, ..., all allowed
+	}{
+		{"gcra 1/s", []time.Duration{0, time.Second}},
+		{"token_bucket 1/s", []time.Duration{0, time.Second}},
+		{"fixed_window 1/s", []time.Duration{0, time.Second}},
+		{"gcra 2/s burst 2", []time.Duration{0, 0, 500 * time.Millisecond}},
+		{"leaky_bucket 1/s burst 5", []time.Duration{0, time.Second, time.Second}},
+	} {
+		for _, store := range []string{"shared", "local"} {
+			t.Run(tt.limit+"/"+store, func(t *testing.T) {
+				clock := ratetest.NewClock(time.Date(2026, 3, 1, 12, 0, 0, 0, time.UTC))
+				var st sluice.Store = downStore{}
+				if store == "shared" {
+					st = memory.New(memory.Options{Clock: clock})
+				}
+				rec := &keyRecorder{}
+				e := generation(t, fmt.Sprintf(`
+policies:
+  - name: held
+    limits: [%q]
+    max_delay: 2s
+    on_store_error: local
+`, tt.limit), st, clock, Options{Observer: rec})
+				for i, want := range tt.waits {
+					rec.events = nil
+					start := clock.Now()
+					r := httptest.NewRequest("GET", "/", nil)
+					out := e.Enforce(t.Context(), &Request{HTTP: r, Header: r.Header})
+					out.Done()
+					if out.Verdict != Allow || out.Waited != want || clock.Now().Sub(start) != want {
+						t.Errorf("request %d: %v after waiting %v (%v on the clock), retry_after %v; want allow after %v",
+							i+1, out.Verdict, out.Waited, clock.Now().Sub(start), out.RetryAfter, want)
+					}
+					if len(rec.events) != 1 || rec.events[0].Waited != want || !rec.events[0].Decision.Allowed {
+						t.Errorf("request %d: events %+v; want one, allowed, Waited %v", i+1, rec.events, want)
+					}
+				}
+			})
+		}
+	}
+}
+
+// A wait max_delay cannot cover is refused at once, locally as in the
+// store, with the whole wait as its Retry-After.
+func TestLocalFallbackRefusesBeyondMaxDelay(t *testing.T) {
+	for _, store := range []string{"shared", "local"} {
+		t.Run(store, func(t *testing.T) {
+			clock := ratetest.NewClock(time.Date(2026, 3, 1, 12, 0, 0, 0, time.UTC))
+			var st sluice.Store = downStore{}
+			if store == "shared" {
+				st = memory.New(memory.Options{Clock: clock})
+			}
+			e := generation(t, `
+policies:
+  - name: held
+    limits: ["gcra 1/5s"]
+    max_delay: 2s
+    on_store_error: local
+`, st, clock, Options{})
+			for i, want := range []Verdict{Allow, Refuse} {
+				r := httptest.NewRequest("GET", "/", nil)
+				out := e.Enforce(t.Context(), &Request{HTTP: r, Header: r.Header})
+				out.Done()
+				if out.Verdict != want || out.Waited != 0 || (want == Refuse && out.RetryAfter != 5*time.Second) {
+					t.Errorf("request %d: %v after waiting %v, retry_after %v; want %v at once", i+1, out.Verdict, out.Waited, out.RetryAfter, want)
+				}
+			}
+		})
+	}
+}
+
+// scriptStore answers each call with the next of its answers, an error
+// for a nil one, and fails once they run out.
+type scriptStore struct{ answers []*rate.Decision }
+
+func (s *scriptStore) Decide(ctx context.Context, r rate.Request) (rate.Decision, error) {
+	decs := make([]rate.Decision, 1)
+	return s.DecideAll(ctx, []rate.Request{r}, decs)
+}
+
+func (s *scriptStore) DecideAll(_ context.Context, reqs []rate.Request, decs []rate.Decision) (rate.Decision, error) {
+	if len(s.answers) == 0 || s.answers[0] == nil {
+		if len(s.answers) > 0 {
+			s.answers = s.answers[1:]
+		}
+		return rate.Decision{}, errors.New("store down")
+	}
+	d := *s.answers[0]
+	s.answers = s.answers[1:]
+	for i := range decs {
+		decs[i] = d
+	}
+	return d, nil
+}
+
+// max_delay lets a request wait once: one that waited out the store's
+// refusal, and whose store then failed, is refused if the local store
+// refuses it too, rather than waiting a second time.
+func TestMaxDelayWaitsOnceWhenTheStoreFailsAfter(t *testing.T) {
+	clock := ratetest.NewClock(time.Date(2026, 3, 1, 12, 0, 0, 0, time.UTC))
+	// Request 1: the store fails, the local store allows it (its
+	// gcra 1/s then has room again in a second). Request 2: the store
+	// refuses it for half a second; after that wait the store fails, and
+	// the local store refuses it for the other half.
+	st := &scriptStore{answers: []*rate.Decision{nil, {RetryAfter: 500 * time.Millisecond}, nil}}
+	e := generation(t, `
+policies:
+  - name: held
+    limits: ["gcra 1/s"]
+    max_delay: 2s
+    on_store_error: local
+`, st, clock, Options{})
+	for i, want := range []struct {
+		v      Verdict
+		waited time.Duration
+	}{{Allow, 0}, {Refuse, 500 * time.Millisecond}} {
+		r := httptest.NewRequest("GET", "/", nil)
+		out := e.Enforce(t.Context(), &Request{HTTP: r, Header: r.Header})
+		out.Done()
+		if out.Verdict != want.v || out.Waited != want.waited {
+			t.Errorf("request %d: %v after waiting %v (retry_after %v); want %v after %v", i+1, out.Verdict, out.Waited, out.RetryAfter, want.v, want.waited)
+		}
 	}
 }
