@@ -11,7 +11,6 @@ import (
 	"log/slog"
 	"net"
 	"net/url"
-	"os"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -441,19 +440,14 @@ func storeTLS(t policy.StoreTLS, base *tls.Config, log *slog.Logger) (*tls.Confi
 	}
 	c.MinVersion = max(c.MinVersion, tls.VersionTLS12)
 	if t.CA != "" {
-		// An *fs.PathError names the file.
-		b, err := os.ReadFile(t.CA)
+		pool, err := t.ReadCA()
 		if err != nil {
-			return nil, fmt.Errorf("store.tls.ca: %w", err)
-		}
-		pool := x509.NewCertPool()
-		if !pool.AppendCertsFromPEM(b) {
-			return nil, fmt.Errorf("store.tls.ca: %s holds no PEM certificate", t.CA)
+			return nil, err
 		}
 		c.RootCAs = pool
 	}
 	if t.Cert != "" || t.Key != "" {
-		cc := &clientCert{cert: t.Cert, key: t.Key, log: log}
+		cc := &clientCert{files: t, log: log}
 		pair, err := cc.read()
 		if err != nil {
 			return nil, err
@@ -483,8 +477,8 @@ func storeTLS(t policy.StoreTLS, base *tls.Config, log *slog.Logger) (*tls.Confi
 // a renewal that keeps the size (one of the same key type often does)
 // within the file system's timestamp granularity cannot go unseen.
 type clientCert struct {
-	cert, key string
-	log       *slog.Logger // nil: nothing logged
+	files policy.StoreTLS // the files; Cert and Key set
+	log   *slog.Logger    // nil: nothing logged
 
 	// mu is held across a read, so that handshakes read in turn and cur
 	// is always the pair of the latest read that loaded.
@@ -494,27 +488,7 @@ type clientCert struct {
 }
 
 // read reads and checks the pair; an error names the field and the file.
-func (c *clientCert) read() (*tls.Certificate, error) {
-	// An *fs.PathError names the file.
-	certPEM, err := os.ReadFile(c.cert)
-	if err != nil {
-		return nil, fmt.Errorf("store.tls.cert: %w", err)
-	}
-	keyPEM, err := os.ReadFile(c.key)
-	if err != nil {
-		return nil, fmt.Errorf("store.tls.key: %w", err)
-	}
-	pair, err := tls.X509KeyPair(certPEM, keyPEM)
-	if err != nil {
-		return nil, fmt.Errorf("store.tls.cert %s and store.tls.key %s: %w", c.cert, c.key, err)
-	}
-	if pair.Leaf == nil { // set by crypto/tls unless GODEBUG x509keypairleaf=0
-		if pair.Leaf, err = x509.ParseCertificate(pair.Certificate[0]); err != nil {
-			return nil, fmt.Errorf("store.tls.cert %s: %w", c.cert, err)
-		}
-	}
-	return &pair, nil
-}
+func (c *clientCert) read() (*tls.Certificate, error) { return c.files.ReadCertificate() }
 
 // get is the connections' tls.Config.GetClientCertificate.
 func (c *clientCert) get(cri *tls.CertificateRequestInfo) (*tls.Certificate, error) {

@@ -2,12 +2,16 @@ package main
 
 import (
 	"bytes"
+	"cmp"
 	"context"
 	"errors"
 	"flag"
 	"fmt"
 	"io"
+	"io/fs"
 	"os"
+	"path/filepath"
+	"slices"
 	"strings"
 
 	"github.com/redis/rueidis"
@@ -24,10 +28,10 @@ Checks configuration files without serving them: a policy file (FILE, or -
 to read it from standard input, named <stdin> in messages), and
 files or directories in the format of Envoy's reference rate limit service
 (--envoy, repeatable), as sluice serve would load them, the policy file's
-Redis URL included (no connection is made). Every problem is printed as
-file:line:col: message (Envoy files: file:line: message) on stderr and the
-exit code is 1; when everything loads, one line per file on stdout sums it
-up and the exit code is 0.
+Redis URL and its store's TLS files included (no connection is made).
+Every problem is printed as file:line:col: message (Envoy files:
+file:line: message) on stderr and the exit code is 1; when everything
+loads, one line per file on stdout sums it up and the exit code is 0.
 
 A policy file that loads may still hold what is likely not meant, such as
 a policy that leaves some requests unlimited (no limits for a plan, a key
@@ -35,8 +39,10 @@ that needs a header or form field some requests lack). Each is printed as
 file:line:col: warning: message; warnings alone leave the exit code 0,
 unless --strict is given. What holds only under sluice serve (a policy on
 the user with no user section to name it: an application may name it
-itself) is printed as file:line:col: warning (sluice serve): message, and
---strict leaves it out.
+itself; a store TLS file that does not load here, which may exist only
+where sluice serve runs, relative paths read from the working directory
+as it reads them) is printed as file:line:col: warning (sluice serve):
+message, and --strict leaves it out.
 
 Examples:
 
@@ -98,23 +104,29 @@ func runCheck(_ context.Context, args []string, stdout, stderr io.Writer) int {
 	}
 	code := exitOK
 	if len(files) == 1 {
-		if set := loadPolicy(files[0], stderr); set == nil {
+		if set, tlsWarnings := loadPolicy(files[0], stderr); set == nil {
 			code = exitFailure
 		} else {
 			for _, w := range set.Warnings() {
 				fmt.Fprintf(stderr, "%s:%d:%d: warning: %s\n", w.File, w.Line, w.Column, w.Message)
 			}
-			// What holds only under sluice serve, where no application
-			// names the user: a library reading the file may name it
-			// itself, so --strict does not count these.
-			for _, w := range set.ServeWarnings() {
+			// What holds only under sluice serve: where no application
+			// names the user (a library reading the file may name it
+			// itself), and the store's TLS files as read here (they may
+			// exist only where sluice serve runs, a mounted Secret, say),
+			// so --strict does not count these.
+			serveWarnings := append(slices.Clone(set.ServeWarnings()), tlsWarnings...)
+			slices.SortStableFunc(serveWarnings, func(a, b policy.Problem) int {
+				return cmp.Or(cmp.Compare(a.Line, b.Line), cmp.Compare(a.Column, b.Column))
+			})
+			for _, w := range serveWarnings {
 				fmt.Fprintf(stderr, "%s:%d:%d: warning (sluice serve): %s\n", w.File, w.Line, w.Column, w.Message)
 			}
 			name := files[0]
 			if name == "-" {
 				name = stdinName
 			}
-			fmt.Fprintf(stdout, "%s: OK: %s\n", name, summarize(set))
+			fmt.Fprintf(stdout, "%s: OK: %s\n", name, summarize(set, len(tlsWarnings)))
 			if *strict && len(set.Warnings()) > 0 {
 				code = exitFailure
 			}
@@ -154,10 +166,12 @@ func runCheck(_ context.Context, args []string, stdout, stderr io.Writer) int {
 // that it is a redis://, rediss:// or unix:// URL, while the Redis client
 // reads the rest of it (the database number, the query's options) only
 // as sluice serve opens the store, where a mistake keeps serve from
-// starting.
+// starting. The store's TLS files, which keep it from starting too, are
+// read as well (see storeTLSWarnings), and what does not load in them is
+// returned as warnings about sluice serve.
 //
 // A path of "-" reads the file from standard input, named stdinName.
-func loadPolicy(path string, w io.Writer) *policy.Set {
+func loadPolicy(path string, w io.Writer) (*policy.Set, []policy.Problem) {
 	var data []byte
 	var err error
 	if path == "-" {
@@ -171,7 +185,7 @@ func loadPolicy(path string, w io.Writer) *policy.Set {
 			err = fmt.Errorf("%s is a directory: name the policy file in it, or check Envoy configurations with --envoy %s", path, path)
 		}
 		fmt.Fprintf(w, "sluice check: %v\n", err)
-		return nil
+		return nil, nil
 	}
 	set, err := policy.Load(path, data)
 	if err != nil {
@@ -183,38 +197,87 @@ func loadPolicy(path string, w io.Writer) *policy.Set {
 			}
 			fmt.Fprintf(w, "%s: this is an Envoy rate limit configuration (domain, descriptors), not a policy file: check it with --envoy %s\n", path, arg)
 		}
-		return nil
+		return nil, nil
 	}
 	if u := set.Store().Redis; u != "" {
 		// The URL parses (policy.Load saw to it), so the client's errors
 		// quote a part of its path or query, never the password.
 		if _, err := rueidis.ParseURL(u); err != nil {
-			line, col := redisPos(data)
+			line, col := storePos(data, "redis")
 			fmt.Fprintln(w, policy.Problem{File: path, Line: line, Column: col,
 				Message: "store.redis: " + strings.TrimPrefix(err.Error(), "redis: ") + " (want redis://[user:pass@]host:6379/0, or rediss:// for TLS)"})
-			return nil
+			return nil, nil
 		}
 	}
-	return set
+	return set, storeTLSWarnings(path, data, set.Store().TLS)
+}
+
+// storeTLSWarnings reads the store's TLS files as sluice serve does at
+// start, where one that does not load stops it (exit 3), and returns a
+// problem for each that does not, placed at its name in the policy file
+// (data, named path). A relative path is read, as by sluice serve, from
+// the working directory. They are read whatever the store: sluice serve
+// reads them with a --redis URL too.
+//
+// The policy package only names the files, so that a file checked where
+// they are not (a pipeline, for a Secret mounted where sluice runs) can
+// load; the caller makes these warnings about sluice serve for the same
+// reason.
+func storeTLSWarnings(path string, data []byte, t policy.StoreTLS) []policy.Problem {
+	var out []policy.Problem
+	add := func(field string, err error) {
+		// A file that cannot be read is the field that names it.
+		var pe *fs.PathError
+		if errors.As(err, &pe) && pe.Path == t.Key {
+			field = "key"
+		}
+		line, col := storePos(data, "tls", field)
+		msg := err.Error()
+		if pe != nil && errors.Is(err, fs.ErrNotExist) && !filepath.IsAbs(pe.Path) {
+			msg += " (a relative path is read from the working directory, as sluice serve reads it)"
+		}
+		out = append(out, policy.Problem{File: path, Line: line, Column: col, Message: msg})
+	}
+	if t.CA != "" {
+		if _, err := t.ReadCA(); err != nil {
+			add("ca", err)
+		}
+	}
+	if t.Cert != "" && t.Key != "" { // the loader refuses one without the other
+		if _, err := t.ReadCertificate(); err != nil {
+			add("cert", err)
+		}
+	}
+	return out
 }
 
 // stdinName names the policy file read from standard input in messages,
 // as compilers name it.
 const stdinName = "<stdin>"
 
-// redisPos returns where the store section's redis URL is in a policy
-// file that loads, or 1:1 if it cannot tell.
-func redisPos(data []byte) (line, col int) {
-	store := topValue(data, "store")
-	if store == nil || store.Kind != yaml.MappingNode {
+// storePos returns where the value at keys (such as "tls", "ca") under
+// the store section is in a policy file that loads: the nearest mapping
+// it is in when it cannot be found, or 1:1 without a store section.
+func storePos(data []byte, keys ...string) (line, col int) {
+	n := topValue(data, "store")
+	if n == nil {
 		return 1, 1
 	}
-	for i := 0; i+1 < len(store.Content); i += 2 {
-		if store.Content[i].Value == "redis" {
-			return store.Content[i+1].Line, store.Content[i+1].Column
+next:
+	for _, key := range keys {
+		if n.Kind == yaml.MappingNode {
+			for i := 0; i+1 < len(n.Content); i += 2 {
+				if n.Content[i].Value == key {
+					if n = n.Content[i+1]; n.Kind == yaml.AliasNode {
+						n = n.Alias
+					}
+					continue next
+				}
+			}
 		}
+		break
 	}
-	return store.Line, store.Column
+	return n.Line, n.Column
 }
 
 // topValue returns the value of key in the top-level mapping of a YAML
@@ -286,8 +349,9 @@ func printProblems(w io.Writer, err error) {
 }
 
 // summarize says in a line what a policy file holds: its limits are
-// every one a policy may apply, per plan and per override included.
-func summarize(set *policy.Set) string {
+// every one a policy may apply, per plan and per override included. Its
+// warnings are the Set's and moreWarnings others (the store's TLS files).
+func summarize(set *policy.Set, moreWarnings int) string {
 	var limits, shadow int
 	for _, p := range set.Policies() {
 		limits += len(p.AllLimits())
@@ -312,7 +376,7 @@ func summarize(set *policy.Set) string {
 	default:
 		s += ", store: memory"
 	}
-	if n := len(set.Warnings()) + len(set.ServeWarnings()); n > 0 {
+	if n := len(set.Warnings()) + len(set.ServeWarnings()) + moreWarnings; n > 0 {
 		s += fmt.Sprintf(", %d warning%s", n, plural(n))
 	}
 	return s

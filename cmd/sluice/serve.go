@@ -9,6 +9,7 @@ import (
 	"log/slog"
 	"maps"
 	"math"
+	"net"
 	"os"
 	"os/signal"
 	"slices"
@@ -18,6 +19,8 @@ import (
 	"time"
 
 	"github.com/sluicehq/sluice/internal/gcfloor"
+	"github.com/sluicehq/sluice/policy"
+	"github.com/sluicehq/sluice/rls"
 	"github.com/sluicehq/sluice/server"
 )
 
@@ -302,6 +305,18 @@ func parseServeFlags(args []string, getenv func(string) string, stderr io.Writer
 	if err := lvl.UnmarshalText([]byte(f.logLevel)); err != nil {
 		return nil, fmt.Errorf("%s %q: want debug, info, warn or error", f.name("log-level"), f.logLevel)
 	}
+	// net.Listen's own message ("missing port in address") names no
+	// flag, and came only as the listener opened, after the files were
+	// read (exit 1); a listener not wanted (gRPC without Envoy files)
+	// never read its value at all.
+	for _, l := range []struct {
+		name string
+		addr string
+	}{{"listen", f.o.Listen}, {"check-listen", f.o.CheckListen}, {"grpc-listen", f.o.GRPCListen}, {"admin-listen", f.o.AdminListen}} {
+		if err := listenAddr(l.addr); err != nil {
+			return nil, fmt.Errorf("%s %q: %w", f.name(l.name), l.addr, err)
+		}
+	}
 	f.o.EnvoyConfigs = f.envoy.vals
 	var err error
 	if f.o.AdminHosts, err = adminHosts(f.adminHost.vals); err != nil {
@@ -440,7 +455,15 @@ func runServe(ctx context.Context, args []string, stdout, stderr io.Writer) int 
 			return exitUsage
 		}
 		if errors.Is(err, server.ErrConfig) {
-			fmt.Fprintf(stderr, "sluice serve: the configuration does not load:\n%s\n", strings.TrimPrefix(err.Error(), server.ErrConfig.Error()+": "))
+			if f.logFormat == "json" {
+				// A pipeline that reads the log as JSON would drop plain
+				// lines, and with them why sluice did not start.
+				for _, p := range configProblems(err) {
+					log.Error("the configuration does not load", p...)
+				}
+			} else {
+				fmt.Fprintf(stderr, "sluice serve: the configuration does not load:\n%s\n", strings.TrimPrefix(err.Error(), server.ErrConfig.Error()+": "))
+			}
 			return exitBadConfig
 		}
 		log.Error("cannot start", "error", err.Error())
@@ -474,6 +497,54 @@ func runServe(ctx context.Context, args []string, stdout, stderr io.Writer) int 
 	return exitOK
 }
 
+// configProblems splits a load error of server.New (one wrapping
+// server.ErrConfig) into the attributes of one log record per problem:
+// file, line and column, where the error knows them, and error, the
+// problem's message. An error it cannot take apart is one record, its
+// text whole, so that nothing it says is lost.
+func configProblems(err error) [][]any {
+	var out [][]any
+	var walk func(error)
+	walk = func(err error) {
+		switch e := err.(type) {
+		case *policy.Error:
+			for _, p := range e.Problems {
+				out = append(out, []any{"file", p.File, "line", p.Line, "column", p.Column, "error", p.Message})
+			}
+			return
+		case *rls.ConfigError:
+			attrs := []any{"file", e.File}
+			if e.Line > 0 { // 0: the file as a whole
+				attrs = append(attrs, "line", e.Line)
+			}
+			out = append(out, append(attrs, "error", e.Msg))
+			return
+		}
+		// Only what errors.Join and fmt.Errorf("%w: %w", server.ErrConfig,
+		// …) put together is taken apart: their text is their parts'.
+		if m, ok := err.(interface{ Unwrap() []error }); ok {
+			parts := m.Unwrap()
+			texts := make([]string, len(parts))
+			for i, p := range parts {
+				texts[i] = p.Error()
+			}
+			switch {
+			case len(parts) == 2 && parts[0] == server.ErrConfig && err.Error() == texts[0]+": "+texts[1]:
+				walk(parts[1])
+				return
+			case err.Error() == strings.Join(texts, "\n"):
+				for _, p := range parts {
+					walk(p)
+				}
+				return
+			}
+		}
+		out = append(out, []any{"error", strings.TrimPrefix(err.Error(), server.ErrConfig.Error()+": ")})
+	}
+	walk(err)
+	return out
+}
+
 // bound turns a timeout flag, where 0 means no bound, into the Options
 // value, where 0 means the default and a negative value no bound. name is
 // what set it, for the message.
@@ -485,6 +556,43 @@ func bound(name string, d time.Duration) (time.Duration, error) {
 		return -1, nil
 	}
 	return d, nil
+}
+
+// listenAddr checks a listener's address as net.Listen will take it:
+// "off", or host:port with a port number from 0 (any free port) to
+// 65535, and an empty host for every address. An empty value is the
+// listener's default. A service name as port ("http") is refused with
+// the rest: it reads as a mistake more often than it is meant.
+func listenAddr(v string) error {
+	if v == "" || v == server.Off {
+		return nil
+	}
+	const want = "want host:port, such as 127.0.0.1:8080 (or :8080 for every address), or off"
+	if i := strings.Index(v, "://"); i >= 0 {
+		example := strings.TrimSuffix(v[i+3:], "/")
+		if _, _, err := net.SplitHostPort(example); err != nil {
+			example = "127.0.0.1:8080"
+		}
+		return fmt.Errorf("want host:port with no scheme, such as %s", example)
+	}
+	host, port, err := net.SplitHostPort(v)
+	if err != nil {
+		if ip := net.ParseIP(v[:max(strings.LastIndex(v, ":"), 0)]); ip != nil && ip.To4() == nil {
+			return fmt.Errorf("an IPv6 address goes in brackets, as [%s]:%s", ip, v[strings.LastIndex(v, ":")+1:])
+		}
+		return errors.New(want)
+	}
+	if strings.ContainsAny(host, "/?#") {
+		return errors.New(want)
+	}
+	n, err := strconv.Atoi(port)
+	switch {
+	case err != nil || strings.HasPrefix(port, "+"):
+		return fmt.Errorf("port %q is not a number: %s", port, want)
+	case n < 0 || n > 65535:
+		return fmt.Errorf("port %d out of range (want 0 to 65535; 0 picks a free port)", n)
+	}
+	return nil
 }
 
 // adminHosts splits the values of --admin-host at commas, and refuses a
