@@ -32,12 +32,19 @@ import (
 // caller spent between the two phases (counted in Stats.CrossSlotRaces).
 // The refund then leaves each key of the groups committed before it as
 // the request would have left it had it never been admitted: exactly,
-// unless other decisions on the key came in between at later instants;
-// then a bucket gets back less, by what it would have refilled past full
-// without the request (the script explains why), and never more than the
-// request took. No phase ever admits more than a limit allows: every
-// commit is the script's own atomic step against the state it finds, and
-// no refund makes a key fresher than the request's absence would have.
+// whatever other commits and refunds came in between at the commit's
+// instant, in whatever order raced requests are refunded; and never more
+// than the request took. When other decisions on the key came in between
+// at later instants, a bucket gets back less, by what it would have
+// refilled past full without the request (the script explains why); and
+// if, besides, the refund of another request that committed the key
+// before this one came in between, the bucket may get back nothing of
+// this one, or, when those later decisions took the units back up, what
+// it would have refilled past full in the meantime, more than the
+// request's absence would have left it. Every commit is the script's own
+// atomic step against the state it finds, so no phase admits more than
+// that state allows; a refund leaves a key fresher than the request's
+// absence would have only so, or after a reset the script cannot tell.
 //
 // What does not hold:
 //

@@ -91,13 +91,17 @@
 // (someone spent in between): the request is refused, and the parts
 // committed before it are given back what it took there, all at once, by
 // the script too. A refund leaves each key as the request's absence would
-// have left it: exactly, unless other decisions on the key came in between
-// at later instants, when a bucket may get back less (what it would have
-// refilled past full without the request), never more. So across slots a
-// refused request ends up consuming nothing, and no limit ever admits more
-// than it allows, since every commit and refund is the script's own atomic
-// step. Races and their refunds are counted (Stats.CrossSlotRaces,
-// CrossSlotRefunds).
+// have left it: exactly, whatever other commits and refunds came in
+// between at the commit's instant and in whatever order raced requests
+// are refunded, unless other decisions on the key came in between at
+// later instants, when a bucket may get back less (what it would have
+// refilled past full without the request). So across slots a refused
+// request ends up consuming nothing, and no limit admits more than it
+// allows, since every commit and refund is the script's own atomic step;
+// but see below for a bucket refunded after both a later decision and
+// the refund of an earlier commit. Races and their refunds are counted
+// (Stats.CrossSlotRaces, CrossSlotRefunds; a refund counts when its call
+// succeeds, whatever it found to give back).
 //
 // What does not hold across slots: between its commit and its refund, a
 // refused request's units are taken, and others may be refused for them
@@ -113,11 +117,16 @@
 // as others' decisions have changed it since, by instants that only move
 // forward while the key exists: a key that became fresh after the commit
 // (expired, or deleted by a decision) and was written anew by a master
-// whose clock had stepped back may be given back units it does not hold,
-// at most the request's. A request across slots costs a script call per
-// slot for the check (in parallel), one per slot for the commit (in
-// turn), and after a race one per slot committed before it for the refund
-// (in parallel).
+// whose clock had stepped back, or at the very microsecond of the
+// commit, may be given back units it does not hold, at most the
+// request's. Nor does a bucket's state tell which refunds took what: when
+// raced requests on a key are refunded in the order of their commits
+// (not the reverse) and another decision on it comes in between at a
+// later instant, the later refund may give back nothing, or up to the
+// request's cost more than its absence would have. A request across
+// slots costs a script call per slot for the check (in parallel), one per
+// slot for the commit (in turn), and after a race one per slot committed
+// before it for the refund (in parallel).
 //
 // A key holds its algorithm in one byte and the state's fields as
 // big-endian float64s (a sliding log keeps runs of equal timestamps).

@@ -89,12 +89,22 @@ func refundOf(l rate.Limit, s rate.State, now, cost int64, rc [2]int64) rate.Sta
 			return s
 		}
 		k := rc[1] - lag*n
-		// Nor does a TAT before the commit's: not the commit's state
-		// become ((T − C)·n < k; d·n is exact where it is compared).
-		if d := tus - s.C; d < 0 || d <= k/n+1 && d*n+trem < k {
+		give := min(cost*t, k)
+		d := tus - s.C
+		if lag == 0 {
+			// Every step since the commit was at its instant, where the
+			// debt is a sum: the request's units are what is left of it.
+			if d < 0 {
+				return s
+			}
+			if d <= k/n+1 {
+				give = min(give, d*n+trem)
+			}
+		} else if d < 0 || d <= k/n+1 && d*n+trem < k {
+			// Nor does a TAT before the commit's: not the commit's state
+			// become ((T − C)·n < k; d·n is exact where it is compared).
 			return s
 		}
-		give := min(cost*t, k)
 		us, rem := tus-give/n, trem-give%n
 		if rem < 0 {
 			us, rem = us-1, rem+n
@@ -110,10 +120,14 @@ func refundOf(l rate.Limit, s rate.State, now, cost int64, rc [2]int64) rate.Sta
 			return s
 		}
 		k := rc[1] - lag*n
-		if debt < k {
+		give := min(cost*t, k)
+		if lag == 0 {
+			// At the commit's instant the debt is a sum (see gcra).
+			give = min(give, debt)
+		} else if debt < k {
 			return s
 		}
-		debt -= min(cost*t, k)
+		debt -= give
 		if debt == 0 || last+ceilDiv(debt, n) <= now {
 			return rate.State{}
 		}
@@ -302,127 +316,143 @@ func span(l rate.Limit) int64 {
 // and refunds of commits made any time before, on two keys, with time
 // pinned, going forward by steps of every size and at times backwards.
 // After every call the script's states are the model's, and every
-// decision, receipt and report the model's too.
+// decision, receipt and report the model's too. In the frozen histories
+// time seldom moves: many commits and refunds interleave at one instant,
+// as raced requests across slots do on a busy key.
 func TestRefundMatchesModel(t *testing.T) {
 	srv := redistest.Start(t)
 	client := newClient(t, srv.Addr())
+	for li, l := range refundLimits() {
+		for _, frozen := range []bool{false, true} {
+			name, seed := fmt.Sprintf("%d-%s", li, l), uint64(7)
+			if frozen {
+				name, seed = name+"/frozen", 8
+			}
+			t.Run(name, func(t *testing.T) { refundMatchesModel(t, client, l, li, seed, frozen) })
+		}
+	}
+}
+
+// refundMatchesModel runs a history of TestRefundMatchesModel under l,
+// from the seed (li, seed).
+func refundMatchesModel(t *testing.T, client rueidis.Client, l rate.Limit, li int, seed uint64, frozen bool) {
 	ctx := context.Background()
 	keys := []string{"a", "b"}
-	for li, l := range refundLimits() {
-		t.Run(fmt.Sprintf("%d-%s", li, l), func(t *testing.T) {
-			o, clk := pinnedOptions(redis.Options{DisableDenyCache: true, Prefix: t.Name() + ":"})
-			s := redis.New(client, o)
-			rng := rand.New(rand.NewPCG(uint64(li), 7))
-			model := map[string]rate.State{}
-			type commit struct {
-				reqs     []rate.Request
-				receipts [][2]int64
+	o, clk := pinnedOptions(redis.Options{DisableDenyCache: true, Prefix: t.Name() + ":"})
+	s := redis.New(client, o)
+	rng := rand.New(rand.NewPCG(uint64(li), seed))
+	model := map[string]rate.State{}
+	type commit struct {
+		reqs     []rate.Request
+		receipts [][2]int64
+	}
+	var commits []commit
+	// What the refunds did, key by key: so that every path is
+	// seen to be taken.
+	var kept, changed, deleted int
+	now := rate.Micros(clk.Now())
+	base := now
+	request := func() rate.Request {
+		r := rate.Request{Key: keys[rng.IntN(len(keys))], Limit: l, Cost: rng.Int64N(l.Capacity()/2 + 1)}
+		if l.Algorithm == rate.LeakyBucket && rng.IntN(2) == 0 {
+			r.MaxDelay = time.Duration(rng.Int64N(span(l))) * time.Microsecond
+		}
+		return r
+	}
+	for step := range 400 {
+		move := rng.IntN(8)
+		if frozen && move > 1 && rng.IntN(6) > 0 {
+			move = 0
+		}
+		switch p := span(l); move {
+		case 0, 1:
+		case 2:
+			now++
+		case 3:
+			now = max(base, now-rng.Int64N(p)) // a clock stepped back
+		default:
+			now += rng.Int64N(p * int64(1+rng.IntN(3)) / 2)
+		}
+		clk.Set(time.UnixMicro(now))
+		what := ""
+		switch op := rng.IntN(10); {
+		case op < 4: // another caller's decision
+			r := request()
+			what = fmt.Sprintf("decide %v", r)
+			ds, next, _ := stepGroup([]rate.Request{r}, model, now, false)
+			got, err := s.Decide(ctx, r)
+			if err != nil {
+				t.Fatal(err)
 			}
-			var commits []commit
-			// What the refunds did, key by key: so that every path is
-			// seen to be taken.
-			var kept, changed, deleted int
-			now := rate.Micros(clk.Now())
-			base := now
-			request := func() rate.Request {
-				r := rate.Request{Key: keys[rng.IntN(len(keys))], Limit: l, Cost: rng.Int64N(l.Capacity()/2 + 1)}
-				if l.Algorithm == rate.LeakyBucket && rng.IntN(2) == 0 {
-					r.MaxDelay = time.Duration(rng.Int64N(span(l))) * time.Microsecond
+			if got != ds[0] {
+				t.Fatalf("step %d, %s: got %v, want %v", step, what, got, ds[0])
+			}
+			model = next
+		case op < 7: // a commit
+			reqs := []rate.Request{request()}
+			if rng.IntN(2) == 0 {
+				reqs = append(reqs, request())
+			}
+			reqs[0].Cost = max(1, reqs[0].Cost)
+			what = fmt.Sprintf("commit %v", reqs)
+			ds, next, ok := stepGroup(reqs, model, now, false)
+			got, receipts, err := redis.Commit(ctx, s, reqs)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if ok {
+				want := make([][2]int64, len(reqs))
+				pending := maps(model)
+				for i, r := range reqs {
+					pending[r.Key], _ = r.Limit.StepWithin(clone(pending[r.Key]), now, r.Cost, r.MaxDelay)
+					want[i] = receiptOf(l, pending[r.Key])
 				}
-				return r
+				if !slices.Equal(got, ds) || !slices.Equal(receipts, want) {
+					t.Fatalf("step %d, %s:\n got  %v %v\n want %v %v", step, what, got, receipts, ds, want)
+				}
+				commits = append(commits, commit{reqs, receipts})
+			} else if rate.Combine(got).Allowed || !slices.Equal(receipts, make([][2]int64, len(reqs))) {
+				t.Fatalf("step %d, %s: got %v %v, want refused, no receipts", step, what, got, receipts)
 			}
-			for step := range 400 {
-				switch p := span(l); rng.IntN(8) {
-				case 0, 1:
-				case 2:
-					now++
-				case 3:
-					now = max(base, now-rng.Int64N(p)) // a clock stepped back
+			model = next
+		default: // a refund of a commit made before
+			if len(commits) == 0 {
+				continue
+			}
+			i := rng.IntN(len(commits))
+			c := commits[i]
+			commits = slices.Delete(commits, i, i+1)
+			what = fmt.Sprintf("refund %v %v", c.reqs, c.receipts)
+			for j, r := range c.reqs {
+				next := refundOf(l, model[r.Key], now, r.Cost, c.receipts[j])
+				switch {
+				case sameState(next, model[r.Key]):
+					kept++
+				case sameState(next, rate.State{}):
+					deleted++
 				default:
-					now += rng.Int64N(p * int64(1+rng.IntN(3)) / 2)
+					changed++
 				}
-				clk.Set(time.UnixMicro(now))
-				what := ""
-				switch op := rng.IntN(10); {
-				case op < 4: // another caller's decision
-					r := request()
-					what = fmt.Sprintf("decide %v", r)
-					ds, next, _ := stepGroup([]rate.Request{r}, model, now, false)
-					got, err := s.Decide(ctx, r)
-					if err != nil {
-						t.Fatal(err)
-					}
-					if got != ds[0] {
-						t.Fatalf("step %d, %s: got %v, want %v", step, what, got, ds[0])
-					}
-					model = next
-				case op < 7: // a commit
-					reqs := []rate.Request{request()}
-					if rng.IntN(2) == 0 {
-						reqs = append(reqs, request())
-					}
-					reqs[0].Cost = max(1, reqs[0].Cost)
-					what = fmt.Sprintf("commit %v", reqs)
-					ds, next, ok := stepGroup(reqs, model, now, false)
-					got, receipts, err := redis.Commit(ctx, s, reqs)
-					if err != nil {
-						t.Fatal(err)
-					}
-					if ok {
-						want := make([][2]int64, len(reqs))
-						pending := maps(model)
-						for i, r := range reqs {
-							pending[r.Key], _ = r.Limit.StepWithin(clone(pending[r.Key]), now, r.Cost, r.MaxDelay)
-							want[i] = receiptOf(l, pending[r.Key])
-						}
-						if !slices.Equal(got, ds) || !slices.Equal(receipts, want) {
-							t.Fatalf("step %d, %s:\n got  %v %v\n want %v %v", step, what, got, receipts, ds, want)
-						}
-						commits = append(commits, commit{reqs, receipts})
-					} else if rate.Combine(got).Allowed || !slices.Equal(receipts, make([][2]int64, len(reqs))) {
-						t.Fatalf("step %d, %s: got %v %v, want refused, no receipts", step, what, got, receipts)
-					}
-					model = next
-				default: // a refund of a commit made before
-					if len(commits) == 0 {
-						continue
-					}
-					i := rng.IntN(len(commits))
-					c := commits[i]
-					commits = slices.Delete(commits, i, i+1)
-					what = fmt.Sprintf("refund %v %v", c.reqs, c.receipts)
-					for j, r := range c.reqs {
-						next := refundOf(l, model[r.Key], now, r.Cost, c.receipts[j])
-						switch {
-						case sameState(next, model[r.Key]):
-							kept++
-						case sameState(next, rate.State{}):
-							deleted++
-						default:
-							changed++
-						}
-						model[r.Key] = next
-					}
-					want, _, _ := stepGroup(c.reqs, model, now, true)
-					got, err := redis.Refund(ctx, s, c.reqs, c.receipts)
-					if err != nil {
-						t.Fatal(err)
-					}
-					if !slices.Equal(got, want) {
-						t.Fatalf("step %d at %+dµs, %s: reports\n got  %v\n want %v", step, now-base, what, got, want)
-					}
-				}
-				for k, st := range scriptStates(t, client, s, l.Algorithm, keys) {
-					if !sameState(st, model[k]) {
-						t.Fatalf("step %d at %+dµs, %s: %s holds %+v, model %+v", step, now-base, what, k, st, model[k])
-					}
-				}
+				model[r.Key] = next
 			}
-			t.Logf("refunds: %d kept the state, %d changed it, %d deleted it", kept, changed, deleted)
-			if kept == 0 || changed == 0 || deleted == 0 {
-				t.Error("a kind of refund was never made")
+			want, _, _ := stepGroup(c.reqs, model, now, true)
+			got, err := redis.Refund(ctx, s, c.reqs, c.receipts)
+			if err != nil {
+				t.Fatal(err)
 			}
-		})
+			if !slices.Equal(got, want) {
+				t.Fatalf("step %d at %+dµs, %s: reports\n got  %v\n want %v", step, now-base, what, got, want)
+			}
+		}
+		for k, st := range scriptStates(t, client, s, l.Algorithm, keys) {
+			if !sameState(st, model[k]) {
+				t.Fatalf("step %d at %+dµs, %s: %s holds %+v, model %+v", step, now-base, what, k, st, model[k])
+			}
+		}
+	}
+	t.Logf("refunds: %d kept the state, %d changed it, %d deleted it", kept, changed, deleted)
+	if kept == 0 || changed == 0 || deleted == 0 {
+		t.Error("a kind of refund was never made")
 	}
 }
 

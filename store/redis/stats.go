@@ -38,7 +38,9 @@ type Stats struct {
 	// first slot has nothing to give back, and counts in neither.
 	CrossSlotRaces uint64
 	// CrossSlotRefunds counts the races after which every slot committed
-	// before the refusal was given back what the request took there.
+	// before the refusal was refunded: each was given back what the
+	// request took there as far as its state still shows it (see the
+	// package doc on refunds), which may be nothing.
 	CrossSlotRefunds uint64
 	// CrossSlotRefundErrors counts the races after which a refund failed
 	// (Redis unreachable, the caller's deadline passed): the refused

@@ -53,7 +53,7 @@
 -- state shows it is still there, and never more: the key is left no
 -- fresher than had the commit been a step of cost 0, whatever other steps
 -- decided on it in between (for a key decided under one limit; but see
--- the last paragraph).
+-- What a refund cannot tell).
 --
 --   Windows: a count is additive. If the state's window is still the one
 --   the commit counted in, its count loses the cost; for sliding_window,
@@ -61,21 +61,35 @@
 --   Otherwise the units left with their window.
 --   sliding_log: the run logged at the receipt's time loses the cost. A
 --   log without that run has let the units expire.
---   Buckets, as instants: the commit left the TAT at Tc = C + debt/n, and
---   P = Tc − cost·I would be the TAT without it. Each step since, at an
---   instant a no earlier than the commit's C and no later than the C now
---   stored, moved the TAT to max(TAT, a) + its cost·I. So the TAT now is
---   T ≥ Tc + S (S: the others' costs, as time), while without the commit
---   it would be the largest of P + S and, for each step since, its a
---   plus the costs from that step on: at most max(P, C) + S, which is at
---   most T − min(cost·I, Tc − C). The refund moves the TAT back by that
---   much: by all of cost·I unless a step at a later instant than the
---   commit found the bucket, without the request, full; what the bucket
---   would have refilled past full up to C is not given back. A
---   token_bucket is the same with T = last refill + debt/n, and C its
---   last refill. A state whose C is earlier than the receipt's, or whose
---   TAT is earlier than Tc, is not one the commit's state has become (the
---   key was reset since), and gets nothing.
+--   Buckets, at the commit's instant: while the state's C is still the
+--   receipt's, every step since the commit, others' commits and refunds
+--   alike, was at that instant (one at a later instant moves C on; one at
+--   an earlier instant counts from C), where a bucket neither refills nor
+--   spills: its debt, (T − C)·n, is a sum. Each step added its cost·I,
+--   and each refund took out what it gave, never more than its own
+--   request's cost·I nor than the debt. So the debt holds the request's
+--   cost·I, unless refunds of commits made before it took out units
+--   their own commits no longer held (a refund of a commit at an earlier
+--   instant may, below), and then what is left of them. The refund takes
+--   out min(cost·I, Tc − C, the debt): refunds at the commits' instant
+--   leave the key, in whatever order they come, as had their requests
+--   been steps of cost 0; and none leaves a debt below zero.
+--   Buckets, after a later instant: the commit left the TAT at Tc = C +
+--   debt/n, and P = Tc − cost·I would be the TAT without it. Each step
+--   since, at an instant a no earlier than the commit's C and no later
+--   than the C now stored, moved the TAT to max(TAT, a) + its cost·I. So,
+--   if the others' steps only added, the TAT now is T ≥ Tc + S (S: the
+--   others' costs, as time), while without the commit it would be the
+--   largest of P + S and, for each step since, its a plus the costs from
+--   that step on: at most max(P, C) + S, which is at most T − min(cost·I,
+--   Tc − C). The refund moves the TAT back by that much: by all of cost·I
+--   unless a step at a later instant than the commit found the bucket,
+--   without the request, full; what the bucket would have refilled past
+--   full up to C is not given back. A token_bucket is the same with T =
+--   last refill + debt/n, and C its last refill. A state whose C is
+--   earlier than the receipt's, or, past the commit's instant, whose TAT
+--   is earlier than Tc, is not one the commit's state has become (the key
+--   was reset since, or see What a refund cannot tell), and gets nothing.
 --
 -- A refunded state that a step of cost 0 at now would find fresh is
 -- deleted, as that step would delete it; any other is written with the
@@ -85,9 +99,20 @@
 -- What a refund cannot tell: it knows the commit's state, as others'
 -- steps changed it, by instants that only move forward while the key
 -- exists (a bucket's C, a window's start, a log's last run). A key that
--- became fresh after the commit (expired, or deleted by a step) and was
--- written anew at an instant before that, by a master whose clock stepped
--- back, may look like it, and lose up to the cost from what others took.
+-- became fresh after the commit (expired, or deleted by a step or a
+-- Reset) and was written anew at an instant before that, by a master
+-- whose clock stepped back, or at the very microsecond of the commit,
+-- may look like it, and lose up to the cost from what others took. Nor
+-- does a bucket's state tell which refunds took what. After a step at a
+-- later instant than the commit, a refund still trusts T ≥ Tc + S: a
+-- refund of a commit made before this one, in between, breaks it. If the
+-- TAT is then below Tc, the refund gives nothing, though the request's
+-- units may be there (raced requests refunded in the order of their
+-- commits, with others' steps in between at later instants, lose units
+-- so); if others' steps brought it back above, the refund may give back
+-- what those units were to refill past full, up to the request's cost,
+-- more than the request's absence would have. Refunds in the reverse
+-- order of their commits keep T ≥ Tc + S.
 --
 -- Cost. The script runs on every decision, so it is written for Redis's
 -- CPU, measured in instructions per call: no function is defined in it (a
@@ -247,18 +272,26 @@ while first <= nkeys do
 							-- gets nothing.
 						elseif alg == 0 or alg == 2 then
 							-- The TAT (tus, trem) as rate's tatOf reads it; k =
-							-- (Tc − C) in ticks. Products past 2^53 round, but
+							-- (Tc − C) in ticks, d = (T − C) in ticks. At the
+							-- commit's C, d is the debt, and the request's units
+							-- are what is left of it; past it, a d below k tells
+							-- a key reset since. Products past 2^53 round, but
 							-- monotonically: each comparison with an exact
-							-- integer keeps its sense.
+							-- integer keeps its sense, and a d below the give,
+							-- itself below 2^53, is exact.
 							local tus, trem = sa, sb
 							if sb >= n or sb < 0 then
 								tus, trem = sa + 1, 0
 							end
 							local k = r2 - (sc - r1) * n
-							if sc >= r1 and k > 0 and (tus - sc) * n + trem >= k then
+							local d = (tus - sc) * n + trem
+							if sc >= r1 and k > 0 and d >= 0 and (sc == r1 or d >= k) then
 								local give = cost * t
 								if k < give then
 									give = k
+								end
+								if d < give then
+									give = d
 								end
 								local q = give / n
 								q = q - q % 1
@@ -280,12 +313,16 @@ while first <= nkeys do
 								end
 							end
 						elseif alg == 1 then
-							-- (debt, last refill); k = (Tc − C) in ticks.
+							-- (debt, last refill); k = (Tc − C) in ticks, and
+							-- the debt as gcra's d.
 							local k = r2 - (sb - r1) * n
-							if sb >= r1 and k > 0 and sa >= k then
+							if sb >= r1 and k > 0 and (sb == r1 or sa >= k) then
 								local give = cost * t
 								if k < give then
 									give = k
+								end
+								if sa < give then
+									give = sa
 								end
 								local debt = sa - give
 								local c = debt / n -- fresh ⌈debt/n⌉ after the last refill
