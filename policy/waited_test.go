@@ -99,10 +99,7 @@ func TestLocalTurnCutShortNotObserved(t *testing.T) {
 		t.Run(store, func(t *testing.T) {
 			clock := endingClock{ratetest.NewClock(time.Date(2026, 3, 1, 12, 0, 0, 0, time.UTC))}
 			rec := &keyRecorder{}
-			var st sluice.Store = downStore{}
-			if store == "shared" {
-				st = memory.New(memory.Options{Clock: clock})
-			}
+			st := storeOf(store, clock)
 			e := generation(t, `
 policies:
   - name: shaped
@@ -222,10 +219,7 @@ func TestLocalFallbackWaitsMaxDelay(t *testing.T) {
 		for _, store := range []string{"shared", "local"} {
 			t.Run(tt.limit+"/"+store, func(t *testing.T) {
 				clock := ratetest.NewClock(time.Date(2026, 3, 1, 12, 0, 0, 0, time.UTC))
-				var st sluice.Store = downStore{}
-				if store == "shared" {
-					st = memory.New(memory.Options{Clock: clock})
-				}
+				st := storeOf(store, clock)
 				rec := &keyRecorder{}
 				e := generation(t, fmt.Sprintf(`
 policies:
@@ -259,10 +253,7 @@ func TestLocalFallbackRefusesBeyondMaxDelay(t *testing.T) {
 	for _, store := range []string{"shared", "local"} {
 		t.Run(store, func(t *testing.T) {
 			clock := ratetest.NewClock(time.Date(2026, 3, 1, 12, 0, 0, 0, time.UTC))
-			var st sluice.Store = downStore{}
-			if store == "shared" {
-				st = memory.New(memory.Options{Clock: clock})
-			}
+			st := storeOf(store, clock)
 			e := generation(t, `
 policies:
   - name: held
@@ -334,4 +325,14 @@ policies:
 			t.Errorf("request %d: %v after waiting %v (retry_after %v); want %v after %v", i+1, out.Verdict, out.Waited, out.RetryAfter, want.v, want.waited)
 		}
 	}
+}
+
+// storeOf returns the store the tests above decide against: "shared", a
+// memory store on clock, or "local", one that always fails, so that the
+// policies' on_store_error: local decides in the local store.
+func storeOf(which string, clock rate.Clock) sluice.Store {
+	if which == "shared" {
+		return memory.New(memory.Options{Clock: clock})
+	}
+	return downStore{}
 }
