@@ -356,7 +356,10 @@ func (l *Limiter) Wait(ctx context.Context, key string) error {
 // WaitN holds nothing while it sleeps: when the wait is over it asks again,
 // and if other callers have spent what it waited for, it waits again. So
 // under steady contention for the same key it may wait indefinitely,
-// unless ctx has a deadline.
+// unless ctx has a deadline, and callers are served in no order: unlike
+// x/time/rate's reservations, one may wait several turns while others
+// pass. For waiters served in turn, at a steady pace, use a leaky_bucket
+// limit, whose queue gives each caller its place as it asks.
 //
 // With a leaky_bucket limit, WaitN takes a place in the queue only if its
 // turn comes before the deadline, then sleeps until its turn. Should ctx end

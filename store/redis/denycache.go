@@ -77,7 +77,11 @@ func newDenyCache(size int) *denyCache {
 }
 
 // appendKey appends the identity of a request to b: everything that the
-// refusal depends on.
+// refusal depends on. That is a MaxDelay only where the step reads it, a
+// leaky_bucket's, and as it reads it, in whole µs: Limiter.WaitN gives
+// each try a MaxDelay from its deadline, and each would otherwise be an
+// entry of its own, never asked for again, pushing out the refusals the
+// cache holds for others.
 func appendKey(b []byte, reqs []rate.Request) []byte {
 	for _, r := range reqs {
 		b = binary.AppendUvarint(b, uint64(len(r.Key)))
@@ -88,7 +92,11 @@ func appendKey(b []byte, reqs []rate.Request) []byte {
 		b = binary.AppendVarint(b, int64(l.Period))
 		b = binary.AppendVarint(b, l.Burst)
 		b = binary.AppendVarint(b, r.Cost)
-		b = binary.AppendVarint(b, int64(r.MaxDelay))
+		var maxDelay int64
+		if l.Algorithm == rate.LeakyBucket {
+			maxDelay = rate.MaxDelayMicros(r.MaxDelay)
+		}
+		b = binary.AppendVarint(b, maxDelay)
 	}
 	return b
 }
