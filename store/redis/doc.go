@@ -198,6 +198,19 @@
 // restarted empty answers CLUSTERDOWN until it has rejoined the cluster
 // (the node timeout), and then loads the script on NOSCRIPT.
 //
+// Through a Sentinel, the store follows the master it names: when the
+// master dies, decisions fail (connection refused) until the Sentinels
+// have promoted its replica (their down-after-milliseconds, then about a
+// second), and succeed again within a few round trips of that, with no
+// restart; an old master that comes back is not used, the Sentinels
+// naming the new one. A store pointed at a replica fails every decision
+// with Redis's READONLY, which a sluice.Fallback takes for down. Both
+// failovers lose what the old master had not yet passed to its replica:
+// those units are admitted again, once each. Redis's min-replicas-to-write
+// (with min-replicas-max-lag) bounds that loss to the lag it allows, at
+// the price of NOREPLICAS errors, decided by the failure mode, while no
+// replica keeps up.
+//
 // Each key's decisions take the TIME of the master that holds it: when a
 // key moves to another master, its decisions continue on that master's
 // clock, and one that is behind reads as time going backwards (which the
