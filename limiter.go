@@ -97,7 +97,7 @@ type Limiter struct {
 // limiter stores them under.
 func (l *Limiter) decideKeyed(ctx context.Context, key string, cost int64) (rate.Decision, error) {
 	if len(l.limits) == 1 {
-		return l.store.Decide(ctx, rate.Request{Key: l.prefix + l.storeKey(key), Limit: l.limits[0], Cost: cost})
+		return l.store.Decide(ctx, rate.Request{Key: l.keyOf(l.storeKey(key), 0), Limit: l.limits[0], Cost: cost})
 	}
 	reqs := l.requests(key, cost)
 	return l.store.DecideAll(ctx, reqs, make([]rate.Decision, len(reqs)))
@@ -152,7 +152,7 @@ func NewLimiter(opts LimiterOptions) (*Limiter, error) {
 		}
 		l.suffixes[i] = "|" + lim.String()
 		for j := range i {
-			if same(l.limits[j], lim) {
+			if l.limits[j].Same(&lim) {
 				return nil, fmt.Errorf("sluice: limits %d and %d are both %v", j+1, i+1, lim)
 			}
 		}
@@ -177,18 +177,6 @@ func NewLimiter(opts LimiterOptions) (*Limiter, error) {
 
 // Name returns the limiter's name, as LimiterOptions.Name gave it.
 func (l *Limiter) Name() string { return l.name }
-
-// same reports whether a and b are one limit, however written: a bucket's
-// burst of 0 is its count.
-func same(a, b rate.Limit) bool {
-	if a.Burst == a.Count {
-		a.Burst = 0
-	}
-	if b.Burst == b.Count {
-		b.Burst = 0
-	}
-	return a == b
-}
 
 // Clock returns the clock the limiter measures waits with and sleeps on
 // (see LimiterOptions.Clock).
@@ -285,13 +273,20 @@ func (l *Limiter) requests(key string, n int64) []rate.Request {
 	key = l.storeKey(key)
 	reqs := make([]rate.Request, len(l.limits))
 	for i, lim := range l.limits {
-		k := l.prefix + key
-		if len(l.limits) > 1 {
-			k = l.prefix + "{" + key + "}" + l.suffixes[i]
-		}
-		reqs[i] = rate.Request{Key: k, Limit: lim, Cost: n}
+		reqs[i] = rate.Request{Key: l.keyOf(key, i), Limit: lim, Cost: n}
 	}
 	return reqs
+}
+
+// keyOf returns the store key of the i-th limit for key, escaped by
+// storeKey: the prefix and key alone for a single limit, else the key as
+// a hash tag, so that a Redis Cluster keeps a key's limits in one slot,
+// and the limit's suffix.
+func (l *Limiter) keyOf(key string, i int) string {
+	if len(l.limits) == 1 {
+		return l.prefix + key
+	}
+	return l.prefix + "{" + key + "}" + l.suffixes[i]
 }
 
 // AllowAll decides several requests as one, all or nothing: if any is

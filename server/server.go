@@ -93,9 +93,10 @@ var ErrOptions = errors.New("bad options")
 type Options struct {
 	// ConfigFile is the policy file (policy.LoadFile's format). Empty
 	// means the built-in DemoConfig, unless EnvoyConfigs are given: then
-	// the server is Envoy's rate limit service alone. A reverse proxy to
-	// an upstream of one's own needs one: New refuses an Upstream other
-	// than UpstreamDemo without it, rather than apply the demo's limits.
+	// the server is Envoy's rate limit service alone. A reverse proxy
+	// needs one, but for the demo's own (no EnvoyConfigs, and Upstream
+	// empty or UpstreamDemo): New refuses any other Upstream without it,
+	// rather than apply the demo's limits to an upstream of one's own.
 	ConfigFile string
 	// EnvoyConfigs are files, or directories whose files are all read,
 	// recursively, but for names starting with a dot (rls.ConfigFiles), in
@@ -323,9 +324,10 @@ func (l *listeners) all() []net.Listener {
 // New loads the configuration, connects to the store and opens the
 // listeners; requests are served once Run is called. An error wrapping
 // ErrConfig means a configuration file does not load. A Redis that
-// refuses the connection is an error; one that is not there yet is not:
-// the server starts with Redis down, and connects when it comes (see
-// "Redis down at start" in the package documentation).
+// answers and refuses (a password, TLS) is an error; one that is not
+// there yet, or refuses connections while it starts, is not: the server
+// starts with Redis down, and connects when it comes (see "Redis down at
+// start" in the package documentation).
 func New(o Options) (_ *Server, err error) {
 	defer func() {
 		if err != nil {
@@ -634,10 +636,10 @@ func (s *Server) run(ctx context.Context) error {
 // every interval while Redis is known down and the breaker decided
 // nothing since the interval before, which the breaker sends as its probe
 // when its backoff allows, and otherwise answers at once: so Redis is
-// probed, and found back, whether requests come or not. An idle instance,
-// or one out of the rotation, reported Redis down (sluice_redis_down)
-// until its next request, however long Redis had been back; while
-// requests come, they probe. The decision is readiness's (readyProbe).
+// probed, and found back, whether requests come or not: an idle
+// instance, or one out of the rotation, would otherwise report Redis down
+// (sluice_redis_down, /readyz) until its next request, however long Redis
+// had been back. The decision is readiness's (readyProbe).
 // On a cluster it probes the slot of its key alone; requests probe the
 // others.
 func (s *Server) probeWhileDown(ctx context.Context, interval time.Duration) {
