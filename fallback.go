@@ -10,6 +10,7 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/sluicehq/sluice/internal/deadline"
 	"github.com/sluicehq/sluice/rate"
 	"github.com/sluicehq/sluice/store/memory"
 )
@@ -169,7 +170,13 @@ type FallbackOptions struct {
 	// Logger receives one line when the primary goes down and one when it
 	// recovers. Nil means no logging.
 	Logger *slog.Logger
-	// Clock times the probes' backoff. Nil means rate.SystemClock.
+	// Clock times the probes' backoff and the silences MaxSilence bounds,
+	// drives the local store made for FailLocal, and dates the outages
+	// (the "down for" of ErrStoreDown's errors and of the recovery's log
+	// line). Timeout and the callers' deadlines run on the wall clock:
+	// with a fake Clock that does not advance, a primary that hangs while
+	// every caller's deadline comes before Timeout is never declared down,
+	// its silence never growing. Nil means rate.SystemClock.
 	Clock rate.Clock
 }
 
@@ -481,23 +488,22 @@ func (f *Fallback) DecideAllSource(ctx context.Context, reqs []rate.Request, out
 		return d, SourcePrimary, nil
 	}
 	blame := f.blame(&c, err)
-	byCaller := !timedOut && (ctx.Err() != nil || errors.Is(err, context.DeadlineExceeded) && deadlineNear(ctx))
+	byCaller := !timedOut && (ctx.Err() != nil || deadline.Ended(ctx, err))
 	if byCaller || !timedOut && otherDeadline(err) {
 		// The caller's context ended the call, or was about to: a store
 		// may see the deadline pass a moment before the context says so
-		// (the Redis client sets its connections' deadlines from the
-		// context's). The error is the caller's, with no decision after
-		// its deadline. The primary failed too if it is hung, or if this
-		// was a probe; a failed probe then doubles the backoff rather than
-		// leave the next call to probe again. A cancellation is no news of
-		// the primary (see hung).
+		// (see deadline.Slack). The error is the caller's, with no
+		// decision after its deadline. The primary failed too if it is
+		// hung, or if this was a probe; a failed probe then doubles the
+		// backoff rather than leave the next call to probe again. A
+		// cancellation is no news of the primary (see hung).
 		//
 		// Or the primary reports that another call's deadline ended this
 		// one (see otherDeadline): this caller's time is not up, and the
 		// failure mode decides for it, but of the primary the call tells
 		// what that other call's deadline does: it failed if it is hung,
 		// or if this was a probe.
-		if byCaller && !deadlineNear(ctx) {
+		if byCaller && !deadline.Near(ctx) {
 			blame = 0
 		}
 		counted := false
@@ -620,7 +626,7 @@ func (f *Fallback) endProbes(c *call, blame uint8) {
 }
 
 // hung reports whether a call that a deadline ended, its caller's (see
-// deadlineNear) or another call's that the primary reports (see
+// deadline.Ended) or another call's that the primary reports (see
 // otherDeadline), counts as a failure of the primary: whether the primary
 // has completed no call for longer than the silence bound, or, for a
 // probe, since before the primary went down.
@@ -654,26 +660,6 @@ func (f *Fallback) hung(b *breaker, probe bool, now time.Time) bool {
 		bound = 0
 	}
 	return b.silentFor(now) > bound
-}
-
-// deadlineSlack is how near its deadline a context that ended, or a call
-// that reports a deadline, counts as ended by the caller's deadline: well
-// above the jitter of a network's latency.
-const deadlineSlack = 2 * time.Millisecond
-
-// deadlineNear reports whether ctx's deadline has passed or is within
-// deadlineSlack: whether a call that ended with it ended by its deadline,
-// rather than because its caller went away. A gRPC client whose deadline
-// passes resets the call (Envoy does), and the reset cancels the server's
-// context about when the server's own copy of the deadline, which started
-// as the call arrived, would pass: most often just before. So a
-// cancellation that near the deadline is the deadline.
-func deadlineNear(ctx context.Context) bool {
-	if errors.Is(ctx.Err(), context.DeadlineExceeded) {
-		return true
-	}
-	dl, ok := ctx.Deadline()
-	return ok && time.Until(dl) <= deadlineSlack
 }
 
 // otherDeadline reports whether err, the failure of a call to the primary,
@@ -860,7 +846,7 @@ func (f *Fallback) fail(b *breaker, err error, gen uint64, probe, byDeadline boo
 		b.next = now.Add(b.backoff)
 		msg := "sluice: store unavailable; deciding by failure mode until it recovers"
 		if f.mode == FailError {
-			msg = "sluice: store unavailable; calls fail at once until it recovers"
+			msg = "sluice: store unavailable; calls return an error at once, for each caller's failure policy, until it recovers"
 		}
 		f.log.Warn(msg, b.attrs("mode", f.mode.String(), "err", err)...)
 		b.lastErr = err

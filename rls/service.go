@@ -2,7 +2,6 @@ package rls
 
 import (
 	"context"
-	"errors"
 	"log/slog"
 	"math"
 	"sync/atomic"
@@ -17,12 +16,15 @@ import (
 	"google.golang.org/protobuf/types/known/durationpb"
 
 	"github.com/sluicehq/sluice"
+	"github.com/sluicehq/sluice/internal/deadline"
 	"github.com/sluicehq/sluice/internal/logpace"
 	"github.com/sluicehq/sluice/rate"
 )
 
 // Options configures a Service. The zero value behaves as Envoy's
-// reference rate limit service does.
+// reference rate limit service does, except that it refuses a request of
+// more than DefaultMaxDescriptors (1,000) descriptors, where the
+// reference sets no bound: see MaxDescriptors.
 type Options struct {
 	// Clock tells the time when the store's decision does not say how
 	// long a window has left (a zero limit, or a look at a window nothing
@@ -244,10 +246,12 @@ func (s *Service) ShouldRateLimit(ctx context.Context, req *rlsv3.RateLimitReque
 		if ctxErr := ctx.Err(); ctxErr != nil {
 			return nil, status.FromContextError(ctxErr).Err()
 		}
-		if errors.Is(err, context.DeadlineExceeded) && deadlinePassed(ctx) {
+		if deadline.Ended(ctx, err) {
 			// The caller's deadline, which a store's client may report
-			// before the context's timer fires: the caller's time ran
-			// out, the store did not fail.
+			// a moment before the context's timer fires, or before the
+			// deadline itself: the caller's time ran out, the store did
+			// not fail. The rule is the Fallback's, which leaves such a
+			// call to its caller rather than count it against the store.
 			return nil, status.FromContextError(context.DeadlineExceeded).Err()
 		}
 		// One line a second, counting those it left out: while the store
@@ -384,7 +388,11 @@ func (s *Service) decideTogether(ctx context.Context, items []item) error {
 			continue
 		}
 		// A key that appears twice is asked for once, for the sum of the
-		// hits: stores need not accept a key twice in one DecideAll.
+		// hits, so that the check of possible below sees the sum: one past
+		// the capacity can never pass, and becomes a look answered
+		// OVER_LIMIT. Asked for apart, the hits would reach a Fallback's
+		// rate.CheckGroup, which fails the whole call with
+		// ErrCostExceedsCapacity: UNAVAILABLE, as if the store had failed.
 		if j, ok := byKey[it.m.key]; ok {
 			owner[i] = j
 			// Saturating: a sum past the capacity is refused all the
@@ -543,11 +551,4 @@ func (s *Service) respond(domain string, items []item) *rlsv3.RateLimitResponse 
 		resp.ResponseHeadersToAdd = headers(items)
 	}
 	return resp
-}
-
-// deadlinePassed reports whether ctx's deadline has passed, even if its
-// timer has yet to say so.
-func deadlinePassed(ctx context.Context) bool {
-	dl, ok := ctx.Deadline()
-	return ok && !time.Now().Before(dl)
 }

@@ -1058,3 +1058,36 @@ func TestCallersDeadlineIsNotAStoreFailure(t *testing.T) {
 		t.Errorf("the store's own timeout: %v, want Unavailable", err)
 	}
 }
+
+// earlyContext is a context whose deadline is always 1ms away and whose
+// timer never fires: a store's client reported the deadline that moment
+// before it, as the Redis client may.
+type earlyContext struct{ context.Context }
+
+func (earlyContext) Deadline() (time.Time, bool) { return time.Now().Add(time.Millisecond), true }
+
+// A store that reports the caller's deadline a moment before it passes,
+// behind a Fallback that fails with an error, is the caller's deadline in
+// both: the Fallback counts no failure of the store, and the call fails
+// with DEADLINE_EXCEEDED, logging no store failure, as when the deadline
+// has passed.
+func TestCallersDeadlineJustBeforeItPasses(t *testing.T) {
+	var buf bytes.Buffer
+	f := sluice.NewFallback(deadlineStore{}, sluice.FallbackOptions{Mode: sluice.FailError, Clock: ratetest.NewClock(start)})
+	svc := NewService(parse(t, perMinute), f, Options{Clock: ratetest.NewClock(start), Logger: slog.New(slog.NewTextHandler(&buf, nil))})
+	for _, rcn := range []bool{false, true} {
+		svc.opts.RefusedConsumeNothing = rcn
+		_, err := svc.ShouldRateLimit(earlyContext{context.Background()}, &rlsv3.RateLimitRequest{
+			Domain: "api", Descriptors: []*ratelimitv3.RateLimitDescriptor{desc("user", "a")},
+		})
+		if status.Code(err) != codes.DeadlineExceeded {
+			t.Errorf("RefusedConsumeNothing %v: the store reported the caller's deadline 1ms early: %v, want DeadlineExceeded", rcn, err)
+		}
+	}
+	if st := f.Stats(); st.Failures != 0 || st.Down {
+		t.Errorf("fallback stats %+v: the caller's deadline counted against the store", st)
+	}
+	if strings.Contains(buf.String(), "store could not decide") {
+		t.Errorf("the caller's deadline logged as a store failure:\n%s", buf.String())
+	}
+}

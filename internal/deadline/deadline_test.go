@@ -1,0 +1,58 @@
+package deadline
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"testing"
+	"time"
+)
+
+// inContext is a context whose deadline is always in from now, whose
+// timer never fires, and that is cancelled if cancelled is set: each
+// moment tested stays where it is however long the test takes.
+type inContext struct {
+	context.Context
+	in        time.Duration
+	cancelled bool
+}
+
+func (c inContext) Deadline() (time.Time, bool) { return time.Now().Add(c.in), true }
+
+func (c inContext) Err() error {
+	if c.cancelled {
+		return context.Canceled
+	}
+	return nil
+}
+
+func TestNearAndEnded(t *testing.T) {
+	expired, cancel := context.WithDeadline(context.Background(), time.Now().Add(-time.Second))
+	defer cancel()
+	storeErr := fmt.Errorf("read: %w", context.DeadlineExceeded)
+	bg := context.Background()
+	for _, c := range []struct {
+		name  string
+		ctx   context.Context
+		err   error
+		near  bool
+		ended bool
+	}{
+		{"timer fired", expired, storeErr, true, true},
+		{"passed, timer yet to fire", inContext{bg, -time.Millisecond, false}, storeErr, true, true},
+		{"1ms before", inContext{bg, time.Millisecond, false}, storeErr, true, true},
+		{"within the slack", inContext{bg, Slack, false}, storeErr, true, true},
+		{"an hour before: the store's own bound", inContext{bg, time.Hour, false}, storeErr, false, false},
+		{"no deadline", bg, storeErr, false, false},
+		{"cancelled at its deadline, as by a client's reset", inContext{bg, time.Millisecond, true}, context.Canceled, true, false},
+		{"cancelled long before it", inContext{bg, time.Hour, true}, context.Canceled, false, false},
+		{"another failure near the deadline", inContext{bg, time.Millisecond, false}, errors.New("connection refused"), true, false},
+	} {
+		if got := Near(c.ctx); got != c.near {
+			t.Errorf("%s: Near %v, want %v", c.name, got, c.near)
+		}
+		if got := Ended(c.ctx, c.err); got != c.ended {
+			t.Errorf("%s: Ended %v, want %v", c.name, got, c.ended)
+		}
+	}
+}
