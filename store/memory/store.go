@@ -252,8 +252,8 @@ func (s *Store) DecideKeyInto(_ context.Context, key string, lim *rate.Limit, co
 	return s.decide(key, lim, cost, 0, d)
 }
 
-// decide is Decide and DecideKey: it writes the decision to *d, where the
-// step writes it, rather than return a copy.
+// decide is Decide, DecideKey and DecideKeyInto: it writes the decision
+// to *d, where the step writes it, rather than return a copy.
 func (s *Store) decide(key string, lim *rate.Limit, cost int64, maxDelay time.Duration, d *rate.Decision) error {
 	if !valid(lim, cost) || !lim.InBounds() {
 		if err := check(key, lim, cost); err != nil {

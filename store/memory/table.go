@@ -545,7 +545,9 @@ func (s *shard) evict(now int64, protect []rate.Request) {
 		}
 	}
 	if best < 0 {
-		// Only possible with a shard smaller than one DecideAll call.
+		// Every sample was a key the DecideAll in progress decides (in a
+		// shard smaller than the call, always; in a larger one, by the
+		// luck of the draw): the first other key goes.
 		for i := range s.table {
 			if s.table[i].hash != 0 && !s.protected(&s.table[i], protect) {
 				best = i
