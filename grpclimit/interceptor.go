@@ -116,7 +116,13 @@ type call struct {
 // memory store with its defaults if nil). Each policy's on_store_error decides
 // what a failure of store does: a sluice.Fallback in front of a Redis
 // store, for its breaker, must be in FailError mode, as one in another
-// mode decides for every policy first.
+// mode decides for every policy first. Its decisions are answered as
+// Limit answers them: a FailClosed refusal, which no limit made, is
+// UNAVAILABLE with the Fallback's RetryAfter, no QuotaFailure and no rate
+// limit metadata; a FailOpen pass has no rate limit metadata either; a
+// FailLocal decision, its local store's, is answered as the primary's
+// would be. The Observer counts the first two as store failures
+// (Event.StoreErr wraps sluice.ErrStoreDown).
 func New(set *policy.Set, store sluice.Store, o Options) *Limiter {
 	l := &Limiter{
 		e:         policy.NewEnforcer(set, store, o.Options),

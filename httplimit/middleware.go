@@ -62,7 +62,12 @@ func WithPlan(ctx context.Context, plan string) context.Context { return policy.
 // give a Redis store a breaker, wrap it in a sluice.Fallback with Mode
 // sluice.FailError: a Fallback in another mode decides for every policy
 // first (its FailOpen, the zero value, lets a login whose policy says
-// on_store_error: closed through).
+// on_store_error: closed through). Its decisions are answered as Limit
+// answers them: a FailClosed refusal, which no limit made, is a 503 with
+// the Fallback's RetryAfter and no rate limit headers; a FailOpen pass
+// has no headers either; a FailLocal decision, its local store's, is
+// answered as the primary's would be. The Observer counts the first two
+// as store failures (Event.StoreErr wraps sluice.ErrStoreDown).
 func Middleware(set *policy.Set, store sluice.Store, o Options) func(http.Handler) http.Handler {
 	l := &limiter{
 		answer:   newAnswer(o.NoDraftHeaders, o.NoLegacyHeaders, o.ProblemType),

@@ -299,7 +299,13 @@
 // `sluice serve` wraps Redis, must be one in FailError mode, which fails
 // fast with an error: a Fallback in any other mode answers for every
 // policy before the policies see a failure, so FailOpen (the zero
-// FallbackOptions) turns a login's on_store_error: closed into open.
+// FallbackOptions) turns a login's on_store_error: closed into open. The
+// Enforcer asks such a Fallback who decided: a FailClosed refusal, which
+// no limit made, is Unavailable (503, not 429) with the Fallback's
+// RetryAfter, and a FailOpen pass is allowed, both with no limit to
+// report (Outcome.Limit is nil) and reported as store failures whose
+// error wraps sluice.ErrStoreDown; a FailLocal decision, its local
+// store's, is a limit's, as the primary's is.
 // Every failure is reported to the Observer; the first after a success,
 // and the recovery, are logged. A call cut short because the request
 // itself ended is not reported: the request is Unavailable, and nothing

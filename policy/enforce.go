@@ -2,6 +2,7 @@ package policy
 
 import (
 	"context"
+	"fmt"
 	"log/slog"
 	"slices"
 	"sync"
@@ -25,7 +26,8 @@ const (
 	// Shed: too many requests of its priority are in flight; answer 503
 	// Service Unavailable (gRPC: UNAVAILABLE) with Outcome.RetryAfter.
 	Shed
-	// Unavailable: the store failed under a fail-closed policy, or the
+	// Unavailable: the store failed under a fail-closed policy, or a
+	// sluice.Fallback refused the request in its FailClosed mode, or the
 	// request's context ended before it was decided or while it was held
 	// back; answer 503 (gRPC: UNAVAILABLE). Outcome.Err says which.
 	Unavailable
@@ -56,7 +58,8 @@ type Outcome struct {
 	Decision rate.Decision
 	// Limit is the most restrictive limit that decided the request, the
 	// one rate limit headers report; nil when no enforcing limit did
-	// (nothing matched, only shadow policies, or the store failed open).
+	// (nothing matched, only shadow policies, the store failed open, or
+	// a sluice.Fallback decided in its FailOpen or FailClosed mode).
 	Limit *Limit
 	// RetryAfter is how long the client should wait, for every verdict
 	// but Allow.
@@ -75,7 +78,9 @@ type Outcome struct {
 	Waited time.Duration
 	// Err is the store's error when the store failed (whatever the
 	// verdict), or the context's error when the request ended before its
-	// verdict.
+	// verdict. A sluice.Fallback that decided in its FailOpen or
+	// FailClosed mode failed too, though it returned no error: Err then
+	// wraps sluice.ErrStoreDown.
 	Err error
 
 	gate *gate
@@ -104,7 +109,8 @@ type Event struct {
 	// Decision combines the decisions of the policy's limits for this
 	// request. When the store failed it is what the fallback decided (an
 	// allowed, empty Decision for a fail-open policy, a refusal for a
-	// fail-closed one).
+	// fail-closed one), or what a sluice.Fallback's FailOpen or FailClosed
+	// mode decided in the store's place.
 	Decision rate.Decision
 	// Waited is how long the policy held the request back before its
 	// verdict: the max_delay wait of a policy whose limits refused the
@@ -116,7 +122,9 @@ type Event struct {
 	Waited time.Duration
 	// Shadow reports a shadow policy: its refusals refused nothing.
 	Shadow bool
-	// StoreErr is the store's error, if it failed.
+	// StoreErr is the store's error, if it failed: for a
+	// sluice.Fallback that decided in its FailOpen or FailClosed mode, an
+	// error wrapping sluice.ErrStoreDown, as no policy's limit decided.
 	StoreErr error
 }
 
@@ -173,6 +181,7 @@ type Options struct {
 type Enforcer struct {
 	set      *Set
 	store    sluice.Store
+	src      sourcer // store, if it says who decided, as a Fallback does
 	local    sluice.Store
 	clock    rate.Clock
 	observer Observer
@@ -185,7 +194,10 @@ type Enforcer struct {
 
 // NewEnforcer returns an Enforcer that decides set's policies against
 // store. A nil store is a memory store (package store/memory) with its
-// default options, deciding on o.Clock.
+// default options, deciding on o.Clock. A store that says who decided,
+// as a sluice.Fallback does, is asked on every request: a decision of its
+// FailClosed or FailOpen mode, made for no limit while its primary is
+// down, is a failure of the store (see storeFailed), not a limit's.
 func NewEnforcer(set *Set, store sluice.Store, o Options) *Enforcer {
 	e := &Enforcer{set: set, store: store, local: o.Local, clock: o.Clock, observer: o.Observer, logger: o.Logger}
 	if !o.StoreLogs {
@@ -197,6 +209,7 @@ func NewEnforcer(set *Set, store sluice.Store, o Options) *Enforcer {
 	if e.store == nil {
 		e.store = memory.New(memory.Options{Clock: e.clock})
 	}
+	e.src, _ = e.store.(sourcer)
 	if e.local == nil {
 		e.local = memory.New(memory.Options{Clock: e.clock})
 	}
@@ -541,9 +554,39 @@ func (e *Enforcer) timeLeft(ctx context.Context, st *state) (left time.Duration,
 	return 0, false
 }
 
+// sourcer is a store that says who decided, as sluice.Fallback does.
+type sourcer interface {
+	DecideAllSource(ctx context.Context, reqs []rate.Request, out []rate.Decision) (rate.Decision, sluice.Source, error)
+}
+
+// The failures of a store whose failure mode decided in its place
+// (sluice.Fallback's FailClosed and FailOpen): no limit decided, so the
+// Enforcer handles them as failures of the store, not as a limit's
+// refusal or pass. Made once, as they may answer every request.
+var (
+	errFailClosed = fmt.Errorf("%w: its fallback refused the request (fail_closed)", sluice.ErrStoreDown)
+	errFailOpen   = fmt.Errorf("%w: its fallback let the request through (fail_open)", sluice.ErrStoreDown)
+)
+
 // decideAll is store.DecideAll, through the simpler Decide when there is
-// a single request, which stores can answer with less bookkeeping.
+// a single request, which stores can answer with less bookkeeping. A
+// store that says who decided is asked so, and a decision of its
+// FailClosed or FailOpen mode is returned with errFailClosed or
+// errFailOpen, decs holding what the mode decided. A FailLocal
+// Fallback's local decision is a limit's (its share): a success.
 func (e *Enforcer) decideAll(ctx context.Context, reqs []rate.Request, decs []rate.Decision) (rate.Decision, error) {
+	if e.src != nil {
+		d, src, err := e.src.DecideAllSource(ctx, reqs, decs)
+		switch {
+		case err != nil:
+			return d, err
+		case src == sluice.SourceFailClosed:
+			return d, errFailClosed
+		case src == sluice.SourceFailOpen:
+			return d, errFailOpen
+		}
+		return d, nil
+	}
 	if len(reqs) == 1 {
 		d, err := e.store.Decide(ctx, reqs[0])
 		decs[0] = d
@@ -611,7 +654,11 @@ func containsPolicy(ps []*Policy, p *Policy) bool {
 // fail-closed policy refuses with 503, a fail-local one is decided
 // against the local store with its share of the limit, held back as
 // decide holds it (hold), and a fail-open one lets the request through
-// undecided. A call that failed because the request ended is no failure
+// undecided. A store whose own failure mode decided for every policy
+// (errFailClosed, errFailOpen) leaves them nothing to apply: its refusal
+// is a 503 with its RetryAfter, as on_store_error: closed answers, its
+// pass lets the request through, and decs keep what it decided, for the
+// Observer. A call that failed because the request ended is no failure
 // of the store: the request is Unavailable, and nothing is logged or
 // observed, as nothing was decided.
 func (e *Enforcer) storeFailed(ctx context.Context, st *state, err error, out *Outcome) {
@@ -622,6 +669,16 @@ func (e *Enforcer) storeFailed(ctx context.Context, st *state, err error, out *O
 	e.storeDown(err)
 	*out = Outcome{Err: err, gate: out.gate, Waited: out.Waited}
 	decs := st.decs[:st.nEnf]
+	switch err {
+	case errFailClosed:
+		out.Verdict, out.RetryAfter = Unavailable, rate.Combine(decs).RetryAfter
+		e.observe(ctx, st, 0, st.nEnf, err)
+		return
+	case errFailOpen:
+		out.Verdict = Allow
+		e.observe(ctx, st, 0, st.nEnf, err)
+		return
+	}
 	st.llims = st.llims[:0]
 	closed := false
 	for i := range decs {
@@ -741,8 +798,11 @@ func (e *Enforcer) observe(ctx context.Context, st *state, a, b int, err error) 
 // storeDown logs the first failure after a success.
 func (e *Enforcer) storeDown(err error) {
 	if !e.failing.Swap(true) && e.storeLog != nil {
-		e.storeLog.LogAttrs(context.Background(), slog.LevelWarn, "rate limit store failed; applying on_store_error",
-			slog.String("error", err.Error()))
+		msg := "rate limit store failed; applying on_store_error"
+		if err == errFailClosed || err == errFailOpen {
+			msg = "rate limit store failed; its failure mode decides for every policy"
+		}
+		e.storeLog.LogAttrs(context.Background(), slog.LevelWarn, msg, slog.String("error", err.Error()))
 	}
 }
 
