@@ -4,8 +4,11 @@
 //   - A reverse proxy (Options.Upstream): allowed requests go to the
 //     upstream through httputil.ReverseProxy, streamed as they come
 //     (server-sent events, chunked replies) and with protocol upgrades
-//     (websockets) passed through, but for h2c, which goes on as a plain
-//     request; refused ones get 429 from sluice.
+//     (websockets) passed through, but for an Upgrade to h2c, which goes
+//     on as a plain request; refused ones get 429 from sluice. gRPC calls
+//     pass over HTTP/2 (TLS, or h2c with prior knowledge, to an h2c://
+//     upstream too), and sluice's own answers to them are gRPC's (see
+//     grpcAnswer).
 //     The policies decide the request as the upstream gets it: without
 //     the hop-by-hop fields ReverseProxy drops, those its Connection
 //     field names included. A client that stops sending its body

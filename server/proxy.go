@@ -31,7 +31,13 @@ import (
 // which asks for a tunnel, not a resource, is no request for the upstream:
 // it is answered 405 here, where the upstream's refusal came back as a 502
 // and a warning in the log for every one a client sent. So is PRI, HTTP/2's
-// preface sent as if to an HTTP/1 server.
+// preface sent as if to an HTTP/1 server (a whole preface is HTTP/2 with
+// prior knowledge, which net/http serves itself).
+//
+// A gRPC call (see isGRPC) gets sluice's own answers as gRPC's (see
+// grpcAnswer), and its body is neither bounded by Options.BodyTimeout nor
+// buffered: a stream may be silent for as long as its client likes, and
+// a full-duplex client waits for replies before it sends more.
 //
 // The policies decide the request as the upstream will get it: without
 // its hop-by-hop fields (see hopByHop), and with the host a trusted proxy
@@ -45,16 +51,22 @@ func (s *Server) serveProxy(w http.ResponseWriter, r *http.Request) {
 	// Counted as it ends, a panic (ReverseProxy's abort) included.
 	a := &answer{ResponseWriter: w}
 	defer func() { s.m.request(listenerProxy, a.code()) }()
+	var ga *grpcAnswer
+	if isGRPC(r) {
+		ga = newGRPCAnswer(a, r)
+		a.ResponseWriter = ga
+		defer ga.finish()
+	}
 	switch r.Method {
 	case http.MethodConnect:
 		w.Header().Set("Allow", "GET, HEAD, POST, PUT, PATCH, DELETE, OPTIONS")
 		writeProblem(a, http.StatusMethodNotAllowed, "the proxy opens no tunnels (CONNECT)")
 		return
 	case "PRI":
-		// HTTP/2's connection preface, PRI * HTTP/2.0, read as an
-		// HTTP/1 request: no request for the upstream either.
+		// HTTP/2's connection preface, cut short or sent as an HTTP/1
+		// request line: no request for the upstream either.
 		w.Header().Set("Allow", "GET, HEAD, POST, PUT, PATCH, DELETE, OPTIONS")
-		writeProblem(a, http.StatusMethodNotAllowed, "this listener speaks HTTP/2 only over TLS (PRI)")
+		writeProblem(a, http.StatusMethodNotAllowed, "PRI is HTTP/2's connection preface, not a request: send it whole, or use HTTP/1.1")
 		return
 	}
 	if dotSegment(r.URL.EscapedPath()) {
@@ -68,11 +80,21 @@ func (s *Server) serveProxy(w http.ResponseWriter, r *http.Request) {
 		writeProblem(a, http.StatusBadRequest, problem)
 		return
 	}
-	r, finish := s.boundBody(w, r)
-	defer finish()
+	if ga == nil {
+		// A gRPC call's body is not bounded: a stream may be silent as
+		// long as its client likes (a subscription), and its deadline is
+		// the client's, which the upstream gets in grpc-timeout.
+		var finish func()
+		r, finish = s.boundBody(w, r)
+		defer finish()
+	}
 	w, finishWrites := s.boundWrites(w, r)
 	defer finishWrites()
-	a.ResponseWriter = w
+	if ga != nil {
+		ga.ResponseWriter = w
+	} else {
+		a.ResponseWriter = w
+	}
 	g.proxy.ServeHTTP(a, r)
 }
 
@@ -575,9 +597,15 @@ func (w *idleWriter) finish() {
 // that the client got the body re-framed without its Content-Length and
 // the upstream compressed for nothing), and timeout, when above zero, as
 // the bound on connecting and on waiting for the response's headers (see
-// Options.UpstreamTimeout).
-func newTransport(timeout time.Duration) *http.Transport {
+// Options.UpstreamTimeout). With h2c, it speaks HTTP/2 with prior
+// knowledge, and nothing else, to an http:// URL: a plaintext gRPC
+// server answers no HTTP/1.1.
+func newTransport(timeout time.Duration, h2c bool) *http.Transport {
 	t := http.DefaultTransport.(*http.Transport).Clone()
+	if h2c {
+		t.Protocols = new(http.Protocols)
+		t.Protocols.SetUnencryptedHTTP2(true)
+	}
 	t.Proxy = nil
 	t.DisableCompression = true
 	if timeout > 0 {
@@ -983,7 +1011,9 @@ func (s *Server) proxyError(w http.ResponseWriter, r *http.Request, err error) {
 // Expect: the client's 100-continue was answered as sluice read it (by
 // net/http), and asked again, an upstream that sends no 100 held the
 // request for the transport's ExpectContinueTimeout, and one that does
-// sent the client a second.
+// sent the client a second. A gRPC call's body is never buffered: a
+// client streaming its messages waits for replies as it sends, and the
+// body of one that does not end would be read until the buffer filled.
 func (s *Server) buffered(next http.Handler) http.Handler {
 	size := s.o.RequestBuffer
 	if size == 0 {
@@ -993,7 +1023,7 @@ func (s *Server) buffered(next http.Handler) http.Handler {
 		return next
 	}
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		if r.Body == nil || r.Body == http.NoBody || r.ContentLength > int64(size) {
+		if r.Body == nil || r.Body == http.NoBody || r.ContentLength > int64(size) || isGRPC(r) {
 			next.ServeHTTP(w, r)
 			return
 		}

@@ -116,7 +116,10 @@ type Options struct {
 	// and refused hits count.
 	EnvoyRefusedConsumeNothing bool
 	// Upstream is the URL the reverse proxy forwards allowed requests to,
-	// or UpstreamDemo. Empty means the demo upstream when running on the
+	// or UpstreamDemo. An http:// upstream is spoken to in HTTP/1.1, an
+	// https:// one in HTTP/2 or HTTP/1.1 as ALPN decides, and an h2c://
+	// one (h2c://host:port, a plaintext gRPC server) in HTTP/2 with prior
+	// knowledge. Empty means the demo upstream when running on the
 	// demo config, and no reverse proxy otherwise.
 	Upstream string
 	// UpstreamTimeout bounds how long the proxy waits for the upstream's
@@ -199,8 +202,9 @@ type Options struct {
 	// client that sends none for that long has its request cut (the
 	// upstream sees the body fail) and is answered 408. A body read by a
 	// policy's form key before the decision is bounded the same way, and
-	// a check whose body stopped is never passed. Zero means
-	// DefaultBodyTimeout (a minute); negative means no bound.
+	// a check whose body stopped is never passed. A gRPC call's body is
+	// not bounded: a stream may idle, and its deadline is the client's.
+	// Zero means DefaultBodyTimeout (a minute); negative means no bound.
 	BodyTimeout time.Duration
 	// RequestBuffer is how many bytes of an allowed request's body the
 	// proxy reads before it asks the upstream, as NGINX's
@@ -208,8 +212,9 @@ type Options struct {
 	// one with its length), so that a client trickling its body holds its
 	// own connection, not one of the upstream's, nor a worker of an
 	// upstream that serves one request per worker; a larger one streams
-	// on as it comes. Zero means DefaultRequestBuffer (64 KiB); negative
-	// turns buffering off.
+	// on as it comes, and so does a gRPC call's, whose client may wait for
+	// a reply before it sends more. Zero means DefaultRequestBuffer (64
+	// KiB); negative turns buffering off.
 	RequestBuffer int
 	// SendTimeout is how long the proxy waits for its client to take the
 	// next bytes of a response, as NGINX's send_timeout: a client that
@@ -377,11 +382,16 @@ func New(o Options) (_ *Server, err error) {
 		s.proxy = true
 	case o.Upstream != "":
 		u, err := url.Parse(o.Upstream)
-		if err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
-			return nil, fmt.Errorf("%w: upstream %q: want an http:// or https:// URL, or %q", ErrOptions, o.Upstream, UpstreamDemo)
+		if err != nil || (u.Scheme != "http" && u.Scheme != "https" && u.Scheme != "h2c") || u.Host == "" {
+			return nil, fmt.Errorf("%w: upstream %q: want an http://, https:// or h2c:// URL, or %q", ErrOptions, o.Upstream, UpstreamDemo)
+		}
+		// h2c:// is plain http:// spoken in HTTP/2 with prior knowledge.
+		h2c := u.Scheme == "h2c"
+		if h2c {
+			u.Scheme = "http"
 		}
 		s.target, s.proxy = u, true
-		s.trans = newTransport(s.o.UpstreamTimeout)
+		s.trans = newTransport(s.o.UpstreamTimeout, h2c)
 	}
 	if o.ConfigFile == "" && !s.demo && o.Upstream != "" {
 		return nil, fmt.Errorf("%w: a reverse proxy needs a policy file (--config)", ErrOptions)
@@ -548,7 +558,7 @@ func (s *Server) run(ctx context.Context) error {
 	// The proxy and check listeners serve TLS when it is on, the admin
 	// listener never: it binds loopback by default and answers probes
 	// and scrapers that speak plain HTTP.
-	serve := func(name string, l net.Listener, h http.Handler, useTLS bool) *http.Server {
+	serve := func(name string, l net.Listener, h http.Handler, useTLS, h2c bool) *http.Server {
 		srv := &http.Server{
 			Handler:           h,
 			ReadHeaderTimeout: 10 * time.Second,
@@ -562,6 +572,13 @@ func (s *Server) run(ctx context.Context) error {
 			// HTTP/2 where the client offers it, as net/http negotiates.
 			srv.TLSConfig = s.tls.serverConfig("h2", "http/1.1")
 			mode = s.tls.mode()
+		} else if h2c {
+			// HTTP/2 with prior knowledge besides HTTP/1: how gRPC
+			// clients speak in plaintext. An upgrade to h2c is still
+			// not taken (net/http offers none; see hopByHop).
+			srv.Protocols = new(http.Protocols)
+			srv.Protocols.SetHTTP1(true)
+			srv.Protocols.SetUnencryptedHTTP2(true)
 		}
 		s.log.Info("listening", "listener", name, "addr", l.Addr().String(), "tls", mode)
 		go func() {
@@ -578,13 +595,13 @@ func (s *Server) run(ctx context.Context) error {
 		return srv
 	}
 	if s.lis.proxy != nil {
-		s.servers = append(s.servers, serve("proxy", s.lis.proxy, s.counted(http.HandlerFunc(s.serveProxy)), s.tls != nil))
+		s.servers = append(s.servers, serve("proxy", s.lis.proxy, s.counted(http.HandlerFunc(s.serveProxy)), s.tls != nil, true))
 	}
 	if s.lis.check != nil {
-		s.servers = append(s.servers, serve("check", s.lis.check, s.counted(s.checkMux()), s.tls != nil))
+		s.servers = append(s.servers, serve("check", s.lis.check, s.counted(s.checkMux()), s.tls != nil, false))
 	}
 	if s.lis.admin != nil {
-		s.admin = serve("admin", s.lis.admin, s.adminMux(), false)
+		s.admin = serve("admin", s.lis.admin, s.adminMux(), false, false)
 	}
 	if s.lis.grpc != nil {
 		// A fixed pool of stream workers reuses goroutines (and their grown

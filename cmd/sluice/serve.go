@@ -142,13 +142,15 @@ wins over its variable):
   --body-timeout DUR      how long the proxy and the check endpoint wait for
                           the next bytes of a request body before they cut
                           the request (408), as NGINX's client_body_timeout;
-                          0 means no bound (SLUICE_BODY_TIMEOUT). Default 1m.
+                          not gRPC calls, whose streams may idle; 0 means
+                          no bound (SLUICE_BODY_TIMEOUT). Default 1m.
   --request-buffer SIZE   how much of an allowed request's body the proxy
                           reads before it asks the upstream, as NGINX's
                           proxy_request_buffering: a body that fits goes
                           whole, so a client trickling it holds no upstream
-                          connection; a larger one streams on; 0 turns it
-                          off (SLUICE_REQUEST_BUFFER). Default 64KiB.
+                          connection; a larger one, or a gRPC call's,
+                          streams on; 0 turns it off
+                          (SLUICE_REQUEST_BUFFER). Default 64KiB.
   --send-timeout DUR      how long the proxy waits for a client to take the
                           next bytes of a response, or of a websocket,
                           before it cuts it (and the upstream's), as
