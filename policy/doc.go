@@ -19,9 +19,10 @@
 // A request is decided against every enforcing policy it matches, all at
 // once through the store's DecideAll: it passes only if every limit of
 // every key allows it, and a refused request consumes nothing anywhere
-// (on a Redis Cluster, but for the race across slots described under Keys
-// below). Shadow policies (shadow: true) are decided separately, reported to the
-// Observer and logged, and never refuse. They are decided only for
+// (on a Redis Cluster, but for the race across slots described below,
+// after Keys, in "A JSON body is no form"). Shadow policies (shadow:
+// true) are decided separately, reported to the Observer and logged, and
+// never refuse. They are decided only for
 // requests the enforcing policies let through: a request those refused,
 // or could not decide, consumed nothing, and enforced beside them a
 // shadow policy would not have counted it either.

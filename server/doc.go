@@ -8,7 +8,7 @@
 //     on as a plain request; refused ones get 429 from sluice. gRPC calls
 //     pass over HTTP/2 (TLS, or h2c with prior knowledge, to an h2c://
 //     upstream too), and sluice's own answers to them are gRPC's (see
-//     grpcAnswer).
+//     grpcanswer.go).
 //     The policies decide the request as the upstream gets it: without
 //     the hop-by-hop fields ReverseProxy drops, those its Connection
 //     field names included. A client that stops sending its body
@@ -36,15 +36,16 @@
 //
 // A Redis that is not there yet when the server starts (the connection
 // refused, no route to it, no answer within the dial timeout, a name that
-// does not resolve yet: see unreachable in store.go) is an outage like
+// does not resolve yet: see store.go) is an outage like
 // any other, not a reason to exit: New logs it once and returns a server
 // whose breaker (sluice.Fallback, in front of Redis) is down from the
 // start, so each policy's on_store_error applies, /readyz says Redis
-// does not answer and sluice_redis_down reads 1. A lateRedis stands in for
-// the Redis store, failing every call at once, while connectLater tries
-// to connect with backoff; once it does, it swaps the store in, and the
-// breaker's next probe brings Redis back. A Redis that answers and
-// refuses (a password, TLS) still makes New fail with its error.
+// does not answer and sluice_redis_down reads 1. A stand-in for the
+// Redis store fails every call at once while the server tries to connect
+// in the background with backoff (store.go); once it does, it swaps the
+// store in, and the breaker's next probe brings Redis back. A Redis that
+// answers and refuses (a password, TLS) still makes New fail with its
+// error.
 //
 // # Reloads
 //
@@ -118,6 +119,9 @@
 //     timeout and metrics on every call (the latency of Redis's, of the
 //     calls sent to it), and a Redis not there at start connected later.
 //   - proxy.go: the reverse proxy and the demo upstream.
+//   - grpcanswer.go: sluice's own answers to a gRPC call through the
+//     proxy (a refusal, a shed call, a failed store, 400, 408, 502, 504),
+//     written as gRPC's trailers-only errors with retry pushback.
 //   - check.go: the check endpoints.
 //   - admin.go: metrics, health, readiness, top keys, pprof, dashboard.
 //   - observe.go: every decision into metrics, dashboard and top keys;
