@@ -147,8 +147,10 @@ func (g *grpcAnswer) pushback(wait time.Duration) string {
 // grpcCode returns the gRPC code of an answer of sluice's, by its HTTP
 // status. A refusal is RESOURCE_EXHAUSTED and a shed call or a failed
 // store UNAVAILABLE, as grpclimit answers them; an upstream that cannot
-// be reached is UNAVAILABLE (as grpc-go reads a 502), one that did not
-// answer in time DEADLINE_EXCEEDED. A request sluice will not decide
+// be reached is UNAVAILABLE (as grpc-go reads a 502), one that could not
+// be connected to in time DEADLINE_EXCEEDED (Options.UpstreamTimeout
+// bounds a gRPC call's connecting, not its answer: see newGRPCTransport).
+// A request sluice will not decide
 // (400: . or .. segments, a repeated X-Forwarded-Host) is
 // INVALID_ARGUMENT, the client's to fix, where grpc-go reads a 400 as
 // INTERNAL, a server's fault; a body that stopped arriving (408) is

@@ -34,10 +34,13 @@ import (
 // preface sent as if to an HTTP/1 server (a whole preface is HTTP/2 with
 // prior knowledge, which net/http serves itself).
 //
-// A gRPC call (see isGRPC) gets sluice's own answers as gRPC's (see
-// grpcAnswer), and its body is neither bounded by Options.BodyTimeout nor
-// buffered: a stream may be silent for as long as its client likes, and
-// a full-duplex client waits for replies before it sends more.
+// A gRPC call (see isGRPC) to an upstream spoken to in HTTP/2 (see
+// Server.grpcCall) gets sluice's own answers as gRPC's (see grpcAnswer),
+// and its body is neither bounded by Options.BodyTimeout nor buffered: a
+// stream may be silent for as long as its client likes, and a
+// full-duplex client waits for replies before it sends more. Nor is its
+// answer bounded by Options.UpstreamTimeout (see newGRPCTransport): its
+// bound is its client's deadline.
 //
 // The policies decide the request as the upstream will get it: without
 // its hop-by-hop fields (see hopByHop), and with the host a trusted proxy
@@ -52,7 +55,8 @@ func (s *Server) serveProxy(w http.ResponseWriter, r *http.Request) {
 	a := &answer{ResponseWriter: w}
 	defer func() { s.m.request(listenerProxy, a.code()) }()
 	var ga *grpcAnswer
-	if isGRPC(r) {
+	if s.grpcCall(r) {
+		r = r.WithContext(context.WithValue(r.Context(), grpcCallKey{}, true))
 		ga = newGRPCAnswer(a, r)
 		a.ResponseWriter = ga
 		defer ga.finish()
@@ -96,6 +100,30 @@ func (s *Server) serveProxy(w http.ResponseWriter, r *http.Request) {
 		a.ResponseWriter = w
 	}
 	g.proxy.ServeHTTP(a, r)
+}
+
+// grpcCall reports whether the proxy treats r as a gRPC call: a request
+// that is one (isGRPC) to an upstream that can take one, spoken to in
+// HTTP/2 by the gRPC transport (s.grpcTrans: h2c://, or https:// with h2
+// required). Elsewhere the type is any HTTP/2 client's to claim, and a
+// gRPC server could not answer the call anyway: to an http:// upstream,
+// spoken to in HTTP/1.1, a claimed call whose body never came held one of
+// its connections, unbounded by Options.BodyTimeout, for as long as its
+// client liked. There it is an ordinary request, buffered and bounded,
+// and answered in HTTP.
+func (s *Server) grpcCall(r *http.Request) bool {
+	return s.grpcTrans != nil && isGRPC(r)
+}
+
+// grpcCallKey is the context key that marks a request serveProxy treats
+// as a gRPC call (see Server.grpcCall), for the handlers after it and
+// the transport (see upstreamTransport).
+type grpcCallKey struct{}
+
+// inGRPCCall reports whether r, or the request going upstream for it, is
+// one serveProxy treats as a gRPC call.
+func inGRPCCall(r *http.Request) bool {
+	return r.Context().Value(grpcCallKey{}) != nil
 }
 
 // dotSegment reports whether an escaped path has a segment that is . or
@@ -617,6 +645,43 @@ func newTransport(timeout time.Duration, h2c bool) *http.Transport {
 	return t
 }
 
+// newGRPCTransport is the transport of the gRPC calls to the upstream
+// (see Server.grpcCall): newTransport's, but in HTTP/2 alone and with no
+// bound on the wait for the response's header fields. grpc-go sends them
+// with a call's first message or its status, so that a server stream (a
+// subscription) or a stream its client has closed may be silent past
+// Options.UpstreamTimeout before its first message: it was cut with
+// DEADLINE_EXCEEDED. A call's bound is its client's deadline, which the
+// client enforces by cancelling the call, and the proxy's request with
+// it; timeout still bounds connecting, and TLS handshakes take 10
+// seconds at most. HTTP/2 alone, also over TLS, so that a call, exempt
+// from Options.BodyTimeout and the request buffer, holds a stream of the
+// upstream's and never an HTTP/1.1 connection: to an https:// upstream
+// that does not offer h2 it fails (502, UNAVAILABLE), as it would at a
+// gRPC server.
+func newGRPCTransport(timeout time.Duration, h2c bool) *http.Transport {
+	t := newTransport(timeout, h2c)
+	t.ResponseHeaderTimeout = 0
+	t.Protocols = new(http.Protocols)
+	if h2c {
+		t.Protocols.SetUnencryptedHTTP2(true)
+	} else {
+		t.Protocols.SetHTTP2(true)
+	}
+	return t
+}
+
+// upstreamTransport sends a gRPC call (see Server.grpcCall) by the gRPC
+// transport, grpc, and any other request by http.
+type upstreamTransport struct{ http, grpc http.RoundTripper }
+
+func (t upstreamTransport) RoundTrip(r *http.Request) (*http.Response, error) {
+	if inGRPCCall(r) {
+		return t.grpc.RoundTrip(r)
+	}
+	return t.http.RoundTrip(r)
+}
+
 // reverseProxy returns the proxy to the upstream for one generation: it
 // reads the trusted proxies of set.
 //
@@ -663,6 +728,10 @@ func (s *Server) reverseProxy(set *policy.Set) http.Handler {
 	read := fieldsRead(set)
 	target := s.target
 	preserveHost := s.o.PreserveHost
+	transport := s.trans
+	if s.grpcTrans != nil {
+		transport = upstreamTransport{http: s.trans, grpc: s.grpcTrans}
+	}
 	rp := &httputil.ReverseProxy{
 		Rewrite: func(pr *httputil.ProxyRequest) {
 			in, out := pr.In, pr.Out
@@ -699,7 +768,7 @@ func (s *Server) reverseProxy(set *policy.Set) http.Handler {
 			}
 			setForwarded(out.Header, in, peer, trusted)
 		},
-		Transport: s.trans,
+		Transport: transport,
 		// FlushInterval stays 0: ReverseProxy already flushes every write of
 		// a streaming reply (text/event-stream, or no Content-Length) as it
 		// comes, and buffers the rest, which costs far less per request.
@@ -980,12 +1049,15 @@ func (s *Server) proxyError(w http.ResponseWriter, r *http.Request, err error) {
 	if bodyFailed(w, r) {
 		return
 	}
-	if errors.Is(err, context.Canceled) {
+	if errors.Is(err, context.Canceled) || r.Context().Err() != nil {
 		// The client went away, or so net/http thinks: it cancels a
 		// request when the client shuts its sending side, as some do once
 		// their request is sent. An answer of nothing would reach such a
 		// client as an empty 200; aborting closes the connection instead,
-		// and logs nothing.
+		// and logs nothing. The transport's error need not be the
+		// context's: an HTTP/2 stream's reset fails its body too, and the
+		// transport may return that failure (a gRPC call's body, unbounded,
+		// is no idleBody for bodyFailed to find).
 		panic(http.ErrAbortHandler)
 	}
 	// One line a second, counting those it left out: a down upstream
@@ -1011,9 +1083,10 @@ func (s *Server) proxyError(w http.ResponseWriter, r *http.Request, err error) {
 // Expect: the client's 100-continue was answered as sluice read it (by
 // net/http), and asked again, an upstream that sends no 100 held the
 // request for the transport's ExpectContinueTimeout, and one that does
-// sent the client a second. A gRPC call's body is never buffered: a
-// client streaming its messages waits for replies as it sends, and the
-// body of one that does not end would be read until the buffer filled.
+// sent the client a second. A gRPC call's body (see Server.grpcCall) is
+// never buffered: a client streaming its messages waits for replies as
+// it sends, and the body of one that does not end would be read until
+// the buffer filled.
 func (s *Server) buffered(next http.Handler) http.Handler {
 	size := s.o.RequestBuffer
 	if size == 0 {
@@ -1023,7 +1096,7 @@ func (s *Server) buffered(next http.Handler) http.Handler {
 		return next
 	}
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		if r.Body == nil || r.Body == http.NoBody || r.ContentLength > int64(size) || isGRPC(r) {
+		if r.Body == nil || r.Body == http.NoBody || r.ContentLength > int64(size) || inGRPCCall(r) {
 			next.ServeHTTP(w, r)
 			return
 		}

@@ -126,7 +126,11 @@ type Options struct {
 	// response headers once the request is sent, and for a connection to
 	// it, as NGINX's proxy_read_timeout and proxy_connect_timeout: an
 	// upstream that takes longer is answered 504 Gateway Timeout. A
-	// response that has begun streams for as long as it takes. Zero means
+	// response that has begun streams for as long as it takes. A gRPC
+	// call's response is not bounded by it, only its connection: gRPC
+	// sends a response's headers with its first message, which a
+	// subscription may wait for; the call's bound is its client's
+	// deadline. Zero means
 	// DefaultUpstreamTimeout (a minute); negative means no bound on the
 	// response headers, and connecting gives up after 30 seconds, as with
 	// http.DefaultTransport (a TLS handshake after 10, whatever the value).
@@ -202,8 +206,9 @@ type Options struct {
 	// client that sends none for that long has its request cut (the
 	// upstream sees the body fail) and is answered 408. A body read by a
 	// policy's form key before the decision is bounded the same way, and
-	// a check whose body stopped is never passed. A gRPC call's body is
-	// not bounded: a stream may idle, and its deadline is the client's.
+	// a check whose body stopped is never passed. A gRPC call's body (to
+	// an h2c:// or https:// upstream) is not bounded: a stream may idle,
+	// and its deadline is the client's.
 	// Zero means DefaultBodyTimeout (a minute); negative means no bound.
 	BodyTimeout time.Duration
 	// RequestBuffer is how many bytes of an allowed request's body the
@@ -212,8 +217,8 @@ type Options struct {
 	// one with its length), so that a client trickling its body holds its
 	// own connection, not one of the upstream's, nor a worker of an
 	// upstream that serves one request per worker; a larger one streams
-	// on as it comes, and so does a gRPC call's, whose client may wait for
-	// a reply before it sends more. Zero means DefaultRequestBuffer (64
+	// on as it comes, and so does a gRPC call's (to an h2c:// or https://
+	// upstream), whose client may wait for a reply before it sends more. Zero means DefaultRequestBuffer (64
 	// KiB); negative turns buffering off.
 	RequestBuffer int
 	// SendTimeout is how long the proxy waits for its client to take the
@@ -272,6 +277,9 @@ type Server struct {
 	target   *url.URL     // upstream; nil for the demo upstream or no proxy
 	proxy    bool         // the proxy listener is on
 	trans    http.RoundTripper
+	// grpcTrans is the transport of gRPC calls (see Server.grpcCall), to
+	// an upstream spoken to in HTTP/2; nil for an http:// one.
+	grpcTrans http.RoundTripper
 	// upstreamLog paces the log of upstream failures: a down upstream
 	// fails every request.
 	upstreamLog logpace.Pacer
@@ -392,6 +400,9 @@ func New(o Options) (_ *Server, err error) {
 		}
 		s.target, s.proxy = u, true
 		s.trans = newTransport(s.o.UpstreamTimeout, h2c)
+		if u.Scheme == "https" || h2c {
+			s.grpcTrans = newGRPCTransport(s.o.UpstreamTimeout, h2c)
+		}
 	}
 	if o.ConfigFile == "" && !s.demo && o.Upstream != "" {
 		return nil, fmt.Errorf("%w: a reverse proxy needs a policy file (--config)", ErrOptions)
