@@ -2,6 +2,7 @@ package policy
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"log/slog"
 	"slices"
@@ -128,9 +129,64 @@ type Event struct {
 	StoreErr error
 }
 
+// The results a decision is counted under (see Event.Result), as sluice
+// serve's sluice_decisions_total and package metrics spell them in their
+// result label: what the policy did to the request, whoever decided it.
+const (
+	// ResultAllowed: the request passed, a fail-open pass and a shadow
+	// policy's every decision but a refusal included.
+	ResultAllowed = "allowed"
+	// ResultRefused: a limit refused the request (429), the local store's
+	// under on_store_error: local included.
+	ResultRefused = "refused"
+	// ResultShadowRefused: a shadow policy would have refused the request.
+	ResultShadowRefused = "shadow_refused"
+	// ResultThrottled: the request passed after the policy held it back
+	// (max_delay, a leaky_bucket's turn).
+	ResultThrottled = "throttled"
+	// ResultUnavailable: the store could not decide and the request was
+	// refused for it (503): under on_store_error: closed, or by a
+	// sluice.Fallback in its FailClosed mode.
+	ResultUnavailable = "unavailable"
+)
+
+// Result returns the result e is counted under, one of the Result
+// constants: what the policy did to the request, whether the store
+// decided or, having failed, the policy's on_store_error did (open lets
+// it through, local decides in the local store, closed answers 503). A
+// sluice.Fallback in its FailClosed or FailOpen mode decides in place of
+// every policy's on_store_error: its refusal is a 503 whatever the
+// policy says, and its pass lets the request through even under
+// on_store_error: closed. A shadow policy refused nothing, and says what
+// it would have done only when the store could tell it. Counters that
+// keep one definition of a result agree, whoever counts them.
+func (e Event) Result() string {
+	switch {
+	case e.Shadow && e.StoreErr == nil && !e.Decision.Allowed:
+		return ResultShadowRefused
+	case e.Shadow:
+		return ResultAllowed
+	case errors.Is(e.StoreErr, errFailClosed):
+		// No limit refused: the Enforcer answered 503, as storeFailed
+		// says, under any on_store_error.
+		return ResultUnavailable
+	case e.StoreErr != nil && !errors.Is(e.StoreErr, errFailOpen) && e.Policy != nil && e.Policy.OnStoreError == sluice.FailClosed:
+		return ResultUnavailable
+	case !e.Decision.Allowed:
+		return ResultRefused
+	case e.Waited > 0:
+		// The decision after a max_delay wait has no Delay: only the
+		// Event knows the request waited.
+		return ResultThrottled
+	}
+	return ResultAllowed
+}
+
 // Observer is told about every policy decision, to count them. It is
 // called on the request's goroutine: it must be fast and must not keep
-// the Event's Policy beyond the Set's life.
+// the Event's Policy beyond the Set's life. Event.Result says what to
+// count a decision as; package metrics is an Observer that counts them in
+// Prometheus, as sluice serve does.
 type Observer interface {
 	// Observe is told, once per request, about each policy that decided
 	// it: one that matched the request and whose key the request has.

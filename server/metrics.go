@@ -41,13 +41,15 @@ type Metrics struct {
 // Decision results, as the "result" label spells them: what the policy
 // did to the request, whoever decided it (the store, or on_store_error
 // when the store could not: sluice_fallback_decisions_total counts
-// those apart).
+// those apart). They are policy's, which defines them (see
+// policy.Event.Result), so that package metrics counts a library's
+// decisions as sluice serve counts its own.
 const (
-	ResultAllowed       = "allowed"
-	ResultRefused       = "refused"        // 429, by the store or the local one of on_store_error: local
-	ResultShadowRefused = "shadow_refused" // a shadow policy would have refused
-	ResultThrottled     = "throttled"      // admitted after a wait
-	ResultUnavailable   = "unavailable"    // 503: the store failed under on_store_error: closed
+	ResultAllowed       = policy.ResultAllowed
+	ResultRefused       = policy.ResultRefused       // 429, by the store or the local one of on_store_error: local
+	ResultShadowRefused = policy.ResultShadowRefused // a shadow policy would have refused
+	ResultThrottled     = policy.ResultThrottled     // admitted after a wait
+	ResultUnavailable   = policy.ResultUnavailable   // 503: the store failed under on_store_error: closed
 )
 
 // policyResults are the results an enforcing policy's decisions are

@@ -10,7 +10,6 @@ import (
 	"google.golang.org/grpc/stats"
 	"google.golang.org/grpc/status"
 
-	"github.com/sluicehq/sluice"
 	"github.com/sluicehq/sluice/internal/logpace"
 	"github.com/sluicehq/sluice/policy"
 	"github.com/sluicehq/sluice/rls"
@@ -25,7 +24,7 @@ type observer struct {
 
 // Observe implements policy.Observer.
 func (o observer) Observe(_ context.Context, e policy.Event) {
-	result := policyResult(e)
+	result := e.Result()
 	o.s.m.decided(o.g, &o.s.gen, e.Policy.Name, result, e.StoreErr != nil)
 	// What the client saw: throttled requests passed, and so did every
 	// request a shadow policy decided, on a store error too (its Decision
@@ -37,29 +36,6 @@ func (o observer) Observe(_ context.Context, e policy.Event) {
 	if result == ResultRefused {
 		o.s.top.Add(e.Key)
 	}
-}
-
-// policyResult returns the result e is counted under: what the policy
-// did to the request, whether the store decided or, having failed, the
-// policy's on_store_error did (open lets it through, local decides in
-// the local store, closed answers 503). A shadow policy refused nothing,
-// and says what it would have done only when the store could tell it.
-func policyResult(e policy.Event) string {
-	switch {
-	case e.Shadow && e.StoreErr == nil && !e.Decision.Allowed:
-		return ResultShadowRefused
-	case e.Shadow:
-		return ResultAllowed
-	case e.StoreErr != nil && e.Policy.OnStoreError == sluice.FailClosed:
-		return ResultUnavailable
-	case !e.Decision.Allowed:
-		return ResultRefused
-	case e.Waited > 0:
-		// The decision after a max_delay wait has no Delay: only the
-		// Event knows the request waited.
-		return ResultThrottled
-	}
-	return ResultAllowed
 }
 
 // Shed implements policy.Observer.
