@@ -33,6 +33,7 @@
 //	sluice/httplimit     net/http middleware: keys from requests, standard headers
 //	sluice/grpclimit     gRPC server interceptors
 //	sluice/policy        limits, keys and failure modes from a config file
+//	sluice/metrics       Prometheus counters for the policy middlewares, as sluice serve's
 //	sluice/retry         the client side: an http.Client that honours 429s
 //
 // The sluice command (cmd/sluice) runs the same limits as a standalone
