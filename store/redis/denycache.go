@@ -32,9 +32,12 @@ const denyShards = 32
 // client, eviction under maxmemory. The other instances then admit the
 // request at once, and one that repeated the refusal until T would refuse
 // it meanwhile, for a monthly quota for weeks. So a refusal is repeated
-// for maxDenyAge at most, a second, whatever T: a flood of refused
-// requests still costs Redis one call a second per request and instance,
-// and a lost count is noticed within a second.
+// in Redis's place for maxDenyAge at most, a second, whatever T: a flood
+// of refused requests still costs Redis one call a second per request and
+// instance, and a lost count is noticed within a second. While Redis
+// cannot be asked (sluice.Fallback's DecideCached, Redis down), the
+// refusal holds until T: it is the last word Redis gave, and the client
+// it refused is as far over its limit as it was.
 //
 // Save one thing others can do: give back what a request across cluster
 // slots took in the slots it committed before a race refused it (see
@@ -64,7 +67,7 @@ type denyShard struct {
 
 type denyEntry struct {
 	sent time.Time       // local time the refused call was sent
-	ttl  time.Duration   // the shortest RetryAfter among the refused decisions, maxDenyAge at most
+	ttl  time.Duration   // the shortest RetryAfter among the refused decisions
 	outs []rate.Decision // Redis's decisions, one per request
 }
 
@@ -106,8 +109,9 @@ func (c *denyCache) shard(key []byte) *denyShard {
 }
 
 // get fills out with the cached refusal of the request identified by key,
-// counted down to now, and reports whether there was one.
-func (c *denyCache) get(key []byte, now time.Time, out []rate.Decision) bool {
+// counted down to now, and reports whether there was one made within the
+// last within (maxDenyAge where Redis can be asked again).
+func (c *denyCache) get(key []byte, now time.Time, within time.Duration, out []rate.Decision) bool {
 	sh := c.shard(key)
 	sh.mu.Lock()
 	e, ok := sh.m[string(key)]
@@ -119,6 +123,10 @@ func (c *denyCache) get(key []byte, now time.Time, out []rate.Decision) bool {
 	if el < 0 || el >= e.ttl {
 		delete(sh.m, string(key))
 		c.n.Add(-1)
+		sh.mu.Unlock()
+		return false
+	}
+	if el >= within {
 		sh.mu.Unlock()
 		return false
 	}
@@ -139,7 +147,7 @@ func (c *denyCache) get(key []byte, now time.Time, out []rate.Decision) bool {
 
 // put remembers the decisions Redis gave to a request sent at sent, if
 // any of them is a refusal, until the shortest RetryAfter among them has
-// passed, or maxDenyAge.
+// passed (get answers in Redis's place for maxDenyAge of it at most).
 func (c *denyCache) put(key []byte, sent time.Time, outs []rate.Decision) {
 	ttl := time.Duration(-1)
 	for _, d := range outs {
@@ -150,7 +158,6 @@ func (c *denyCache) put(key []byte, sent time.Time, outs []rate.Decision) {
 	if ttl <= 0 {
 		return
 	}
-	ttl = min(ttl, maxDenyAge)
 	sh := c.shard(key)
 	sh.mu.Lock()
 	defer sh.mu.Unlock()

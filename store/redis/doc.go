@@ -241,7 +241,9 @@
 // if shorter) per instance, not one per request. The second bounds how
 // long a count Redis lost (a restart without persistence, FLUSHALL, a DEL
 // to unblock a client, eviction) is still refused here while the other
-// instances admit it. The local refusal reports the RetryAfter and ResetAfter counted
+// instances admit it. While Redis is down, a sluice.Fallback asks the
+// cache (Store.DecideCached), and a refusal holds until T: it is the last
+// word Redis gave. The local refusal reports the RetryAfter and ResetAfter counted
 // down on the local clock, and the Remaining Redis reported: the refusal
 // Redis made, as of then. What others have spent since (on this instance
 // too, by requests of other costs) may push the key's real wait further,

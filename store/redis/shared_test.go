@@ -260,6 +260,30 @@ func TestDenyCacheForgetsWithinASecond(t *testing.T) {
 	}
 }
 
+// While Redis is down, a sluice.Fallback asks DecideCached, and a refusal
+// Redis gave still holds for its whole wait: Redis cannot be asked, and
+// the client it refused is as far over its quota as it was. The second's
+// cap is for decisions Redis can make again (it may have lost the count).
+func TestDecideCachedHoldsThroughAnOutage(t *testing.T) {
+	srv := redistest.Start(t)
+	o, clk := pinnedOptions(redis.Options{})
+	s := redis.New(newClient(t, srv.Addr()), o)
+	r := rate.Request{Key: "over", Limit: rate.Limit{Algorithm: rate.FixedWindow, Count: 1, Period: time.Hour}, Cost: 1}
+	for i := range 2 {
+		if d, err := s.Decide(context.Background(), r); err != nil || d.Allowed != (i == 0) {
+			t.Fatalf("request %d: %v, %v", i+1, d, err)
+		}
+	}
+	start := clk.Now()
+	for _, el := range []time.Duration{0, redis.MaxDenyAge, time.Minute} {
+		clk.Set(start.Add(el))
+		out := make([]rate.Decision, 1)
+		if d, ok := s.DecideCached([]rate.Request{r}, out); !ok || d.Allowed {
+			t.Errorf("%v into an outage: DecideCached %v, %v; want the refusal Redis gave", el, d, ok)
+		}
+	}
+}
+
 // A request's MaxDelay is part of its identity in the deny cache only
 // where the step reads it, a leaky_bucket's, and only as the step reads
 // it, in whole µs: Limiter.WaitN sets one from its deadline at every try,

@@ -5,6 +5,7 @@ import (
 	_ "embed"
 	"errors"
 	"fmt"
+	"math"
 	"net"
 	"strconv"
 	"time"
@@ -234,7 +235,7 @@ func (s *Store) DecideAll(ctx context.Context, reqs []rate.Request, out []rate.D
 	var ck []byte
 	if s.deny != nil {
 		ck = appendKey(make([]byte, 0, 64), reqs)
-		if d, ok := s.denied(ck, out); ok {
+		if d, ok := s.denied(ck, maxDenyAge, out); ok {
 			return d, nil
 		}
 	}
@@ -280,19 +281,20 @@ func (s *Store) DecideAll(ctx context.Context, reqs []rate.Request, out []rate.D
 // refused the same requests and the refusal is still in force (the deny
 // cache; see the package documentation). It reports false otherwise, or
 // when the deny cache is off. sluice.Fallback calls it while Redis is down,
-// so that a refusal Redis gave still holds. Requests must pass
+// so that a refusal Redis gave still holds: for its whole wait, where a
+// decision Redis can make again repeats it for a second at most. Requests must pass
 // rate.Request.Check, as DecideAll checks.
 func (s *Store) DecideCached(reqs []rate.Request, out []rate.Decision) (rate.Decision, bool) {
 	if s.deny == nil || len(reqs) == 0 || len(out) < len(reqs) {
 		return rate.Decision{}, false
 	}
-	return s.denied(appendKey(make([]byte, 0, 64), reqs), out[:len(reqs)])
+	return s.denied(appendKey(make([]byte, 0, 64), reqs), math.MaxInt64, out[:len(reqs)])
 }
 
 // denied answers from the deny cache, under its key ck, if it holds a
-// refusal in force.
-func (s *Store) denied(ck []byte, out []rate.Decision) (rate.Decision, bool) {
-	if !s.deny.get(ck, s.clock.Now(), out) {
+// refusal in force made within the last within.
+func (s *Store) denied(ck []byte, within time.Duration, out []rate.Decision) (rate.Decision, bool) {
+	if !s.deny.get(ck, s.clock.Now(), within, out) {
 		return rate.Decision{}, false
 	}
 	s.stats.denyHits.Add(1)
