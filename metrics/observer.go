@@ -7,6 +7,7 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus"
 
+	"github.com/sluicehq/sluice/internal/decisionmetrics"
 	"github.com/sluicehq/sluice/policy"
 )
 
@@ -20,35 +21,24 @@ type Observer struct {
 
 var _ policy.Observer = (*Observer)(nil)
 
-// collectors are an Observer's counters, registered as one collector so
-// that a registration either takes all three or none.
-type collectors struct {
-	decisions *prometheus.CounterVec
-	fallbacks *prometheus.CounterVec
-	shed      *prometheus.CounterVec
-}
+// collectors are an Observer's counters, sluice serve's own definitions
+// (package decisionmetrics), registered as one collector so that a
+// registration either takes all three or none.
+type collectors struct{ decisionmetrics.Counters }
 
 // Describe implements prometheus.Collector.
 func (c *collectors) Describe(ch chan<- *prometheus.Desc) {
-	c.decisions.Describe(ch)
-	c.fallbacks.Describe(ch)
-	c.shed.Describe(ch)
+	c.Decisions.Describe(ch)
+	c.Fallbacks.Describe(ch)
+	c.Shed.Describe(ch)
 }
 
 // Collect implements prometheus.Collector.
 func (c *collectors) Collect(ch chan<- prometheus.Metric) {
-	c.decisions.Collect(ch)
-	c.fallbacks.Collect(ch)
-	c.shed.Collect(ch)
+	c.Decisions.Collect(ch)
+	c.Fallbacks.Collect(ch)
+	c.Shed.Collect(ch)
 }
-
-// The results each kind of policy is counted under, as sluice serve
-// declares them: a shadow policy refuses nothing, an enforcing one
-// never would-refuse.
-var (
-	enforcingResults = []string{policy.ResultAllowed, policy.ResultRefused, policy.ResultThrottled, policy.ResultUnavailable}
-	shadowResults    = []string{policy.ResultAllowed, policy.ResultShadowRefused}
-)
 
 // NewObserver returns an Observer whose counters are registered with reg,
 // each priority's shed series at 0. An Observer already registered with
@@ -64,20 +54,7 @@ func NewObserver(reg prometheus.Registerer) (*Observer, error) {
 	if reg == nil {
 		return nil, errors.New("metrics: NewObserver needs a prometheus.Registerer")
 	}
-	c := &collectors{
-		decisions: prometheus.NewCounterVec(prometheus.CounterOpts{
-			Namespace: "sluice", Name: "decisions_total",
-			Help: "Decisions by policy and result, what the policy did to the request: allowed, refused (429), shadow_refused, throttled (admitted after a wait: max_delay's or a leaky_bucket's turn), unavailable (503: the store failed under on_store_error: closed, or a sluice.Fallback refused in its FailClosed mode). One per policy a request met.",
-		}, []string{"policy", "result"}),
-		fallbacks: prometheus.NewCounterVec(prometheus.CounterOpts{
-			Namespace: "sluice", Name: "fallback_decisions_total",
-			Help: "Decisions of a policy the store could not make, made by its on_store_error or a sluice.Fallback's failure mode instead (a shadow policy's let the request through); each is in sluice_decisions_total too, under its result.",
-		}, []string{"policy"}),
-		shed: prometheus.NewCounterVec(prometheus.CounterOpts{
-			Namespace: "sluice", Name: "shed_total",
-			Help: "Requests shed with 503 by the concurrency limit, by priority class.",
-		}, []string{"priority"}),
-	}
+	c := &collectors{decisionmetrics.New()}
 	if err := reg.Register(c); err != nil {
 		var are prometheus.AlreadyRegisteredError
 		if errors.As(err, &are) {
@@ -86,11 +63,6 @@ func NewObserver(reg prometheus.Registerer) (*Observer, error) {
 			}
 		}
 		return nil, fmt.Errorf("metrics: registering sluice's counters: %w", err)
-	}
-	// An alert on increase() sees the first shed request only if its
-	// series was there before it.
-	for _, p := range []policy.Priority{policy.Low, policy.Normal, policy.Critical} {
-		c.shed.WithLabelValues(p.String())
 	}
 	return &Observer{c: c}, nil
 }
@@ -105,29 +77,17 @@ func (o *Observer) Declare(set *policy.Set) {
 		return
 	}
 	for _, p := range set.Policies() {
-		results := enforcingResults
-		if p.Shadow {
-			results = shadowResults
-		}
-		for _, r := range results {
-			o.c.decisions.WithLabelValues(p.Name, r)
-		}
-		o.c.fallbacks.WithLabelValues(p.Name)
+		o.c.Declare(p)
 	}
 }
 
 // Observe implements policy.Observer: it counts e under its policy and
 // e.Result, and as a fallback decision if the store failed. e.Key is not
 // read: it is the client's to choose.
-func (o *Observer) Observe(_ context.Context, e policy.Event) {
-	o.c.decisions.WithLabelValues(e.Policy.Name, e.Result()).Inc()
-	if e.StoreErr != nil {
-		o.c.fallbacks.WithLabelValues(e.Policy.Name).Inc()
-	}
-}
+func (o *Observer) Observe(_ context.Context, e policy.Event) { o.c.Observe(e) }
 
 // Shed implements policy.Observer: it counts a request the concurrency
 // limit shed, under its priority.
 func (o *Observer) Shed(_ context.Context, p policy.Priority) {
-	o.c.shed.WithLabelValues(p.String()).Inc()
+	o.c.Shed.WithLabelValues(p.String()).Inc()
 }

@@ -150,6 +150,23 @@ const (
 	ResultUnavailable = "unavailable"
 )
 
+// The results each kind of policy is counted under: an enforcing policy
+// never would-refuse, a shadow one refuses nothing.
+var (
+	enforcingResults = []string{ResultAllowed, ResultRefused, ResultThrottled, ResultUnavailable}
+	shadowResults    = []string{ResultAllowed, ResultShadowRefused}
+)
+
+// Results returns the results p's events can have (Event.Result), for
+// counters that declare their series at 0. The slice is shared: do not
+// modify it.
+func (p *Policy) Results() []string {
+	if p.Shadow {
+		return shadowResults
+	}
+	return enforcingResults
+}
+
 // Result returns the result e is counted under, one of the Result
 // constants: what the policy did to the request, whether the store
 // decided or, having failed, the policy's on_store_error did (open lets

@@ -11,6 +11,7 @@ import (
 
 	"github.com/sluicehq/sluice"
 	"github.com/sluicehq/sluice/dashboard"
+	"github.com/sluicehq/sluice/internal/decisionmetrics"
 	"github.com/sluicehq/sluice/policy"
 	"github.com/sluicehq/sluice/store/memory"
 	"github.com/sluicehq/sluice/store/redis"
@@ -20,8 +21,9 @@ import (
 // policy, domain and result names from the configuration, never a client's
 // key, so their cardinality is bounded by the config.
 type Metrics struct {
-	decisions       *prometheus.CounterVec
-	fallbacks       *prometheus.CounterVec
+	// The decision counters, defined once for sluice serve and package
+	// metrics (decisionmetrics): decisions, fallbacks, shed.
+	dec             decisionmetrics.Counters
 	requests        *prometheus.CounterVec
 	storeLatency    *prometheus.HistogramVec
 	storeErrors     *prometheus.CounterVec
@@ -29,7 +31,6 @@ type Metrics struct {
 	lastReload      prometheus.Gauge
 	reloadOK        prometheus.Gauge
 	restartRequired prometheus.Gauge
-	shed            *prometheus.CounterVec
 	now             func() time.Time
 
 	// series is held to count a decision (read) and to drop the series a
@@ -52,15 +53,13 @@ const (
 	ResultUnavailable   = policy.ResultUnavailable   // 503: the store failed under on_store_error: closed
 )
 
-// policyResults are the results an enforcing policy's decisions are
-// counted under, shadowResults a shadow policy's, rlsResults an Envoy
-// domain's (a call the store cannot decide fails whole, and is counted
-// in sluice_requests_total{listener="grpc",code="503"}).
+// rlsResults are the results an Envoy domain's decisions are counted
+// under (a call the store cannot decide fails whole, and is counted in
+// sluice_requests_total{listener="grpc",code="503"}); a policy's are
+// policy.Policy.Results.
 var (
-	policyResults = []string{ResultAllowed, ResultRefused, ResultThrottled, ResultUnavailable}
-	shadowResults = []string{ResultAllowed, ResultShadowRefused}
-	rlsResults    = []string{ResultAllowed, ResultRefused, ResultShadowRefused}
-	allResults    = []string{ResultAllowed, ResultRefused, ResultShadowRefused, ResultThrottled, ResultUnavailable}
+	rlsResults = []string{ResultAllowed, ResultRefused, ResultShadowRefused}
+	allResults = []string{ResultAllowed, ResultRefused, ResultShadowRefused, ResultThrottled, ResultUnavailable}
 )
 
 // The listeners sluice_requests_total counts the requests of, as the log
@@ -128,14 +127,7 @@ func NewMetrics(reg prometheus.Registerer, now func() time.Time) *Metrics {
 		now = time.Now
 	}
 	m := &Metrics{
-		decisions: prometheus.NewCounterVec(prometheus.CounterOpts{
-			Namespace: "sluice", Name: "decisions_total",
-			Help: "Decisions by policy (for Envoy's service, rls:DOMAIN) and result, what the policy did to the request: allowed, refused (429), shadow_refused, throttled (admitted after a wait: max_delay's or a leaky_bucket's turn), unavailable (503 under on_store_error: closed). One per policy a request met: see sluice_requests_total for requests.",
-		}, []string{"policy", "result"}),
-		fallbacks: prometheus.NewCounterVec(prometheus.CounterOpts{
-			Namespace: "sluice", Name: "fallback_decisions_total",
-			Help: "Decisions of a policy the store could not make, made by its on_store_error instead (a shadow policy's let the request through); each is in sluice_decisions_total too, under its result.",
-		}, []string{"policy"}),
+		dec: decisionmetrics.New(),
 		requests: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Namespace: "sluice", Name: "requests_total",
 			Help: "Requests (Envoy's calls) by listener (proxy, check, grpc) and what sluice answered: allowed (let through, and answered by the upstream, a response it broke off midway included), or sluice's own status: 429, 503, 400, 405, 408, and the proxy's 502 (upstream unreachable, or failed before its status) and 504 (past --upstream-timeout) (gRPC's as their HTTP kin; a call gRPC refused before it was decided, over 256 KiB or not UTF-8, is a 400). One per request that reaches sluice: not those Go's HTTP server answers itself before (431 for a header over --max-header-bytes, 400 for a malformed request line or header), which only the gateway or client sees.",
@@ -184,13 +176,10 @@ func NewMetrics(reg prometheus.Registerer, now func() time.Time) *Metrics {
 			Namespace: "sluice", Name: "config_restart_required",
 			Help: "1 if the configuration in force has a store section other than the store in use, which only a restart applies; 0 otherwise.",
 		}),
-		shed: prometheus.NewCounterVec(prometheus.CounterOpts{
-			Namespace: "sluice", Name: "shed_total",
-			Help: "Requests shed with 503 by the concurrency limit, by priority class.",
-		}, []string{"priority"}),
 		now: now,
 	}
-	// Every store error kind and priority has a series from the start,
+	// Every store error kind and priority has a series from the start
+	// (the priorities' from decisionmetrics.New),
 	// and so do each policy's results (see declare) and each listener's
 	// codes (see listening), so that an alert on increase() sees the
 	// first failure, which would otherwise only create the series.
@@ -199,21 +188,18 @@ func NewMetrics(reg prometheus.Registerer, now func() time.Time) *Metrics {
 	for _, kind := range storeErrorKinds {
 		m.storeErrors.WithLabelValues(kind)
 	}
-	for _, p := range []policy.Priority{policy.Low, policy.Normal, policy.Critical} {
-		m.shed.WithLabelValues(p.String())
-	}
-	reg.MustRegister(m.decisions, m.fallbacks, m.requests, m.storeLatency, m.storeErrors, m.reloads, m.lastReload, m.reloadOK, m.restartRequired, m.shed)
+	reg.MustRegister(m.dec.Decisions, m.dec.Fallbacks, m.requests, m.storeLatency, m.storeErrors, m.reloads, m.lastReload, m.reloadOK, m.restartRequired, m.dec.Shed)
 	return m
 }
 
 // Decision counts one decision of policy.
 func (m *Metrics) Decision(policy, result string) {
-	m.decisions.WithLabelValues(policy, result).Inc()
+	m.dec.Decisions.WithLabelValues(policy, result).Inc()
 }
 
 // Fallback counts a decision of policy that its on_store_error made, the
 // store having failed.
-func (m *Metrics) Fallback(policy string) { m.fallbacks.WithLabelValues(policy).Inc() }
+func (m *Metrics) Fallback(policy string) { m.dec.Fallbacks.WithLabelValues(policy).Inc() }
 
 // decided counts a decision of policy name under result (and, if
 // fellBack, as on_store_error's), made by a request of generation g. A
@@ -270,12 +256,16 @@ func (m *Metrics) listening(listener string) {
 // put in force: a series born with the first refusal is one that
 // increase() reads as no refusal.
 func (m *Metrics) declare(g *generation) {
-	for _, name := range g.names() {
-		for _, r := range g.results(name) {
-			m.decisions.WithLabelValues(name, r)
+	if g.set != nil {
+		for _, p := range g.set.Policies() {
+			m.dec.Declare(p)
 		}
-		if !isRLSName(name) {
-			m.fallbacks.WithLabelValues(name)
+	}
+	if g.rls != nil {
+		for _, d := range g.rls.Domains() {
+			for _, r := range rlsResults {
+				m.dec.Decisions.WithLabelValues(rlsName(d), r)
+			}
 		}
 	}
 }
@@ -296,13 +286,10 @@ func (g *generation) results(name string) []string {
 	if g.set == nil {
 		return nil
 	}
-	switch p := g.set.Policy(name); {
-	case p == nil:
-		return nil
-	case p.Shadow:
-		return shadowResults
+	if p := g.set.Policy(name); p != nil {
+		return p.Results()
 	}
-	return policyResults
+	return nil
 }
 
 // retire marks old, which the reload to g replaced, retired, and drops
@@ -318,13 +305,13 @@ func (m *Metrics) retire(old, g *generation) {
 	for _, name := range old.names() {
 		kept := g.results(name)
 		if kept == nil {
-			m.decisions.DeletePartialMatch(prometheus.Labels{"policy": name})
-			m.fallbacks.DeleteLabelValues(name)
+			m.dec.Decisions.DeletePartialMatch(prometheus.Labels{"policy": name})
+			m.dec.Fallbacks.DeleteLabelValues(name)
 			continue
 		}
 		for _, r := range allResults {
 			if !slices.Contains(kept, r) {
-				m.decisions.DeleteLabelValues(name, r)
+				m.dec.Decisions.DeleteLabelValues(name, r)
 			}
 		}
 	}
@@ -477,7 +464,7 @@ func (m *Metrics) loaded() {
 }
 
 // Shed counts a request shed by the concurrency limit.
-func (m *Metrics) Shed(priority string) { m.shed.WithLabelValues(priority).Inc() }
+func (m *Metrics) Shed(priority string) { m.dec.Shed.WithLabelValues(priority).Inc() }
 
 // registerRefusedRatio adds sluice_refused_ratio, read at each scrape
 // from the live counts the dashboard keeps of every decision: the share
