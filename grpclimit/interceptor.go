@@ -23,6 +23,7 @@ import (
 
 	"github.com/sluicehq/sluice"
 	"github.com/sluicehq/sluice/clientip"
+	"github.com/sluicehq/sluice/internal/ratefield"
 	"github.com/sluicehq/sluice/policy"
 	"github.com/sluicehq/sluice/rate"
 )
@@ -88,7 +89,7 @@ type Options struct {
 }
 
 // defaultMaxPushback is MaxPushback's zero value (see there).
-const defaultMaxPushback = time.Minute
+const defaultMaxPushback = ratefield.DefaultMaxPushback
 
 // Limiter applies a policy set to gRPC calls. Its Unary and Stream
 // methods are server interceptors; both share one policy.Enforcer, and so
@@ -414,26 +415,15 @@ func answerMD(ctx context.Context, allowed bool, retryAfter, maxPushback time.Du
 }
 
 // pushback returns the grpc-retry-pushback-ms of a refusal that says
-// wait: the wait in milliseconds, rounded up, or -1 (do not retry) when
-// it is longer than maxPushback (negative: no bound) or not shorter than the time the call's
-// deadline leaves. gRPC's retries sleep out a pushback, however long,
-// and end only with the call's context: a client would otherwise sleep
-// until its deadline and fail with DEADLINE_EXCEEDED, the refusal's
-// RetryInfo and QuotaFailure lost, or, with no deadline, sleep for the
-// whole wait. (grpc-go counts a -1 as a failure for the channel's retry
-// throttling, when the client configures one, even with a code its retry
-// policy does not list: as a refusal with a code it does list would.)
-// The deadline is wall-clock time, whatever the Enforcer's Clock: gRPC
-// sets it from the call's grpc-timeout when the call arrives.
+// wait, bounded by the call's deadline (see ratefield.Pushback). (grpc-go
+// counts a -1 as a failure for the channel's retry throttling, when the
+// client configures one, even with a code its retry policy does not
+// list: as a refusal with a code it does list would.) The deadline is
+// wall-clock time, whatever the Enforcer's Clock: gRPC sets it from the
+// call's grpc-timeout when the call arrives.
 func pushback(ctx context.Context, wait, maxPushback time.Duration) string {
-	d := (max(wait, time.Millisecond) + time.Millisecond - 1).Truncate(time.Millisecond)
-	if maxPushback >= 0 && d > maxPushback {
-		return "-1"
-	}
-	if deadline, ok := ctx.Deadline(); ok && d >= time.Until(deadline) {
-		return "-1"
-	}
-	return strconv.FormatInt(d.Milliseconds(), 10)
+	deadline, bounded := ctx.Deadline()
+	return ratefield.Pushback(wait, maxPushback, time.Until(deadline), bounded)
 }
 
 // refusal returns the status error for an outcome that does not serve

@@ -14,14 +14,9 @@ import (
 	"google.golang.org/grpc/status"
 	"google.golang.org/protobuf/proto"
 	"google.golang.org/protobuf/types/known/durationpb"
-)
 
-// grpcMaxPushback is the longest wait a refused gRPC call is told to
-// sleep out before its client retries it (grpc-retry-pushback-ms):
-// grpclimit's default MaxPushback, for the same reason. gRPC's retries
-// sleep out a pushback however long it is; a longer wait is sent as -1,
-// do not retry, and the client sees the refusal.
-const grpcMaxPushback = time.Minute
+	"github.com/sluicehq/sluice/internal/ratefield"
+)
 
 // isGRPC reports whether r is a gRPC call: an HTTP/2 request whose
 // Content-Type is application/grpc, or application/grpc+ a codec (proto,
@@ -132,16 +127,11 @@ func (g *grpcAnswer) finish() {
 }
 
 // pushback returns the grpc-retry-pushback-ms of a wait, as grpclimit
-// sends it: the wait in milliseconds, or -1 (do not retry) when it is
-// longer than grpcMaxPushback or not shorter than the call's timeout: a
-// client would sleep it out until its deadline, and fail with
-// DEADLINE_EXCEEDED, the refusal lost. Retry-After is in whole seconds,
+// sends it (ratefield.Pushback), bounded by the call's grpc-timeout:
+// net/http sets no deadline from it. Retry-After is in whole seconds,
 // rounded up, so the pushback is too.
 func (g *grpcAnswer) pushback(wait time.Duration) string {
-	if wait > grpcMaxPushback || g.timeout > 0 && wait >= g.timeout {
-		return "-1"
-	}
-	return strconv.FormatInt(wait.Milliseconds(), 10)
+	return ratefield.Pushback(wait, ratefield.DefaultMaxPushback, g.timeout, g.timeout > 0)
 }
 
 // grpcCode returns the gRPC code of an answer of sluice's, by its HTTP
