@@ -56,6 +56,7 @@ type req struct {
 	remote       string
 	header       map[string]string
 	user         string
+	plan         string // put in the request's context with WithPlan
 	body         string
 }
 
@@ -80,6 +81,9 @@ func (e *env) do(r req) *httptest.ResponseRecorder {
 	}
 	if r.user != "" {
 		hr = hr.WithContext(WithUser(hr.Context(), r.user))
+	}
+	if r.plan != "" {
+		hr = hr.WithContext(WithPlan(hr.Context(), r.plan))
 	}
 	w := httptest.NewRecorder()
 	e.h.ServeHTTP(w, hr)

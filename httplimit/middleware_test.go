@@ -621,18 +621,21 @@ policies:
 		remote string
 		header map[string]string
 		plan   func(*http.Request) string
+		ctx    string // the plan an application puts in the context (WithPlan)
 		want   string
 	}{
-		{"default plan", "", nil, nil, "1"},
-		{"api key", "", map[string]string{"X-API-Key": "k-pro"}, nil, "5"},
-		{"unknown api key", "", map[string]string{"X-API-Key": "k-nope"}, nil, "1"},
-		{"plan header", "192.0.2.1:1234", map[string]string{"X-Plan": "pro"}, nil, "5"},
-		{"plan header from a client", "203.0.113.9:1234", map[string]string{"X-Plan": "pro"}, nil, "1"},
-		{"plan header naming no plan", "192.0.2.1:1234", map[string]string{"X-Plan": "platinum"}, nil, "1"},
-		{"application", "", nil, func(*http.Request) string { return "pro" }, "5"},
+		{"default plan", "", nil, nil, "", "1"},
+		{"api key", "", map[string]string{"X-API-Key": "k-pro"}, nil, "", "5"},
+		{"unknown api key", "", map[string]string{"X-API-Key": "k-nope"}, nil, "", "1"},
+		{"plan header", "192.0.2.1:1234", map[string]string{"X-Plan": "pro"}, nil, "", "5"},
+		{"plan header from a client", "203.0.113.9:1234", map[string]string{"X-Plan": "pro"}, nil, "", "1"},
+		{"plan header naming no plan", "192.0.2.1:1234", map[string]string{"X-Plan": "platinum"}, nil, "", "1"},
+		{"application", "", nil, func(*http.Request) string { return "pro" }, "", "5"},
+		{"application, in the context", "", nil, nil, "pro", "5"},
+		{"context naming no plan", "", nil, nil, "platinum", "1"},
 	} {
 		e := newEnv(t, config, Options{Plan: tt.plan}, nil)
-		expect(t, tt.name, e.do(req{remote: tt.remote, header: tt.header}), 200, map[string]string{"X-RateLimit-Limit": tt.want}, nil)
+		expect(t, tt.name, e.do(req{remote: tt.remote, header: tt.header, plan: tt.ctx}), 200, map[string]string{"X-RateLimit-Limit": tt.want}, nil)
 	}
 }
 
