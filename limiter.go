@@ -56,23 +56,31 @@ type LimiterOptions struct {
 // against several limiters (per account and per IP), combine their
 // [Limiter.Requests] in [AllowAll].
 //
-// With one limit and no Name, a key is stored as it is, and Allow on a key
-// the memory store already holds does not allocate. With several limits,
-// each is stored under its own key, "{key}|" followed by the limit (see
-// [rate.Limit.String]); the braces are a Redis Cluster hash tag, so a
-// key's limits live together, and a changed limit starts from fresh
-// states rather than misreading the ones the old limit left. A single
-// limit's key carries no suffix: when changing its algorithm on a shared
-// store, change the Name too.
+// A key's state under each limit is stored under "key|" followed by what
+// the state means (see [rate.Limit.StateName]): the whole limit for a
+// bucket, "gcra 10/s", and the algorithm and window for a window,
+// "fixed_window per month". So a program that changes a limit and starts
+// again over a shared store (as a deploy on Redis does) starts a changed
+// bucket afresh, rather than misread the state the old limit left (a
+// lockout for the old limit's wait, or one algorithm's state read as
+// another's), and a window whose count changed keeps what it counted: a
+// monthly quota lowered from 10000 to 5000 after 9000 were used refuses
+// the rest of the month. With several limits the key is written "{key}",
+// a Redis Cluster hash tag, so that a key's limits live together. The
+// Name, when there is one, comes first, followed by a colon.
+//
+// On the memory store, which lives and dies with the program, a single
+// limit's key carries nothing after it: with no Name, a key is stored as
+// it is, and Allow on a key the store already holds does not allocate. A
+// program that builds a new limiter with another limit over the same
+// memory store should give it another Name.
 //
 // On any store but the memory store, braces in a key are written "{(" for
-// '{' and "{)" for '}', so that no key can pick its Redis Cluster slot or
-// end the limiter's hash tag early. In Redis, key "{a}" of a limiter with
-// one limit and no Name would otherwise share the state of key "a" (see
-// package store/redis), and with several limits key "a}|x" would share
-// the slot of key "a". Keys without braces are stored as described above,
-// and the memory store, which reads no hash tags, takes every key as it
-// is.
+// '{' and "{)" for '}', so that no key can pick its Redis Cluster slot,
+// end the limiter's hash tag early, or name the key the Redis store would
+// make of another (it puts a key with no hash tag in braces, see package
+// store/redis). Keys without braces are stored as described above, and
+// the memory store, which reads no hash tags, takes every key as it is.
 type Limiter struct {
 	name   string
 	limits []rate.Limit
@@ -143,20 +151,6 @@ func NewLimiter(opts LimiterOptions) (*Limiter, error) {
 		// The prefix ends at its only ':', so two names never share keys.
 		l.prefix = nameEscapes.Replace(opts.Name) + ":"
 	}
-	for i, lim := range l.limits {
-		if err := lim.Validate(); err != nil {
-			return nil, fmt.Errorf("sluice: limit %d (%v): %w", i+1, lim, err)
-		}
-		if len(l.limits) == 1 {
-			break
-		}
-		l.suffixes[i] = "|" + lim.String()
-		for j := range i {
-			if l.limits[j].Same(&lim) {
-				return nil, fmt.Errorf("sluice: limits %d and %d are both %v", j+1, i+1, lim)
-			}
-		}
-	}
 	if l.clock == nil {
 		l.clock = rate.SystemClock{}
 	}
@@ -165,6 +159,23 @@ func NewLimiter(opts LimiterOptions) (*Limiter, error) {
 	}
 	_, mem := l.store.(*memory.Store)
 	l.escape = !mem
+	for i, lim := range l.limits {
+		if err := lim.Validate(); err != nil {
+			return nil, fmt.Errorf("sluice: limit %d (%v): %w", i+1, lim, err)
+		}
+		state := lim.StateName()
+		if len(l.limits) > 1 || !mem {
+			l.suffixes[i] = "|" + state
+		}
+		for j := range i {
+			switch {
+			case l.limits[j].Same(&lim):
+				return nil, fmt.Errorf("sluice: limits %d and %d are both %v", j+1, i+1, lim)
+			case l.limits[j].StateName() == state:
+				return nil, fmt.Errorf("sluice: limits %d (%v) and %d (%v) count in the same windows (%s), so each request would be counted twice on one counter; keep the lower", j+1, l.limits[j], i+1, lim, state)
+			}
+		}
+	}
 	l.first = l.limits[0]
 	// The concrete type, not any store with a DecideKeyInto method: a
 	// store that wraps a *memory.Store by embedding it would have its own
@@ -284,7 +295,7 @@ func (l *Limiter) requests(key string, n int64) []rate.Request {
 // and the limit's suffix.
 func (l *Limiter) keyOf(key string, i int) string {
 	if len(l.limits) == 1 {
-		return l.prefix + key
+		return l.prefix + key + l.suffixes[0]
 	}
 	return l.prefix + "{" + key + "}" + l.suffixes[i]
 }

@@ -326,8 +326,8 @@ func TestRequestsKeys(t *testing.T) {
 	}{
 		{"", []string{"10/s"}, []string{"alice"}},
 		{"api", []string{"10/s"}, []string{"api:alice"}},
-		{"", []string{"10/s", "1000/d"}, []string{"{alice}|gcra 10/s", "{alice}|fixed_window 1000/d"}},
-		{"api", []string{"10/s", "fixed_window 1000/d"}, []string{"api:{alice}|gcra 10/s", "api:{alice}|fixed_window 1000/d"}},
+		{"", []string{"10/s", "1000/d"}, []string{"{alice}|gcra 10/s", "{alice}|fixed_window per 1d"}},
+		{"api", []string{"10/s", "fixed_window 1000/d"}, []string{"api:{alice}|gcra 10/s", "api:{alice}|fixed_window per 1d"}},
 	}
 	for _, tt := range tests {
 		lim, err := sluice.NewLimiter(sluice.LimiterOptions{Name: tt.name, Limits: limits(t, tt.limits...)})

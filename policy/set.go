@@ -376,25 +376,11 @@ func newLimit(p *Policy, name string, l rate.Limit) *Limit {
 }
 
 // stateTag returns the tag of l's keys: a short hash of what the state
-// stored under them means, so that a reload keeps the state of a limit
-// whose state still means the same, and starts a changed one afresh. The
-// window algorithms (fixed_window, calendar months included,
-// sliding_window and sliding_log) store what was admitted in their
-// windows, whatever the count: a changed count keeps its windows' usage,
-// so that lowering a monthly quota from 10000 to 5000 after 9000 were
-// used refuses the rest of the month, rather than grant 5000 more. A
-// bucket's state (gcra's theoretical arrival time, a token or leaky
-// bucket's level) is measured in its rate and burst, and means another
-// thing under others: the whole limit is in its tag.
+// stored under them means (rate.Limit.StateName), so that a reload keeps
+// the state of a limit whose state still means the same (a window whose
+// count changed), and starts a changed one afresh.
 func stateTag(l rate.Limit) string {
-	if l.Algorithm.HasBurst() {
-		return shortHash(l.String())
-	}
-	window := strconv.FormatInt(l.Period.Microseconds(), 10) + "us"
-	if l.Calendar != rate.NoCalendar {
-		window = "calendar " + strconv.Itoa(int(l.Calendar))
-	}
-	return shortHash(l.Algorithm.String() + " per " + window)
+	return shortHash(l.StateName())
 }
 
 var _ http.Handler = (*marker)(nil)

@@ -316,6 +316,32 @@ func (l Limit) String() string {
 	return l.Algorithm.String() + " " + l.RateString()
 }
 
+// StateName names what a key's state under l means: two limits with one
+// StateName read each other's states as their own, and limits with
+// different ones must keep their states apart (stores key them by it).
+// A window algorithm's (fixed_window, calendar months included,
+// sliding_window, sliding_log) is its algorithm and window, such as
+// "fixed_window per 1d" or "fixed_window per month": its state is what
+// its windows admitted, whatever the count, so a quota lowered from 10000
+// to 5000 after 9000 were used refuses the rest of the window rather than
+// grant 5000 more. A bucket's state (gcra's theoretical arrival time, a
+// token or leaky bucket's level) is measured in its rate and burst, and
+// means another thing under others: its StateName is the whole limit, as
+// String writes it, with a Burst equal to its Count left out (see Same).
+func (l Limit) StateName() string {
+	if l.Algorithm.HasBurst() {
+		if l.Burst == l.Count {
+			l.Burst = 0
+		}
+		return l.String()
+	}
+	window := "month"
+	if l.Calendar == NoCalendar {
+		window = formatPeriod(l.Period)
+	}
+	return l.Algorithm.String() + " per " + window
+}
+
 // RateString returns l without its algorithm: "20/s burst 40",
 // "10000/month", "3 per 7s".
 func (l Limit) RateString() string {

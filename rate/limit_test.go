@@ -389,3 +389,37 @@ func TestMustParseLimit(t *testing.T) {
 	}()
 	MustParseLimit("0/s")
 }
+
+// StateName tells states apart by what they mean: a bucket by its whole
+// limit, however written; a window by its algorithm and window alone.
+func TestStateName(t *testing.T) {
+	name := func(s string) string {
+		l, err := ParseLimit(s)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return l.StateName()
+	}
+	for _, tt := range []struct {
+		a, b string
+		same bool
+	}{
+		{"10/s", "10/s burst 10", true},
+		{"10/s", "gcra 10 per 1s", true},
+		{"10/s", "10/s burst 11", false},
+		{"10/s", "token_bucket 10/s", false},
+		{"10/s", "20 per 2s", false},
+		{"fixed_window 10/m", "fixed_window 20/m", true},
+		{"fixed_window 10000/month", "fixed_window 5000/month", true},
+		{"fixed_window 10/m", "fixed_window 10 per 2m", false},
+		{"fixed_window 10/m", "sliding_window 10/m", false},
+		{"sliding_log 3 per 15m", "sliding_log 5 per 15m", true},
+	} {
+		if got := name(tt.a) == name(tt.b); got != tt.same {
+			t.Errorf("%s (%q) and %s (%q): same state %v, want %v", tt.a, name(tt.a), tt.b, name(tt.b), got, tt.same)
+		}
+	}
+	if got := name("fixed_window 10000/month"); got != "fixed_window per month" {
+		t.Errorf("a monthly quota's state name %q", got)
+	}
+}
