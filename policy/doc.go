@@ -283,7 +283,11 @@
 //
 // Waiting: max_delay lets a refused request wait instead, once, when it
 // would pass within that time; a leaky_bucket limit makes every request
-// wait its turn, up to max_delay. Waits use the Enforcer's clock and end
+// wait its turn, up to max_delay. A refused request's wait reserves
+// nothing: requests refused together wait together and are decided again
+// together, and those the limit does not then admit are refused after
+// waiting (under a gcra or token_bucket limit, about one per refill). To
+// hold many requests and let each through in turn, use a leaky_bucket. Waits use the Enforcer's clock and end
 // with the request's context. A request is never held back for a wait
 // its context's deadline cannot cover: it is refused at once instead, and
 // takes no turn in a leaky_bucket's queue. A request whose context ends
