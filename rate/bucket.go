@@ -9,7 +9,7 @@ import "math/bits"
 // times are kept exactly as a pair (µs, rem) meaning µs + rem/N, with
 // 0 ≤ rem < N. Durations that are multiples of I are counted in ticks of
 // 1/N µs, where I is exactly T ticks: k units take k·T ticks. Validate keeps
-// B·T below 2^52, so no product here leaves the exact integers of a float64.
+// B·T at most 2^52, so no product here leaves the exact integers of a float64.
 
 // pt is an instant µs + rem/N.
 type pt struct{ us, rem int64 }

@@ -25,14 +25,15 @@ const (
 // MaxExact bounds the products the algorithms compute: Count and Burst
 // times Period in microseconds, for the algorithms that weigh time against
 // counts (gcra, token_bucket, leaky_bucket, sliding_window). Keeping them
-// below 2^52 keeps every intermediate value an exact integer both in Go and
+// at most 2^52 keeps every intermediate value an exact integer both in Go and
 // in the float64 numbers of Redis's Lua, so the two stores agree to the
 // last token. It allows, for example, 52,000 per day or 1.2 million per
 // hour; larger daily quotas belong in a fixed_window.
 const MaxExact = 1 << 52
 
 // MaxLogCount bounds a sliding_log's Count: it keeps one timestamp per
-// admitted unit, so its memory per key grows with Count.
+// admitted unit, so its memory per key grows with Count, up to 9 bytes a
+// unit of it (576 KiB a key at MaxLogCount).
 const MaxLogCount = 1 << 16
 
 // Limit says how much a key may do: Count requests (units of cost) per
@@ -52,9 +53,12 @@ type Limit struct {
 	// zero when Calendar is Month.
 	Period time.Duration
 	// Burst is the capacity of gcra, token_bucket and leaky_bucket: how many
-	// units can pass at once after a quiet spell (for leaky_bucket, how many
-	// requests its queue holds). Zero means Count. The window algorithms
-	// have no burst and require zero.
+	// units can pass at once after a quiet spell, the first included (for
+	// leaky_bucket, the places of its queue, the one served now among them).
+	// NGINX's limit_req burst=N counts only the requests beyond the one
+	// served, so it is Burst N+1, and NGINX's no burst is Burst 1 (see
+	// docs/nginx.md). Zero means Count, not 1. The window algorithms have
+	// no burst and require zero.
 	Burst int64
 	// Calendar makes the windows of a fixed_window limit UTC calendar months.
 	Calendar Calendar
@@ -254,7 +258,7 @@ func (l Limit) Validate() error {
 			return fmt.Errorf("a monthly limit has no period (got %v)", l.Period)
 		}
 		if l.Count > MaxExact {
-			return fmt.Errorf("count %d is too large (at most 2^52)", l.Count)
+			return errCountTooLarge(l.Count)
 		}
 		return nil
 	default:
@@ -271,16 +275,65 @@ func (l Limit) Validate() error {
 	}
 	// Past the bounds: say which one.
 	if l.periodMicros() > MaxExact {
-		return fmt.Errorf("period %v is too long", l.Period)
+		return fmt.Errorf("period %v %w", l.Period, errTooLong)
 	}
 	switch l.Algorithm {
 	case FixedWindow:
-		return fmt.Errorf("count %d is too large (at most 2^52)", l.Count)
+		return errCountTooLarge(l.Count)
 	case SlidingLog:
 		return fmt.Errorf("sliding_log keeps one timestamp per unit, so its count is at most %d (got %d); use sliding_window for larger limits", MaxLogCount, l.Count)
 	}
-	return fmt.Errorf("%d per %v is too large for %s: count and burst times the period in microseconds must stay below 2^52 for exact arithmetic; for a quota, use fixed_window %s; for a rate, state it over a shorter period (this one is %.4g per second) with a smaller burst",
-		max(l.Count, l.Burst), l.Period, l.Algorithm, Limit{Count: l.Count, Period: l.Period}.RateString(), float64(l.Count)/l.Period.Seconds())
+	return l.tooLarge()
+}
+
+// errCountTooLarge is the error for a fixed_window's count past MaxExact.
+func errCountTooLarge(count int64) error {
+	return fmt.Errorf("count %d is too large (at most 2^52, %d)", count, int64(MaxExact))
+}
+
+// tooLarge is Validate's error for a limit of an algorithm that weighs
+// time against counts whose count or burst, or both, times its period in
+// µs passes MaxExact, for a period that does not. It names the numbers
+// that do, since the user may have written either, and the most they may
+// be at that period. It advises a fixed_window and a shorter period only
+// where they would be accepted: a fixed_window takes a count up to 2^52
+// whatever its period, and a shorter period fits where a microsecond
+// holds at most 2^52 units of the rate.
+func (l Limit) tooLarge() error {
+	t := l.periodMicros()
+	most := MaxExact / t
+	var b strings.Builder
+	switch {
+	case l.Count > most && l.Burst > most:
+		fmt.Fprintf(&b, "count %d and burst %d are too large", l.Count, l.Burst)
+	case l.Count > most:
+		fmt.Fprintf(&b, "count %d is too large", l.Count)
+	default:
+		fmt.Fprintf(&b, "burst %d is too large", l.Burst)
+	}
+	bound := "count and burst"
+	if !l.Algorithm.HasBurst() {
+		bound = "its count"
+	}
+	fmt.Fprintf(&b, " for %s with a period of %s: %s times the period in microseconds (%d) must be at most 2^52, for exact arithmetic, so ",
+		l.Algorithm, formatPeriod(l.Period), bound, t)
+	switch {
+	case l.Count > most && l.Burst > most:
+		fmt.Fprintf(&b, "each is at most %d", most)
+	case l.Count > most:
+		fmt.Fprintf(&b, "the count is at most %d", most)
+	default:
+		fmt.Fprintf(&b, "the burst is at most %d", most)
+	}
+	if l.Count > most {
+		if quota := (Limit{Algorithm: FixedWindow, Count: l.Count, Period: l.Period}); quota.Validate() == nil {
+			fmt.Fprintf(&b, "; for a quota, use %s", quota)
+		}
+		if t > 1 && l.Count/t <= MaxExact {
+			fmt.Fprintf(&b, "; for a rate, state it over a shorter period (this one is %.4g per second)", float64(l.Count)/l.Period.Seconds())
+		}
+	}
+	return errors.New(b.String())
 }
 
 // InBounds reports whether the numbers of l are within the bounds

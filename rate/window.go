@@ -155,7 +155,7 @@ func (l *Limit) slidingLog(s *State, now, cost int64, next *State, out *Decision
 	if cost > 0 {
 		if int64(cap(log)-len(log)) < cost {
 			// Grow into a new array: the old one still backs s.Log.
-			grown := make([]int64, len(log), min(2*l.Count, 2*(int64(len(log))+cost)))
+			grown := make([]int64, len(log), logCapacity(l.Count, int64(len(log))+cost, i > 0))
 			copy(grown, log)
 			log = grown
 		}
@@ -165,4 +165,24 @@ func (l *Limit) slidingLog(s *State, now, cost int64, next *State, out *Decision
 	}
 	out.set(true, l.Count, remaining, dur(log[len(log)-1]+t-now), 0, 0)
 	*next = State{Log: log}
+}
+
+// logCapacity returns the capacity of the new array a sliding_log of
+// count grows into to hold n timestamps, n ≤ count, given whether units
+// left its front in this step.
+//
+// A log that only grows doubles its array, as append would, but never
+// past count, which it cannot outgrow: a key filled to its count holds 8
+// bytes a unit of it, where doubling up to 2×count held 16.
+//
+// A log that slides, as a full one under steady traffic does (it admits
+// a unit only when one leaves), gets an eighth more room than it needs,
+// at most count/8 beyond count: it is copied once per n/8 units
+// admitted. An array of just count would be at its end at every unit, and
+// copied whole each time, all 512 KiB of a full sliding_log of 65536.
+func logCapacity(count, n int64, sliding bool) int64 {
+	if sliding {
+		return n + n/8
+	}
+	return min(count, 2*n)
 }

@@ -307,7 +307,7 @@ func (s Scenario) tooLargeAdvice(l rate.Limit) string {
 	if l.Count < 1 || l.Burst < 0 || small.Validate() != nil {
 		return "" // not the count nor the burst: the period itself, or worse
 	}
-	why := fmt.Sprintf("%s is too large for %s: its count and burst times the period in microseconds must stay below 2^52 for exact arithmetic", l.RateString(), l.Algorithm)
+	why := fmt.Sprintf("%s is too large for %s: its count and burst times the period in microseconds must be at most 2^52 for exact arithmetic", l.RateString(), l.Algorithm)
 	noBurst := l
 	noBurst.Burst = 0
 	if l.Burst > l.Count && noBurst.Validate() == nil {

@@ -25,13 +25,22 @@
 //
 // Memory: an idle key costs about 100 bytes, its 64-byte line in a table
 // kept 60% to 75% full while keys come, key included when it is up to 26
-// bytes long (a longer key adds its bytes to the arena); a sliding_log key
-// also holds its timestamps. When keys go, a table shrinks once it is less
-// than a quarter full, so after a burst a key may cost up to 256 bytes.
-// The garbage collector never scans the tables. Keys whose state is fresh
-// cost nothing: they are deleted when a decision leaves them fresh, and
-// reclaimed a few at a time once time has made them fresh.
-// MaxKeys bounds the total; see [Store] for what eviction forgets.
+// bytes long (a longer key adds its bytes to the arena). When keys go, a
+// table shrinks once it is less than a quarter full, so after a burst a
+// key may cost up to 256 bytes. The garbage collector never scans the
+// tables. Keys whose state is fresh cost nothing: they are deleted when a
+// decision leaves them fresh, and reclaimed a few at a time once time has
+// made them fresh.
+//
+// A sliding_log key holds more, beyond those 100 bytes: a timestamp of 8
+// bytes for every unit it admitted in the last period, in an array that
+// grows by doubling up to the limit's count and, once full and sliding,
+// keeps an eighth more room so as not to be copied at every request: up
+// to 9 bytes a unit of the count. MaxKeys bounds the keys, not their
+// bytes: a sliding_log of 1000/h per client address, over a million
+// clients who each use their 1000, holds 8 to 9 GB of timestamps, where a
+// million keys of any other algorithm take about 100 MB. See [Store] for
+// what eviction forgets.
 //
 // Time is read from Options.Clock once per decision, in microseconds; tests
 // pin it with a fake clock (package ratetest).
