@@ -28,8 +28,10 @@ type Options struct {
 	Clock rate.Clock
 	// MaxKeys bounds how many keys the store holds: keys come from clients,
 	// so an unbounded store is a memory leak an attacker can drive. When
-	// full, inserting a key evicts another (see Store). Zero means
-	// DefaultMaxKeys; a negative value means no bound.
+	// full, inserting a key evicts another (see Store). It bounds keys,
+	// not bytes: a sliding_log key also holds its timestamps (see the
+	// package doc). Zero means DefaultMaxKeys; a negative value means no
+	// bound.
 	MaxKeys int
 	// Shards is how many independently locked parts the keys are spread
 	// over; it is rounded up to a power of two, and halved while it is
