@@ -2,6 +2,7 @@ package policy
 
 import (
 	"context"
+	"encoding/binary"
 	"errors"
 	"fmt"
 	"log/slog"
@@ -263,6 +264,9 @@ type Enforcer struct {
 	gate     *gate
 	failing  atomic.Bool
 	pool     sync.Pool
+	// overrides indexes the overrides of each policy that has some, a
+	// slice per key of the policy (see overrideIndex).
+	overrides map[*Policy][]overrideIndex
 }
 
 // NewEnforcer returns an Enforcer that decides set's policies against
@@ -288,6 +292,14 @@ func NewEnforcer(set *Set, store sluice.Store, o Options) *Enforcer {
 	}
 	e.gate = newGate(set.conc, o.InFlight)
 	e.pool.New = func() any { return new(state) }
+	for _, p := range set.policies {
+		if len(p.overrides) > 0 {
+			if e.overrides == nil {
+				e.overrides = map[*Policy][]overrideIndex{}
+			}
+			e.overrides[p] = indexOverrides(p)
+		}
+	}
 	return e
 }
 
@@ -306,6 +318,11 @@ type state struct {
 	buf     []byte
 	parts   []byte
 	values  []string
+	// route is the request's host and path as the policies' patterns
+	// match them, split once for all of them.
+	route route
+	// okey is where an override's lookup key is written.
+	okey []byte
 	// held is how long entry i held the request back: its decision
 	// after a wait has no Delay left to say so.
 	held []time.Duration
@@ -326,9 +343,11 @@ func (e *Enforcer) Enforce(ctx context.Context, r *Request) Outcome {
 	st := e.pool.Get().(*state)
 	st.reset()
 	r.routed = routed(r.HTTP, e.set.paths.Options)
+	st.route.reset(r.routed)
 	defer func() {
 		// The pooled slices must not pin this request's keys.
 		clear(st.reqs)
+		st.route.reset(nil)
 		e.pool.Put(st)
 		r.routed = nil
 	}()
@@ -342,7 +361,7 @@ func (e *Enforcer) Enforce(ctx context.Context, r *Request) Outcome {
 	for pass := 0; pass < 2; pass++ {
 		shadow := pass == 1
 		for _, p := range e.set.policies {
-			if p.Shadow != shadow || !p.match.matches(r) {
+			if p.Shadow != shadow || !p.match.matches(r, &st.route) {
 				continue
 			}
 			if !shadow && p.HasPriority && (!classified || p.Priority < prio) {
@@ -432,7 +451,7 @@ func (e *Enforcer) collect(st *state, p *Policy, r *Request, plan string) {
 		clear(pathVals)
 		p.match.pathValues(r.routed, names, pathVals)
 	}
-	for _, key := range p.keys {
+	for ki, key := range p.keys {
 		// The parts, once, then one key per limit.
 		st.parts = st.parts[:0]
 		ok := true
@@ -457,7 +476,7 @@ func (e *Enforcer) collect(st *state, p *Policy, r *Request, plan string) {
 		if !ok {
 			continue
 		}
-		limits := p.limitsFor(plan, key, st.parts, spans[:])
+		limits := e.limitsFor(st, p, plan, ki, spans[:])
 		for _, l := range limits {
 			// {prefix:policy:parts}:tag: the braces are a Redis Cluster
 			// hash tag, so that a key's limits (10/s and 5000/d) share a
@@ -475,12 +494,13 @@ func (e *Enforcer) collect(st *state, p *Policy, r *Request, plan string) {
 	}
 }
 
-// limitsFor returns the limits for one key of p: an override's if one
-// names the key, else the plan's, else the defaults.
-func (p *Policy) limitsFor(plan string, key []part, parts []byte, spans []int) []*Limit {
-	for _, o := range p.overrides {
-		if o.matches(key, parts, spans) {
-			return o.limits
+// limitsFor returns the limits for key ki of p, whose parts are st.parts
+// with the value spans spans: an override's if one names the key, else
+// the plan's, else the defaults.
+func (e *Enforcer) limitsFor(st *state, p *Policy, plan string, ki int, spans []int) []*Limit {
+	if len(p.overrides) > 0 {
+		if i := e.overrides[p][ki].first(st, spans); i >= 0 {
+			return p.overrides[i].limits
 		}
 	}
 	if plan != "" {
@@ -491,22 +511,89 @@ func (p *Policy) limitsFor(plan string, key []part, parts []byte, spans []int) [
 	return p.limits
 }
 
-// matches reports whether every part the override names has its value.
-func (o *override) matches(key []part, parts []byte, spans []int) bool {
-	for _, w := range o.when {
-		found := false
-		for i := range key {
-			if key[i].label != w.part || i >= maxKeyParts {
-				continue
+// overrideIndex finds the first override that names a key of a policy
+// (the first one with every part it names in the key, with its value) by
+// hashing the key's values, not by comparing them with every override's:
+// a policy may list thousands of them, one per partner or account.
+// Overrides are grouped by the parts of the key they name, their shape;
+// a key is looked up once per shape, of which there are at most
+// 2^maxKeyParts.
+type overrideIndex struct {
+	shapes []overrideShape
+}
+
+// overrideShape holds the overrides that name one set of a key's parts.
+type overrideShape struct {
+	parts uint8 // bit i: the key's part i
+	// first maps the values of those parts, in the key's order, as
+	// appendOverrideValue writes them, to the index of the first override
+	// in the policy's list that names them.
+	first map[string]int
+}
+
+// indexOverrides returns the index of p's overrides for each of its keys.
+// An override applies to a key when each part it names is among the
+// key's first maxKeyParts parts (the first with its label), which alone
+// have value spans, and has its value there.
+func indexOverrides(p *Policy) []overrideIndex {
+	idx := make([]overrideIndex, len(p.keys))
+	for ki, key := range p.keys {
+		shapes := map[uint8]int{} // parts to the shape's index in idx[ki]
+	overrides:
+		for oi, o := range p.overrides {
+			var vals [maxKeyParts]string
+			var mask uint8
+			for _, w := range o.when {
+				i := slices.IndexFunc(key, func(pt part) bool { return pt.label == w.part })
+				if i < 0 || i >= maxKeyParts || mask&(1<<i) != 0 && vals[i] != w.value {
+					continue overrides // never applies to this key
+				}
+				mask |= 1 << i
+				vals[i] = w.value
 			}
-			found = string(parts[spans[2*i]:spans[2*i+1]]) == w.value
-			break
-		}
-		if !found {
-			return false
+			var b []byte
+			for i := range maxKeyParts {
+				if mask&(1<<i) != 0 {
+					b = appendOverrideValue(b, vals[i])
+				}
+			}
+			si, ok := shapes[mask]
+			if !ok {
+				si = len(idx[ki].shapes)
+				shapes[mask] = si
+				idx[ki].shapes = append(idx[ki].shapes, overrideShape{parts: mask, first: map[string]int{}})
+			}
+			if _, ok := idx[ki].shapes[si].first[string(b)]; !ok {
+				idx[ki].shapes[si].first[string(b)] = oi
+			}
 		}
 	}
-	return true
+	return idx
+}
+
+// appendOverrideValue appends v to an override's lookup key, its length
+// first, so that no two lists of values write one key.
+func appendOverrideValue[V string | []byte](b []byte, v V) []byte {
+	return append(binary.AppendUvarint(b, uint64(len(v))), v...)
+}
+
+// first returns the index of the first override that names the key whose
+// parts are st.parts, with the value spans spans, or -1 for none.
+func (x *overrideIndex) first(st *state, spans []int) int {
+	best := -1
+	for i := range x.shapes {
+		sh := &x.shapes[i]
+		st.okey = st.okey[:0]
+		for j := range maxKeyParts {
+			if sh.parts&(1<<j) != 0 {
+				st.okey = appendOverrideValue(st.okey, st.parts[spans[2*j]:spans[2*j+1]])
+			}
+		}
+		if oi, ok := sh.first[string(st.okey)]; ok && (best < 0 || oi < best) {
+			best = oi
+		}
+	}
+	return best
 }
 
 // decide decides the enforcing entries against the store, waits where a

@@ -975,6 +975,10 @@ func (ld *loader) policy(n *yaml.Node, set *Set) *Policy {
 	}
 	if v, ok := f["overrides"]; ok {
 		var at []*yaml.Node // where each of p.overrides is written
+		// Each of p.overrides by its when (see whenKey), so that finding
+		// the overrides o is within takes a look-up per subset of o's
+		// parts, not a comparison with every earlier override.
+		byWhen := map[string]int{}
 		for _, on := range ld.list(v.val, "overrides") {
 			o, ok := ld.override(on, p, set, what)
 			if !ok {
@@ -983,10 +987,11 @@ func (ld *loader) policy(n *yaml.Node, set *Set) *Policy {
 			// A key takes the limits of the first override that names it
 			// (see limitsFor): one after an override that asks less of a
 			// key, as a repeated one does, would never apply.
-			if j := slices.IndexFunc(p.overrides, o.within); j >= 0 {
+			if j := o.firstWithin(p.overrides, byWhen); j >= 0 {
 				ld.errf(on, "override never applies: every key it names is named by the override at line %d, which comes first, with the same values as keys hold them; merge the two", at[j].Line)
 				continue
 			}
+			byWhen[whenKey(o.when)] = len(p.overrides)
 			p.overrides = append(p.overrides, o)
 			at = append(at, on)
 		}
@@ -1921,6 +1926,51 @@ func (o *override) fits(key []part) bool {
 		}
 	}
 	return true
+}
+
+// firstWithin returns the index of the first of earlier that o is within
+// (see within), or -1. byWhen maps the whenKey of each of earlier to its
+// index: an override o is within asks for a subset of o's when, which
+// holds at most maxKeyParts parts (they are all of one key), so each
+// subset is looked up, rather than every earlier override compared.
+func (o override) firstWithin(earlier []override, byWhen map[string]int) int {
+	if len(o.when) > maxKeyParts {
+		return slices.IndexFunc(earlier, o.within)
+	}
+	first := -1
+	sub := make([]partValue, 0, len(o.when))
+	for mask := range 1 << len(o.when) {
+		sub = sub[:0]
+		for i, w := range o.when {
+			if mask&(1<<i) != 0 {
+				sub = append(sub, w)
+			}
+		}
+		if j, ok := byWhen[whenKey(sub)]; ok && (first < 0 || j < first) {
+			first = j
+		}
+	}
+	return first
+}
+
+// whenKey returns a key for when as a set: its parts and values in order,
+// each after its length, so that two whens with the same parts and
+// values, in whatever order, and only they, have one key.
+func whenKey(when []partValue) string {
+	when = slices.SortedFunc(slices.Values(when), func(a, b partValue) int {
+		if c := strings.Compare(a.part, b.part); c != 0 {
+			return c
+		}
+		return strings.Compare(a.value, b.value)
+	})
+	var b []byte
+	for _, w := range when {
+		b = append(strconv.AppendInt(b, int64(len(w.part)), 10), ':')
+		b = append(b, w.part...)
+		b = append(strconv.AppendInt(b, int64(len(w.value)), 10), ':')
+		b = append(b, w.value...)
+	}
+	return string(b)
 }
 
 // within reports whether every key o applies to is one that earlier,
