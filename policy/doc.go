@@ -344,12 +344,15 @@
 //
 //   - load.go: the strict YAML reader: fields, messages, did-you-mean.
 //   - set.go: Set, Policy, Limit and their precomputed header values.
-//   - match.go: matching through ServeMux, path wildcards; the paths a
-//     request means are internal/urlpath's.
+//   - match.go: matching as ServeMux does, through a routing tree built
+//     from each policy's patterns beside its mux, so that a request's path
+//     is split once for all policies; path wildcards (read through the
+//     mux); the paths a request means are internal/urlpath's.
 //   - key.go: key parts and how values are written into keys.
 //   - form.go: form fields for form:NAME parts, the body kept whole.
 //   - request.go: Request, WithUser, WithPlan.
-//   - enforce.go: Enforcer, Outcome, Observer: deciding, waiting, fallbacks.
+//   - enforce.go: Enforcer, Outcome, Observer: deciding, waiting,
+//     fallbacks; overrides found by their keys' values.
 //   - gate.go: the concurrency limit with priority shares.
 //   - store.go: the store section (StoreConfig), which `sluice serve`
 //     reads to choose its store; libraries ignore it.
