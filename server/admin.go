@@ -198,8 +198,9 @@ func needsStore(g *generation) bool {
 }
 
 // readiness caches the store's answer to its probe (storeHandle.ping: a
-// decision on one Redis, a PING per node on a cluster) for a second, so
-// that frequent probes cost Redis one probe a second at most.
+// decision on one Redis; on a cluster, a PING per node and the decision)
+// for a second, so that frequent probes cost Redis one probe a second at
+// most.
 type readiness struct {
 	mu  sync.Mutex
 	at  time.Time

@@ -570,16 +570,23 @@ func tlsMode(c *tls.Config) string {
 
 // ping reports whether the store answers: always for memory; never for a
 // Redis not connected since the start (the error is the last attempt's);
-// for one Redis (or a Sentinel's master), whether it runs a decision, a script
-// call that writes, on a key of its own under g's prefix (see
-// readyProbe): a Redis that answers PING may still refuse every script (an ACL without the keys' pattern, out of
-// memory, a replica). On a Redis Cluster every node is sent a PING, and
-// the store answers if any node does: a PING left to the client goes to a
-// node of its choice, which would make readiness a toss while one master
-// is down. One dead master sends its own keys to on_store_error on every
-// instance alike, and taking them all out of rotation would only make
-// that the whole service's outage; no node answering is this instance's
-// own.
+// for one Redis (or a Sentinel's master), whether it runs a decision, a
+// script call that writes, on a key of its own under g's prefix (see
+// readyProbe): a Redis that answers PING may still refuse every script
+// (an ACL without the keys' pattern, out of memory, a replica).
+//
+// On a Redis Cluster every node is sent a PING, and the store answers if
+// any node does: a PING left to the client goes to a node of its choice,
+// which would make readiness a toss while one master is down. One dead
+// master sends its own keys to on_store_error on every instance alike,
+// and taking them all out of rotation would only make that the whole
+// service's outage; no node answering is this instance's own. The probe
+// decision runs too, on the master that holds its key, and only its
+// refusal by an ACL (see aclRefused) makes the store not answer: an ACL
+// is the cluster's configuration, the same for every instance, under
+// which no decision can succeed on any master. Any other failure of the
+// probe (its master down, out of memory, its slot moving) is that
+// master's, and the PINGs decide.
 func (h *storeHandle) ping(ctx context.Context, g *generation) error {
 	conn := h.conn.Load()
 	if conn == nil {
@@ -592,7 +599,24 @@ func (h *storeHandle) ping(ctx context.Context, g *generation) error {
 		_, err := conn.rs.Decide(ctx, readyProbe(g))
 		return err
 	}
-	nodes := conn.client.Nodes()
+	// At the same time as the PINGs, so that a probe that waits on its
+	// master adds nothing to their wait.
+	probe := make(chan error, 1)
+	go func() {
+		_, err := conn.rs.Decide(ctx, readyProbe(g))
+		probe <- err
+	}()
+	err := pingNodes(ctx, conn.client)
+	if perr := <-probe; aclRefused(perr) {
+		return fmt.Errorf("the cluster's ACL refuses sluice's script, so every decision fails on every master: %w", perr)
+	}
+	return err
+}
+
+// pingNodes sends every node of the cluster that client knows a PING, and
+// returns nil as soon as one answers, or all their errors.
+func pingNodes(ctx context.Context, client rueidis.Client) error {
+	nodes := client.Nodes()
 	if len(nodes) == 0 {
 		return errors.New("no node of the cluster known")
 	}
@@ -615,6 +639,18 @@ func (h *storeHandle) ping(ctx context.Context, g *generation) error {
 		all = append(all, err)
 	}
 	return errors.Join(all...)
+}
+
+// aclRefused reports whether err, a script call's failure, is an ACL's
+// refusal: of the call's keys or of EVALSHA itself (NOPERM), or of a
+// command the script runs (Redis's "can't run this command").
+func aclRefused(err error) bool {
+	var re *rueidis.RedisError
+	if !errors.As(err, &re) {
+		return false
+	}
+	msg := re.Error()
+	return strings.HasPrefix(msg, "NOPERM") || strings.Contains(msg, "can't run this command")
 }
 
 // urlProblem returns what is wrong with a URL that did not parse, without

@@ -8,6 +8,7 @@ import (
 	"math"
 	"net"
 	"strconv"
+	"strings"
 	"time"
 
 	"github.com/redis/rueidis"
@@ -363,9 +364,26 @@ func (s *Store) groupCall(ctx context.Context, sl uint16, keys, args []string, c
 	}
 	if err != nil {
 		s.callFailed(ctx, err)
-		return nil, inPartition(s.partitionOf(sl), fmt.Errorf("redis store: %w", err))
+		return nil, inPartition(s.partitionOf(sl), fmt.Errorf("redis store: %w%s", err, aclHint(err)))
 	}
 	return res, nil
+}
+
+// scriptCommands names the commands scripts/decide.lua runs, each of
+// which an ACL must grant besides EVALSHA and EVAL.
+// TestACLHintNamesTheScriptsCommands keeps it in step with the script.
+const scriptCommands = "TIME, GET, SET and DEL"
+
+// aclHint returns what to add to err, a script call's failure, when an
+// ACL refused a command the script runs: Redis's reply names a line of
+// the script, not the command, and an operator cannot tell from it what
+// to grant. It returns "" for any other error.
+func aclHint(err error) string {
+	var re *rueidis.RedisError
+	if errors.As(err, &re) && strings.Contains(re.Error(), "can't run this command") {
+		return " (the script runs " + scriptCommands + ": the ACL user must be granted each, as the ACL SETUSER line under Commands in sluice's docs/serve.md shows)"
+	}
+	return ""
 }
 
 // waitMigration sends a group that Redis answered TRYAGAIN (err) again,
