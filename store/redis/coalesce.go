@@ -2,9 +2,12 @@ package redis
 
 import (
 	"context"
+	"strconv"
 	"sync"
 	"sync/atomic"
 	"time"
+
+	"github.com/sluicehq/sluice/rate"
 )
 
 // Coalescing. Under load most of Redis's time per decision goes to what a
@@ -13,14 +16,29 @@ import (
 // decisions that concurrent callers make at the same moment share one
 // script call: while maxInFlight calls for a slot are on the wire, new
 // decisions queue, and the next call takes everything queued (up to
-// maxBatch keys). Each caller's requests stay one group, decided all or
-// nothing on their own; the groups of a call are independent. With no
-// concurrency every decision goes out at once, alone, as it would without
-// a coalescer: from the caller's goroutine, with nothing queued.
+// maxBatch keys and maxWeight of work). Each caller's requests stay one
+// group, decided all or nothing on their own; the groups of a call are
+// independent. With no concurrency every decision goes out at once,
+// alone, as it would without a coalescer: from the caller's goroutine,
+// with nothing queued.
 
-// maxBatch bounds the keys of one coalesced call, so that one script run
-// stays short (Redis runs nothing else meanwhile).
+// maxBatch bounds the keys of one coalesced call, and with them its
+// arguments and reply. What bounds its run time is maxWeight.
 const maxBatch = 256
+
+// maxWeight bounds the work of one coalesced call, in ordinary requests
+// (see weight), so that one script run stays short: Redis runs nothing
+// else meanwhile, and a run of seconds has it answer BUSY to every client.
+// Most requests cost a script run a few microseconds each, and a batch of
+// maxBatch of them about a millisecond; a sliding_log request costs about
+// a quarter of a microsecond per run of its log, which holds up to its
+// Count (rate.MaxLogCount, 65,536). Counting a run as a request
+// overstates it tenfold or more, so the bound is sixteen times maxBatch:
+// a batch of logs whose Counts add up to it then costs Redis about what a
+// full batch of ordinary requests does (4,096 runs, about a millisecond),
+// and a log with a larger Count goes alone, costing what it would
+// uncoalesced.
+const maxWeight = 16 * maxBatch
 
 // maxInFlight is how many calls per slot may be on the wire at once:
 // enough to keep Redis busy while the next batch gathers.
@@ -126,7 +144,7 @@ func (c *coalescer) next() []*pendingCall {
 	// One allocation: a batch takes at most every queued call, and at
 	// most maxBatch of them (each has a key at least).
 	batch := make([]*pendingCall, 0, min(len(c.queue), maxBatch))
-	i, keys := 0, 0
+	i, keys, work := 0, 0, 0
 	for ; i < len(c.queue); i++ {
 		p := c.queue[i]
 		err := p.ctx.Err()
@@ -138,10 +156,12 @@ func (c *coalescer) next() []*pendingCall {
 			close(p.done)
 			continue
 		}
-		if len(batch) > 0 && keys+len(p.keys) > maxBatch {
+		w := weight(p)
+		if len(batch) > 0 && (keys+len(p.keys) > maxBatch || work+w > maxWeight) {
 			break
 		}
 		keys += len(p.keys)
+		work += w
 		batch = append(batch, p)
 	}
 	n := copy(c.queue, c.queue[i:])
@@ -152,6 +172,26 @@ func (c *coalescer) next() []*pendingCall {
 		return nil
 	}
 	return batch
+}
+
+// weight returns the work group p gives a script run, in ordinary
+// requests (see maxWeight): a sliding_log request counts the runs its log
+// can hold, its limit's Count, since a decision reads every run of the
+// log and an admit writes them all back; any other request counts 1.
+func weight(p *pendingCall) int {
+	w := 0
+	for i := range p.keys {
+		a := p.args[1+argsPerRequest*i:]
+		w++
+		if a[0] == algorithmArgs[rate.SlidingLog] {
+			// Parsed back from the argument: it is all the coalescer sees of
+			// the request, and only queued groups pay for it.
+			if n, err := strconv.Atoi(a[1]); err == nil && n > 1 {
+				w += n - 1
+			}
+		}
+	}
+	return w
 }
 
 // run sends batches, handing each caller its decisions, while calls queue.

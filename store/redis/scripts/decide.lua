@@ -131,11 +131,12 @@
 -- 2^53 (rate.Limit.Validate keeps counts and bursts times periods below
 -- 2^52, and microseconds since the epoch are near 2^51), so sums, products
 -- and comparisons are exact. (A refused gcra request's next instant, up to
--- now + 2·2^52, is not: its retry takes differences first.) Division is
--- not: a/b rounds to the nearest double. But floor(a/b) is exact for
--- integers |a| < 2^53 and b > 0: if b does not divide a, a/b lies at
--- least 1/b from the integers around it, while rounding moves it by at
--- most half an ulp, |a/b|·2^-53 < 1/b; so floor(a/b) is rate's floorDiv
+-- now + 2·2^52, is not, nor is a sliding window's end, up to two periods
+-- past its start: the retry and the reset take differences first.)
+-- Division is not: a/b rounds to the nearest double. But floor(a/b) is
+-- exact for integers |a| < 2^53 and b > 0: if b does not divide a, a/b
+-- lies at least 1/b from the integers around it, while rounding moves it
+-- by at most half an ulp, |a/b|·2^-53 < 1/b; so floor(a/b) is rate's floorDiv
 -- and ceil(a/b) its ceilDiv, for negative times too. For a double
 -- |x| < 2^52, Lua's x % 1 is x - floor(x) (its definition,
 -- a - floor(a/b)*b, with b = 1), which is exact, and so is
@@ -164,6 +165,20 @@
 -- stepping back. A fresh state is never stored: the key is deleted, and
 -- otherwise it expires when the state would be fresh again (the
 -- decision's reset after).
+--
+-- Logs. A sliding log's decision reads every run of its log (to check
+-- them, and to count the units in the window), so its cost grows with the
+-- runs, up to rate.MaxLogCount; the coalescer weighs it so (coalesce.go).
+-- Per run it is kept to a few VM instructions: the log stays the packed
+-- string it is stored as, read CHUNK runs per struct.unpack call, and a
+-- new log is the old one's bytes from its first run in the window on,
+-- with the new units packed onto the end, so an admit copies no run one
+-- by one. The bytes are the same as a run-by-run copy's: every number is
+-- an integer below 2^53, which a float64 holds exactly. A log in hand is
+-- { bytes, period, from, total }: the offset of the first run in that
+-- period's window, and the units from there on, which the check that
+-- reads the log finds in the same pass and a step's new log knows (all
+-- its runs are in the window); a step under another period counts again.
 
 local KEYS, ARGV = KEYS, ARGV
 local now = tonumber(ARGV[1])
@@ -174,7 +189,8 @@ if expire then
 end
 
 local floor, max = math.floor, math.max
-local pack, sunpack, byte, concat, type = struct.pack, struct.unpack, string.byte, table.concat, type
+local pack, sunpack, byte, type = struct.pack, struct.unpack, string.byte, type
+local srep, ssub = string.rep, string.sub
 
 -- 2^53: every field the script writes lies below it (see State).
 local BOUND = 9007199254740992
@@ -187,13 +203,55 @@ local function written(x, lo)
 end
 
 -- state3 reports whether a three-field state holds numbers the script
--- writes; a log's run does when its time is later than the run before
--- (prev) and it holds a unit at least.
+-- writes.
 local function state3(a, b, c)
 	return written(a, 0) and written(b, 0) and written(c, 0)
 end
-local function run(at, units, prev)
-	return at > prev and written(at, 0) and written(units, 1)
+
+-- A sliding log is read CHUNK runs per struct.unpack call, into a table
+-- per chunk: a call per run cost most of a decision on a long log (see
+-- Logs). RUNS is the format of a whole chunk, made when a log is first
+-- read; a chunk's 2·CHUNK values stay far below Lua's C stack limit
+-- (LUAI_MAXCSTACK, 8000).
+local CHUNK = 128
+local RUNS
+
+-- logok reports whether log, a sliding log's value, holds runs the script
+-- writes: times strictly increasing, from 0, and integers below 2^53, each
+-- with an integer count of units in [1, 2^53). Increasing, only the first
+-- time needs checking against 0 (it must pass -1) and only the last
+-- against 2^53 (an infinity fails x % 1 == 0 anyway). Since it reads
+-- every run, it also returns the offset of the first run later than edge
+-- (#log + 1 if none) and the units from there on: for a step, the runs
+-- still in the window.
+local function logok(log, edge)
+	if not RUNS then
+		RUNS = '>' .. srep('d', 2 * CHUNK)
+	end
+	local len, prev, p, from, total = #log, -1, 2, 2, 0
+	while p < len do
+		local m, f = len - p + 1, RUNS
+		if m >= 16 * CHUNK then
+			m = 16 * CHUNK
+		else
+			f = ssub(RUNS, 1, 1 + m / 8)
+		end
+		local c = { sunpack(f, log, p) }
+		for q = 1, m / 8, 2 do
+			local at, u = c[q], c[q + 1]
+			if not (at > prev and at % 1 == 0 and u >= 1 and u < BOUND and u % 1 == 0) then
+				return false
+			end
+			if at > edge then
+				total = total + u
+			else
+				from = p + 8 * (q + 1)
+			end
+			prev = at
+		end
+		p = p + m
+	end
+	return prev < BOUND, from, total
 end
 
 local nkeys = #KEYS
@@ -236,32 +294,30 @@ while first <= nkeys do
 					local n, t = ARGV[a + 1] + 0, ARGV[a + 2] + 0
 					local r1, r2 = ARGV[rc + 2 * i] + 0, ARGV[rc + 2 * i + 1] + 0
 					if alg == 5 then
+						-- A log the step would read as fresh (see State)
+						-- gets nothing; nor does one without the run.
+						local ok, off, units
 						if #raw % 16 == 1 then
-							local runs, found, lt, prev = { pack('B', 5) }, false, nil, -1
-							for p = 2, #raw, 16 do
-								local at, units = sunpack('>dd', raw, p)
-								-- A log the step would read as fresh (see
-								-- State) gets nothing.
-								if not run(at, units, prev) then
-									found = false
-									break
-								end
-								prev = at
-								if at == r1 and not found then
-									found, units = true, units - cost
-								end
-								if units > 0 then
-									runs[#runs + 1] = pack('>dd', at, units)
-									lt = at
-								end
+							-- off: the first run at r1 or later.
+							ok, off = logok(raw, r1 - 1)
+						end
+						if ok and off < #raw then
+							local at
+							at, units = sunpack('>dd', raw, off)
+							ok = at == r1
+						end
+						if ok and units then
+							local rest
+							if units > cost then
+								rest = ssub(raw, 1, off + 7) .. pack('>d', units - cost) .. ssub(raw, off + 16)
+							else
+								rest = ssub(raw, 1, off - 1) .. ssub(raw, off + 16)
 							end
-							if found then
-								v = false
-								if lt then
-									ms = lt + t - now
-									if ms > 0 then
-										v = concat(runs)
-									end
+							v = false
+							if #rest > 1 then
+								ms = sunpack('>d', rest, #rest - 15) + t - now
+								if ms > 0 then
+									v = rest
 								end
 							end
 						end
@@ -358,11 +414,11 @@ while first <= nkeys do
 								end
 							end
 							if cur ~= sb or prev ~= sc then
-								ms = 0 -- rate's slidingReset
+								ms = 0 -- rate's slidingReset, differences first as the step's reset
 								if cur > 0 then
-									ms = sa + 2 * t - now
+									ms = sa - now + 2 * t
 								elseif prev > 0 then
-									ms = sa + t - now
+									ms = sa - now + t
 								end
 								v = false
 								if ms > 0 then
@@ -438,17 +494,13 @@ while first <= nkeys do
 					-- Numbers the script never writes read as fresh too.
 					if type(raw) == 'string' and byte(raw) == alg then
 						if alg == 5 then
+							-- A log stays packed, as stored, with the runs in
+							-- the window of this step's period (see Logs).
 							if #raw % 16 == 1 then
-								slog = {}
-								local j, prev = 0, -1
-								for p = 2, #raw, 16 do
-									local at, units = sunpack('>dd', raw, p)
-									if not run(at, units, prev) then
-										slog = nil
-										break
-									end
-									slog[j + 1], slog[j + 2] = at, units
-									j, prev = j + 2, at
+								local w = ARGV[a + 2] + 0
+								local ok, from, total = logok(raw, now - w)
+								if ok then
+									slog = { raw, w, from, total }
 								end
 							end
 						elseif #raw == 25 then
@@ -788,39 +840,89 @@ while first <= nkeys do
 							na, nb, nc = start, cur, prev
 						end
 					end
+					-- The difference first: start + 2·t may pass 2^53 (a
+					-- period near 2^52µs), where the sum would round, while
+					-- the reset itself stays below it (see Numbers).
 					if cur > 0 then
-						reset = start + 2 * t - now
+						reset = start - now + 2 * t
 					elseif prev > 0 then
-						reset = start + t - now
+						reset = start - now + t
 					else
 						reset = 0
 					end
 				elseif alg == 5 then
-					-- sliding_log: runs { t1, n1, t2, n2, ... }, n1 units
-					-- admitted at t1 and so on, t1 < t2 < ...; rate's Log
-					-- holds the same times one per unit.
-					local s = slog or {}
-					local ns = #s
-					local from = 1
-					while from < ns and now - s[from] >= t do
-						from = from + 2
+					-- sliding_log: slog (see Logs) holds runs (t1, n1), (t2,
+					-- n2), ...: n1 units admitted at t1 and so on, t1 < t2 <
+					-- ...; rate's Log holds the same times one per unit.
+					-- from is the offset of the first run still in the
+					-- window (len + 1 if none), total the units from there
+					-- on: as the log's load or step found them for this
+					-- period, else counted here. A chunk whose last run has
+					-- left the window has all left: one number is read of
+					-- it.
+					local log, len, from, total, p = '', 1, 2, 0, 2
+					if slog then
+						log = slog[1]
+						len = #log
+						if slog[2] == t then
+							from, total, p = slog[3], slog[4], len
+						else
+							from = len + 1
+						end
+						if not RUNS then
+							RUNS = '>' .. srep('d', 2 * CHUNK)
+						end
 					end
-					local total = 0
-					for j = from + 1, ns, 2 do
-						total = total + s[j]
-					end
-					if total + cost > n then
-						local k = total + cost - n -- units that must leave first
-						local at, seen = 0, 0
-						for j = from, ns, 2 do
-							seen = seen + s[j + 1]
-							if seen >= k then
-								at = s[j]
-								break
+					while p < len do
+						local m, f = len - p + 1, RUNS
+						if m >= 16 * CHUNK then
+							m = 16 * CHUNK
+						else
+							f = ssub(RUNS, 1, 1 + m / 8)
+						end
+						if from <= len or now - sunpack('>d', log, p + m - 16) < t then
+							local c = { sunpack(f, log, p) }
+							local q = 1
+							if from > len then
+								while now - c[q] >= t do
+									q = q + 2
+								end
+								from = p + 8 * (q - 1)
+							end
+							for j = q + 1, m / 8, 2 do
+								total = total + c[j]
 							end
 						end
+						p = p + m
+					end
+					if total + cost > n then
+						-- The run that holds the kth unit from the window's
+						-- start: k units must leave first.
+						local k = total + cost - n
+						local at, seen = 0, 0
+						p = from
+						while p < len do
+							local m, f = len - p + 1, RUNS
+							if m >= 16 * CHUNK then
+								m = 16 * CHUNK
+							else
+								f = ssub(RUNS, 1, 1 + m / 8)
+							end
+							local c = { sunpack(f, log, p) }
+							for q = 1, m / 8, 2 do
+								seen = seen + c[q + 1]
+								if seen >= k then
+									at = c[q]
+									break
+								end
+							end
+							if seen >= k then
+								break
+							end
+							p = p + m
+						end
 						remaining = max(0, n - total)
-						reset = s[ns - 1] + t - now
+						reset = sunpack('>d', log, len - 15) + t - now
 						retry = at + t - now
 					else
 						allowed = true
@@ -829,25 +931,38 @@ while first <= nkeys do
 							fresh = true
 							reset = 0
 						else
-							local log = {}
-							for j = from, ns do
-								log[#log + 1] = s[j]
-							end
-							local nl = #log
-							if cost > 0 then
-								local at = now
-								if nl > 0 then
-									at = max(at, log[nl - 1])
-								end
-								if nl > 0 and log[nl - 1] == at then
-									log[nl] = log[nl] + cost
+							-- The runs in the window, as they are stored, and
+							-- the new units: in the last run if it is at now
+							-- or later (time went back: they are logged at
+							-- the latest time), else in a run of their own.
+							-- Every run of the new log is in the window.
+							local last, nl = now, nil
+							if from > len then
+								nl = pack('>Bdd', 5, now, cost)
+							else
+								local la, lu = sunpack('>dd', log, len - 15)
+								last = la
+								if from == 2 then
+									-- The whole log: one copy, not two.
+									if cost == 0 then
+										nl = log
+									elseif la >= now then
+										nl = ssub(log, 1, len - 8) .. pack('>d', lu + cost)
+									else
+										nl = log .. pack('>dd', now, cost)
+										last = now
+									end
+								elseif cost == 0 then
+									nl = '\5' .. ssub(log, from)
+								elseif la >= now then
+									nl = '\5' .. ssub(log, from, len - 8) .. pack('>d', lu + cost)
 								else
-									log[nl + 1], log[nl + 2] = at, cost
-									nl = nl + 2
+									nl = '\5' .. ssub(log, from) .. pack('>dd', now, cost)
+									last = now
 								end
 							end
-							reset = log[nl - 1] + t - now
-							nlog = log
+							nlog = { nl, t, 2, total + cost }
+							reset = last + t - now
 						end
 					end
 				else
@@ -906,18 +1021,14 @@ while first <= nkeys do
 			else
 				local v
 				if alg == 5 then
-					local parts = { pack('B', 5) }
-					for j = 1, #wlog, 2 do
-						parts[#parts + 1] = pack('>dd', wlog[j], wlog[j + 1])
-					end
-					v = concat(parts)
+					v = wlog[1]
 				else
 					v = pack('>Bddd', alg, wa, wb, wc)
 				end
 				if commit then
 					local r = tail + 2 * i
 					if alg == 5 then
-						out[r] = wlog[#wlog - 1]
+						out[r] = sunpack('>d', wlog[1], #wlog[1] - 15)
 					elseif alg == 0 or alg == 2 then
 						out[r], out[r + 1] = wc, (wa - wc) * (ARGV[8 * i - 5] + 0) + wb
 					elseif alg == 1 then
