@@ -195,6 +195,23 @@ local srep, ssub = string.rep, string.sub
 -- 2^53: every field the script writes lies below it (see State).
 local BOUND = 9007199254740992
 
+-- read returns key's value, or false for none. A key of another type
+-- (WRONGTYPE) reads as holding none, and so as fresh (see State), rather
+-- than failing the call, and with it every group that shares it. Any
+-- other failure of GET (an ACL that refuses it) fails the call, as
+-- redis.call would: read as fresh, every key would admit every request,
+-- and no decision would fail to say so.
+local function read(key)
+	local raw = redis.pcall('GET', key)
+	if type(raw) == 'table' and raw.err then
+		if ssub(raw.err, 1, 9) == 'WRONGTYPE' then
+			return false
+		end
+		error(raw)
+	end
+	return raw
+end
+
 -- written reports whether x is a number the script could have written in
 -- a state: an integer in [lo, 2^53). NaNs and infinities fail each
 -- comparison, and x % 1 == 0 leaves integers alone.
@@ -288,7 +305,7 @@ while first <= nkeys do
 			for i = first, last do
 				local a = 8 * i - 6
 				local key, alg, cost = KEYS[i], ARGV[a] + 0, ARGV[a + 5] + 0
-				local raw = redis.pcall('GET', key)
+				local raw = read(key)
 				local v, ms
 				if cost > 0 and type(raw) == 'string' and byte(raw) == alg then
 					local n, t = ARGV[a + 1] + 0, ARGV[a + 2] + 0
@@ -487,10 +504,7 @@ while first <= nkeys do
 					sa, sb, sc, slog = s1a, s1b, s1c, s1log
 				else
 					sa, sb, sc = 0, 0, 0
-					-- pcall: GET fails on a key of another type, which
-					-- reads as fresh (see State) rather than failing the
-					-- call, and with it every group that shares it.
-					local raw = redis.pcall('GET', key)
+					local raw = read(key)
 					-- Numbers the script never writes read as fresh too.
 					if type(raw) == 'string' and byte(raw) == alg then
 						if alg == 5 then
