@@ -395,7 +395,12 @@ func (l *Limiter) WaitN(ctx context.Context, key string, n int64) error {
 			}
 			for i := range reqs {
 				// A leaky_bucket refuses a turn further away than this.
-				reqs[i].MaxDelay = left - time.Microsecond
+				// A gcra or token_bucket would reserve units within it
+				// (see rate.Request.MaxDelay), which WaitN does not: it
+				// holds nothing while it sleeps (see above).
+				if l.limits[i].Algorithm == rate.LeakyBucket {
+					reqs[i].MaxDelay = left - time.Microsecond
+				}
 			}
 		}
 		d, closed, err := l.decideForWait(ctx, reqs, out)

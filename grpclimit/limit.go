@@ -65,7 +65,10 @@ type LimitOptions struct {
 	// MaxDelay is the longest a leaky_bucket's call waits for its turn:
 	// one whose turn is further away is refused, and takes no place in
 	// the queue. Zero means no bound but the queue's capacity; the call's
-	// deadline bounds the wait as well.
+	// deadline bounds the wait as well. Under a gcra or token_bucket
+	// limit, a positive MaxDelay holds a call past the burst for its
+	// unit, reserved, when it refills within MaxDelay and the deadline,
+	// rather than refuse it (see rate.Request.MaxDelay); zero refuses it.
 	MaxDelay time.Duration
 }
 

@@ -53,7 +53,11 @@ type LimitOptions struct {
 	// MaxDelay is the longest a leaky_bucket's request waits for its
 	// turn: one whose turn is further away is refused, and takes no place
 	// in the queue. Zero means no bound but the queue's capacity; a
-	// request's context deadline bounds the wait as well.
+	// request's context deadline bounds the wait as well. Under a gcra or
+	// token_bucket limit, a positive MaxDelay holds a request past the
+	// burst for its unit, reserved, when it refills within MaxDelay and
+	// the deadline, rather than refuse it (see rate.Request.MaxDelay);
+	// zero refuses it.
 	MaxDelay time.Duration
 }
 

@@ -2,6 +2,7 @@ package httplimit
 
 import (
 	"context"
+	"fmt"
 	"net/http"
 	"net/http/httptest"
 	"net/netip"
@@ -355,4 +356,45 @@ func TestLimitFailLocalReportsTheShare(t *testing.T) {
 	primary.down.Store(false)
 	e.clock.Advance(time.Second)
 	expect(t, "primary back", e.do("192.0.2.2:1"), http.StatusNoContent, whole, nil)
+}
+
+// TestLimitMaxDelayBucket: under a gcra limit, MaxDelay holds a request
+// past the burst for its unit, reserved, when the unit refills within
+// MaxDelay and within what the request's deadline leaves; it refuses the
+// request at once otherwise, and without a MaxDelay.
+func TestLimitMaxDelayBucket(t *testing.T) {
+	e := newKeyedEnv(t, "q", ByClientIP(nil), LimitOptions{MaxDelay: 2 * time.Minute}, "gcra 1/m burst 1")
+	start := e.clock.Now()
+	for i, want := range []time.Duration{0, time.Minute, 2 * time.Minute} {
+		expect(t, fmt.Sprint("request ", i+1), e.do("192.0.2.1:1"), http.StatusNoContent, nil, nil)
+		if got := e.clock.Now().Sub(start); got != want {
+			t.Errorf("request %d went ahead at +%v, want +%v", i+1, got, want)
+		}
+	}
+	// Back at the start, as a request that came with the first three
+	// would: its unit comes in three minutes, more than MaxDelay.
+	e.clock.Advance(-2 * time.Minute)
+	before := e.clock.Now()
+	expect(t, "a unit past MaxDelay", e.do("192.0.2.1:1"), http.StatusTooManyRequests, nil, nil)
+	if e.clock.Now() != before {
+		t.Errorf("the refused request waited %v", e.clock.Now().Sub(before))
+	}
+
+	// A deadline is real time: the fake clock starts at the real one.
+	e = newKeyedEnvAt(t, time.Now(), "q", ByClientIP(nil), LimitOptions{MaxDelay: 2 * time.Minute}, "gcra 1/m burst 1")
+	expect(t, "first, no wait", e.do("192.0.2.1:1"), http.StatusNoContent, nil, nil)
+	start = e.clock.Now()
+	r := httptest.NewRequest("GET", "/", nil)
+	r.RemoteAddr = "192.0.2.1:1"
+	ctx, cancel := context.WithTimeout(r.Context(), 2*time.Second)
+	defer cancel()
+	w := httptest.NewRecorder()
+	e.h.ServeHTTP(w, r.WithContext(ctx))
+	if w.Code != http.StatusTooManyRequests || e.clock.Now() != start {
+		t.Errorf("a unit a minute away with 2s to the deadline: %d after %v, want 429 at once", w.Code, e.clock.Now().Sub(start))
+	}
+
+	e = newKeyedEnv(t, "q", ByClientIP(nil), LimitOptions{}, "gcra 1/m burst 1")
+	expect(t, "first, no wait", e.do("192.0.2.1:1"), http.StatusNoContent, nil, nil)
+	expect(t, "no MaxDelay: refused", e.do("192.0.2.1:1"), http.StatusTooManyRequests, nil, nil)
 }

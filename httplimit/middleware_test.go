@@ -172,17 +172,22 @@ policies:
     limits: ["1/s burst 1"]
     max_delay: 1500ms
 `, Options{}, nil)
-	expect(t, "first", e.do(req{}), 200, map[string]string{"RateLimit": `"slow";r=0;t=1`}, nil)
+	// One more request would pass, held for its unit within max_delay.
+	expect(t, "first", e.do(req{}), 200, map[string]string{"RateLimit": `"slow";r=1;t=1`}, nil)
+	// Held a second for its unit: the bucket is full again a second
+	// after the answer.
 	w := e.do(req{})
 	expect(t, "waited", w, 200, map[string]string{"RateLimit": `"slow";r=0;t=1`, "Retry-After": ""}, nil)
 	if slept, n := e.clock.Slept(); slept != time.Second || n != 1 {
 		t.Errorf("slept %v in %d sleeps, want 1s in 1", slept, n)
 	}
 	// Two requests at once: the second would wait 2 s, beyond max_delay.
+	// Its Retry-After is when it would be held for its unit within
+	// max_delay: in half a second, rounded up.
 	e.do(req{})
 	e.clock.Advance(-time.Second) // back to where the queue holds one
 	w = e.do(req{})
-	expect(t, "too long to wait", w, 429, map[string]string{"Retry-After": "2"}, nil)
+	expect(t, "too long to wait", w, 429, map[string]string{"Retry-After": "1"}, nil)
 
 	// A leaky bucket shapes instead: each request waits for its turn.
 	// The clock is rewound after each wait, so that the four requests

@@ -281,13 +281,18 @@
 // is []. A limit that could never pass a request of the policy's cost is
 // refused at load.
 //
-// Waiting: max_delay lets a refused request wait instead, once, when it
-// would pass within that time; a leaky_bucket limit makes every request
-// wait its turn, up to max_delay. A refused request's wait reserves
-// nothing: requests refused together wait together and are decided again
-// together, and those the limit does not then admit are refused after
-// waiting (under a gcra or token_bucket limit, about one per refill). To
-// hold many requests and let each through in turn, use a leaky_bucket. Waits use the Enforcer's clock and end
+// Waiting: max_delay holds a request back rather than refuse it, when it
+// would pass within that time. Under a gcra or token_bucket limit, a
+// request past the burst is admitted with its unit reserved and held
+// until it refills, so that requests held together go one after another,
+// each at its unit's time, and one whose unit comes later than max_delay
+// is refused at once (with the burst as NGINX's delay=, see
+// docs/nginx.md); a leaky_bucket limit makes every request wait its turn,
+// up to max_delay. Under a window limit (fixed_window, sliding_window,
+// sliding_log) a refused request waits for its Retry-After, once, and is
+// decided again: that wait reserves nothing, so requests refused together
+// and decided again together pass as far as the window then admits, and
+// the others are refused after waiting. Waits use the Enforcer's clock and end
 // with the request's context. A request is never held back for a wait
 // its context's deadline cannot cover: it is refused at once instead, and
 // takes no turn in a leaky_bucket's queue. A request whose context ends

@@ -623,7 +623,9 @@ func (e *Enforcer) decideShared(ctx context.Context, st *state) (rate.Decision, 
 // st.decs[:st.nEnf] and returns their combination) and holds the request
 // back as its policies allow: the one place that does so, so that
 // max_delay and a leaky_bucket's turn hold alike whichever store decides,
-// the shared one or the local fallback. A refusal within max_delay is
+// the shared one or the local fallback. An admission with a Delay (a
+// leaky_bucket's turn, a gcra or token_bucket's unit reserved within
+// max_delay) is held for it. A window's refusal within max_delay is
 // waited out and decided again, once per request: one that already
 // waited (out.Waited), and whose store then failed, is not held a second
 // time by the local store. It returns the final decision, or decide's
@@ -668,16 +670,28 @@ func (e *Enforcer) hold(ctx context.Context, st *state, out *Outcome,
 		}
 		out.Waited += d.Delay
 		heldFor(st.held, decs)
+		// The request goes ahead, and its answer out, d.Delay after the
+		// decision: each state is that much nearer fresh.
+		d.ResetAfter = max(0, d.ResetAfter-d.Delay)
+		for i := range decs {
+			decs[i].ResetAfter = max(0, decs[i].ResetAfter-d.Delay)
+		}
 	}
 	return d, false, nil
 }
 
 // turnWithin bounds the turn of each of reqs (their MaxDelay) to come
 // before left has passed: a leaky_bucket refuses a turn the deadline
-// cannot reach, rather than queue a request that will have gone by then.
+// cannot reach, rather than queue a request that will have gone by then,
+// and a gcra or token_bucket a unit it would reserve past it. A request
+// with no MaxDelay under another algorithm stays without one: a gcra
+// would read one as leave to hold the request.
 func turnWithin(reqs []rate.Request, left time.Duration) {
 	turn := max(left-time.Microsecond, time.Nanosecond)
 	for i := range reqs {
+		if reqs[i].MaxDelay <= 0 && reqs[i].Limit.Algorithm != rate.LeakyBucket {
+			continue
+		}
 		if reqs[i].MaxDelay <= 0 || reqs[i].MaxDelay > turn {
 			reqs[i].MaxDelay = turn
 		}
@@ -756,11 +770,12 @@ func (e *Enforcer) decideAll(ctx context.Context, reqs []rate.Request, decs []ra
 }
 
 // mayWait reports whether every refusing limit's policy lets a request
-// wait for wait. A leaky_bucket never does: it already waits for its turn
-// (its Delay) up to max_delay, and refuses only beyond it.
+// wait for wait. A bucket never does: a leaky_bucket already waits for
+// its turn (its Delay) up to max_delay, a gcra or token_bucket for its
+// unit, reserved, and each refuses only beyond it.
 func (e *Enforcer) mayWait(st *state, decs []rate.Decision, wait time.Duration) bool {
 	for i := range decs {
-		if !decs[i].Allowed && (st.lims[i].Policy.MaxDelay < wait || st.lims[i].Algorithm == rate.LeakyBucket) {
+		if !decs[i].Allowed && (st.lims[i].Policy.MaxDelay < wait || st.lims[i].Algorithm.HasBurst()) {
 			return false
 		}
 	}

@@ -158,7 +158,7 @@ policies:
     limits: ["leaky_bucket 10/s burst 50"]
     max_delay: 10s
   - name: quota
-    limits: ["gcra 1/s"]
+    limits: ["fixed_window 1/s"]
     max_delay: 2s
 `, store, clock, Options{Observer: rec})
 	send := func(ctx context.Context) Outcome {
@@ -248,7 +248,8 @@ policies:
 }
 
 // A wait max_delay cannot cover is refused at once, locally as in the
-// store, with the whole wait as its Retry-After.
+// store, with the wait after which max_delay would cover it as its
+// Retry-After: 5s away, the unit can be held for from 3s on.
 func TestLocalFallbackRefusesBeyondMaxDelay(t *testing.T) {
 	for _, store := range []string{"shared", "local"} {
 		t.Run(store, func(t *testing.T) {
@@ -265,7 +266,7 @@ policies:
 				r := httptest.NewRequest("GET", "/", nil)
 				out := e.Enforce(t.Context(), &Request{HTTP: r, Header: r.Header})
 				out.Done()
-				if out.Verdict != want || out.Waited != 0 || (want == Refuse && out.RetryAfter != 5*time.Second) {
+				if out.Verdict != want || out.Waited != 0 || (want == Refuse && out.RetryAfter != 3*time.Second) {
 					t.Errorf("request %d: %v after waiting %v, retry_after %v; want %v at once", i+1, out.Verdict, out.Waited, out.RetryAfter, want)
 				}
 			}
@@ -303,14 +304,15 @@ func (s *scriptStore) DecideAll(_ context.Context, reqs []rate.Request, decs []r
 func TestMaxDelayWaitsOnceWhenTheStoreFailsAfter(t *testing.T) {
 	clock := ratetest.NewClock(time.Date(2026, 3, 1, 12, 0, 0, 0, time.UTC))
 	// Request 1: the store fails, the local store allows it (its
-	// gcra 1/s then has room again in a second). Request 2: the store
-	// refuses it for half a second; after that wait the store fails, and
-	// the local store refuses it for the other half.
+	// fixed_window 1/s then has room again in a second). Request 2: the
+	// store refuses it for half a second; after that wait the store
+	// fails, and the local store refuses it for the other half. (A
+	// window's refusal is waited out; a bucket reserves its unit instead.)
 	st := &scriptStore{answers: []*rate.Decision{nil, {RetryAfter: 500 * time.Millisecond}, nil}}
 	e := generation(t, `
 policies:
   - name: held
-    limits: ["gcra 1/s"]
+    limits: ["fixed_window 1/s"]
     max_delay: 2s
     on_store_error: local
 `, st, clock, Options{})

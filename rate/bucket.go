@@ -53,6 +53,13 @@ func (a pt) ticksSince(b pt, n int64) int64 { return (a.us-b.us)*n + a.rem - b.r
 // A caller who waits at most maxDelay is refused a later turn, and is told
 // as Remaining only the turns that come within it.
 //
+// As gcra, a caller who waits (maxDelay ≥ 0) may go past the B·I of debt
+// by what refills while it waits: a request that would conform within
+// maxDelay is admitted with the Delay until it does, its TAT moved on as
+// for any admission, so that the next waiter's unit comes after it
+// (NGINX's limit_req with delay=). Since the whole debt still refills at
+// the rate, what proceeds, at now + Delay, conforms to the limit.
+//
 // The state also keeps the latest time it has seen. A step at an earlier
 // time (a clock stepped back) is taken at that latest time, so it can
 // never spend tokens that the later time has already refilled; its
@@ -84,6 +91,10 @@ func (l *Limit) gcra(s *State, now, cost, maxDelay int64, next *State, out *Deci
 		}
 	}
 	if debt+need > b*t {
+		if maxDelay >= 0 && l.Algorithm == GCRA {
+			l.gcraQueue(s, now, at, base, debt, cost, maxDelay, next, out)
+			return
+		}
 		l.gcraRefuse(s, now, at, cost, maxDelay, next, out)
 		return
 	}
@@ -94,7 +105,11 @@ func (l *Limit) gcra(s *State, now, cost, maxDelay int64, next *State, out *Deci
 		remaining -= int64(uint64(debt+t-1) / uint64(t))
 	}
 	if maxDelay >= 0 {
-		remaining = turnsBy(nt, now+maxDelay, n, t, remaining)
+		if l.Algorithm == LeakyBucket {
+			remaining = turnsBy(nt, now+maxDelay, n, t, remaining)
+		} else {
+			remaining = (b*t + queueTicks(maxDelay, at-now, n, b*t) - debt - need) / t
+		}
 	}
 	out.set(true, b, remaining, dur(max(0, nt.ceilSub(pt{now, 0}))), 0, dur(delay))
 	if debt+need == 0 {
@@ -102,6 +117,44 @@ func (l *Limit) gcra(s *State, now, cost, maxDelay int64, next *State, out *Deci
 		return
 	}
 	put(next, nt.us, nt.rem, at)
+}
+
+// gcraQueue decides a gcra request past the bucket's capacity for a
+// caller who waits at most maxDelay (≥ 0): it is admitted if it conforms
+// within maxDelay, with the Delay until it does, its unit reserved, and
+// refused otherwise (gcraRefuse). base and debt are as gcra found them.
+func (l *Limit) gcraQueue(s *State, now, at int64, base pt, debt, cost, maxDelay int64, next *State, out *Decision) {
+	n, t, b := l.Count, l.periodMicros(), l.burst()
+	bt, need := b*t, cost*t
+	extra := queueTicks(maxDelay, at-now, n, bt)
+	if debt+need > bt+extra {
+		l.gcraRefuse(s, now, at, cost, maxDelay, next, out)
+		return
+	}
+	// It conforms once the bucket has refilled debt + need − B·T ticks,
+	// counted from at.
+	nt := base.addTicks(need, n)
+	delay := ceilDiv(debt+need-bt, n) + at - now
+	out.set(true, b, (bt+extra-debt-need)/t, dur(nt.ceilSub(pt{now, 0})), 0, dur(delay))
+	put(next, nt.us, nt.rem, at)
+}
+
+// queueTicks returns how far past a full bucket's debt, B·T ticks (bt), a
+// gcra or token_bucket request may be admitted with a Delay, for a caller
+// who waits at most maxDelay µs (≥ 0), shift µs being how far the state's
+// latest time is ahead of now: (maxDelay − shift)·N, none if that is not
+// positive. maxDelay is first cut to what keeps the debt within MaxExact
+// (see queueWait), so that every number stays exact in the Redis
+// script's floats too.
+func queueTicks(maxDelay, shift, n, bt int64) int64 {
+	return max(0, queueWait(maxDelay, n, bt)-shift) * n
+}
+
+// queueWait returns maxDelay (≥ 0) cut to (MaxExact − bt)/N µs, the
+// longest wait whose debt, bt plus the wait's ticks, stays within
+// MaxExact.
+func queueWait(maxDelay, n, bt int64) int64 {
+	return min(maxDelay, (MaxExact-bt)/n)
 }
 
 // gcraRefuse is gcra's refusal, out of line so that the admitted path
@@ -113,24 +166,37 @@ func (l *Limit) gcraRefuse(s *State, now, at, cost, maxDelay int64, next *State,
 	if base.less(tat) {
 		base = tat
 	}
+	queue := maxDelay >= 0 && l.Algorithm == GCRA
 	// A leaky_bucket's turn longer than the caller waits is refused until
 	// it is short enough.
 	var wait int64
-	if maxDelay >= 0 {
+	if maxDelay >= 0 && !queue {
 		wait = max(0, base.ceilSub(pt{now, 0})-maxDelay)
 	}
 	nt := base.addTicks(cost*t, n)
 	full := pt{at, 0}.addTicks(b*t, n) // at + B·I
 	remaining := remainingTicks(full, base, n, t)
-	if maxDelay >= 0 {
+	switch {
+	case queue:
+		// The places left before the queue's end, at + B·I plus what
+		// the caller waits.
+		if extra := queueTicks(maxDelay, at-now, n, b*t); extra > 0 {
+			remaining = remainingTicks(full.addTicks(extra, n), base, n, t)
+		}
+	case maxDelay >= 0:
 		remaining = turnsBy(base, now+maxDelay, n, t, remaining)
 	}
 	// A request beyond the capacity passes once the latest time seen has
 	// moved on by ⌈next − full⌉. One within it waits only for its turn: a
 	// step before the latest time seen is taken at that time, so waiting
-	// until then adds no room.
+	// until then adds no room. A gcra request whose caller waits passes
+	// that much earlier, its unit reserved.
 	if full.less(nt) {
-		wait = max(wait, nt.ceilSub(full)+at-now)
+		w := nt.ceilSub(full) + at - now
+		if queue {
+			w -= queueWait(maxDelay, n, b*t)
+		}
+		wait = max(wait, w)
 	}
 	out.set(false, b, remaining, dur(max(0, tat.ceilSub(pt{now, 0}))), dur(wait), 0)
 	keep(s, next)
@@ -183,7 +249,7 @@ func turnsBy(e pt, by, n, t, most int64) int64 {
 // the zero State is fresh. It admits exactly what gcra admits while time
 // runs forward; when time runs backwards it refills nothing until it
 // catches up.
-func (l *Limit) tokenBucket(s *State, now, cost int64, next *State, out *Decision) {
+func (l *Limit) tokenBucket(s *State, now, cost, maxDelay int64, next *State, out *Decision) {
 	n, t, b := l.Count, l.periodMicros(), l.burst()
 	capacity := b * t
 	debt, last := s.A, s.B
@@ -198,13 +264,27 @@ func (l *Limit) tokenBucket(s *State, now, cost int64, next *State, out *Decisio
 	}
 	level := capacity - debt
 	need := cost * t
+	var extra int64 // past the capacity, what a caller who waits may reserve
+	if maxDelay >= 0 {
+		extra = queueTicks(maxDelay, shift, n, capacity)
+	}
+	var delay int64
 	if level < need {
-		out.set(false, b, level/t, dur(ceilDiv(debt, n)+shift), dur(ceilDiv(need-level, n)+shift), 0)
-		keep(s, next)
-		return
+		if need-level > extra {
+			retry := ceilDiv(need-level, n) + shift
+			if maxDelay >= 0 {
+				retry -= queueWait(maxDelay, n, capacity)
+			}
+			out.set(false, b, (level+extra)/t, dur(ceilDiv(debt, n)+shift), dur(retry), 0)
+			keep(s, next)
+			return
+		}
+		// Within what the caller waits: admitted, once the bucket has
+		// refilled the rest.
+		delay = ceilDiv(need-level, n) + shift
 	}
 	debt += need
-	out.set(true, b, (capacity-debt)/t, dur(ceilDiv(debt, n)+shift), 0, 0)
+	out.set(true, b, (capacity+extra-debt)/t, dur(ceilDiv(debt, n)+shift), 0, dur(delay))
 	if debt == 0 {
 		put(next, 0, 0, 0)
 		return

@@ -23,7 +23,9 @@ type Decision struct {
 	// within that delay: how many unit requests would still pass, one after
 	// another. It is not the largest single cost that would: a request
 	// waits only for its own turn, the first of its places, so one of a
-	// larger cost can pass (a cost of 4 where Remaining is 2).
+	// larger cost can pass (a cost of 4 where Remaining is 2). For a gcra
+	// or token_bucket decided with a MaxDelay, it counts the units that
+	// would still pass, at once or delayed within it.
 	Remaining int64
 	// ResetAfter is how long until the key's state is back to fresh (a full
 	// bucket, an empty window) if nothing else arrives.
@@ -33,7 +35,8 @@ type Decision struct {
 	RetryAfter time.Duration
 	// Delay is how long an admitted request must wait for its turn before it
 	// proceeds: non-zero only for leaky_bucket, which shapes traffic instead
-	// of letting a burst through at once.
+	// of letting a burst through at once, and for a gcra or token_bucket
+	// request whose caller waits (Request.MaxDelay) past the burst.
 	Delay time.Duration
 }
 
@@ -59,12 +62,19 @@ type Request struct {
 	// Cost is how many units the request takes; 0 only looks (it is always
 	// allowed, consumes nothing and reports Remaining).
 	Cost int64
-	// MaxDelay, if positive, is the longest a caller will wait for a
-	// leaky_bucket's Delay: a request that would be delayed longer is
-	// refused (a look, of cost 0, never is). Zero or less sets no bound
-	// beyond the queue's capacity; a positive MaxDelay under 1µs (a Delay is
-	// whole microseconds) admits only a request with no Delay. Other
-	// algorithms never delay and ignore it.
+	// MaxDelay, if positive, is the longest a caller will wait for a Delay:
+	// a request that would be delayed longer is refused (a look, of cost 0,
+	// never is). A leaky_bucket delays every request for its turn: zero or
+	// less sets no bound beyond the queue's capacity. A gcra or
+	// token_bucket lets the burst through at once, and with a positive
+	// MaxDelay admits a request past it too, with the Delay until its units
+	// refill, reserving them, so that those that wait go one after another
+	// rather than all retry at once; zero or less admits none past the
+	// burst, as without a wait (and the waits are cut to what keeps their
+	// arithmetic exact, (2^52 − Burst·Period in µs)/Count µs). A positive
+	// MaxDelay under 1µs (a Delay is whole microseconds) admits only a
+	// request with no Delay. The window algorithms never delay and ignore
+	// it.
 	MaxDelay time.Duration
 }
 

@@ -17,7 +17,9 @@
 //
 //	gcra            the default: a token bucket in one number. Smooth,
 //	                allows bursts up to Burst, cheapest state. Pick it
-//	                unless you have a reason not to.
+//	                unless you have a reason not to. A caller who waits
+//	                (Request.MaxDelay) is admitted past the burst with a
+//	                Delay, its unit reserved, rather than refused.
 //	token_bucket    the same decisions as gcra, kept as (tokens, last
 //	                refill) for those who think in tokens.
 //	leaky_bucket    shapes instead of refusing: admits into a queue of

@@ -88,3 +88,51 @@ func TestNGINXLimitReq(t *testing.T) {
 		}
 	}
 }
+
+// TestNGINXLimitReqDelay checks the two-stage `burst=N delay=D` docs/nginx.md
+// maps to a gcra limit whose caller waits: `gcra R/s burst D+1`, waiting
+// up to (N−D)/R seconds (a policy's max_delay). The first D+1 requests of
+// a burst pass at once and the next N−D are delayed, as NGINX delays
+// them. delay=0 is limit_req's default, the leaky_bucket of the test
+// above, which a gcra of burst 1 with a wait gives too.
+func TestNGINXLimitReqDelay(t *testing.T) {
+	rng := rand.New(rand.NewPCG(17, 19))
+	for _, r := range []int64{1, 3, 10, 50} {
+		for _, nd := range [][2]int64{{12, 8}, {5, 2}, {5, 0}, {1, 0}, {3, 2}} {
+			n, dl := nd[0], nd[1]
+			z := nginxLimitReq{rate: r * 1000, burst: n * 1000, delay: dl * 1000}
+			spec := "gcra " + strconv.FormatInt(r, 10) + "/s burst " + strconv.FormatInt(dl+1, 10)
+			lim, err := rate.ParseLimit(spec)
+			if err != nil {
+				t.Fatal(err)
+			}
+			// (N−D)/R seconds, rounded up to the µs.
+			wait := time.Duration((n-dl)*1_000_000/r+min(1, (n-dl)*1_000_000%r)) * time.Microsecond
+			var s rate.State
+			ms := int64(1_700_000_000_000)
+			delayed := 0
+			for i := range 20000 {
+				if rng.IntN(4) != 0 {
+					ms += rng.Int64N(3 * 1000 / r)
+				}
+				ok, delay := z.request(ms)
+				next, d := lim.StepWithin(s, ms*1000, 1, wait)
+				if d.Allowed != ok {
+					t.Fatalf("%s waiting %v against limit_req rate=%dr/s burst=%d delay=%d: request %d at %dms: sluice %v, NGINX %v", spec, wait, r, n, dl, i, ms, d, ok)
+				}
+				if ok {
+					s = next
+					if got := d.Delay.Truncate(time.Millisecond); got != time.Duration(delay)*time.Millisecond {
+						t.Fatalf("%s waiting %v against limit_req rate=%dr/s burst=%d delay=%d: request %d at %dms: delay %v, NGINX %dms", spec, wait, r, n, dl, i, ms, d.Delay, delay)
+					}
+					if delay > 0 {
+						delayed++
+					}
+				}
+			}
+			if delayed == 0 {
+				t.Fatalf("%s: no request was delayed: the arrivals test nothing", spec)
+			}
+		}
+	}
+}

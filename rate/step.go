@@ -42,11 +42,11 @@ func (l Limit) Step(s State, now, cost int64) (State, Decision) {
 	return l.StepWithin(s, now, cost, 0)
 }
 
-// StepWithin is Step for a caller who waits at most maxDelay: a
-// leaky_bucket refuses a request whose Delay would be longer. The other
-// algorithms never delay and ignore maxDelay. A maxDelay of zero or less
-// means no bound beyond the queue's capacity; a positive one under 1µs
-// admits only a request with no Delay.
+// StepWithin is Step for a caller who waits at most maxDelay (see
+// Request.MaxDelay): a leaky_bucket refuses a request whose Delay would be
+// longer; a gcra or token_bucket admits one past its burst with the Delay
+// until its units refill, when that is within maxDelay. The window
+// algorithms never delay and ignore maxDelay.
 func (l Limit) StepWithin(s State, now, cost int64, maxDelay time.Duration) (next State, d Decision) {
 	l.Apply(&s, now, cost, maxDelay, &next, &d)
 	return next, d
@@ -60,12 +60,10 @@ func (l Limit) StepWithin(s State, now, cost int64, maxDelay time.Duration) (nex
 // next.
 func (l *Limit) Apply(s *State, now, cost int64, maxDelay time.Duration, next *State, d *Decision) {
 	switch l.Algorithm {
-	case GCRA:
-		l.gcra(s, now, cost, -1, next, d)
-	case LeakyBucket:
+	case GCRA, LeakyBucket:
 		l.gcra(s, now, cost, MaxDelayMicros(maxDelay), next, d)
 	case TokenBucket:
-		l.tokenBucket(s, now, cost, next, d)
+		l.tokenBucket(s, now, cost, MaxDelayMicros(maxDelay), next, d)
 	case FixedWindow:
 		l.fixedWindow(s, now, cost, next, d)
 	case SlidingWindow:

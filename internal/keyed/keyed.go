@@ -137,12 +137,14 @@ type sourcer interface {
 // Decide decides a request of cost one for key. A leaky_bucket's request
 // is refused when its turn is further away than maxDelay (positive; zero
 // for no bound) or than ctx's deadline leaves, so that a request is never
-// held for a wait it cannot finish. An error means the store could not
-// decide.
+// held for a wait it cannot finish. With a positive maxDelay, a gcra or
+// token_bucket request past the burst is admitted with the Delay until
+// its unit refills, within the same bounds (see rate.Request.MaxDelay);
+// with none, it is refused. An error means the store could not decide.
 func (k *Limiter) Decide(ctx context.Context, key string, maxDelay time.Duration) (Outcome, error) {
 	l := k.l
 	bound := maxDelay
-	if deadline, ok := ctx.Deadline(); ok && k.leaky {
+	if deadline, ok := ctx.Deadline(); ok && (k.leaky || maxDelay > 0) {
 		// What is admitted must go ahead strictly before the deadline;
 		// a MaxDelay of 1µs is the least the steps can tell from none.
 		left := max(deadline.Sub(l.Clock().Now())-time.Microsecond, time.Microsecond)
@@ -160,7 +162,11 @@ func (k *Limiter) Decide(ctx context.Context, key string, maxDelay time.Duration
 	}
 	reqs := l.Requests(key, 1)
 	for i := range reqs {
-		reqs[i].MaxDelay = bound
+		// A deadline bounds a leaky_bucket's turn; it gives a gcra or
+		// token_bucket no leave to hold a request that maxDelay does not.
+		if reqs[i].Limit.Algorithm == rate.LeakyBucket || maxDelay > 0 {
+			reqs[i].MaxDelay = bound
+		}
 	}
 	each := make([]rate.Decision, len(reqs))
 	out := Outcome{Quotas: k.Quotas}

@@ -75,7 +75,7 @@ import (
 // back report what their refunds found left (the script checks each group
 // again after its refund); a group whose refund failed reports its commit.
 // The check runs the real step, so it refuses what the commit would, a
-// leaky_bucket's MaxDelay included; and what passes at the check passes
+// caller's MaxDelay included; and what passes at the check passes
 // at the commit unless someone spends in between, since under every
 // algorithm a request that passes now also passes a moment later.
 

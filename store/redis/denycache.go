@@ -81,10 +81,11 @@ func newDenyCache(size int) *denyCache {
 
 // appendKey appends the identity of a request to b: everything that the
 // refusal depends on. That is a MaxDelay only where the step reads it, a
-// leaky_bucket's, and as it reads it, in whole µs: Limiter.WaitN gives
-// each try a MaxDelay from its deadline, and each would otherwise be an
-// entry of its own, never asked for again, pushing out the refusals the
-// cache holds for others.
+// leaky_bucket's and a waiting gcra or token_bucket caller's, and as it
+// reads it, in whole µs: Limiter.WaitN gives each try of a leaky_bucket
+// a MaxDelay from its deadline (and none to the others), and a request
+// with no wait would otherwise be an entry of its own, never asked for
+// again, pushing out the refusals the cache holds for others.
 func appendKey(b []byte, reqs []rate.Request) []byte {
 	for _, r := range reqs {
 		b = binary.AppendUvarint(b, uint64(len(r.Key)))
@@ -96,7 +97,7 @@ func appendKey(b []byte, reqs []rate.Request) []byte {
 		b = binary.AppendVarint(b, l.Burst)
 		b = binary.AppendVarint(b, r.Cost)
 		var maxDelay int64
-		if l.Algorithm == rate.LeakyBucket {
+		if l.Algorithm == rate.LeakyBucket || l.Algorithm.HasBurst() && r.MaxDelay > 0 {
 			maxDelay = rate.MaxDelayMicros(r.MaxDelay)
 		}
 		b = binary.AppendVarint(b, maxDelay)

@@ -354,7 +354,7 @@ func refundMatchesModel(t *testing.T, client rueidis.Client, l rate.Limit, li in
 	base := now
 	request := func() rate.Request {
 		r := rate.Request{Key: keys[rng.IntN(len(keys))], Limit: l, Cost: rng.Int64N(l.Capacity()/2 + 1)}
-		if l.Algorithm == rate.LeakyBucket && rng.IntN(2) == 0 {
+		if l.Algorithm.HasBurst() && rng.IntN(2) == 0 {
 			r.MaxDelay = time.Duration(rng.Int64N(span(l))) * time.Microsecond
 		}
 		return r

@@ -667,7 +667,10 @@ func testRandom(t *testing.T, newStore NewStore, changes bool) {
 						default:
 							r.Cost = rng.Int64N(l.Capacity() + 1)
 						}
-						if l.Algorithm == rate.LeakyBucket && rng.IntN(3) == 0 {
+						// A caller who waits: a leaky_bucket's turn, or a
+						// gcra or token_bucket's units reserved past its
+						// burst.
+						if l.Algorithm.HasBurst() && rng.IntN(3) == 0 {
 							r.MaxDelay = time.Duration(rng.Int64N(int64(l.Period)))
 						}
 						reqs[i] = r

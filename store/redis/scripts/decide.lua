@@ -571,6 +571,34 @@ while first <= nkeys do
 					local nus = bus + q
 					allowed = debt + ticks <= b * t
 					local maxdelay = -1 -- a leaky_bucket's; -1: no bound
+					-- A gcra caller who waits (rate's gcraQueue): its wait,
+					-- cut so that the debt stays within 2^52 (queueWait),
+					-- or -1; and extra, the ticks past b·t it may reserve.
+					local queue, extra = -1, 0
+					if alg == 0 then
+						local md = ARGV[a + 6] + 0
+						if md >= 0 then
+							local most = (4503599627370496 - b * t) / n
+							queue = most - most % 1
+							if md < queue then
+								queue = md
+							end
+							if queue > at - now then
+								extra = (queue - (at - now)) * n
+							end
+							if not allowed and debt + ticks <= b * t + extra then
+								-- Admitted once its units refill: ⌈(debt +
+								-- cost·t − b·t)/n⌉ after at.
+								allowed = true
+								local c = (debt + ticks - b * t) / n
+								delay = c - c % 1
+								if delay < c then
+									delay = delay + 1
+								end
+								delay = delay + at - now
+							end
+						end
+					end
 					if alg == 2 then
 						maxdelay = ARGV[a + 6] + 0
 						delay = bus - now -- ⌈base − now⌉
@@ -597,6 +625,11 @@ while first <= nkeys do
 							end
 							remaining = remaining - f
 						end
+						if queue >= 0 then
+							-- Every unit still within the caller's wait.
+							remaining = (b * t + extra - debt - ticks) / t
+							remaining = remaining - remaining % 1
+						end
 						if debt + ticks == 0 then
 							fresh = true -- the bucket is full
 						else
@@ -620,13 +653,23 @@ while first <= nkeys do
 							if nrem > frem then
 								r = r + 1
 							end
+							if queue >= 0 then
+								r = r - queue -- then it would be reserved
+							end
 							if r > retry then
 								retry = r
 							end
 						end
 						delay = 0
-						-- Remaining counts from base up to full.
-						if bus < fus or (bus == fus and brem < frem) then
+						-- Remaining counts from base up to full, and on
+						-- through what a waiting caller may reserve.
+						if extra > 0 then
+							local left = (fus - bus) * n + frem - brem + extra
+							if left > 0 then
+								remaining = left / t
+								remaining = remaining - remaining % 1
+							end
+						elseif bus < fus or (bus == fus and brem < frem) then
 							remaining = ((fus - bus) * n + frem - brem) / t
 							remaining = remaining - remaining % 1
 						end
@@ -690,19 +733,38 @@ while first <= nkeys do
 						lastref = now
 					end
 					local level, need = capacity - debt, cost * t
-					if level < need then
-						remaining = level / t
-						remaining = remaining - remaining % 1
-						local c = (need - level) / n
-						retry = c - c % 1
-						if retry < c then
-							retry = retry + 1
+					-- A caller who waits may reserve extra ticks past the
+					-- capacity (rate's queueTicks), its wait cut so that
+					-- the debt stays within 2^52.
+					local md, queue, extra = ARGV[a + 6] + 0, 0, 0
+					if md >= 0 then
+						local most = (4503599627370496 - capacity) / n
+						queue = most - most % 1
+						if md < queue then
+							queue = md
 						end
-						retry = retry + shift
+						if queue > shift then
+							extra = (queue - shift) * n
+						end
+					end
+					local wait = 0 -- ⌈(need − level)/n⌉ + shift, when short
+					if level < need then
+						local c = (need - level) / n
+						wait = c - c % 1
+						if wait < c then
+							wait = wait + 1
+						end
+						wait = wait + shift
+					end
+					if need - level > extra then
+						remaining = (level + extra) / t
+						remaining = remaining - remaining % 1
+						retry = wait - queue
 					else
 						allowed = true
+						delay = wait
 						debt = debt + need
-						remaining = (capacity - debt) / t
+						remaining = (capacity + extra - debt) / t
 						remaining = remaining - remaining % 1
 						if debt == 0 then
 							fresh = true
