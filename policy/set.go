@@ -376,11 +376,21 @@ func newLimit(p *Policy, name string, l rate.Limit) *Limit {
 }
 
 // stateTag returns the tag of l's keys: a short hash of what the state
-// stored under them means (rate.Limit.StateName), so that a reload keeps
-// the state of a limit whose state still means the same (a window whose
-// count changed), and starts a changed one afresh.
+// stored under them means, so that a reload keeps the state of a limit
+// whose state still means the same, and starts a changed one afresh. It
+// makes the distinctions rate.Limit.StateName makes (a bucket's tag is
+// its whole limit; a window's, its algorithm and window, so that a
+// changed count keeps its windows' usage), but hashes the text it always
+// has, so that counters kept in Redis survive an upgrade of sluice.
 func stateTag(l rate.Limit) string {
-	return shortHash(l.StateName())
+	if l.Algorithm.HasBurst() {
+		return shortHash(l.String())
+	}
+	window := strconv.FormatInt(l.Period.Microseconds(), 10) + "us"
+	if l.Calendar != rate.NoCalendar {
+		window = "calendar " + strconv.Itoa(int(l.Calendar))
+	}
+	return shortHash(l.Algorithm.String() + " per " + window)
 }
 
 var _ http.Handler = (*marker)(nil)
