@@ -172,8 +172,8 @@ policies:
     limits: ["1/s burst 1"]
     max_delay: 1500ms
 `, Options{}, nil)
-	// One more request would pass, held for its unit within max_delay.
-	expect(t, "first", e.do(req{}), 200, map[string]string{"RateLimit": `"slow";r=1;t=1`}, nil)
+	// None more passes at once (one would be held for its unit).
+	expect(t, "first", e.do(req{}), 200, map[string]string{"RateLimit": `"slow";r=0;t=1`}, nil)
 	// Held a second for its unit: the bucket is full again a second
 	// after the answer.
 	w := e.do(req{})

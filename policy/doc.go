@@ -292,7 +292,10 @@
 // sliding_log) a refused request waits for its Retry-After, once, and is
 // decided again: that wait reserves nothing, so requests refused together
 // and decided again together pass as far as the window then admits, and
-// the others are refused after waiting. Waits use the Enforcer's clock and end
+// the others are refused after waiting. The waits count from the store's
+// decision: on Redis, the time its answer takes to arrive (a
+// millisecond, up to the call timeout under load) comes on top, as the
+// request may not go ahead before its unit is due. Waits use the Enforcer's clock and end
 // with the request's context. A request is never held back for a wait
 // its context's deadline cannot cover: it is refused at once instead, and
 // takes no turn in a leaky_bucket's queue. A request whose context ends

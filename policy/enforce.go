@@ -210,8 +210,12 @@ type Observer interface {
 	// it: one that matched the request and whose key the request has.
 	// Enforcing policies are told of once the verdict is known; shadow
 	// ones as each is decided, which is only when the enforcing ones let
-	// the request through. A decision cut short by the end of the
-	// request's context is not observed, nor is a shed request (see Shed).
+	// the request through. A request whose context ends before its
+	// verdict is not observed, nor is a shed request (see Shed), but for
+	// one that ends while held for the Delay its admission gave it (a
+	// leaky_bucket's turn, a gcra or token_bucket's unit reserved under
+	// max_delay): its turn or units are taken, and it is observed as held
+	// (Waited, the Delay), though it goes no further.
 	Observe(ctx context.Context, e Event)
 	// Shed is told about a request the concurrency limit refused.
 	Shed(ctx context.Context, p Priority)
@@ -326,6 +330,10 @@ type state struct {
 	// held is how long entry i held the request back: its decision
 	// after a wait has no Delay left to say so.
 	held []time.Duration
+	// spent reports a request whose context ended while it was held
+	// for its admission's Delay: its units are spent, and it is
+	// observed, though it goes no further.
+	spent bool
 	// The fallback's entries when the store fails.
 	lreqs []rate.Request
 	ldecs []rate.Decision
@@ -335,6 +343,7 @@ type state struct {
 func (st *state) reset() {
 	st.reqs, st.decs, st.lims, st.spans = st.reqs[:0], st.decs[:0], st.lims[:0], st.spans[:0]
 	st.buf, st.matched = st.buf[:0], st.matched[:0]
+	st.spent = false
 }
 
 // Enforce decides r. Whatever the verdict, the caller must call Done on
@@ -606,6 +615,8 @@ func (e *Enforcer) decide(ctx context.Context, st *state, out *Outcome) {
 	case !cut:
 		conclude(d, st.decs[:st.nEnf], st.lims, out)
 		e.observe(ctx, st, 0, st.nEnf, nil)
+	case st.spent:
+		e.observe(ctx, st, 0, st.nEnf, nil)
 	}
 }
 
@@ -630,7 +641,9 @@ func (e *Enforcer) decideShared(ctx context.Context, st *state) (rate.Decision, 
 // waited (out.Waited), and whose store then failed, is not held a second
 // time by the local store. It returns the final decision, or decide's
 // error; cut reports a wait ended by the request's context, out then
-// being Unavailable and nothing to be observed, as nothing was decided.
+// being Unavailable: after a refusal, nothing to be observed, as nothing
+// was admitted; during an admission's Delay, st.spent set, the units
+// being taken.
 func (e *Enforcer) hold(ctx context.Context, st *state, out *Outcome,
 	decide func(context.Context, *state) (rate.Decision, error)) (d rate.Decision, cut bool, err error) {
 	reqs, decs := st.reqs[:st.nEnf], st.decs[:st.nEnf]
@@ -654,8 +667,16 @@ func (e *Enforcer) hold(ctx context.Context, st *state, out *Outcome,
 				st.held[i] += d.RetryAfter
 			}
 		}
+		// What is left of max_delay after the wait bounds a turn or
+		// unit decided next, so that the request is held no longer in
+		// all than its policies allow; and so does what is left before
+		// the deadline.
+		for i := range reqs {
+			if reqs[i].MaxDelay > 0 {
+				reqs[i].MaxDelay = max(reqs[i].MaxDelay-d.RetryAfter, time.Nanosecond)
+			}
+		}
 		if bounded {
-			// What is left after the wait bounds the turn decided next.
 			left, _ = e.timeLeft(ctx, st)
 			turnWithin(reqs, left)
 		}
@@ -665,7 +686,11 @@ func (e *Enforcer) hold(ctx context.Context, st *state, out *Outcome,
 	}
 	if d.Allowed && d.Delay > 0 {
 		if err := e.clock.Sleep(ctx, d.Delay); err != nil {
+			// Admitted, its turn or units taken, but gone: observed
+			// as held (see state.spent).
 			out.Verdict, out.Err, out.RetryAfter = Unavailable, err, d.Delay
+			heldFor(st.held, decs)
+			st.spent = true
 			return d, true, nil
 		}
 		out.Waited += d.Delay
@@ -877,6 +902,9 @@ func (e *Enforcer) storeFailed(ctx context.Context, st *state, err error, out *O
 		defer func() { clear(st.lreqs) }()
 		d, cut, lerr := e.hold(ctx, st, out, e.decideLocal)
 		if cut {
+			if st.spent {
+				e.observe(ctx, st, 0, st.nEnf, err)
+			}
 			return
 		}
 		if lerr != nil {

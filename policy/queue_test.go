@@ -4,10 +4,12 @@ import (
 	"context"
 	"fmt"
 	"net/http/httptest"
+	"net/netip"
 	"sync"
 	"testing"
 	"time"
 
+	"github.com/sluicehq/sluice/rate"
 	"github.com/sluicehq/sluice/rate/ratetest"
 	"github.com/sluicehq/sluice/store/memory"
 )
@@ -64,5 +66,87 @@ policies:
 				}
 			}
 		})
+	}
+}
+
+// A request that waited out a window's refusal (max_delay) is held for a
+// bucket's unit only as long as max_delay has left: in all it is held no
+// longer than max_delay. Here it waits 900ms for its user's window, while
+// others from its address reserve the address's units; its own comes
+// 200ms after the wait, past what is left of the second, so it is
+// refused, not held 1.1s.
+func TestMaxDelayBoundsAWaitAndAUnitTogether(t *testing.T) {
+	clock := &deadlineClock{Clock: ratetest.NewClock(time.Date(2026, 3, 1, 12, 0, 0, 100_000_000, time.UTC))}
+	store := memory.New(memory.Options{Clock: clock})
+	rec := &keyRecorder{}
+	e := generation(t, `
+policies:
+  - name: per-ip
+    key: ip
+    limits: ["gcra 10/s burst 1"]
+    max_delay: 1s
+  - name: per-user
+    key: "header:X-User"
+    limits: ["fixed_window 1/s"]
+    max_delay: 1s
+`, store, clock, Options{Observer: rec})
+	send := func(user string) Outcome {
+		r := httptest.NewRequest("GET", "/", nil)
+		r.Header.Set("X-User", user)
+		out := e.Enforce(t.Context(), &Request{HTTP: r, Header: r.Header, Client: netip.MustParsePrefix("192.0.2.1/32")})
+		out.Done()
+		return out
+	}
+	if out := send("u1"); out.Verdict != Allow || out.Waited != 0 {
+		t.Fatalf("first request: %v after %v", out.Verdict, out.Waited)
+	}
+	var ipKey string
+	for _, ev := range rec.events {
+		if ev.Policy.Name == "per-ip" {
+			ipKey = ev.Key
+		}
+	}
+	ip := rate.MustParseLimit("gcra 10/s burst 1")
+	clock.meanwhile = func() {
+		for i := range 10 {
+			if d, err := store.Decide(t.Context(), rate.Request{Key: ipKey, Limit: ip, Cost: 1, MaxDelay: time.Second}); err != nil || !d.Allowed {
+				t.Fatalf("another user from the address, %d: %v %v", i, d, err)
+			}
+		}
+	}
+	out := send("u1")
+	if out.Waited > time.Second || out.Verdict != Refuse {
+		t.Errorf("after waiting out its window: %v after %v in all; want refused, held no longer than max_delay (1s)", out.Verdict, out.Waited)
+	}
+}
+
+// A request whose client leaves while it is held for its unit has spent
+// it: the decision is observed, as held (throttled), though the request
+// goes no further (Unavailable), rather than vanish from the counts
+// while its unit is gone.
+func TestHeldRequestGoneIsObserved(t *testing.T) {
+	for _, limit := range []string{"gcra 1/s burst 1", "leaky_bucket 1/s burst 3"} {
+		clock := &deadlineClock{Clock: ratetest.NewClock(time.Date(2026, 3, 1, 12, 0, 0, 0, time.UTC))}
+		rec := &keyRecorder{}
+		e := generation(t, fmt.Sprintf(`
+policies:
+  - name: held
+    limits: [%q]
+    max_delay: 5s
+`, limit), memory.New(memory.Options{Clock: clock}), clock, Options{Observer: rec})
+		r := httptest.NewRequest("GET", "/", nil)
+		out := e.Enforce(t.Context(), &Request{HTTP: r, Header: r.Header})
+		out.Done()
+		rec.events = nil
+		ctx, cancel := context.WithCancel(t.Context())
+		clock.meanwhile = cancel // the client leaves while held
+		out = e.Enforce(ctx, &Request{HTTP: r, Header: r.Header})
+		out.Done()
+		if out.Verdict != Unavailable {
+			t.Errorf("%s: verdict %v, want unavailable: the request went no further", limit, out.Verdict)
+		}
+		if len(rec.events) != 1 || rec.events[0].Result() != ResultThrottled || rec.events[0].Waited != time.Second {
+			t.Errorf("%s: events %+v; want one, throttled after its 1s hold", limit, rec.events)
+		}
 	}
 }

@@ -92,9 +92,10 @@ type endingClock struct{ *ratetest.Clock }
 func (endingClock) Sleep(context.Context, time.Duration) error { return context.Canceled }
 
 // A request whose context ends while it waits its leaky_bucket turn in
-// the local store, the store having failed, is cut short: Unavailable
-// and not observed, as when the store decides its turn.
-func TestLocalTurnCutShortNotObserved(t *testing.T) {
+// the local store, the store having failed, is cut short: Unavailable,
+// and observed as held, its turn taken, as when the store decides its
+// turn.
+func TestLocalTurnCutShortObserved(t *testing.T) {
 	for _, store := range []string{"shared", "local"} {
 		t.Run(store, func(t *testing.T) {
 			clock := endingClock{ratetest.NewClock(time.Date(2026, 3, 1, 12, 0, 0, 0, time.UTC))}
@@ -111,8 +112,8 @@ policies:
 				r := httptest.NewRequest("GET", "/", nil)
 				out := e.Enforce(t.Context(), &Request{HTTP: r, Header: r.Header})
 				out.Done()
-				if cut && (out.Verdict != Unavailable || len(rec.events) != 0) {
-					t.Errorf("request %d, its turn's wait cut short: %v, events %+v; want unavailable, none observed", i+1, out.Verdict, rec.events)
+				if cut && (out.Verdict != Unavailable || len(rec.events) != 1 || rec.events[0].Result() != ResultThrottled) {
+					t.Errorf("request %d, its turn's wait cut short: %v, events %+v; want unavailable, observed as throttled", i+1, out.Verdict, rec.events)
 				}
 				if !cut && (out.Verdict != Allow || len(rec.events) != 1) {
 					t.Errorf("request %d: %v, events %+v; want allow, one event", i+1, out.Verdict, rec.events)

@@ -104,12 +104,8 @@ func (l *Limit) gcra(s *State, now, cost, maxDelay int64, next *State, out *Deci
 	if debt > 0 {
 		remaining -= int64(uint64(debt+t-1) / uint64(t))
 	}
-	if maxDelay >= 0 {
-		if l.Algorithm == LeakyBucket {
-			remaining = turnsBy(nt, now+maxDelay, n, t, remaining)
-		} else {
-			remaining = (b*t + queueTicks(maxDelay, at-now, n, b*t) - debt - need) / t
-		}
+	if maxDelay >= 0 && l.Algorithm == LeakyBucket {
+		remaining = turnsBy(nt, now+maxDelay, n, t, remaining)
 	}
 	out.set(true, b, remaining, dur(max(0, nt.ceilSub(pt{now, 0}))), 0, dur(delay))
 	if debt+need == 0 {
@@ -133,9 +129,10 @@ func (l *Limit) gcraQueue(s *State, now, at int64, base pt, debt, cost, maxDelay
 	}
 	// It conforms once the bucket has refilled debt + need − B·T ticks,
 	// counted from at.
+	// Nothing more passes at once: Remaining is 0.
 	nt := base.addTicks(need, n)
 	delay := ceilDiv(debt+need-bt, n) + at - now
-	out.set(true, b, (bt+extra-debt-need)/t, dur(nt.ceilSub(pt{now, 0})), 0, dur(delay))
+	out.set(true, b, 0, dur(nt.ceilSub(pt{now, 0})), 0, dur(delay))
 	put(next, nt.us, nt.rem, at)
 }
 
@@ -176,14 +173,7 @@ func (l *Limit) gcraRefuse(s *State, now, at, cost, maxDelay int64, next *State,
 	nt := base.addTicks(cost*t, n)
 	full := pt{at, 0}.addTicks(b*t, n) // at + B·I
 	remaining := remainingTicks(full, base, n, t)
-	switch {
-	case queue:
-		// The places left before the queue's end, at + B·I plus what
-		// the caller waits.
-		if extra := queueTicks(maxDelay, at-now, n, b*t); extra > 0 {
-			remaining = remainingTicks(full.addTicks(extra, n), base, n, t)
-		}
-	case maxDelay >= 0:
+	if maxDelay >= 0 && !queue {
 		remaining = turnsBy(base, now+maxDelay, n, t, remaining)
 	}
 	// A request beyond the capacity passes once the latest time seen has
@@ -275,7 +265,7 @@ func (l *Limit) tokenBucket(s *State, now, cost, maxDelay int64, next *State, ou
 			if maxDelay >= 0 {
 				retry -= queueWait(maxDelay, n, capacity)
 			}
-			out.set(false, b, (level+extra)/t, dur(ceilDiv(debt, n)+shift), dur(retry), 0)
+			out.set(false, b, level/t, dur(ceilDiv(debt, n)+shift), dur(retry), 0)
 			keep(s, next)
 			return
 		}
@@ -284,7 +274,7 @@ func (l *Limit) tokenBucket(s *State, now, cost, maxDelay int64, next *State, ou
 		delay = ceilDiv(need-level, n) + shift
 	}
 	debt += need
-	out.set(true, b, (capacity+extra-debt)/t, dur(ceilDiv(debt, n)+shift), 0, dur(delay))
+	out.set(true, b, (capacity-debt)/t, dur(ceilDiv(debt, n)+shift), 0, dur(delay))
 	if debt == 0 {
 		put(next, 0, 0, 0)
 		return

@@ -24,8 +24,9 @@ type Decision struct {
 	// another. It is not the largest single cost that would: a request
 	// waits only for its own turn, the first of its places, so one of a
 	// larger cost can pass (a cost of 4 where Remaining is 2). For a gcra
-	// or token_bucket decided with a MaxDelay, it counts the units that
-	// would still pass, at once or delayed within it.
+	// or token_bucket decided with a MaxDelay it counts, as without one,
+	// the units that would pass at once, not those it would delay: never
+	// more than the burst.
 	Remaining int64
 	// ResetAfter is how long until the key's state is back to fresh (a full
 	// bucket, an empty window) if nothing else arrives.

@@ -40,8 +40,9 @@ func TestBucketQueue(t *testing.T) {
 				}
 				continue
 			}
-			if !d.Allowed || d.Delay != want || d.Remaining != int64(12-i) {
-				t.Fatalf("%s: request %d: %v; want allowed with delay %v, %d left", spec, i+1, d, want, 12-i)
+			// Remaining counts what passes at once, never a held unit.
+			if !d.Allowed || d.Delay != want || d.Remaining != max(0, int64(8-i)) {
+				t.Fatalf("%s: request %d: %v; want allowed with delay %v, %d left", spec, i+1, d, want, max(0, 8-i))
 			}
 			s = next
 		}
@@ -56,7 +57,8 @@ func TestBucketQueue(t *testing.T) {
 // exact: the instants the admitted requests proceed at (now + Delay)
 // conform to the limit with no wait at all; a refusal's RetryAfter is
 // the wait after which the same request passes; Remaining says whether
-// one more unit passes now; and token_bucket decides as gcra does.
+// one more unit passes now, at once; and token_bucket decides as gcra
+// does.
 func TestBucketQueueModel(t *testing.T) {
 	rng := rand.New(rand.NewPCG(3, 5))
 	for _, spec := range []string{"gcra 10/s burst 3", "gcra 3 per 7s burst 2", "gcra 1000/s burst 50", "gcra 5/m", "gcra 7 per 3s burst 1"} {
@@ -101,9 +103,9 @@ func TestBucketQueueModel(t *testing.T) {
 			if d.Delay < 0 || d.Delay > wait {
 				t.Fatalf("%s, request %d: delay %v, caller waits %v", spec, i, d.Delay, wait)
 			}
-			// Remaining: one more unit now, waiting as long, passes
-			// exactly when Remaining says some do.
-			if _, more := l.StepWithin(next, now, 1, wait); more.Allowed != (d.Remaining > 0) {
+			// Remaining: one more unit passes now, at once, exactly when
+			// Remaining says some do.
+			if _, more := l.Step(next, now, 1); more.Allowed != (d.Remaining > 0) {
 				t.Fatalf("%s, request %d: remaining %d, yet one more unit: %v", spec, i, d.Remaining, more)
 			}
 			// The request goes at now + Delay, the first whole µs at which
@@ -168,7 +170,7 @@ func TestBucketQueueClockBack(t *testing.T) {
 			if d.Delay > wait {
 				t.Fatalf("%s, request %d: delay %v, caller waits %v", spec, i, d.Delay, wait)
 			}
-			if _, more := l.StepWithin(next, now, 1, wait); more.Allowed != (d.Remaining > 0) {
+			if _, more := l.Step(next, now, 1); more.Allowed != (d.Remaining > 0) || more.Delay != 0 {
 				t.Fatalf("%s, request %d: remaining %d, yet one more unit: %v", spec, i, d.Remaining, more)
 			}
 			s = next

@@ -625,11 +625,6 @@ while first <= nkeys do
 							end
 							remaining = remaining - f
 						end
-						if queue >= 0 then
-							-- Every unit still within the caller's wait.
-							remaining = (b * t + extra - debt - ticks) / t
-							remaining = remaining - remaining % 1
-						end
 						if debt + ticks == 0 then
 							fresh = true -- the bucket is full
 						else
@@ -661,15 +656,8 @@ while first <= nkeys do
 							end
 						end
 						delay = 0
-						-- Remaining counts from base up to full, and on
-						-- through what a waiting caller may reserve.
-						if extra > 0 then
-							local left = (fus - bus) * n + frem - brem + extra
-							if left > 0 then
-								remaining = left / t
-								remaining = remaining - remaining % 1
-							end
-						elseif bus < fus or (bus == fus and brem < frem) then
+						-- Remaining counts from base up to full.
+						if bus < fus or (bus == fus and brem < frem) then
 							remaining = ((fus - bus) * n + frem - brem) / t
 							remaining = remaining - remaining % 1
 						end
@@ -757,14 +745,14 @@ while first <= nkeys do
 						wait = wait + shift
 					end
 					if need - level > extra then
-						remaining = (level + extra) / t
+						remaining = level / t
 						remaining = remaining - remaining % 1
 						retry = wait - queue
 					else
 						allowed = true
 						delay = wait
 						debt = debt + need
-						remaining = (capacity + extra - debt) / t
+						remaining = (capacity - debt) / t
 						remaining = remaining - remaining % 1
 						if debt == 0 then
 							fresh = true
