@@ -371,7 +371,7 @@ func (l Limit) String() string {
 
 // StateName names what a key's state under l means: two limits with one
 // StateName read each other's states as their own, and limits with
-// different ones must keep their states apart (stores key them by it).
+// different ones must keep their states apart (sluice.Limiter keys them by it).
 // A window algorithm's (fixed_window, calendar months included,
 // sliding_window, sliding_log) is its algorithm and window, such as
 // "fixed_window per 1d" or "fixed_window per month": its state is what
