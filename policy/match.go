@@ -289,14 +289,38 @@ type route struct {
 	// for the redirect ServeMux makes to it.
 	segs, slashed []string
 	buf           []string
+	// next is the request reset gave, done whether rt is its route yet.
+	next *http.Request
+	done bool
 }
 
-// reset makes rt the route of r (a routed request) for ServeMux's
+// reset makes rt the route of r (a routed request), computed when a
+// policy's patterns first ask for it (see get): a request that only
+// policies without patterns see costs nothing. A nil r empties rt, so
+// that a pooled route pins no request.
+func (rt *route) reset(r *http.Request) {
+	if rt.done {
+		rt.split(nil)
+	}
+	rt.next, rt.done = r, false
+}
+
+// get returns rt, computed.
+func (rt *route) get() *route {
+	if !rt.done {
+		next := rt.next
+		rt.split(next)
+		rt.next, rt.done = next, true
+	}
+	return rt
+}
+
+// split makes rt the route of r (a routed request) for ServeMux's
 // findHandler: the port cut off the host, and the escaped path split as
 // its routing tree splits it, in one pass that also tells whether
 // cleanPath would change it (an empty, . or .. segment, no leading
-// slash). A nil r empties rt, so that a pooled route pins no request.
-func (rt *route) reset(r *http.Request) {
+// slash). A nil r empties rt.
+func (rt *route) split(r *http.Request) {
 	clear(rt.buf)
 	*rt = route{r: r, buf: rt.buf[:0]}
 	if r == nil {
@@ -406,6 +430,7 @@ func (m *matcher) matches(r *Request, rt *route) bool {
 		}
 	}
 	if m.mux != nil {
+		rt = rt.get()
 		if rt.viaMux || !m.marker.tree {
 			h, _ := m.mux.Handler(rt.r)
 			return h == http.Handler(m.marker)
