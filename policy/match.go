@@ -305,6 +305,10 @@ func (rt *route) reset(r *http.Request) {
 	rt.next, rt.done = r, false
 }
 
+// maxKeptSegments bounds the segments a route's array keeps room for
+// from one request to the next.
+const maxKeptSegments = 64
+
 // get returns rt, computed.
 func (rt *route) get() *route {
 	if !rt.done {
@@ -322,7 +326,13 @@ func (rt *route) get() *route {
 // slash). A nil r empties rt.
 func (rt *route) split(r *http.Request) {
 	clear(rt.buf)
-	*rt = route{r: r, buf: rt.buf[:0]}
+	buf := rt.buf[:0]
+	if cap(buf) > maxKeptSegments {
+		// A pooled route keeps no array a path of thousands of
+		// segments grew: a client chooses its path.
+		buf = nil
+	}
+	*rt = route{r: r, buf: buf}
 	if r == nil {
 		return
 	}

@@ -211,3 +211,19 @@ func TestRouteMatchesServeMux(t *testing.T) {
 		t.Errorf("%d requests redirected to path/, want 50 or more", redirected)
 	}
 }
+
+// A route keeps no room for a long path once the request is done: a
+// pooled route would otherwise hold, from one request to the next, an
+// array as long as the longest path any client sent.
+func TestRouteKeepsNoLongArray(t *testing.T) {
+	var rt route
+	r := httptest.NewRequest("GET", "/a"+strings.Repeat("/a", 5000), http.NoBody)
+	rt.reset(r)
+	if got := rt.get(); len(got.segs) != 5001 {
+		t.Fatalf("%d segments, want 5001", len(got.segs))
+	}
+	rt.reset(nil)
+	if cap(rt.buf) > maxKeptSegments || rt.r != nil || rt.next != nil {
+		t.Errorf("after the request: room for %d segments, request %v, next %v; want at most %d and none", cap(rt.buf), rt.r, rt.next, maxKeptSegments)
+	}
+}
