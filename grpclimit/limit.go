@@ -78,7 +78,9 @@ type LimitOptions struct {
 // server interceptors that answer as a Limiter's do: an allowed call is
 // served with the ratelimit fields of the most restrictive of the
 // limiter's limits; a leaky_bucket's call first waits for its turn (the
-// decision's Delay) on the limiter's Clock. A refused call fails with
+// decision's Delay) on the limiter's Clock, as does a gcra or
+// token_bucket's call past the burst for its unit under a MaxDelay (see
+// LimitOptions.MaxDelay). A refused call fails with
 // RESOURCE_EXHAUSTED, a RetryInfo and a QuotaFailure, and retry-after and
 // grpc-retry-pushback-ms in its trailers. The metadata and the
 // QuotaFailure name a limit by the limiter's Name ("limit" if it has
@@ -163,6 +165,8 @@ func (k *Keyed) decide(ctx context.Context, fullMethod string) (metadata.MD, err
 			if err := k.l.Clock().Sleep(ctx, d.Delay); err != nil {
 				return nil, status.FromContextError(err).Err()
 			}
+			// The answer goes out a Delay after the decision.
+			d.ResetAfter = max(0, d.ResetAfter-d.Delay)
 		}
 		return answerMD(ctx, true, 0, k.maxPushback, mq, d), nil
 	}

@@ -3,6 +3,7 @@ package grpclimit
 import (
 	"context"
 	"io"
+	"strings"
 	"testing"
 	"time"
 
@@ -275,5 +276,35 @@ func TestKeyedFailLocalReportsTheShare(t *testing.T) {
 		if got := trl[k]; len(got) != 1 || got[0] != want {
 			t.Errorf("the share spent: trailer %s = %q, want %q", k, got, want)
 		}
+	}
+}
+
+// TestKeyedMaxDelayBucket: under a gcra limit with a MaxDelay, a call
+// past the burst waits for its unit on the limiter's clock and is served,
+// its ratelimit reset counted from when it goes ahead; one whose unit
+// comes later than MaxDelay is refused at once.
+func TestKeyedMaxDelayBucket(t *testing.T) {
+	c, l := keyedServer(t, "api", byAPIKey, LimitOptions{MaxDelay: 90 * time.Second}, nil, "gcra 1/m burst 1")
+	start := l.Clock().Now()
+	for i := range 2 {
+		var hdr metadata.MD
+		if _, err := c.Check(withKey("a"), &healthpb.HealthCheckRequest{}, grpc.Header(&hdr)); err != nil {
+			t.Fatalf("call %d: %v", i+1, err)
+		}
+		if got := hdr["ratelimit"]; len(got) != 1 || !strings.HasSuffix(got[0], ";t=60") {
+			t.Errorf("call %d: ratelimit %q, want the bucket full 60s after it goes ahead", i+1, got)
+		}
+	}
+	if waited := l.Clock().Now().Sub(start); waited != time.Minute {
+		t.Errorf("two calls at 1/m served after %v of waits, want 1m", waited)
+	}
+	before := l.Clock().Now()
+	l.Clock().(*ratetest.Clock).Advance(-time.Minute) // with the others: its unit two minutes away
+	_, err := c.Check(withKey("a"), &healthpb.HealthCheckRequest{})
+	if st := status.Convert(err); st.Code() != codes.ResourceExhausted {
+		t.Errorf("a unit past MaxDelay: %v, want RESOURCE_EXHAUSTED", err)
+	}
+	if now := l.Clock().Now(); !now.Equal(before.Add(-time.Minute)) {
+		t.Errorf("the refused call waited %v", now.Sub(before.Add(-time.Minute)))
 	}
 }

@@ -67,7 +67,8 @@ type LimitOptions struct {
 // answers as Middleware does. An allowed request goes to the handler with
 // the rate limit headers of the most restrictive of l's limits; a
 // leaky_bucket's request first waits for its turn (the decision's Delay),
-// on l's Clock. A refused request gets 429 Too Many Requests, the same
+// on l's Clock, as does a gcra or token_bucket's request past the burst
+// for its unit under a MaxDelay (see LimitOptions.MaxDelay). A refused request gets 429 Too Many Requests, the same
 // headers, Retry-After and a problem body. The headers and the body name a
 // limit by l's Name ("limit" if it has none), followed by .N, its place
 // among l's limits from 1, when l has several.
@@ -77,7 +78,7 @@ type LimitOptions struct {
 //
 // A store that cannot decide gets the request 503 Service Unavailable,
 // with Retry-After and a problem body, as does a request that ends while
-// it waits for its turn. Its turn is not given back (as NGINX's
+// it waits for its turn or unit. Neither is given back (as NGINX's
 // limit_req keeps the excess of a delayed request whose client left):
 // those queued behind it wait as if it had gone through. To choose what happens while a remote store is
 // down, and have its outages logged, build l over a sluice.Fallback: its
@@ -140,6 +141,8 @@ func (k *limitHandler) serve(w http.ResponseWriter, r *http.Request, next http.H
 				k.problem(w, r, http.StatusServiceUnavailable, 0, "the request ended before it could be served", nil)
 				return
 			}
+			// The answer goes out a Delay after the decision.
+			d.ResetAfter = max(0, d.ResetAfter-d.Delay)
 		}
 		k.setHeaders(w.Header(), q, d, false, 0)
 		next.ServeHTTP(w, r)

@@ -295,13 +295,14 @@
 // the others are refused after waiting. The waits count from the store's
 // decision: on Redis, the time its answer takes to arrive (a
 // millisecond, up to the call timeout under load) comes on top, as the
-// request may not go ahead before its unit is due. Waits use the Enforcer's clock and end
-// with the request's context. A request is never held back for a wait
-// its context's deadline cannot cover: it is refused at once instead, and
-// takes no turn in a leaky_bucket's queue. A request whose context ends
-// while it waits its turn (its client gone) keeps the turn, as NGINX's
-// limit_req keeps a delayed request's excess: those behind it wait as if
-// it had gone through.
+// request may not go ahead before its unit is due. Waits use the
+// Enforcer's clock and end with the request's context. A request is
+// never held back for a wait its context's deadline cannot cover: it is
+// refused at once instead, and takes no turn in a leaky_bucket's queue
+// nor unit of a bucket. A request whose context ends while it waits its
+// turn or unit (its client gone) keeps it, as NGINX's limit_req keeps a
+// delayed request's excess: those behind it wait as if it had gone
+// through.
 //
 // Store failures: on_store_error is open (let the request through, the
 // default), closed (503, not 429: the client did nothing wrong) or local
