@@ -840,8 +840,14 @@ func (p *parser) parseRateLimit(rl []*yaml.Node) *limitSpec {
 			}
 		case "algorithm":
 			a, err := rate.ParseAlgorithm(p.str(pr))
-			if err != nil {
+			switch {
+			case err != nil:
 				p.errorf(pr.v.Line, "%v", err)
+			case a == rate.LeakyBucket:
+				// A leaky_bucket admits a request into its queue and
+				// tells it to wait its turn; Envoy forwards what is OK at
+				// once, so its queue would let a burst through at once.
+				p.errorf(pr.v.Line, "leaky_bucket holds a request until its turn, and Envoy cannot hold one: it forwards what is OK at once; use gcra with burst: 1 for the same rate without bursts")
 			}
 			alg, extLine = a, pr.k.Line
 		case "burst":

@@ -284,6 +284,17 @@ descriptors:
 			want: `test.yaml:4: unknown algorithm "leaky"`,
 		},
 		{
+			// Envoy forwards what is OK at once: a queue's turns would
+			// let a burst through.
+			name: "leaky_bucket, which Envoy cannot wait for",
+			yaml: `domain: d
+descriptors:
+  - key: a
+    rate_limit: {unit: second, requests_per_unit: 1, algorithm: leaky_bucket, burst: 5}
+`,
+			want: `test.yaml:4: leaky_bucket holds a request until its turn, and Envoy cannot hold one: it forwards what is OK at once; use gcra with burst: 1 for the same rate without bursts`,
+		},
+		{
 			name: "burst on a fixed window (sluice extension)",
 			yaml: `domain: d
 descriptors:

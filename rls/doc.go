@@ -42,8 +42,10 @@
 // long (the reference also ignores it in a request's limit override,
 // where sluice applies it); algorithm picks any of sluice's algorithms
 // instead of the reference's fixed window (gcra, token_bucket,
-// leaky_bucket, sliding_window, sliding_log); and burst sets the capacity
-// of the bucket algorithms:
+// sliding_window, sliding_log; not leaky_bucket, whose queue holds
+// requests until their turn, which Envoy cannot: gcra with burst: 1 gives
+// the same rate without bursts); and burst sets the capacity of the
+// bucket algorithms:
 //
 //	rate_limit: {unit: second, requests_per_unit: 10, algorithm: gcra, burst: 20}
 //
