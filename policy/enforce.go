@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/sluicehq/sluice"
+	"github.com/sluicehq/sluice/internal/deadline"
 	"github.com/sluicehq/sluice/rate"
 	"github.com/sluicehq/sluice/store/memory"
 )
@@ -712,7 +713,7 @@ func (e *Enforcer) hold(ctx context.Context, st *state, out *Outcome,
 // with no MaxDelay under another algorithm stays without one: a gcra
 // would read one as leave to hold the request.
 func turnWithin(reqs []rate.Request, left time.Duration) {
-	turn := max(left-time.Microsecond, time.Nanosecond)
+	turn := deadline.Wait(left)
 	for i := range reqs {
 		if reqs[i].MaxDelay <= 0 && reqs[i].Limit.Algorithm != rate.LeakyBucket {
 			continue

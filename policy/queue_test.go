@@ -9,6 +9,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/sluicehq/sluice"
 	"github.com/sluicehq/sluice/rate"
 	"github.com/sluicehq/sluice/rate/ratetest"
 	"github.com/sluicehq/sluice/store/memory"
@@ -148,5 +149,51 @@ policies:
 		if len(rec.events) != 1 || rec.events[0].Result() != ResultThrottled || rec.events[0].Waited != time.Second {
 			t.Errorf("%s: events %+v; want one, throttled after its 1s hold", limit, rec.events)
 		}
+	}
+}
+
+// maxDelays records the MaxDelay of each request it decides.
+type maxDelays struct {
+	sluice.Store
+	seen map[time.Duration]int
+}
+
+func (m *maxDelays) Decide(ctx context.Context, r rate.Request) (rate.Decision, error) {
+	m.seen[r.MaxDelay]++
+	return m.Store.Decide(ctx, r)
+}
+
+func (m *maxDelays) DecideAll(ctx context.Context, reqs []rate.Request, out []rate.Decision) (rate.Decision, error) {
+	for _, r := range reqs {
+		m.seen[r.MaxDelay]++
+	}
+	return m.Store.DecideAll(ctx, reqs, out)
+}
+
+// Requests whose deadlines, shorter than max_delay, differ by µs ask the
+// store with one MaxDelay, not one each: the Redis store's deny cache
+// keys a refusal by it, and a flood of such requests would otherwise
+// miss it every time.
+func TestDeadlineWaitsAreFewValues(t *testing.T) {
+	clock := ratetest.NewClock(time.Now().Add(time.Hour).Truncate(time.Second))
+	st := &maxDelays{Store: memory.New(memory.Options{Clock: clock}), seen: map[time.Duration]int{}}
+	e := generation(t, `
+policies:
+  - name: api
+    limits: ["gcra 1/m burst 1"]
+    max_delay: 10s
+`, st, clock, Options{})
+	for i := range 50 {
+		ctx, cancel := context.WithDeadline(t.Context(), clock.Now().Add(5*time.Second+time.Duration(i)*time.Microsecond))
+		r := httptest.NewRequest("GET", "/", nil)
+		out := e.Enforce(ctx, &Request{HTTP: r, Header: r.Header})
+		out.Done()
+		cancel()
+		if want := i == 0; (out.Verdict == Allow) != want {
+			t.Fatalf("request %d: %v", i+1, out.Verdict)
+		}
+	}
+	if len(st.seen) > 2 {
+		t.Errorf("50 deadlines a µs apart asked the store with %d MaxDelays, want one or two", len(st.seen))
 	}
 }

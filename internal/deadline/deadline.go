@@ -2,14 +2,37 @@
 // deadline from a store's failure: the Fallback (whether a call counts
 // against its primary) and the rls service (DEADLINE_EXCEEDED or
 // UNAVAILABLE) must agree on it, or a call the Fallback leaves to its
-// caller is answered, and logged, as a store that failed.
+// caller is answered, and logged, as a store that failed. It also holds
+// the rule for how long a request may be held before its deadline (Wait).
 package deadline
 
 import (
 	"context"
 	"errors"
+	"math/bits"
 	"time"
 )
+
+// Wait returns the longest a request may be held for its turn or unit
+// (a rate.Request's MaxDelay) with left until its context's deadline:
+// less than left, as what is admitted must go ahead strictly before the
+// deadline, and at least 1ns (a MaxDelay of zero would bound nothing). It
+// is left less 1µs rounded down to four significant bits, giving up at
+// most an eighth of it, so that waits bounded by deadlines are a few
+// values (eight an octave), not one per µs: the Redis store's deny cache
+// keys a refusal by the wait it was asked with, and a flood of requests
+// whose deadlines differ by µs would otherwise each be an entry of its
+// own, never answered from, pushing out the others.
+func Wait(left time.Duration) time.Duration {
+	w := left - time.Microsecond
+	if w <= 0 {
+		return time.Nanosecond
+	}
+	if n := bits.Len64(uint64(w)); n > 4 {
+		w &^= 1<<(n-4) - 1
+	}
+	return w
+}
 
 // Slack is how near its deadline a context that ended, or a call that
 // reports a deadline, counts as ended by that deadline: well above the

@@ -56,3 +56,28 @@ func TestNearAndEnded(t *testing.T) {
 		}
 	}
 }
+
+// Wait is less than the time left, gives up at most an eighth of it,
+// and is one value for deadlines a few µs apart.
+func TestWait(t *testing.T) {
+	seen := map[time.Duration]bool{}
+	for i := range 1000 {
+		left := 5*time.Second + time.Duration(i)*time.Microsecond
+		w := Wait(left)
+		if w >= left || w < (left-time.Microsecond)*7/8 {
+			t.Fatalf("Wait(%v) = %v, want below it and at least 7/8 of it", left, w)
+		}
+		seen[w] = true
+	}
+	if len(seen) != 1 {
+		t.Errorf("1000 deadlines a µs apart gave %d waits, want 1", len(seen))
+	}
+	for _, left := range []time.Duration{-time.Second, 0, time.Microsecond, 1500 * time.Nanosecond} {
+		if w := Wait(left); w != time.Nanosecond && w >= left {
+			t.Errorf("Wait(%v) = %v, want below it", left, w)
+		}
+	}
+	if w := Wait(time.Microsecond); w != time.Nanosecond {
+		t.Errorf("Wait(1µs) = %v, want 1ns", w)
+	}
+}

@@ -13,6 +13,7 @@ import (
 	"time"
 
 	"github.com/sluicehq/sluice"
+	"github.com/sluicehq/sluice/internal/deadline"
 	"github.com/sluicehq/sluice/internal/ratefield"
 	"github.com/sluicehq/sluice/rate"
 )
@@ -144,10 +145,10 @@ type sourcer interface {
 func (k *Limiter) Decide(ctx context.Context, key string, maxDelay time.Duration) (Outcome, error) {
 	l := k.l
 	bound := maxDelay
-	if deadline, ok := ctx.Deadline(); ok && (k.leaky || maxDelay > 0) {
-		// What is admitted must go ahead strictly before the deadline;
-		// a MaxDelay of 1µs is the least the steps can tell from none.
-		left := max(deadline.Sub(l.Clock().Now())-time.Microsecond, time.Microsecond)
+	if dl, ok := ctx.Deadline(); ok && (k.leaky || maxDelay > 0) {
+		// What is admitted must go ahead strictly before the deadline
+		// (deadline.Wait: few values, for the Redis store's deny cache).
+		left := deadline.Wait(dl.Sub(l.Clock().Now()))
 		if bound <= 0 || left < bound {
 			bound = left
 		}
