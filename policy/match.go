@@ -165,7 +165,9 @@ func (mk *marker) add(patterns []string) bool {
 			switch {
 			case seg == "{$}":
 				n = n.child("/")
-			case strings.HasSuffix(seg, "...}"):
+			case strings.HasPrefix(seg, "{") && strings.HasSuffix(seg, "...}"):
+				// Only a segment that starts with a brace is a wildcard:
+				// to ServeMux, x...} is a literal.
 				end.multi = true
 				if n.multi != nil || rest != "" {
 					return false
