@@ -1490,7 +1490,7 @@ func foreignPattern(lead, pattern string) string {
 	}
 	host, segs := pattern[:slash], strings.Split(pattern[slash+1:], "/")
 	var first string // the first foreign segment, as written
-	var kind byte    // its syntax: '*', ':' or '<'
+	var kind byte    // its syntax: '*', ':', '<' or '}'
 	subtree := false
 	names := 0
 	next := func() string { // a fresh wildcard name
@@ -1501,11 +1501,19 @@ func foreignPattern(lead, pattern string) string {
 		return "name" + strconv.Itoa(names)
 	}
 	for i, seg := range segs {
-		if strings.ContainsAny(seg, "{}") {
-			continue // ServeMux's own syntax, which it checks
-		}
 		var k byte
 		switch {
+		case strings.HasSuffix(seg, "}") && !strings.Contains(seg, "{"):
+			// A wildcard missing its opening brace, {name...} written
+			// name...}: ServeMux reads a segment without { as literal.
+			k = '}'
+			inner, dots := strings.TrimSuffix(seg, "}"), ""
+			if strings.HasSuffix(inner, "...") {
+				inner, dots = strings.TrimSuffix(inner, "..."), "..."
+			}
+			segs[i] = "{" + goName(inner, next) + dots + "}"
+		case strings.ContainsAny(seg, "{}"):
+			continue // ServeMux's own syntax, which it checks
 		case strings.Contains(seg, "*"):
 			k = '*'
 			if i == len(segs)-1 && strings.Trim(seg, "*") == "" {
@@ -1541,6 +1549,8 @@ func foreignPattern(lead, pattern string) string {
 		return fmt.Sprintf(": * is not a wildcard here, and matches only a literal *; a wildcard is a whole segment: write %q, where {name} matches any one (%s; a literal * is written %%2A)", fixed, patternSyntax)
 	case ':':
 		return fmt.Sprintf(": %s is not a wildcard here, and matches only a literal %s; write %q (%s; a literal : at the start of a segment is written %%3A)", first, first, fixed, patternSyntax)
+	case '}':
+		return fmt.Sprintf(": %s, without its opening brace, is not a wildcard here, and matches only a literal %s; write %q (%s; a literal } is written %%7D)", first, first, fixed, patternSyntax)
 	}
 	return fmt.Sprintf(": %s is not a wildcard here, and matches only a literal %s; write %q (%s; a literal < or > is written %%3C or %%3E)", first, first, fixed, patternSyntax)
 }

@@ -432,3 +432,21 @@ policies:
 		}
 	}
 }
+
+// A wildcard written without its opening brace is literal text to
+// ServeMux, which no request has: refused, naming the pattern to write.
+func TestPatternMissingItsOpeningBrace(t *testing.T) {
+	for _, tt := range []struct{ match, want string }{
+		{"GET /files/name...}", `write "GET /files/{name...}"`},
+		{"/users/id}/posts", `write "/users/{id}/posts"`},
+		{"/a/...}", `write "/a/{name...}"`},
+	} {
+		_, err := Load("p.yaml", []byte("policies:\n  - name: p\n    match: \""+tt.match+"\"\n    limits: [\"10/s\"]\n"))
+		if err == nil || !strings.Contains(err.Error(), tt.want) || !strings.Contains(err.Error(), "p.yaml:3") {
+			t.Errorf("match %q: %v; want an error at p.yaml:3 saying %s", tt.match, err, tt.want)
+		}
+	}
+	if _, err := Load("p.yaml", []byte("policies:\n  - name: p\n    match: \"/a/{name...}\"\n    limits: [\"10/s\"]\n")); err != nil {
+		t.Errorf("a wildcard written whole: %v", err)
+	}
+}
