@@ -254,12 +254,12 @@ func (l *Limit) tokenBucket(s *State, now, cost, maxDelay int64, next *State, ou
 	}
 	level := capacity - debt
 	need := cost * t
-	var extra int64 // past the capacity, what a caller who waits may reserve
-	if maxDelay >= 0 {
-		extra = queueTicks(maxDelay, shift, n, capacity)
-	}
 	var delay int64
 	if level < need {
+		var extra int64 // past the capacity, what a caller who waits may reserve
+		if maxDelay >= 0 {
+			extra = queueTicks(maxDelay, shift, n, capacity)
+		}
 		if need-level > extra {
 			retry := ceilDiv(need-level, n) + shift
 			if maxDelay >= 0 {
