@@ -67,3 +67,34 @@ func ExampleLimit_Step_leakyBucket() {
 	// request 3: wait 1s
 	// request 4: queue full, retry after 500ms
 }
+
+// A gcra caller who waits up to 400ms (Request.MaxDelay, a policy's
+// max_delay) is let through at once while the burst lasts, then held for
+// its unit, reserved, while it comes within the wait: NGINX's limit_req
+// burst=12 delay=8 at 10r/s.
+func ExampleLimit_StepWithin() {
+	l, _ := rate.ParseLimit("gcra 10/s burst 9")
+	var s rate.State
+	for i := range 14 {
+		next, d := l.StepWithin(s, 0, 1, 400*time.Millisecond)
+		switch {
+		case !d.Allowed:
+			fmt.Printf("request %d: refused, retry after %v\n", i+1, d.RetryAfter)
+		case d.Delay > 0:
+			s = next
+			fmt.Printf("request %d: held %v\n", i+1, d.Delay)
+		default:
+			s = next
+			if i == 8 {
+				fmt.Println("requests 1-9: at once")
+			}
+		}
+	}
+	// Output:
+	// requests 1-9: at once
+	// request 10: held 100ms
+	// request 11: held 200ms
+	// request 12: held 300ms
+	// request 13: held 400ms
+	// request 14: refused, retry after 100ms
+}
