@@ -25,8 +25,9 @@ type LimiterOptions struct {
 	// Name, if set, prefixes every key as "name:key", so that limiters
 	// sharing a Store keep separate states for the same key. Limiters that
 	// share a Store need distinct names, and every one of them a name: a
-	// key of a limiter without one is stored as it is, and may read as a
-	// named limiter's ("api:alice" is limiter api's alice). A ':' or '%' in
+	// key of a limiter without one is stored without a prefix (on the
+	// memory store, as it is; see Limiter), and may read as a named
+	// limiter's ("api:alice" is limiter api's alice). A ':' or '%' in
 	// the name is written "%3A" or "%25", so that no name and key can make
 	// up another name's key (name "a" with key "b:c" and name "a:b" with
 	// key "c"), and a brace "%7B" or "%7D", so that the name is no Redis
@@ -129,8 +130,9 @@ func escapeKey(key string) string {
 var nameEscapes = strings.NewReplacer("%", "%25", ":", "%3A", "{", "%7B", "}", "%7D")
 
 // NewLimiter returns a limiter configured by opts. It fails if there is no
-// limit, a limit is invalid, two limits are the same, or the name is not
-// printable ASCII.
+// limit, a limit is invalid, two limits are the same or count in the same
+// windows (100/d and 1000/d: one count, see rate.Limit.StateName), or the
+// name is not printable ASCII.
 func NewLimiter(opts LimiterOptions) (*Limiter, error) {
 	if len(opts.Limits) == 0 {
 		return nil, errors.New("sluice: a limiter needs at least one limit")

@@ -116,10 +116,10 @@ type Event struct {
 	// mode decided in the store's place.
 	Decision rate.Decision
 	// Waited is how long the policy held the request back before its
-	// verdict: the max_delay wait of a policy whose limits refused the
-	// request at first (the decision after the wait, the one reported,
-	// carries no Delay), or a leaky_bucket's turn (Decision.Delay), once
-	// waited. An Observer counts a request admitted after a wait from it.
+	// verdict: the max_delay wait of a window limit that refused the
+	// request at first, a leaky_bucket's turn or a gcra or token_bucket's
+	// unit reserved under max_delay (Decision.Delay), once waited, or
+	// both. An Observer counts a request admitted after a wait from it.
 	// It is 0 for a policy that held nothing back, a shadow one included,
 	// though the request may have waited for another policy.
 	Waited time.Duration

@@ -35,11 +35,12 @@
 // A sliding_log key holds more, beyond those 100 bytes: a timestamp of 8
 // bytes for every unit it admitted in the last period, in an array that
 // grows by doubling up to the limit's count and, once full and sliding,
-// keeps an eighth more room so as not to be copied at every request: up
-// to 9 bytes a unit of the count. MaxKeys bounds the keys, not their
-// bytes: a sliding_log of 1000/h per client address, over a million
-// clients who each use their 1000, holds 8 to 9 GB of timestamps, where a
-// million keys of any other algorithm take about 100 MB. See [Store] for
+// keeps an eighth more room so as not to be copied at every request:
+// about 9 to 9.5 bytes a unit of the count, the array rounded up to Go's
+// allocation sizes. MaxKeys bounds the keys, not their bytes: a
+// sliding_log of 1000/h per client address, over a million clients who
+// each use their 1000, holds 8 to 10 GB of timestamps, where a million
+// keys of any other algorithm take about 100 MB. See [Store] for
 // what eviction forgets.
 //
 // Time is read from Options.Clock once per decision, in microseconds; tests

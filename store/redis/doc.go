@@ -51,8 +51,9 @@
 // if all allow. (On a Redis Cluster, that holds for keys in one slot; see
 // below for keys in several.)
 //
-// The script is written for Redis's CPU: it defines no functions (each
-// would be a new closure on every call), calls few library functions, and
+// The script is written for Redis's CPU: it defines few functions (each
+// is a new closure on every call) and none per key, calls few library
+// functions, and
 // keeps states as packed binary numbers rather than text to parse. It
 // costs Redis about as many instructions per decision as
 // go-redis/redis_rate's GCRA script (see the bench module).
