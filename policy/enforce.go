@@ -650,7 +650,7 @@ func (e *Enforcer) hold(ctx context.Context, st *state, out *Outcome,
 	reqs, decs := st.reqs[:st.nEnf], st.decs[:st.nEnf]
 	left, bounded := e.timeLeft(ctx, st)
 	if bounded {
-		turnWithin(reqs, left)
+		deadline.Bound(reqs, left)
 	}
 	if d, err = decide(ctx, st); err != nil {
 		return d, false, err
@@ -679,7 +679,7 @@ func (e *Enforcer) hold(ctx context.Context, st *state, out *Outcome,
 		}
 		if bounded {
 			left, _ = e.timeLeft(ctx, st)
-			turnWithin(reqs, left)
+			deadline.Bound(reqs, left)
 		}
 		if d, err = decide(ctx, st); err != nil {
 			return d, false, err
@@ -706,24 +706,6 @@ func (e *Enforcer) hold(ctx context.Context, st *state, out *Outcome,
 	return d, false, nil
 }
 
-// turnWithin bounds the turn of each of reqs (their MaxDelay) to come
-// before left has passed: a leaky_bucket refuses a turn the deadline
-// cannot reach, rather than queue a request that will have gone by then,
-// and a gcra or token_bucket a unit it would reserve past it. A request
-// with no MaxDelay under another algorithm stays without one: a gcra
-// would read one as leave to hold the request.
-func turnWithin(reqs []rate.Request, left time.Duration) {
-	turn := deadline.Wait(left)
-	for i := range reqs {
-		if reqs[i].MaxDelay <= 0 && reqs[i].Limit.Algorithm != rate.LeakyBucket {
-			continue
-		}
-		if reqs[i].MaxDelay <= 0 || reqs[i].MaxDelay > turn {
-			reqs[i].MaxDelay = turn
-		}
-	}
-}
-
 // heldFor adds to held the turn each of decs waited, once the request
 // has waited the longest of them.
 func heldFor(held []time.Duration, decs []rate.Decision) {
@@ -742,13 +724,13 @@ func heldFor(held []time.Duration, decs []rate.Decision) {
 // at once, with the wait as its Retry-After, instead of failing at the
 // deadline with nothing to tell its client.
 func (e *Enforcer) timeLeft(ctx context.Context, st *state) (left time.Duration, bounded bool) {
-	deadline, ok := ctx.Deadline()
+	dl, ok := ctx.Deadline()
 	if !ok {
 		return 0, false
 	}
 	for _, l := range st.lims[:st.nEnf] {
 		if l.Policy.MaxDelay > 0 || l.Algorithm == rate.LeakyBucket {
-			return deadline.Sub(e.clock.Now()), true
+			return dl.Sub(e.clock.Now()), true
 		}
 	}
 	return 0, false

@@ -987,7 +987,7 @@ func (ld *loader) policy(n *yaml.Node, set *Set) *Policy {
 			// A key takes the limits of the first override that names it
 			// (see limitsFor): one after an override that asks less of a
 			// key, as a repeated one does, would never apply.
-			if j := o.firstWithin(p.overrides, byWhen); j >= 0 {
+			if j := o.firstWithin(byWhen); j >= 0 {
 				ld.errf(on, "override never applies: every key it names is named by the override at line %d, which comes first, with the same values as keys hold them; merge the two", at[j].Line)
 				continue
 			}
@@ -1668,7 +1668,7 @@ func slashForm(path string) (string, bool) {
 
 // maxKeyParts bounds the parts one key combines. The Enforcer keeps the
 // value spans of a key's parts, which overrides compare, in an array of
-// 2*maxKeyParts ints on the stack (collect, override.matches), so that
+// 2*maxKeyParts ints on the stack (collect, overrideIndex.first), so that
 // building a key allocates nothing: raising it grows that array.
 const maxKeyParts = 4
 
@@ -1850,7 +1850,7 @@ func (ld *loader) override(n *yaml.Node, p *Policy, set *Set, what string) (over
 		o.when = append(o.when, partValue{label, val})
 	}
 	// An override applies to a key that has every part it names (see
-	// override.matches): parts of different keys would match no key.
+	// indexOverrides): parts of different keys would match no key.
 	if good && !slices.ContainsFunc(p.keys, o.fits) {
 		names := make([]string, len(o.when))
 		for i, w := range o.when {
@@ -1938,15 +1938,14 @@ func (o *override) fits(key []part) bool {
 	return true
 }
 
-// firstWithin returns the index of the first of earlier that o is within
-// (see within), or -1. byWhen maps the whenKey of each of earlier to its
-// index: an override o is within asks for a subset of o's when, which
-// holds at most maxKeyParts parts (they are all of one key), so each
-// subset is looked up, rather than every earlier override compared.
-func (o override) firstWithin(earlier []override, byWhen map[string]int) int {
-	if len(o.when) > maxKeyParts {
-		return slices.IndexFunc(earlier, o.within)
-	}
+// firstWithin returns the index of the first earlier override that o is
+// within, or -1: one that asks for a subset of o's parts and values, so
+// that every key o applies to, it applies to too. byWhen maps the whenKey
+// of each earlier override to its index. o's when holds at most
+// maxKeyParts parts (all of one key, each once: loading refuses others),
+// so each of its subsets is looked up, rather than every earlier
+// override compared.
+func (o override) firstWithin(byWhen map[string]int) int {
 	first := -1
 	sub := make([]partValue, 0, len(o.when))
 	for mask := range 1 << len(o.when) {
@@ -1981,17 +1980,6 @@ func whenKey(when []partValue) string {
 		b = append(b, w.value...)
 	}
 	return string(b)
-}
-
-// within reports whether every key o applies to is one that earlier,
-// which asks for a subset of o's parts and values, applies to too.
-func (o override) within(earlier override) bool {
-	for _, w := range earlier.when {
-		if !slices.Contains(o.when, w) {
-			return false
-		}
-	}
-	return true
 }
 
 // validName reports whether s is a name for a policy, plan or prefix.

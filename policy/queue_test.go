@@ -5,7 +5,6 @@ import (
 	"fmt"
 	"net/http/httptest"
 	"net/netip"
-	"sync"
 	"testing"
 	"time"
 
@@ -18,18 +17,9 @@ import (
 // stillClock is a fake clock whose sleeps return at once without moving
 // it, so that requests held back one after another all arrive at one
 // instant, as concurrent requests do.
-type stillClock struct {
-	*ratetest.Clock
-	mu     sync.Mutex
-	sleeps []time.Duration
-}
+type stillClock struct{ *ratetest.Clock }
 
-func (c *stillClock) Sleep(ctx context.Context, d time.Duration) error {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	c.sleeps = append(c.sleeps, d)
-	return ctx.Err()
-}
+func (stillClock) Sleep(ctx context.Context, _ time.Duration) error { return ctx.Err() }
 
 // max_delay on a gcra or token_bucket limit holds a request past the
 // burst for its unit, reserved, as far as max_delay reaches: of 14
@@ -42,7 +32,7 @@ func (c *stillClock) Sleep(ctx context.Context, d time.Duration) error {
 func TestMaxDelayReservesBucketUnits(t *testing.T) {
 	for _, alg := range []string{"gcra", "token_bucket"} {
 		t.Run(alg, func(t *testing.T) {
-			clock := &stillClock{Clock: ratetest.NewClock(time.Date(2026, 3, 1, 12, 0, 0, 0, time.UTC))}
+			clock := stillClock{Clock: ratetest.NewClock(time.Date(2026, 3, 1, 12, 0, 0, 0, time.UTC))}
 			e := generation(t, fmt.Sprintf(`
 policies:
   - name: api
@@ -195,5 +185,31 @@ policies:
 	}
 	if len(st.seen) > 2 {
 		t.Errorf("50 deadlines a µs apart asked the store with %d MaxDelays, want one or two", len(st.seen))
+	}
+}
+
+// A deadline gives a gcra limit without max_delay no leave to hold a
+// request: beside a window policy with max_delay, under a deadline, a
+// request past the gcra's burst is refused at once, not held for a unit
+// the deadline could reach.
+func TestDeadlineHoldsNoBucketWithoutMaxDelay(t *testing.T) {
+	clock := &deadlineClock{Clock: ratetest.NewClock(time.Now().Add(time.Hour).Truncate(time.Second))}
+	e := generation(t, `
+policies:
+  - name: window
+    limits: ["fixed_window 100/s"]
+    max_delay: 1s
+  - name: bucket
+    limits: ["gcra 1/s burst 1"]
+`, memory.New(memory.Options{Clock: clock}), clock, Options{})
+	for i, want := range []Verdict{Allow, Refuse} {
+		ctx, cancel := context.WithDeadline(t.Context(), clock.Now().Add(5*time.Second))
+		r := httptest.NewRequest("GET", "/", nil)
+		out := e.Enforce(ctx, &Request{HTTP: r, Header: r.Header})
+		out.Done()
+		cancel()
+		if out.Verdict != want || out.Waited != 0 {
+			t.Errorf("request %d: %v after %v; want %v at once", i+1, out.Verdict, out.Waited, want)
+		}
 	}
 }

@@ -11,6 +11,8 @@ import (
 	"errors"
 	"math/bits"
 	"time"
+
+	"github.com/sluicehq/sluice/rate"
 )
 
 // Wait returns the longest a request may be held for its turn or unit
@@ -67,4 +69,22 @@ func Near(ctx context.Context) bool {
 // too slow.
 func Ended(ctx context.Context, err error) bool {
 	return errors.Is(err, context.DeadlineExceeded) && Near(ctx)
+}
+
+// Bound bounds the wait of each of reqs (its MaxDelay) by Wait(left), left
+// being the time until the request's deadline, so that no turn or unit
+// is given that the deadline cannot reach. A leaky_bucket's request is
+// always bounded, as it waits for its turn however it is asked; a gcra or
+// token_bucket's only if it has a MaxDelay already, as one is its leave
+// to hold the request at all; a window's MaxDelay is read by no step.
+func Bound(reqs []rate.Request, left time.Duration) {
+	w := Wait(left)
+	for i := range reqs {
+		if reqs[i].MaxDelay <= 0 && reqs[i].Limit.Algorithm != rate.LeakyBucket {
+			continue
+		}
+		if reqs[i].MaxDelay <= 0 || reqs[i].MaxDelay > w {
+			reqs[i].MaxDelay = w
+		}
+	}
 }

@@ -6,6 +6,8 @@ import (
 	"fmt"
 	"testing"
 	"time"
+
+	"github.com/sluicehq/sluice/rate"
 )
 
 // inContext is a context whose deadline is always in from now, whose
@@ -72,12 +74,34 @@ func TestWait(t *testing.T) {
 	if len(seen) != 1 {
 		t.Errorf("1000 deadlines a µs apart gave %d waits, want 1", len(seen))
 	}
-	for _, left := range []time.Duration{-time.Second, 0, time.Microsecond, 1500 * time.Nanosecond} {
-		if w := Wait(left); w != time.Nanosecond && w >= left {
-			t.Errorf("Wait(%v) = %v, want below it", left, w)
+	// No time left to speak of: 1ns, which bounds a Delay to 0.
+	for _, left := range []time.Duration{-time.Second, 0, time.Microsecond} {
+		if w := Wait(left); w != time.Nanosecond {
+			t.Errorf("Wait(%v) = %v, want 1ns", left, w)
 		}
 	}
-	if w := Wait(time.Microsecond); w != time.Nanosecond {
-		t.Errorf("Wait(1µs) = %v, want 1ns", w)
+	if w := Wait(1500 * time.Nanosecond); w <= 0 || w >= 500*time.Nanosecond+1 {
+		t.Errorf("Wait(1.5µs) = %v, want in (0, 500ns]", w)
+	}
+}
+
+// Bound gives every leaky_bucket request a wait within the deadline, and
+// a bucket's only if it had one: a MaxDelay is a gcra's leave to hold.
+func TestBound(t *testing.T) {
+	gcra := rate.Limit{Algorithm: rate.GCRA, Count: 1, Period: time.Second}
+	leaky := rate.Limit{Algorithm: rate.LeakyBucket, Count: 1, Period: time.Second}
+	reqs := []rate.Request{
+		{Limit: gcra},
+		{Limit: gcra, MaxDelay: time.Minute},
+		{Limit: gcra, MaxDelay: time.Millisecond},
+		{Limit: leaky},
+		{Limit: leaky, MaxDelay: time.Minute},
+	}
+	Bound(reqs, 5*time.Second)
+	w := Wait(5 * time.Second)
+	for i, want := range []time.Duration{0, w, time.Millisecond, w, w} {
+		if reqs[i].MaxDelay != want {
+			t.Errorf("request %d: MaxDelay %v, want %v", i, reqs[i].MaxDelay, want)
+		}
 	}
 }

@@ -144,16 +144,8 @@ type sourcer interface {
 // with none, it is refused. An error means the store could not decide.
 func (k *Limiter) Decide(ctx context.Context, key string, maxDelay time.Duration) (Outcome, error) {
 	l := k.l
-	bound := maxDelay
-	if dl, ok := ctx.Deadline(); ok && (k.leaky || maxDelay > 0) {
-		// What is admitted must go ahead strictly before the deadline
-		// (deadline.Wait: few values, for the Redis store's deny cache).
-		left := deadline.Wait(dl.Sub(l.Clock().Now()))
-		if bound <= 0 || left < bound {
-			bound = left
-		}
-	}
-	if len(k.Quotas) == 1 && k.src == nil && bound <= 0 {
+	dl, bounded := ctx.Deadline()
+	if len(k.Quotas) == 1 && k.src == nil && maxDelay <= 0 && !(bounded && k.leaky) {
 		d, err := l.Allow(ctx, key)
 		out := Outcome{Decision: d, Quotas: k.Quotas}
 		if !d.Allowed {
@@ -163,11 +155,10 @@ func (k *Limiter) Decide(ctx context.Context, key string, maxDelay time.Duration
 	}
 	reqs := l.Requests(key, 1)
 	for i := range reqs {
-		// A deadline bounds a leaky_bucket's turn; it gives a gcra or
-		// token_bucket no leave to hold a request that maxDelay does not.
-		if reqs[i].Limit.Algorithm == rate.LeakyBucket || maxDelay > 0 {
-			reqs[i].MaxDelay = bound
-		}
+		reqs[i].MaxDelay = maxDelay
+	}
+	if bounded {
+		deadline.Bound(reqs, dl.Sub(l.Clock().Now()))
 	}
 	each := make([]rate.Decision, len(reqs))
 	out := Outcome{Quotas: k.Quotas}
