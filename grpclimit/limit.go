@@ -161,12 +161,8 @@ func (k *Keyed) decide(ctx context.Context, fullMethod string) (metadata.MD, err
 		mq = q
 	}
 	if d.Allowed {
-		if d.Delay > 0 {
-			if err := k.l.Clock().Sleep(ctx, d.Delay); err != nil {
-				return nil, status.FromContextError(err).Err()
-			}
-			// The answer goes out a Delay after the decision.
-			d.ResetAfter = max(0, d.ResetAfter-d.Delay)
+		if err := k.l.Hold(ctx, &d); err != nil {
+			return nil, status.FromContextError(err).Err()
 		}
 		return answerMD(ctx, true, 0, k.maxPushback, mq, d), nil
 	}

@@ -136,13 +136,9 @@ func (k *limitHandler) serve(w http.ResponseWriter, r *http.Request, next http.H
 	}
 	q := out.Quotas[out.Most]
 	if d.Allowed {
-		if d.Delay > 0 {
-			if err := k.l.Clock().Sleep(ctx, d.Delay); err != nil {
-				k.problem(w, r, http.StatusServiceUnavailable, 0, "the request ended before it could be served", nil)
-				return
-			}
-			// The answer goes out a Delay after the decision.
-			d.ResetAfter = max(0, d.ResetAfter-d.Delay)
+		if err := k.l.Hold(ctx, &d); err != nil {
+			k.problem(w, r, http.StatusServiceUnavailable, 0, "the request ended before it could be served", nil)
+			return
 		}
 		k.setHeaders(w.Header(), q, d, false, 0)
 		next.ServeHTTP(w, r)

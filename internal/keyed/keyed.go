@@ -135,6 +135,21 @@ type sourcer interface {
 	DecideAllSource(ctx context.Context, reqs []rate.Request, out []rate.Decision) (rate.Decision, sluice.Source, error)
 }
 
+// Hold holds an admitted request back for its Delay (a leaky_bucket's
+// turn, a bucket's unit reserved under a MaxDelay), on the limiter's
+// clock, and then counts d's reset from when it goes ahead. It returns
+// ctx's error if ctx ends first.
+func (k *Limiter) Hold(ctx context.Context, d *rate.Decision) error {
+	if d.Delay <= 0 {
+		return nil
+	}
+	if err := k.l.Clock().Sleep(ctx, d.Delay); err != nil {
+		return err
+	}
+	d.ResetAfter = max(0, d.ResetAfter-d.Delay)
+	return nil
+}
+
 // Decide decides a request of cost one for key. A leaky_bucket's request
 // is refused when its turn is further away than maxDelay (positive; zero
 // for no bound) or than ctx's deadline leaves, so that a request is never
