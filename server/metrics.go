@@ -57,10 +57,7 @@ const (
 // under (a call the store cannot decide fails whole, and is counted in
 // sluice_requests_total{listener="grpc",code="503"}); a policy's are
 // policy.Policy.Results.
-var (
-	rlsResults = []string{ResultAllowed, ResultRefused, ResultShadowRefused}
-	allResults = []string{ResultAllowed, ResultRefused, ResultShadowRefused, ResultThrottled, ResultUnavailable}
-)
+var rlsResults = []string{ResultAllowed, ResultRefused, ResultShadowRefused}
 
 // The listeners sluice_requests_total counts the requests of, as the log
 // names them.
@@ -309,7 +306,9 @@ func (m *Metrics) retire(old, g *generation) {
 			m.dec.Fallbacks.DeleteLabelValues(name)
 			continue
 		}
-		for _, r := range allResults {
+		// The results the old generation declared (see results), so that
+		// a result package policy adds is dropped with the others.
+		for _, r := range old.results(name) {
 			if !slices.Contains(kept, r) {
 				m.dec.Decisions.DeleteLabelValues(name, r)
 			}

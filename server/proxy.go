@@ -660,12 +660,10 @@ func newTransport(timeout time.Duration, h2c bool) *http.Transport {
 // that does not offer h2 it fails (502, UNAVAILABLE), as it would at a
 // gRPC server.
 func newGRPCTransport(timeout time.Duration, h2c bool) *http.Transport {
-	t := newTransport(timeout, h2c)
+	t := newTransport(timeout, h2c) // HTTP/2 alone already for h2c
 	t.ResponseHeaderTimeout = 0
-	t.Protocols = new(http.Protocols)
-	if h2c {
-		t.Protocols.SetUnencryptedHTTP2(true)
-	} else {
+	if !h2c {
+		t.Protocols = new(http.Protocols)
 		t.Protocols.SetHTTP2(true)
 	}
 	return t

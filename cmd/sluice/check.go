@@ -115,7 +115,7 @@ func runCheck(_ context.Context, args []string, stdout, stderr io.Writer) int {
 			// itself), and the store's TLS files as read here (they may
 			// exist only where sluice serve runs, a mounted Secret, say),
 			// so --strict does not count these.
-			serveWarnings := append(slices.Clone(set.ServeWarnings()), tlsWarnings...)
+			serveWarnings := slices.Concat(set.ServeWarnings(), tlsWarnings)
 			slices.SortStableFunc(serveWarnings, func(a, b policy.Problem) int {
 				return cmp.Or(cmp.Compare(a.Line, b.Line), cmp.Compare(a.Column, b.Column))
 			})

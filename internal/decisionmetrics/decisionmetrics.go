@@ -29,7 +29,7 @@ func New() Counters {
 	c := Counters{
 		Decisions: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Namespace: "sluice", Name: "decisions_total",
-			Help: "Decisions by policy (for Envoy's service, rls:DOMAIN) and result, what the policy did to the request: allowed, refused (429), shadow_refused, throttled (admitted after a wait: max_delay's or a leaky_bucket's turn), unavailable (503: the store failed under on_store_error: closed, or a sluice.Fallback refused in its FailClosed mode). One per policy a request met.",
+			Help: "Decisions by policy (for Envoy's service, rls:DOMAIN) and result, what the policy did to the request: allowed, refused (429), shadow_refused, throttled (admitted after being held: a window's max_delay wait, a gcra or token_bucket's unit reserved under max_delay, a leaky_bucket's turn; a request whose client left while held counts here too, its unit spent), unavailable (503: the store failed under on_store_error: closed, or a sluice.Fallback refused in its FailClosed mode). One per policy a request met.",
 		}, []string{"policy", "result"}),
 		Fallbacks: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Namespace: "sluice", Name: "fallback_decisions_total",
