@@ -97,7 +97,7 @@ func appendKey(b []byte, reqs []rate.Request) []byte {
 		b = binary.AppendVarint(b, l.Burst)
 		b = binary.AppendVarint(b, r.Cost)
 		var maxDelay int64
-		if l.Algorithm == rate.LeakyBucket || l.Algorithm.HasBurst() && r.MaxDelay > 0 {
+		if l.Algorithm.HasBurst() {
 			maxDelay = rate.MaxDelayMicros(r.MaxDelay)
 		}
 		b = binary.AppendVarint(b, maxDelay)

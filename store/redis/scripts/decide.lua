@@ -115,9 +115,9 @@
 -- order of their commits keep T ≥ Tc + S.
 --
 -- Cost. The script runs on every decision, so it is written for Redis's
--- CPU, measured in instructions per call: no function is defined in it (a
--- local function is a new closure on every call, since the body is itself
--- a function that Redis calls), each step is plain code behind one
+-- CPU, measured in instructions per call: few functions are defined in
+-- it, none per key (a local function is a new closure on every call,
+-- since the body is itself a function that Redis calls), each step is plain code behind one
 -- dispatch on the algorithm, a request's step runs in a loop that serves
 -- both the real step and the cost-0 one, a group's mark costs the hot
 -- path a comparison and a write a test (commits and refunds are the rare
@@ -194,6 +194,9 @@ local srep, ssub = string.rep, string.sub
 
 -- 2^53: every field the script writes lies below it (see State).
 local BOUND = 9007199254740992
+-- MAXEXACT is rate.MaxExact, 2^52: the most debt a bucket keeps, its
+-- burst's and a waiting caller's together (rate's queueWait).
+local MAXEXACT = 4503599627370496
 
 -- read returns key's value, or false for none. A key of another type
 -- (WRONGTYPE) reads as holding none, and so as fresh (see State), rather
@@ -233,6 +236,19 @@ end
 local CHUNK = 128
 local RUNS
 
+-- chunk returns how many bytes of a log of len bytes the chunk at offset
+-- p holds (a whole chunk, or the rest), and the struct format to read it.
+local function chunk(len, p)
+	if not RUNS then
+		RUNS = '>' .. srep('d', 2 * CHUNK)
+	end
+	local m = len - p + 1
+	if m >= 16 * CHUNK then
+		return 16 * CHUNK, RUNS
+	end
+	return m, ssub(RUNS, 1, 1 + m / 8)
+end
+
 -- logok reports whether log, a sliding log's value, holds runs the script
 -- writes: times strictly increasing, from 0, and integers below 2^53, each
 -- with an integer count of units in [1, 2^53). Increasing, only the first
@@ -242,17 +258,9 @@ local RUNS
 -- (#log + 1 if none) and the units from there on: for a step, the runs
 -- still in the window.
 local function logok(log, edge)
-	if not RUNS then
-		RUNS = '>' .. srep('d', 2 * CHUNK)
-	end
 	local len, prev, p, from, total = #log, -1, 2, 2, 0
 	while p < len do
-		local m, f = len - p + 1, RUNS
-		if m >= 16 * CHUNK then
-			m = 16 * CHUNK
-		else
-			f = ssub(RUNS, 1, 1 + m / 8)
-		end
+		local m, f = chunk(len, p)
 		local c = { sunpack(f, log, p) }
 		for q = 1, m / 8, 2 do
 			local at, u = c[q], c[q + 1]
@@ -575,10 +583,10 @@ while first <= nkeys do
 					-- cut so that the debt stays within 2^52 (queueWait),
 					-- or -1; and extra, the ticks past b·t it may reserve.
 					local queue, extra = -1, 0
-					if alg == 0 then
+					if alg == 0 and not allowed then
 						local md = ARGV[a + 6] + 0
 						if md >= 0 then
-							local most = (4503599627370496 - b * t) / n
+							local most = (MAXEXACT - b * t) / n
 							queue = most - most % 1
 							if md < queue then
 								queue = md
@@ -724,19 +732,20 @@ while first <= nkeys do
 					-- A caller who waits may reserve extra ticks past the
 					-- capacity (rate's queueTicks), its wait cut so that
 					-- the debt stays within 2^52.
-					local md, queue, extra = ARGV[a + 6] + 0, 0, 0
-					if md >= 0 then
-						local most = (4503599627370496 - capacity) / n
-						queue = most - most % 1
-						if md < queue then
-							queue = md
-						end
-						if queue > shift then
-							extra = (queue - shift) * n
-						end
-					end
+					local queue, extra = 0, 0
 					local wait = 0 -- ⌈(need − level)/n⌉ + shift, when short
 					if level < need then
+						local md = ARGV[a + 6] + 0
+						if md >= 0 then
+							local most = (MAXEXACT - capacity) / n
+							queue = most - most % 1
+							if md < queue then
+								queue = md
+							end
+							if queue > shift then
+								extra = (queue - shift) * n
+							end
+						end
 						local c = (need - level) / n
 						wait = c - c % 1
 						if wait < c then
@@ -933,17 +942,9 @@ while first <= nkeys do
 						else
 							from = len + 1
 						end
-						if not RUNS then
-							RUNS = '>' .. srep('d', 2 * CHUNK)
-						end
 					end
 					while p < len do
-						local m, f = len - p + 1, RUNS
-						if m >= 16 * CHUNK then
-							m = 16 * CHUNK
-						else
-							f = ssub(RUNS, 1, 1 + m / 8)
-						end
+						local m, f = chunk(len, p)
 						if from <= len or now - sunpack('>d', log, p + m - 16) < t then
 							local c = { sunpack(f, log, p) }
 							local q = 1
@@ -966,12 +967,7 @@ while first <= nkeys do
 						local at, seen = 0, 0
 						p = from
 						while p < len do
-							local m, f = len - p + 1, RUNS
-							if m >= 16 * CHUNK then
-								m = 16 * CHUNK
-							else
-								f = ssub(RUNS, 1, 1 + m / 8)
-							end
+							local m, f = chunk(len, p)
 							local c = { sunpack(f, log, p) }
 							for q = 1, m / 8, 2 do
 								seen = seen + c[q + 1]
