@@ -381,7 +381,11 @@ func newLimit(p *Policy, name string, l rate.Limit) *Limit {
 // makes the distinctions rate.Limit.StateName makes (a bucket's tag is
 // its whole limit; a window's, its algorithm and window, so that a
 // changed count keeps its windows' usage), but hashes the text it always
-// has, so that counters kept in Redis survive an upgrade of sluice.
+// has, so that counters kept in Redis survive an upgrade of sluice. One
+// difference follows from that text: a bucket's burst written equal to
+// its count ("10/s burst 10") is a tag apart from the limit without one
+// ("10/s"), where StateName takes them as one: a reload that rewrites
+// one as the other starts the bucket afresh.
 func stateTag(l rate.Limit) string {
 	if l.Algorithm.HasBurst() {
 		return shortHash(l.String())
