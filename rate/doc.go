@@ -46,7 +46,13 @@
 // do not divide evenly (3 per 7s) are carried as exact fractions, so a
 // million decisions admit exactly what the definition admits, and the
 // Redis store's Lua twin of each step agrees to the last token. A clock
-// that steps back never mints tokens.
+// that steps back never mints tokens: a step is taken at the latest time
+// the key's state has seen. The price is that a key used just before the
+// clock stepped back by S waits as it would have at that later time, up to
+// S longer than its limit alone would make it (a leaky_bucket's turns come
+// that much later too). The memory store's system clock slews a step back
+// rather than take it (see store/memory); on Redis, whose TIME the steps
+// read, keep the masters' clocks synchronised and let them slew.
 //
 // A [Decision] says whether the request passes, how much remains, and when
 // to retry: RetryAfter is the exact wait after which the same request

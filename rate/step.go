@@ -37,7 +37,8 @@ type State struct {
 // the epoch, so gcra, token_bucket and sliding_window would take such a
 // step as at the epoch, and a leaky_bucket would delay it until then.
 // Time may go backwards: a step never gives back what an earlier step at a
-// later time took.
+// later time took, as it is decided at the latest time the state has seen
+// (its waits still measured from now, so they include the gap).
 func (l Limit) Step(s State, now, cost int64) (State, Decision) {
 	return l.StepWithin(s, now, cost, 0)
 }

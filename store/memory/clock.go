@@ -18,9 +18,18 @@ const anchorEvery = time.Second
 // rate (NTP slews both), so this is the wall-clock time to within the
 // gap between the two reads of one time.Now, well under a microsecond.
 // Every decision still reads the clock; nothing is cached but the offset
-// between the clocks. A step of the wall clock (NTP, an operator, a
-// resume from suspend) reaches decisions at the next reading, within a
-// second; the steps take time going backwards into account.
+// between the clocks.
+//
+// A step of the wall clock forward (NTP, an operator, a resume from
+// suspend) reaches decisions at the next reading, within a second. A step
+// back is slewed instead: the clock runs a tenth slower until it meets
+// the wall clock again, ten hours for a step of an hour. Taken whole, the
+// step would leave every key's state in the future, and the steps of
+// package rate, which never mint what a later time has taken, would hold
+// each busy key at its limit for as long as the step (see
+// rate.Limit.Step). Slowed, time only refills a tenth less for a while,
+// and a day's or a month's window ends up to the step early by the wall
+// clock, its count kept.
 type systemClock struct {
 	// origin carries a monotonic reading; it never changes.
 	origin time.Time
@@ -37,12 +46,30 @@ func newSystemClock() *systemClock {
 	return c
 }
 
+// slewBack is how much slower than the monotonic clock the clock runs
+// while it catches up with a wall clock stepped back: by 1/slewBack.
+const slewBack = 10
+
 // anchor reads the wall clock.
 func (c *systemClock) anchor() {
 	now := time.Now()
-	mono := int64(now.Sub(c.origin)) // both carry monotonic readings
-	// Concurrent callers may both read it: either result is right.
-	c.offset.Store(now.UnixNano() - mono)
+	c.set(now.UnixNano(), int64(now.Sub(c.origin))) // both carry monotonic readings
+}
+
+// set places the clock on a reading of the wall clock, wall ns since the
+// epoch, taken mono ns after origin. Forward it follows the wall clock at
+// once. Back it does not step: it moves back by at most 1/slewBack of the
+// monotonic time since the previous reading, so it runs that much slower
+// until it meets the wall clock again.
+func (c *systemClock) set(wall, mono int64) {
+	off := wall - mono
+	if cur := c.offset.Load(); off < cur {
+		last := c.next.Load() - int64(anchorEvery) // the previous reading
+		off = max(off, cur-max(0, mono-last)/slewBack)
+	}
+	// Concurrent callers may both read it: either result is right (the
+	// later one finds the previous reading just taken, and moves nothing).
+	c.offset.Store(off)
 	c.next.Store(mono + int64(anchorEvery))
 }
 

@@ -54,3 +54,57 @@ func BenchmarkClock(b *testing.B) {
 		}
 	})
 }
+
+// TestSystemClockSlewsBack checks that a wall clock stepped back reaches
+// decisions as a clock slowed down, never as one gone back: a step of an
+// hour would otherwise hold every key's state an hour in the future, and
+// refuse its client for that hour. Forward, the clock follows at once.
+func TestSystemClockSlewsBack(t *testing.T) {
+	c := newSystemClock()
+	const sec = int64(time.Second)
+	base := int64(1_800_000_000) * sec // a wall-clock time in ns
+	c.set(base, 0)
+	at := func(mono int64) int64 { return mono + c.offset.Load() } // the clock's ns at mono
+	if got := at(0); got != base {
+		t.Fatalf("after the first reading the clock reads %d, want %d", got, base)
+	}
+	// A second later the wall clock has stepped back an hour.
+	c.set(base+sec-int64(time.Hour), sec)
+	got := at(sec)
+	if want := base + sec - sec/slewBack; got != want {
+		t.Fatalf("a second after an hour's step back the clock reads base%+d ns, want base%+d: slowed by 1/%d, not stepped", got-base, want-base, slewBack)
+	}
+	// Readings a second apart: the clock keeps moving forward, slowed,
+	// until it meets the wall clock again, then follows it exactly.
+	prev, mono := got, sec
+	caught := false
+	for range 20 * slewBack * 3600 {
+		mono += sec
+		wall := base + mono - int64(time.Hour)
+		c.set(wall, mono)
+		now := at(mono)
+		if now <= prev {
+			t.Fatalf("at %ds the clock went from %d to %d", mono/sec, prev, now)
+		}
+		if now < wall {
+			t.Fatalf("at %ds the clock reads %d, behind the wall clock's %d", mono/sec, now, wall)
+		}
+		prev = now
+		if now == wall {
+			caught = true
+			if d := time.Duration(mono); d < time.Duration(slewBack-1)*time.Hour || d > time.Duration(slewBack+1)*time.Hour {
+				t.Errorf("caught up after %v, want about %d hours", d, slewBack)
+			}
+			break
+		}
+	}
+	if !caught {
+		t.Fatal("the clock never caught up with the wall clock")
+	}
+	// Forward, at once.
+	mono += sec
+	c.set(base+mono, mono)
+	if got := at(mono); got != base+mono {
+		t.Errorf("after a step forward the clock reads %d, want the wall clock's %d", got, base+mono)
+	}
+}

@@ -227,9 +227,13 @@
 //
 // Each key's decisions take the TIME of the master that holds it: when a
 // key moves to another master, its decisions continue on that master's
-// clock, and one that is behind reads as time going backwards (which the
-// steps allow for, as package rate's do). Keep the masters' clocks
-// synchronised.
+// clock, and one that is behind reads as time going backwards. The steps
+// allow for it, as package rate's do: nothing is minted, but a key used
+// just before the move is decided as at its latest time, and so waits up
+// to the clocks' gap longer than its limit alone would make it (an hour's
+// gap holds a busy key at its limit for an hour). The same holds when a
+// master's clock steps back. Keep the masters' clocks synchronised, and
+// let NTP slew them (chrony's makestep only at boot) rather than step.
 //
 // # Coalescing
 //
