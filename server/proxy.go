@@ -94,6 +94,9 @@ func (s *Server) serveProxy(w http.ResponseWriter, r *http.Request) {
 	}
 	w, finishWrites := s.boundWrites(w, r)
 	defer finishWrites()
+	if !r.ProtoAtLeast(1, 1) {
+		w = finalOnly{w}
+	}
 	if ga != nil {
 		ga.ResponseWriter = w
 	} else {
@@ -101,6 +104,23 @@ func (s *Server) serveProxy(w http.ResponseWriter, r *http.Request) {
 	}
 	g.proxy.ServeHTTP(a, r)
 }
+
+// finalOnly is the ResponseWriter of a request older than HTTP/1.1: it
+// drops informational responses, which such a client cannot read (RFC
+// 9110, section 15.2). sluice asks the upstream in HTTP/1.1, which may
+// answer with 103 Early Hints first, or with 100 Continue to an Expect
+// the client sent, and ReverseProxy passes each on.
+type finalOnly struct{ http.ResponseWriter }
+
+func (w finalOnly) WriteHeader(code int) {
+	if code >= 200 {
+		w.ResponseWriter.WriteHeader(code)
+	}
+}
+
+// Unwrap returns the ResponseWriter underneath, for
+// http.ResponseController.
+func (w finalOnly) Unwrap() http.ResponseWriter { return w.ResponseWriter }
 
 // grpcCall reports whether the proxy treats r as a gRPC call: a request
 // that is one (isGRPC) to an upstream that can take one, spoken to in
@@ -847,7 +867,9 @@ func restoreHeaders(r *http.Request, h http.Header) http.Header {
 // proxy_redirect default does: an upstream that builds its redirects
 // from the Host it gets (its own name, unless PreserveHost), as NGINX's
 // and Apache's own directory redirects do, sent clients to an address
-// they cannot reach, and told them what it is. The scheme and host match
+// they cannot reach, and told them what it is. A scheme-relative
+// Location (//host/path) with the upstream's host names it as well,
+// whatever the scheme, and is rewritten alike. The scheme and host match
 // in any letter case, as URLs read them; target's path, which every
 // path the upstream gets begins with, is taken off. A Location whose
 // path would read as another host's (//evil.example, /\evil.example) is
@@ -861,6 +883,9 @@ func relocate(h http.Header, target *url.URL) {
 		return // most responses: nothing to build the origin for
 	}
 	origin := target.Scheme + "://" + target.Host
+	if strings.HasPrefix(loc, "//") {
+		origin = "//" + target.Host
+	}
 	if len(loc) < len(origin) || !strings.EqualFold(loc[:len(origin)], origin) {
 		return
 	}
@@ -1077,11 +1102,11 @@ func (s *Server) proxyError(w http.ResponseWriter, r *http.Request, err error) {
 // that declares a trailer is buffered as any other, up to RequestBuffer:
 // reading it to its end reads the trailer, and a body whose trailer
 // brought a field goes on chunked, for the trailer to follow it (see
-// forwardTrailer). A body read whole goes without
-// Expect: the client's 100-continue was answered as sluice read it (by
-// net/http), and asked again, an upstream that sends no 100 held the
-// request for the transport's ExpectContinueTimeout, and one that does
-// sent the client a second. A gRPC call's body (see Server.grpcCall) is
+// forwardTrailer). A body sluice has begun to read goes without
+// Expect, whole or not: the client's 100-continue was answered as sluice
+// read it (by net/http), and asked again, an upstream that sends no 100
+// held the request for the transport's ExpectContinueTimeout, and one
+// that does sent the client a second. A gRPC call's body (see Server.grpcCall) is
 // never buffered: a client streaming its messages waits for replies as
 // it sends, and the body of one that does not end would be read until
 // the buffer filled.
@@ -1114,15 +1139,15 @@ func (s *Server) buffered(next http.Handler) http.Handler {
 			if trailerCame(r) {
 				out.ContentLength, out.TransferEncoding = -1, []string{"chunked"}
 			}
-			if _, ok := r.Header["Expect"]; ok {
-				out.Header = r.Header.Clone()
-				delete(out.Header, "Expect")
-			}
 		} else {
 			out.Body = struct {
 				io.Reader
 				io.Closer
 			}{io.MultiReader(bytes.NewReader(b), r.Body), r.Body}
+		}
+		if _, ok := r.Header["Expect"]; ok {
+			out.Header = r.Header.Clone()
+			delete(out.Header, "Expect")
 		}
 		next.ServeHTTP(w, out)
 	})
