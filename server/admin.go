@@ -10,6 +10,7 @@ import (
 	"net/http"
 	"net/http/pprof"
 	"net/netip"
+	"os"
 	"strconv"
 	"strings"
 	"sync"
@@ -41,8 +42,17 @@ import (
 // Options.AdminHosts; any other gets 421 (see hostGuard). Without this, a
 // web page open in a browser on the admin listener's machine could point
 // its own name at 127.0.0.1 (DNS rebinding) and, as the same origin, read
-// the refused keys, the dashboard's data and heap profiles, or start CPU
-// profiles.
+// the refused keys, the dashboard's data and heap profiles.
+//
+// hostGuard does not stop a page that stays on its own origin and sends
+// a request by the listener's address, say an <img> whose src is
+// http://127.0.0.1:9090/debug/pprof/profile: the browser keeps the answer
+// from the page, but the request is served all the same, and a profile
+// or trace holds the profiler from the operator's own until it ends. So
+// /debug/pprof/ also refuses what a browser sends for a page of another
+// origin (see pprofGuard), and one request may ask for pprofMaxSeconds
+// at most. /debug/pprof/cmdline hides the passwords of URLs (see
+// serveCmdline).
 func (s *Server) adminMux() http.Handler {
 	mux := http.NewServeMux()
 	mux.Handle("GET /metrics", promhttp.HandlerFor(s.reg, promhttp.HandlerOpts{Registry: s.reg}))
@@ -53,11 +63,15 @@ func (s *Server) adminMux() http.Handler {
 	guarded := http.NewServeMux()
 	guarded.HandleFunc("GET /debug/top", s.serveTop)
 	if s.o.Pprof {
-		guarded.HandleFunc("/debug/pprof/", pprof.Index)
-		guarded.HandleFunc("/debug/pprof/cmdline", pprof.Cmdline)
-		guarded.HandleFunc("/debug/pprof/profile", pprof.Profile)
-		guarded.HandleFunc("/debug/pprof/symbol", pprof.Symbol)
-		guarded.HandleFunc("/debug/pprof/trace", pprof.Trace)
+		pp := http.NewServeMux()
+		// The index serves the named profiles too, whose seconds
+		// asks for a delta over that long.
+		pp.HandleFunc("/debug/pprof/", boundSeconds(pprof.Index))
+		pp.HandleFunc("/debug/pprof/cmdline", serveCmdline)
+		pp.HandleFunc("/debug/pprof/profile", boundSeconds(pprof.Profile))
+		pp.HandleFunc("/debug/pprof/symbol", pprof.Symbol)
+		pp.HandleFunc("/debug/pprof/trace", boundSeconds(pprof.Trace))
+		guarded.Handle("/debug/pprof/", s.pprofGuard(pp))
 	}
 	guarded.Handle("/", s.dash)
 	mux.Handle("/", s.hostGuard(guarded))
@@ -80,31 +94,157 @@ func (s *Server) hostGuard(h http.Handler) http.Handler {
 	for _, n := range s.o.AdminHosts {
 		allowed[hostName(n)] = true // a plainName, as New checks
 	}
-	// When a refusal was last logged, in Unix nanoseconds: a page that
-	// tries in a loop is logged once a minute.
-	var logged atomic.Int64
+	var logged rareLog
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		name := hostName(r.Host)
 		if r.Host == "" || rebindProof(name) || allowed[name] {
 			h.ServeHTTP(w, r)
 			return
 		}
-		if now, last := time.Now().UnixNano(), logged.Load(); now-last >= int64(time.Minute) && logged.CompareAndSwap(last, now) {
+		if logged.due() {
 			s.log.Warn("admin listener: refused a request by a name not allowed",
 				"host", r.Host, "path", r.URL.Path, "remote", r.RemoteAddr,
 				"hint", "a web page trying DNS rebinding, or a name to allow with --admin-host; logged at most once a minute")
 		}
-		w.Header().Set("Content-Type", "text/plain; charset=utf-8")
-		w.Header().Set("X-Content-Type-Options", "nosniff")
-		w.Header().Set("Cache-Control", "no-store")
-		w.WriteHeader(http.StatusMisdirectedRequest)
-		_, _ = io.WriteString(w, "421 Misdirected Request: the admin listener serves this only by an IP address,\n"+
+		writeText(w, http.StatusMisdirectedRequest, "421 Misdirected Request: the admin listener serves this only by an IP address,\n"+
 			"by localhost, or by a name allowed with sluice serve --admin-host NAME (SLUICE_ADMIN_HOST);\n"+
 			"/metrics, /healthz and /readyz answer by any name.\n")
 		if plainName(name) {
 			fmt.Fprintf(w, "To reach it as %s: --admin-host %s\n", name, name)
 		}
 	})
+}
+
+// rareLog lets a refusal that a web page may repeat in a loop be logged
+// once a minute at most, rather than flood the log. Its zero value is
+// due at once.
+type rareLog struct {
+	last atomic.Int64 // when due last said true, in Unix nanoseconds
+}
+
+// due reports whether a minute has passed since it last reported true,
+// and if so counts this as the new last time.
+func (l *rareLog) due() bool {
+	now, last := time.Now().UnixNano(), l.last.Load()
+	return now-last >= int64(time.Minute) && l.last.CompareAndSwap(last, now)
+}
+
+// writeText answers code with msg in plain text, which curl and go tool
+// pprof show as it is, and which no browser sniffs into a page or caches.
+func writeText(w http.ResponseWriter, code int, msg string) {
+	w.Header().Set("Content-Type", "text/plain; charset=utf-8")
+	w.Header().Set("X-Content-Type-Options", "nosniff")
+	w.Header().Set("Cache-Control", "no-store")
+	w.WriteHeader(code)
+	_, _ = io.WriteString(w, msg)
+}
+
+// pprofGuard serves h to the requests no browser marks as sent for a page
+// of another origin, and answers the others 403 Forbidden.
+//
+// It asks net/http's CrossOriginProtection, which the dashboard uses for
+// its POSTs, so that both read the headers the same way: Sec-Fetch-Site
+// same-origin or none (the address typed in, a bookmark) passes, and any
+// other value is refused; without it, an Origin header that does not name
+// the Host is refused; with neither, as curl and go tool pprof send, the
+// request passes. CrossOriginProtection lets every GET through, since a
+// GET should change nothing; one to /debug/pprof/ may hold the profiler
+// for a minute, so it is asked as if the request were a POST.
+func (s *Server) pprofGuard(h http.Handler) http.Handler {
+	cop := http.NewCrossOriginProtection()
+	var logged rareLog
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		// Check reads the method, the Host and the headers: nothing else
+		// of r needs copying while no bypass pattern is set.
+		if err := cop.Check(&http.Request{Method: http.MethodPost, Host: r.Host, Header: r.Header}); err == nil {
+			h.ServeHTTP(w, r)
+			return
+		}
+		if logged.due() {
+			s.log.Warn("admin listener: refused a request to /debug/pprof/ from a page of another origin",
+				"path", r.URL.Path, "sec_fetch_site", r.Header.Get("Sec-Fetch-Site"), "origin", r.Header.Get("Origin"),
+				"remote", r.RemoteAddr, "hint", "a web page in a browser on this machine; logged at most once a minute")
+		}
+		writeText(w, http.StatusForbidden, "403 Forbidden: /debug/pprof/ refuses what a browser sends for a page of another origin\n"+
+			"(a link, an image, a form). Type its address in the browser, or use go tool pprof or curl.\n")
+	})
+}
+
+// pprofMaxSeconds is the most seconds a request to /debug/pprof/ may ask
+// for: a CPU profile or a trace holds the profiler, or the tracer, from
+// every other request until it ends, and a delta profile holds a
+// goroutine. go tool pprof asks for 30 by default.
+const pprofMaxSeconds = 60
+
+// boundSeconds serves h the requests whose seconds is at most
+// pprofMaxSeconds, and answers the others 400. It refuses rather than
+// cuts them short so that no one reads a 60-second profile as the day
+// asked for; a longer look is several profiles.
+func boundSeconds(h http.HandlerFunc) http.HandlerFunc {
+	return func(w http.ResponseWriter, r *http.Request) {
+		// Read as net/http/pprof reads it, so that both see the same value:
+		// FormValue, the body's before the query's. The profile wants a
+		// whole number and the trace takes a fraction; a value that does not
+		// parse reads 0 here and is left to them (their default, or a 400).
+		// Infinity and NaN are refused.
+		if v := r.FormValue("seconds"); v != "" {
+			if f, _ := strconv.ParseFloat(v, 64); !(f <= pprofMaxSeconds) {
+				writeText(w, http.StatusBadRequest, fmt.Sprintf("400 Bad Request: seconds=%q: a profile or trace here lasts at most %d seconds;\n"+
+					"for a longer look, take several.\n", v, pprofMaxSeconds))
+				return
+			}
+		}
+		h(w, r)
+	}
+}
+
+// serveCmdline is net/http/pprof's Cmdline with the password of every URL
+// in the arguments hidden: --redis redis://user:pass@host is a URL the
+// log shows without its password, and the admin listener should not show
+// it either.
+func serveCmdline(w http.ResponseWriter, _ *http.Request) {
+	args := make([]string, len(os.Args))
+	for i, a := range os.Args {
+		args[i] = hidePasswords(a)
+	}
+	w.Header().Set("X-Content-Type-Options", "nosniff")
+	w.Header().Set("Content-Type", "text/plain; charset=utf-8")
+	_, _ = io.WriteString(w, strings.Join(args, "\x00"))
+}
+
+// hidePasswords returns arg with the password of every URL in it, such as
+// --redis=redis://user:pass@host:6379/0, replaced by xxxxx, as
+// url.URL.Redacted writes it. It reads no URL whole, since an argument
+// may hold a URL after a flag's name, or several of them: the userinfo of
+// each is what comes after its "://" and before the last @ ahead of the
+// next "://", and its password what follows the first colon in it. So a
+// password keeps hidden with an @ or a slash left unescaped, at the cost
+// of hiding more than the password when a URL without one has a colon and
+// an @ in its path.
+func hidePasswords(arg string) string {
+	var b strings.Builder
+	for {
+		i := strings.Index(arg, "://")
+		if i < 0 {
+			b.WriteString(arg)
+			return b.String()
+		}
+		b.WriteString(arg[:i+3])
+		arg = arg[i+3:]
+		end := strings.Index(arg, "://")
+		if end < 0 {
+			end = len(arg)
+		}
+		at := strings.LastIndexByte(arg[:end], '@')
+		if at < 0 {
+			continue
+		}
+		if colon := strings.IndexByte(arg[:at], ':'); colon >= 0 {
+			b.WriteString(arg[:colon+1])
+			b.WriteString("xxxxx")
+			arg = arg[at:]
+		}
+	}
 }
 
 // hostName is the name a Host header gives, as hostGuard compares it: in
