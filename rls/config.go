@@ -337,23 +337,33 @@ type limitSpec struct {
 	// limit decides requests; its Count is perUnit (when not zero) and
 	// its Period the unit times the multiplier.
 	limit rate.Limit
-	// id names the limit in store keys, so that a changed limit starts
-	// from fresh and an unchanged one keeps its state across reloads.
+	// id ends the store keys of limit with RefusedConsumeNothing. It
+	// names what the state means, as rate.Limit.StateName does, so that a
+	// reload keeps the state of a limit whose state still means the same
+	// and starts any other afresh. A window's state (fixed_window,
+	// sliding_window, sliding_log) is what its windows admitted, whatever
+	// the count, so its id names its algorithm and period alone: a reload
+	// that lowers requests_per_unit keeps the window's count rather than
+	// grant a fresh budget (a count above the new limit is a full window),
+	// and an override of the same unit counts in it. A bucket's state is
+	// measured in its rate and burst, and means another thing under
+	// others: its id names the whole limit.
 	id string
 	// counted is limit as the reference's counting mode asks for it (see
 	// Service.decideCounting), under countedID: for a fixed window, a
 	// window of 2×perUnit+1 hits, so that the count can pass the limit,
 	// under an id that names the period alone. The count is in hits
 	// whatever the limit, so a window keeps it when requests_per_unit
-	// changes, and an override of the same period shares it, as under the
-	// reference's keys (domain, entries and window start). Other
-	// algorithms keep limit and id.
+	// changes, and an override of the same period counts in it, as under
+	// the reference's keys (domain, entries and window start), each limit
+	// within its own room (see Service.decideCounting). Other algorithms
+	// keep limit, under an id that names the whole limit.
 	counted   rate.Limit
 	countedID string
 }
 
-// newLimitSpec fills in limit and id from perUnit, unit, multiplier and an
-// algorithm. It reports why they do not make a valid limit.
+// newLimitSpec fills in limit, id, counted and countedID from perUnit,
+// unit, multiplier and an algorithm. It reports why they do not make a valid limit.
 func newLimitSpec(perUnit uint32, unit rlsv3.RateLimitResponse_RateLimit_Unit, multiplier uint32, alg rate.Algorithm, burst int64) (*limitSpec, error) {
 	base, ok := unitDurations[unit]
 	if !ok {
@@ -375,11 +385,17 @@ func newLimitSpec(perUnit uint32, unit rlsv3.RateLimitResponse_RateLimit_Unit, m
 	} else if alg != rate.FixedWindow || burst != 0 {
 		return nil, errors.New("requests_per_unit 0 refuses everything and takes no algorithm or burst")
 	}
-	ls.id = fmt.Sprintf("%s_%d_per_%s", alg, perUnit, period)
+	// The default mode's keys name every limit but a fixed window whole,
+	// as they always have: counters kept in Redis survive an upgrade.
+	whole := fmt.Sprintf("%s_%d_per_%s", alg, perUnit, period)
 	if burst != 0 {
-		ls.id += fmt.Sprintf("_burst_%d", burst)
+		whole += fmt.Sprintf("_burst_%d", burst)
 	}
-	ls.counted, ls.countedID = ls.limit, ls.id
+	ls.id = whole
+	if !alg.HasBurst() {
+		ls.id = fmt.Sprintf("%s_per_%s", alg, period)
+	}
+	ls.counted, ls.countedID = ls.limit, whole
 	if alg == rate.FixedWindow {
 		ls.counted.Count = 2*int64(perUnit) + 1
 		ls.countedID = fmt.Sprintf("%s_per_%s_counted", alg, period)

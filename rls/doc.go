@@ -93,7 +93,8 @@
 //     service.go). The count is in hits, under a key that names the
 //     period and not the limit, so that, as in the reference, a reload
 //     that changes requests_per_unit keeps the window's count and an
-//     override of the same unit shares it.
+//     override of the same unit counts in it, each limit counting the
+//     hits it refuses within its own room, 2×its limit+1 (see below).
 //
 // In this mode each descriptor is one store call, one after the other (the
 // reference sends a request's descriptors to Redis in one pipeline).
@@ -106,9 +107,13 @@
 // With [Options].RefusedConsumeNothing, a request's enforced descriptors
 // are decided together with one [sluice.Store].DecideAll, all or nothing,
 // and a refused request spends nothing anywhere (on a Redis Cluster, but
-// for a race across slots: see package store/redis). Algorithms other than
-// fixed_window always consume nothing on a refusal: counting refused
-// requests in a token bucket would starve a client that keeps retrying.
+// for a race across slots: see package store/redis). Descriptors of a
+// request that count in one window under limits of different counts (the
+// configured limit and an override of its unit) are decided on the
+// window's count with all their hits on it: the request passes only if
+// the window stays within each limit. Algorithms other than fixed_window
+// always consume nothing on a refusal: counting refused requests in a
+// token bucket would starve a client that keeps retrying.
 //
 // # Keys
 //
@@ -120,12 +125,20 @@
 // {hash tags} can come from a client) and values longer than 64 bytes
 // replaced by a hash. In Redis, with no store Prefix, a key is stored
 // whole inside a hash tag, {rls:...}: an ACL key pattern for them is
-// ~{rls:*. <limit> names the algorithm, count and period
-// (fixed_window_20_per_1m0s), so that reloading an unchanged limit keeps
-// its state and a changed one starts afresh, except for a fixed window in
-// the default mode: its <limit> names the period alone
-// (fixed_window_per_1m0s_counted), as its count is in hits whatever the
-// limit. The two modes never read each other's keys. The reference
+// ~{rls:*. <limit> names what the state means, so that a reload keeps
+// the state of a limit whose state means the same under the new one and
+// starts any other afresh. A bucket's names the whole limit
+// (gcra_10_per_1s_burst_20), as its state is measured in its rate and
+// burst. A window's names its algorithm and period, not its count, as
+// rate.Limit.StateName does: a reload that lowers requests_per_unit keeps
+// the window's count, and is over at once if the window holds more; a
+// raised one admits the difference; an override of the same unit counts
+// in the same window. With RefusedConsumeNothing that is every window
+// (fixed_window_per_1m0s, sliding_log_per_1h0m0s). In the default mode, a
+// fixed window's is fixed_window_per_1m0s_counted, its count in hits
+// whatever the limit, and a sliding_window's or sliding_log's names the
+// whole limit (sliding_window_20_per_1m0s): a changed count starts it
+// afresh. The two modes never read each other's keys. The reference
 // instead puts the window's start in its keys; sluice's fixed window keeps
 // it in the state, and a request counts in the window the store decides
 // it in, on the store's clock.
@@ -168,10 +181,18 @@
 // is_negative_hits, a refund, is ignored by the reference (at the version
 // checked, v1.4.1-0.20260122083618-3fb702589d36), which spends the hits
 // like any others; sluice checks such a descriptor without spending, as
-// its stores cannot give back what was spent. A window's count stops
-// growing once it is over the limit (see above): a reload that raises
-// requests_per_unit above the count of a window already over admits again
-// in that window, where the reference, still counting, may refuse. In a
+// its stores cannot give back what was spent. In the default mode, a
+// limit counts the hits it refuses only within its room of 2×its limit+1
+// (see above), where the reference counts every hit. A window that one
+// limit alone writes answers as the reference's does. Where limits of
+// different counts write one window (a reload that raises
+// requests_per_unit, or a configured limit and a smaller override of its
+// unit), the smallest one's answers are still the reference's, but a
+// larger one does not see the hits the smaller refused past its room, and
+// can admit where the reference refuses: configured at 20 an hour, 18
+// hits, then 3 refused by an override of 3 an hour, and the configured
+// limit admits a 19th hit, which the reference, counting 22, refuses.
+// What a limit admits still keeps the count within it. In a
 // directory, a symbolic
 // link to a directory is followed; the reference cannot read it and skips
 // it. The reference's local over-limit cache is the store's business

@@ -195,9 +195,10 @@ const maxKey = 512
 // <k>*=<pattern prefix>, or <k>**=<pattern prefix> for a wildcard key. Every part is escaped so that the separators
 // (and Redis Cluster's hash tag braces) never come from a client, and a
 // part longer than maxValue is replaced by "%h" and a hash of it, so two
-// different descriptors never share a key. The limit id at the end makes
-// a changed limit start from fresh while an unchanged one keeps its state
-// when the configuration is reloaded.
+// different descriptors never share a key. The limit id at the end names
+// what the state means (see limitSpec.id and countedID), so that a reload
+// keeps the state of a limit whose state means the same under the new
+// one, and starts any other afresh.
 func storeKey(domain string, entries []*ratelimitv3.RateLimitDescriptor_Entry, shared []*node, limitID string) string {
 	var b strings.Builder
 	n := len("rls:") + len(domain) + len(limitID) + 8

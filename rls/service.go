@@ -1,9 +1,12 @@
 package rls
 
 import (
+	"cmp"
 	"context"
 	"log/slog"
 	"math"
+	"slices"
+	"strings"
 	"sync/atomic"
 	"time"
 
@@ -41,6 +44,9 @@ type Options struct {
 	// together, all or nothing: a request refused by one limit spends
 	// nothing from any, and a refused request never counts (on a Redis
 	// Cluster, but for a race across slots: see package store/redis).
+	// Either way, a fixed window keeps its count across a reload that
+	// changes requests_per_unit and shares it with an override of its
+	// unit; SetConfig says what else each mode keeps.
 	RefusedConsumeNothing bool
 	// Headers adds RateLimit-Policy and RateLimit fields
 	// (draft-ietf-httpapi-ratelimit-headers-10) for the enforced limits of
@@ -159,11 +165,20 @@ func (s *Service) Health() *health.Server { return s.health }
 
 // SetConfig replaces the configuration for the requests that arrive from
 // now on. Counters live in the store under keys that name the descriptor
-// and the limit, so a limit that did not change keeps its state. By
-// default a fixed window's key names its period and not its count: a
-// changed requests_per_unit keeps the window's count, as in the
-// reference. Any other change, and any change at all with
-// RefusedConsumeNothing, starts from fresh.
+// and what its state means, so a reload keeps the state of a limit whose
+// state means the same under the new one, and starts any other afresh.
+//
+// A fixed window (the reference's, and sluice's default) is keyed by its
+// period and not its count, in either mode: a changed requests_per_unit
+// keeps the window's count, as in the reference, so a lowered limit is
+// over at once where the window holds more than it, and a raised one
+// admits the difference; an override of the same unit counts in the same
+// window. With RefusedConsumeNothing, sliding_window and sliding_log are
+// keyed the same way (see rate.Limit.StateName); by default their keys
+// name the whole limit, and a changed count starts them afresh. A
+// bucket's state (gcra, token_bucket) is measured in its rate and burst:
+// any change starts it afresh. A changed unit or unit_multiplier is
+// another window. The two modes never read each other's keys.
 func (s *Service) SetConfig(cfg *Config) { s.cfg.Store(cfg) }
 
 // Config returns the current configuration.
@@ -306,10 +321,20 @@ func hitsOf(req *rlsv3.RateLimitRequest, i int) int64 {
 //
 // The key names the period and not the limit (see limitSpec.countedID):
 // as in the reference, a reload that changes requests_per_unit keeps the
-// window's count, and an override of the same unit shares it. What the
-// count cannot hold is how far past 2×limit+1 the reference's would have
-// gone: a reload that raises the limit above the count of a window
-// already over admits again where the reference would still refuse.
+// window's count, and an override of the same unit counts in it too. But
+// each limit asks for the window with its own room, 2×its limit+1: a hit
+// it refuses is counted only while the count stays within that room,
+// where the reference counts every hit. A window written by one limit
+// alone answers as the reference's does, as its count passes the limit
+// whenever the reference's does. Where limits of different counts write
+// one window (a limit reloaded with a larger count, or a configured limit
+// and a smaller override of its unit), the smallest one's answers are
+// still the reference's, but the count lacks the hits it refused past
+// its room, and a larger one can admit where the reference, having
+// counted them, refuses: configured at 20 an hour, 18 hits, then 3
+// refused by an override of 3 an hour (18 is past its room of 7), and the
+// configured limit admits a 19th hit, where the reference, counting 22,
+// refuses it. What a limit admits still keeps the count within it.
 //
 // Algorithms other than fixed_window (a sluice extension) keep sluice's
 // meaning even here: a refused request consumes nothing.
@@ -365,14 +390,34 @@ func (s *Service) decideAlone(ctx context.Context, it *item, spend bool) error {
 	return nil
 }
 
+// slot is one store key under one limit: the descriptors of a request
+// with the same slot are asked for once. A window's key names its
+// algorithm and period, not its count (see limitSpec.id), so a configured
+// limit and an override of the same unit are one key under two limits.
+type slot struct {
+	key   string
+	count int64
+}
+
 // decideTogether decides the enforced descriptors of a request all or
 // nothing with one DecideAll, then the shadow-mode ones each on its own,
 // spending only if the request as a whole was admitted.
+//
+// A key under limits of different counts (a window's, shared by the
+// configured limit and an override) is asked for once per limit, the
+// larger counts first: the store decides each on the state the ones
+// before it left, so the smallest limit is decided on every hit the
+// request puts on the window, and the request passes only if the window
+// holds them all within each of its limits.
 func (s *Service) decideTogether(ctx context.Context, items []item) error {
 	var (
-		reqs     []rate.Request
-		owner    = make([]int, len(items)) // index in reqs, or -1
-		byKey    map[string]int
+		reqs  []rate.Request
+		owner = make([]int, len(items)) // index in reqs, or -1
+		// at holds the index in reqs of each slot, and under the slot of
+		// count 0, which no request has (a limit of 0 is decided here),
+		// that of its key's first.
+		at       map[slot]int
+		mixed    bool // a key under limits of different counts
 		possible = true
 	)
 	for i := range items {
@@ -387,29 +432,42 @@ func (s *Service) decideTogether(ctx context.Context, items []item) error {
 			possible = possible && !it.over
 			continue
 		}
-		// A key that appears twice is asked for once, for the sum of the
-		// hits, so that the check of possible below sees the sum: one past
-		// the capacity can never pass, and becomes a look answered
-		// OVER_LIMIT. Asked for apart, the hits would reach a Fallback's
-		// rate.CheckGroup, which fails the whole call with
+		// A key that appears twice under one limit is asked for once, for
+		// the sum of the hits, so that the check of possible below sees
+		// the sum: one past the capacity can never pass, and becomes a
+		// look answered OVER_LIMIT. Asked for apart, the hits would reach
+		// a Fallback's rate.CheckGroup, which fails the whole call with
 		// ErrCostExceedsCapacity: UNAVAILABLE, as if the store had failed.
-		if j, ok := byKey[it.m.key]; ok {
+		sl := slot{it.m.key, ls.limit.Count}
+		if j, ok := at[sl]; ok {
 			owner[i] = j
-			// Saturating: a sum past the capacity is refused all the
-			// same, and one that wrapped around would fail the call.
-			reqs[j].Cost += min(it.hits, math.MaxInt64-reqs[j].Cost)
-		} else {
-			if byKey == nil {
-				byKey = map[string]int{}
-			}
-			byKey[it.m.key] = len(reqs)
-			owner[i] = len(reqs)
-			reqs = append(reqs, rate.Request{Key: it.m.key, Limit: ls.limit, Cost: it.hits})
+			reqs[j].Cost = addHits(reqs[j].Cost, it.hits)
+			continue
 		}
+		if at == nil {
+			at = map[slot]int{}
+		}
+		if _, ok := at[slot{key: it.m.key}]; ok {
+			mixed = true
+		} else {
+			at[slot{key: it.m.key}] = len(reqs)
+		}
+		at[sl] = len(reqs)
+		owner[i] = len(reqs)
+		reqs = append(reqs, rate.Request{Key: it.m.key, Limit: ls.limit, Cost: it.hits})
 	}
+	if mixed {
+		reqs = largerFirst(reqs, owner)
+	}
+	// costs[j] is what reqs[j] is decided on: the hits of the request on
+	// its key up to its own, the requests of a key being next to each
+	// other (each key is one request, unless mixed).
 	costs := make([]int64, len(reqs))
 	for j := range reqs {
 		costs[j] = reqs[j].Cost
+		if j > 0 && reqs[j-1].Key == reqs[j].Key {
+			costs[j] = addHits(costs[j-1], costs[j])
+		}
 		if costs[j] > reqs[j].Limit.Capacity() {
 			possible = false
 		}
@@ -450,6 +508,35 @@ func (s *Service) decideTogether(ctx context.Context, items []item) error {
 		}
 	}
 	return nil
+}
+
+// addHits returns a + b, saturating: a sum past a capacity is refused all
+// the same, and one that wrapped around would fail the call.
+func addHits(a, b int64) int64 { return a + min(b, math.MaxInt64-a) }
+
+// largerFirst returns reqs with the requests of each key together, the
+// larger counts first, and points owner at their new places.
+func largerFirst(reqs []rate.Request, owner []int) []rate.Request {
+	order := make([]int, len(reqs))
+	for j := range order {
+		order[j] = j
+	}
+	slices.SortStableFunc(order, func(a, b int) int {
+		if c := strings.Compare(reqs[a].Key, reqs[b].Key); c != 0 {
+			return c
+		}
+		return cmp.Compare(reqs[b].Limit.Count, reqs[a].Limit.Count)
+	})
+	sorted, place := make([]rate.Request, len(reqs)), make([]int, len(reqs))
+	for n, j := range order {
+		sorted[n], place[j] = reqs[j], n
+	}
+	for i, j := range owner {
+		if j >= 0 {
+			owner[i] = place[j]
+		}
+	}
+	return sorted
 }
 
 // resetOf returns how long until the descriptor's limit resets, from the

@@ -435,12 +435,24 @@ func TestSetConfigKeepsUnchangedCounters(t *testing.T) {
 	h.svc.SetConfig(nil)
 	h.expect(h.ask("api", desc("user", "alice")), ok, st{code: ok})
 
-	// With RefusedConsumeNothing the limit is in the key: a changed one
-	// starts from fresh.
+	// With RefusedConsumeNothing too, a window's key names its algorithm
+	// and period, not its count: a limit lowered below the window's count
+	// is over at once, and lowering it again grants nothing either; a
+	// raised one admits the difference, and no more.
 	h = newHarness(t, parse(t, perMinute), Options{RefusedConsumeNothing: true})
-	h.askHits("api", 15, desc("user", "alice"))
+	h.expect(h.askHits("api", 15, desc("user", "alice")), ok, st{ok, 20, minute, 5, 30})
 	h.svc.SetConfig(perMinuteOf(10))
-	h.expect(h.ask("api", desc("user", "alice")), ok, st{ok, 10, minute, 9, 30})
+	h.expect(h.ask("api", desc("user", "alice")), over, st{over, 10, minute, 0, 30})
+	h.svc.SetConfig(perMinuteOf(5))
+	h.expect(h.ask("api", desc("user", "alice")), over, st{over, 5, minute, 0, 30})
+	h.svc.SetConfig(perMinuteOf(20))
+	h.expect(h.askHits("api", 6, desc("user", "alice")), over, st{over, 20, minute, 5, 30})
+	h.expect(h.askHits("api", 5, desc("user", "alice")), ok, st{ok, 20, minute, 0, 30})
+	h.expect(h.ask("api", desc("user", "alice")), over, st{over, 20, minute, 0, 30})
+	// The next window counts from zero under the lowered limit.
+	h.svc.SetConfig(perMinuteOf(10))
+	h.clock.Advance(30 * time.Second)
+	h.expect(h.ask("api", desc("user", "alice")), ok, st{ok, 10, minute, 9, 60})
 }
 
 func TestGCRAExtension(t *testing.T) {

@@ -66,7 +66,12 @@ wins over its variable):
                           none, and refused hits never count
                           (SLUICE_ENVOY_REFUSED_CONSUME_NOTHING). Default
                           off: as in the reference, each descriptor is
-                          decided on its own and refused hits count.
+                          decided on its own and refused hits count. In
+                          either mode a fixed window keeps its count when
+                          a reload changes requests_per_unit, and shares
+                          it with an override of its unit; with the flag,
+                          sliding_window and sliding_log keep theirs too.
+                          Switching the flag starts every counter afresh.
   --upstream URL          where the reverse proxy forwards allowed requests
                           (SLUICE_UPSTREAM), or "demo" for the demo
                           upstream. Default: none (no proxy listener),
