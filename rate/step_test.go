@@ -298,6 +298,26 @@ func TestStateOfAnotherLimit(t *testing.T) {
 		t.Errorf("a look at 10/m with 15 counted: %v, state %+v; want allowed, nothing remaining, the state kept", d, next)
 	}
 
+	// A sliding window's counts over a smaller limit's are read as full
+	// windows, but kept as they are: a look, or a request admitted as
+	// the previous window's weight decays, must not write them down to
+	// the smaller limit, or a limit raised again would admit what the
+	// first already counted.
+	slide20 := Limit{Algorithm: SlidingWindow, Count: 20, Period: time.Minute}
+	slide10 := Limit{Algorithm: SlidingWindow, Count: 10, Period: time.Minute}
+	minute := 1_700_000_040 * sec // aligned to the minute
+	s, _ = slide20.Step(State{}, minute, 15)
+	if next, d := slide10.Step(s, minute, 0); !d.Allowed || d.Remaining != 0 || next.B != 15 {
+		t.Errorf("a look at 10/m with 15 counted: %v, state %+v; want allowed, nothing remaining, the count of 15 kept", d, next)
+	}
+	// A minute on, the 15 weigh 15·(1−e/T): 59.5s in, ⌈0.125⌉ = 1 of
+	// them, and 9 more fit under 10/m.
+	late := minute + 60*sec + 59_500_000
+	next, d = slide10.Step(s, late, 9)
+	if !d.Allowed || next.B != 9 || next.C != 15 {
+		t.Errorf("9 at 10/m as 15 counted decay: %v, state %+v; want allowed, the previous count of 15 kept", d, next)
+	}
+
 	// A sliding window's counts from a billion a second, met by 3 a day:
 	// the counts times a day's microseconds pass 2^63. They count as full
 	// windows of 3, and the waits are the formula's.

@@ -70,7 +70,9 @@ func (l *Limit) slidingWindow(s *State, now, cost int64, next *State, out *Decis
 	// A count above this limit's comes from a state another limit left
 	// under the key: it is a full window. That keeps the products below
 	// Count·Period, exact, where another limit's counts times this
-	// period could pass 2^63 and wrap.
+	// period could pass 2^63 and wrap. The counts written back are the
+	// state's own: a limit raised again finds what was counted.
+	keptCur, keptPrev := cur, prev
 	cur, prev = min(cur, l.Count), min(prev, l.Count)
 	e := max(0, now-start)
 	weighted := prev - prev*e/t // ⌈prev·(T−e)/T⌉
@@ -86,7 +88,7 @@ func (l *Limit) slidingWindow(s *State, now, cost int64, next *State, out *Decis
 		put(next, 0, 0, 0)
 		return
 	}
-	put(next, start, cur, prev)
+	put(next, start, keptCur+cost, keptPrev)
 }
 
 // slidingReset returns how long until both windows are empty.

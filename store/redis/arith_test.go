@@ -100,3 +100,22 @@ func TestSlidingWindowCountsFromAnotherLimit(t *testing.T) {
 		{47 * time.Hour, "s", daily, 1},
 	})
 }
+
+// A sliding window lowered under counts above its limit, looked at, then
+// raised again: the look reads the counts as a full window, and writes
+// them back as they were, as rate does; written down to the lower limit,
+// the raised one admitted again what the first had counted.
+func TestSlidingWindowLoweredThenRaised(t *testing.T) {
+	l := func(n int64) rate.Limit {
+		return rate.Limit{Algorithm: rate.SlidingWindow, Count: n, Period: time.Minute}
+	}
+	checkSteps(t, []step{
+		{0, "s", l(20), 15},
+		{time.Second, "s", l(10), 0},
+		{2 * time.Second, "s", l(18), 3},
+		{2 * time.Second, "s", l(18), 1},
+		{61 * time.Second, "s", l(10), 0},
+		{119*time.Second + 500*time.Millisecond, "s", l(10), 9},
+		{119*time.Second + 500*time.Millisecond, "s", l(40), 20},
+	})
+}

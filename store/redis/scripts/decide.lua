@@ -873,6 +873,8 @@ while first <= nkeys do
 					end
 					-- A count above this limit's, left by another limit, is
 					-- a full window (rate's clamp): products stay exact.
+					-- The state's own counts are written back.
+					local kcur, kprev = cur, prev
 					if cur > n then
 						cur = n
 					end
@@ -910,7 +912,7 @@ while first <= nkeys do
 						if cur == 0 and prev == 0 then
 							fresh = true
 						else
-							na, nb, nc = start, cur, prev
+							na, nb, nc = start, kcur + cost, kprev
 						end
 					end
 					-- The difference first: start + 2·t may pass 2^53 (a
