@@ -784,6 +784,12 @@ func (s *Server) reverseProxy(set *policy.Set) http.Handler {
 				// the upstream serves it as.
 				out.Header.Del(planHeader)
 			}
+			if !in.ProtoAtLeast(1, 1) {
+				// An HTTP/1.0 request's 100-continue is ignored (RFC
+				// 9110, section 10.1.1): asked on, an upstream that sends
+				// no 100 holds the body for ExpectContinueTimeout.
+				out.Header.Del("Expect")
+			}
 			setForwarded(out.Header, in, peer, trusted)
 		},
 		Transport: transport,

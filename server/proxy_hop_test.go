@@ -139,3 +139,26 @@ func TestRelocateSchemeRelative(t *testing.T) {
 		}
 	}
 }
+
+// An HTTP/1.0 request's Expect: 100-continue is ignored, as RFC 9110
+// (section 10.1.1) has a server do, and does not go on: an upstream that
+// sends no 100 held such a request for the transport's
+// ExpectContinueTimeout, and the 100 of one that does is not the
+// client's to read.
+func TestProxyHTTP10ExpectIgnored(t *testing.T) {
+	expect := make(chan string, 1)
+	up := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		expect <- r.Header.Get("Expect")
+		b, _ := io.ReadAll(r.Body)
+		fmt.Fprintf(w, "%d bytes", len(b))
+	}))
+	defer up.Close()
+	ts := startServer(t, untrustedPolicy, Options{Upstream: up.URL, RequestBuffer: -1})
+	codes, body := statuses(t, ts.Addrs().Proxy, "POST /up HTTP/1.0\r\nHost: x\r\nExpect: 100-continue\r\nContent-Length: 5\r\n\r\nhello")
+	if got := fmt.Sprint(codes); got != "[200]" || body != "5 bytes" {
+		t.Errorf("responses %s, body %q; want [200], 5 bytes", got, body)
+	}
+	if got := <-expect; got != "" {
+		t.Errorf("the upstream got Expect %q, want none", got)
+	}
+}
