@@ -70,7 +70,7 @@ func parsePart(s string) (part, error) {
 		if arg == "" {
 			return part{}, fmt.Errorf("key part %q needs a name, as in %s:NAME", kind, kind)
 		}
-		if !validToken(arg) {
+		if !validToken(arg) && (kind != "form" || !validToken(strings.NewReplacer("[", "", "]", "").Replace(arg))) {
 			return part{}, fmt.Errorf("invalid name %q in key part %q", arg, s)
 		}
 		switch kind {
@@ -115,7 +115,9 @@ func keyMethod(method string) string {
 const hostNotHeader = "no request has a Host header field to read (net/http moves it to Request.Host; HTTP/2 and gRPC send :authority); match a host with match: {host: NAME}"
 
 // validToken reports whether s is an RFC 9110 token, which header names
-// and the names of wildcards and form fields all are here.
+// and the names of wildcards and form fields all are here; a form field's
+// may have brackets too, as Rails and PHP name nested fields
+// (user[email]).
 func validToken(s string) bool {
 	if s == "" {
 		return false

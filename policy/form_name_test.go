@@ -1,0 +1,38 @@
+package policy
+
+import (
+	"net/http/httptest"
+	"net/url"
+	"strings"
+	"testing"
+)
+
+// A form field named as Rails and PHP name a nested one (user[email])
+// keys a policy as any other: its name is no header token, but a form's
+// names are whatever its page wrote.
+func TestFormKeyBracketedName(t *testing.T) {
+	decide := keysOf(t, `
+policies:
+  - name: login
+    match: "POST /session"
+    key: "form:user[email]"
+    limits: ["1/m burst 1"]
+`)
+	login := func(email string) (Verdict, string) {
+		body := url.Values{"user[email]": {email}, "user[password]": {"x"}}.Encode()
+		r := httptest.NewRequest("POST", "/session", strings.NewReader(body))
+		r.Header.Set("Content-Type", "application/x-www-form-urlencoded")
+		v, keys := decide(&Request{HTTP: r, Header: r.Header})
+		return v, keys["login"]
+	}
+	v, key := login("a@example.com")
+	if v != Allow || !strings.HasSuffix(key, ":form:user[email]=a@example.com") {
+		t.Fatalf("first login: %v, key %q; want allow, keyed by the field's value", v, key)
+	}
+	if v, _ := login("a@example.com"); v != Refuse {
+		t.Errorf("second login of one account: %v, want refuse", v)
+	}
+	if v, _ := login("b@example.com"); v != Allow {
+		t.Errorf("another account: %v, want allow", v)
+	}
+}
