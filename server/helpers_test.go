@@ -146,22 +146,30 @@ func get(t *testing.T, base, path string, header ...string) (*http.Response, str
 	return do(t, req)
 }
 
+// sendRaw sends req, as it goes on the wire, to addr on a connection of
+// its own, closed as the test ends, and returns a reader of what comes
+// back.
+func sendRaw(t *testing.T, addr, req string) *bufio.Reader {
+	t.Helper()
+	c, err := net.DialTimeout("tcp", addr, 5*time.Second)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { c.Close() })
+	c.SetDeadline(time.Now().Add(10 * time.Second))
+	if _, err := io.WriteString(c, req); err != nil {
+		t.Fatal(err)
+	}
+	return bufio.NewReader(c)
+}
+
 // rawRequest sends req, one HTTP/1.1 request as it goes on the wire, to
 // addr on a connection of its own, and returns the response with its body
 // read: for what net/http's client would not send as it is (Connection
 // naming other fields, a Host of the test's choosing).
 func rawRequest(t *testing.T, addr, req string) (*http.Response, string) {
 	t.Helper()
-	c, err := net.DialTimeout("tcp", addr, 5*time.Second)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer c.Close()
-	c.SetDeadline(time.Now().Add(10 * time.Second))
-	if _, err := io.WriteString(c, req); err != nil {
-		t.Fatal(err)
-	}
-	resp, err := http.ReadResponse(bufio.NewReader(c), nil)
+	resp, err := http.ReadResponse(sendRaw(t, addr, req), nil)
 	if err != nil {
 		t.Fatalf("reading the response to %.40q: %v", req, err)
 	}

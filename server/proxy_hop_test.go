@@ -1,16 +1,13 @@
 package server
 
 import (
-	"bufio"
 	"fmt"
 	"io"
-	"net"
 	"net/http"
 	"net/http/httptest"
 	"net/url"
 	"strings"
 	"testing"
-	"time"
 )
 
 // statuses sends req, as it goes on the wire, to addr and returns the
@@ -18,16 +15,7 @@ import (
 // first, up to the final one, and the final one's body.
 func statuses(t *testing.T, addr, req string) (codes []int, body string) {
 	t.Helper()
-	c, err := net.DialTimeout("tcp", addr, 5*time.Second)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer c.Close()
-	c.SetDeadline(time.Now().Add(10 * time.Second))
-	if _, err := io.WriteString(c, req); err != nil {
-		t.Fatal(err)
-	}
-	br := bufio.NewReader(c)
+	br := sendRaw(t, addr, req)
 	for {
 		resp, err := http.ReadResponse(br, nil)
 		if err != nil {
