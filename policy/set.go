@@ -304,8 +304,13 @@ type Limit struct {
 
 // HeaderPolicy returns the limit's RateLimit-Policy item,
 // `"name";q=100;w=60` (draft-ietf-httpapi-ratelimit-headers-10): q units
-// per w whole seconds state the limit's rate, as package ratefield's doc
-// says; w is omitted for calendar months.
+// per w whole seconds state the limit's rate. w is the time in which the
+// capacity (a bucket's burst, a window's count) comes back, when that is
+// whole seconds, and q the capacity; otherwise the period, when it is
+// whole seconds, and q the count; otherwise the least whole seconds in
+// which the capacity comes back, and q what the rate allows in them,
+// rounded down (100/s burst 10 is q=100;w=1). w is omitted for calendar
+// months, where q is the month's count.
 func (l *Limit) HeaderPolicy() string { return l.headerPolicy[0] }
 
 // HeaderPolicyValues returns HeaderPolicy as a value list of one, shared
