@@ -1,6 +1,7 @@
 package policy
 
 import (
+	"cmp"
 	"context"
 	"encoding/binary"
 	"errors"
@@ -32,7 +33,8 @@ const (
 	// Unavailable: the store failed under a fail-closed policy, or a
 	// sluice.Fallback refused the request in its FailClosed mode, or the
 	// request's context ended before it was decided or while it was held
-	// back; answer 503 (gRPC: UNAVAILABLE). Outcome.Err says which.
+	// back, or a Drain ended its wait; answer 503 (gRPC: UNAVAILABLE)
+	// with Outcome.RetryAfter. Outcome.Err says which.
 	Unavailable
 )
 
@@ -80,10 +82,11 @@ type Outcome struct {
 	// leaky_bucket's turn) before its verdict.
 	Waited time.Duration
 	// Err is the store's error when the store failed (whatever the
-	// verdict), or the context's error when the request ended before its
-	// verdict. A sluice.Fallback that decided in its FailOpen or
-	// FailClosed mode failed too, though it returned no error: Err then
-	// wraps sluice.ErrStoreDown.
+	// verdict), the context's error when the request ended before its
+	// verdict, or ErrDrained when a Drain ended its wait. A
+	// sluice.Fallback that decided in its FailOpen or FailClosed mode
+	// failed too, though it returned no error: Err then wraps
+	// sluice.ErrStoreDown.
 	Err error
 
 	gate *gate
@@ -215,8 +218,9 @@ type Observer interface {
 	// verdict is not observed, nor is a shed request (see Shed), but for
 	// one that ends while held for the Delay its admission gave it (a
 	// leaky_bucket's turn, a gcra or token_bucket's unit reserved under
-	// max_delay): its turn or units are taken, and it is observed as held
-	// (Waited, the Delay), though it goes no further.
+	// max_delay), or whose Delay a Drain ends: its turn or units are
+	// taken, and it is observed as held (Waited, the Delay), though it
+	// goes no further.
 	Observe(ctx context.Context, e Event)
 	// Shed is told about a request the concurrency limit refused.
 	Shed(ctx context.Context, p Priority)
@@ -249,6 +253,77 @@ type Options struct {
 	// limit. If nil, the Enforcer counts in its own; share one between
 	// the Enforcers of successive configurations (see InFlight).
 	InFlight *InFlight
+}
+
+// Drain is the end of a server's service, for the requests it serves: a
+// server that stops cuts the requests still in flight at the end of its
+// shutdown timeout, and a request held back past that end (by max_delay,
+// or a leaky_bucket's turn) would be cut with no answer, its unit or turn
+// spent for nothing; on a shared store, such as Redis, the reservation
+// outlives the process, and the clients of the next one wait for units
+// nobody used. An Enforcer deciding a request whose context carries a
+// Drain (WithDrain) bounds its waits by the drain's end once it has
+// begun: a wait that would end past it is not started, the request being
+// refused at once with its Retry-After, as when its own deadline is too
+// near, and taking no unit or turn. A request already held when the
+// drain begins, whose wait would end past it, is answered at once:
+// Unavailable, with the rest of its wait as RetryAfter and ErrDrained as
+// Err, observed as a request whose context ended while it was held (see
+// Observer).
+//
+// The zero value is a drain not begun. A server makes one, puts it in
+// every request's context (http.Server's BaseContext), and calls Begin
+// as it starts to shut down. It is safe for concurrent use.
+type Drain struct {
+	once  sync.Once
+	begun context.Context // ends at Begin, waking the waits
+	begin context.CancelFunc
+	end   atomic.Pointer[time.Time]
+}
+
+// ErrDrained is Outcome.Err for a request held back whose wait a Drain
+// ended: its turn or unit would have come after the drain's end.
+var ErrDrained = errors.New("policy: the wait would outlast the server's shutdown")
+
+func (d *Drain) init() {
+	d.once.Do(func() { d.begun, d.begin = context.WithCancel(context.Background()) })
+}
+
+// Begin begins the drain, which ends at end on the Enforcers' clock.
+// Only the first call counts: a drain is not put off.
+func (d *Drain) Begin(end time.Time) {
+	d.init()
+	// The end first: a wait woken by the cancel reads it.
+	d.end.CompareAndSwap(nil, &end)
+	d.begin()
+}
+
+type drainKey struct{}
+
+// WithDrain returns a copy of ctx that carries d, which bounds the waits
+// of the requests decided with it (see Drain): a context carried through
+// the request, as a deadline is, since the drain is the end of every
+// request's time, whichever Enforcer decides it.
+func WithDrain(ctx context.Context, d *Drain) context.Context {
+	return context.WithValue(ctx, drainKey{}, d)
+}
+
+// drainOf returns the Drain ctx carries, or nil.
+func drainOf(ctx context.Context) *Drain {
+	d, _ := ctx.Value(drainKey{}).(*Drain)
+	return d
+}
+
+// ending returns the drain's end, and whether it has begun; a nil Drain
+// never begins.
+func (d *Drain) ending() (time.Time, bool) {
+	if d == nil {
+		return time.Time{}, false
+	}
+	if p := d.end.Load(); p != nil {
+		return *p, true
+	}
+	return time.Time{}, false
 }
 
 // Enforcer applies a Set to requests: it matches them, builds their keys,
@@ -644,7 +719,9 @@ func (e *Enforcer) decideShared(ctx context.Context, st *state) (rate.Decision, 
 // error; cut reports a wait ended by the request's context, out then
 // being Unavailable: after a refusal, nothing to be observed, as nothing
 // was admitted; during an admission's Delay, st.spent set, the units
-// being taken.
+// being taken. A Drain in ctx bounds the waits as a deadline does, and
+// cuts them as the context's end does (see wait), but that out.Err is
+// ErrDrained and out.RetryAfter the rest of the wait.
 func (e *Enforcer) hold(ctx context.Context, st *state, out *Outcome,
 	decide func(context.Context, *state) (rate.Decision, error)) (d rate.Decision, cut bool, err error) {
 	reqs, decs := st.reqs[:st.nEnf], st.decs[:st.nEnf]
@@ -656,8 +733,8 @@ func (e *Enforcer) hold(ctx context.Context, st *state, out *Outcome,
 		return d, false, err
 	}
 	if !d.Allowed && d.RetryAfter > 0 && out.Waited == 0 && (!bounded || d.RetryAfter < left) && e.mayWait(st, decs, d.RetryAfter) {
-		if err := e.clock.Sleep(ctx, d.RetryAfter); err != nil {
-			out.Verdict, out.Err, out.RetryAfter = Unavailable, err, d.RetryAfter
+		if rest, err := e.wait(ctx, d.RetryAfter); err != nil {
+			out.Verdict, out.Err, out.RetryAfter = Unavailable, err, cmp.Or(rest, d.RetryAfter)
 			return d, true, nil
 		}
 		out.Waited += d.RetryAfter
@@ -686,10 +763,10 @@ func (e *Enforcer) hold(ctx context.Context, st *state, out *Outcome,
 		}
 	}
 	if d.Allowed && d.Delay > 0 {
-		if err := e.clock.Sleep(ctx, d.Delay); err != nil {
-			// Admitted, its turn or units taken, but gone: observed
-			// as held (see state.spent).
-			out.Verdict, out.Err, out.RetryAfter = Unavailable, err, d.Delay
+		if rest, err := e.wait(ctx, d.Delay); err != nil {
+			// Admitted, its turn or units taken, but gone, or cut short
+			// by the drain: observed as held (see state.spent).
+			out.Verdict, out.Err, out.RetryAfter = Unavailable, err, cmp.Or(rest, d.Delay)
 			heldFor(st.held, decs)
 			st.spent = true
 			return d, true, nil
@@ -706,6 +783,39 @@ func (e *Enforcer) hold(ctx context.Context, st *state, out *Outcome,
 	return d, false, nil
 }
 
+// wait holds a request back for d on the Enforcer's clock, or until ctx
+// ends, returning ctx's error. A wait that a Drain, beginning meanwhile,
+// would not let end before its end is cut short there: ErrDrained, and
+// rest, what was left of it. One that began after the drain did needs
+// no watching: timeLeft bounded it by the drain's end.
+func (e *Enforcer) wait(ctx context.Context, d time.Duration) (rest time.Duration, err error) {
+	drain := drainOf(ctx)
+	if _, begun := drain.ending(); drain == nil || begun {
+		return 0, e.clock.Sleep(ctx, d)
+	}
+	drain.init()
+	wctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	defer context.AfterFunc(drain.begun, cancel)()
+	start := e.clock.Now()
+	switch err := e.clock.Sleep(wctx, d); {
+	case err == nil:
+		return 0, nil
+	case ctx.Err() != nil:
+		return 0, ctx.Err()
+	}
+	// Woken by the drain.
+	end, _ := drain.ending()
+	now := e.clock.Now()
+	if rest = d - now.Sub(start); rest <= 0 {
+		return 0, nil
+	}
+	if !now.Add(rest).Before(end) {
+		return rest, ErrDrained
+	}
+	return 0, e.clock.Sleep(ctx, rest)
+}
+
 // heldFor adds to held the turn each of decs waited, once the request
 // has waited the longest of them.
 func heldFor(held []time.Duration, decs []rate.Decision) {
@@ -716,24 +826,27 @@ func heldFor(held []time.Duration, decs []rate.Decision) {
 	}
 }
 
-// timeLeft returns how long ctx has before its deadline, on the
-// Enforcer's clock, when st has a limit that may make the request wait (a
-// policy's max_delay, a leaky_bucket's turn); bounded is false when there
-// is no deadline or nothing to wait for, which reads no clock. A request
-// is never held back for a wait its deadline cannot cover: it is refused
-// at once, with the wait as its Retry-After, instead of failing at the
-// deadline with nothing to tell its client.
+// timeLeft returns how long ctx has before its deadline, or before the
+// end of a Drain begun, whichever comes first, on the Enforcer's clock,
+// when st has a limit that may make the request wait (a policy's
+// max_delay, a leaky_bucket's turn); bounded is false when there is no
+// deadline or nothing to wait for, which reads no clock. A request is
+// never held back for a wait its deadline cannot cover: it is refused at
+// once, with the wait as its Retry-After, instead of failing at the
+// deadline with nothing to tell its client. A request with nothing to
+// wait for reads no Drain either.
 func (e *Enforcer) timeLeft(ctx context.Context, st *state) (left time.Duration, bounded bool) {
+	if !slices.ContainsFunc(st.lims[:st.nEnf], func(l *Limit) bool { return l.Policy.MaxDelay > 0 || l.Algorithm == rate.LeakyBucket }) {
+		return 0, false
+	}
 	dl, ok := ctx.Deadline()
+	if end, begun := drainOf(ctx).ending(); begun && (!ok || end.Before(dl)) {
+		dl, ok = end, true
+	}
 	if !ok {
 		return 0, false
 	}
-	for _, l := range st.lims[:st.nEnf] {
-		if l.Policy.MaxDelay > 0 || l.Algorithm == rate.LeakyBucket {
-			return dl.Sub(e.clock.Now()), true
-		}
-	}
-	return 0, false
+	return dl.Sub(e.clock.Now()), true
 }
 
 // sourcer is a store that says who decided, as sluice.Fallback does.

@@ -245,8 +245,13 @@ type Options struct {
 	// simulations (POST api/sim), each up to a core's time for ten
 	// seconds. It is on for the built-in demo, and off otherwise unless
 	// set, so that whoever reaches the admin listener (a scraper's
-	// network) cannot spend the server's CPU.
+	// network) cannot spend the server's CPU. NoPlayground turns it off
+	// on the demo too.
 	Playground bool
+	// NoPlayground turns the playground off, the built-in demo's
+	// included, whatever Playground says: the demo's playground is on
+	// only by default.
+	NoPlayground bool
 	// Logger receives the server's logs. Nil means none.
 	Logger *slog.Logger
 	// Clock is the clock of decisions in memory, waits and the dashboard.
@@ -295,6 +300,10 @@ type Server struct {
 	reloadMu sync.Mutex
 	draining atomic.Bool
 	ready    readiness
+	// drain is in every request's context: begun at shutdown, it ends
+	// the waits of max_delay and leaky_bucket turns that would outlast
+	// the shutdown timeout (see policy.Drain).
+	drain policy.Drain
 
 	lis     listeners
 	servers []*http.Server // the proxy and check listeners'
@@ -306,6 +315,14 @@ type Server struct {
 	// hijacked connection (a websocket through the proxy), shutdown does.
 	// It is sluice_inflight_requests too.
 	serving atomic.Int64
+	// upgraded counts the handlers of serving that took their connection
+	// over (a websocket, another upgrade): at the shutdown timeout, the
+	// others are requests http.Server.Close cuts, these the ones it
+	// leaves to hardStop. marks holds, until it closes or is taken over,
+	// the connMark of each connection of the proxy and check listeners,
+	// which net/http names to ConnState alone.
+	upgraded atomic.Int64
+	marks    sync.Map // net.Conn → *connMark
 	// hardStop cancels the requests' context, at the shutdown timeout:
 	// it ends the upgraded connections http.Server.Close leaves open.
 	hardStop context.CancelFunc
@@ -341,7 +358,19 @@ func (l *listeners) all() []net.Listener {
 // there yet, or refuses connections while it starts, is not: the server
 // starts with Redis down, and connects when it comes (see "Redis down at
 // start" in the package documentation).
-func New(o Options) (_ *Server, err error) {
+func New(o Options) (*Server, error) { return NewContext(context.Background(), o) }
+
+// ErrStopped marks the error of NewContext when its context ended while
+// the server started.
+var ErrStopped = errors.New("stopped while starting")
+
+// NewContext is New, for a server that may be told to stop while it
+// starts (a signal): once ctx has ended, it connects to no store and
+// opens no listener, and returns an error wrapping ErrStopped and ctx's
+// error, having closed what it opened, the listeners of Options
+// included. A dial to Redis under way is not cut short: ctx is read
+// before it and after it.
+func NewContext(ctx context.Context, o Options) (_ *Server, err error) {
 	defer func() {
 		if err != nil {
 			// The Server owns the listeners it is given, even when it
@@ -435,7 +464,7 @@ func New(o Options) (_ *Server, err error) {
 	if s.tls != nil {
 		s.tls.reloads = registerTLS(s.reg, func() time.Time { return s.tls.cur.Load().cert.Leaf.NotAfter })
 	}
-	s.dash = dashboard.New(dashboard.Options{Clock: s.clock, Logger: s.log, NoPlayground: !o.Playground && !s.demo})
+	s.dash = dashboard.New(dashboard.Options{Clock: s.clock, Logger: s.log, NoPlayground: o.NoPlayground || !o.Playground && !s.demo})
 	registerRefusedRatio(s.reg, s.dash)
 	s.top = NewTopK(s.o.TopKeys)
 
@@ -453,10 +482,14 @@ func New(o Options) (_ *Server, err error) {
 	if err != nil {
 		return nil, err
 	}
+	s.warnHolds(gen)
 	if s.tls != nil {
 		if err := s.loadTLS(); err != nil {
 			return nil, err
 		}
+	}
+	if err := stopped(ctx); err != nil {
+		return nil, err
 	}
 	s.st, err = s.openStore(s.storeConfig(gen))
 	if err != nil {
@@ -481,6 +514,9 @@ func New(o Options) (_ *Server, err error) {
 	s.gen.Store(gen)
 	s.m.loaded()
 
+	if err := stopped(ctx); err != nil {
+		return nil, err
+	}
 	if err := s.listen(); err != nil {
 		return nil, err
 	}
@@ -490,6 +526,30 @@ func New(o Options) (_ *Server, err error) {
 		}
 	}
 	return s, nil
+}
+
+// stopped returns an error wrapping ErrStopped once ctx has ended.
+func stopped(ctx context.Context) error {
+	if ctx.Err() == nil {
+		return nil
+	}
+	return fmt.Errorf("%w: %w", ErrStopped, context.Cause(ctx))
+}
+
+// warnHolds warns, at start, of the enforcing policies whose max_delay
+// exceeds the shutdown timeout: at shutdown, a request they hold whose
+// turn comes after the timeout's end is answered 503 instead (see
+// policy.Drain), which the file's author may not expect.
+func (s *Server) warnHolds(g *generation) {
+	if g.set == nil {
+		return
+	}
+	for _, p := range g.set.Policies() {
+		if !p.Shadow && p.MaxDelay > s.o.ShutdownTimeout {
+			s.log.Warn("max_delay exceeds the shutdown timeout: at shutdown, a request held past its end is answered 503 instead",
+				"policy", p.Name, "max_delay", p.MaxDelay.String(), "shutdown_timeout", s.o.ShutdownTimeout.String())
+		}
+	}
 }
 
 // listen opens the listeners the configuration calls for.
@@ -565,11 +625,14 @@ func (s *Server) run(ctx context.Context) error {
 	reqCtx, hardStop := context.WithCancel(context.WithoutCancel(ctx))
 	defer hardStop()
 	s.hardStop = hardStop
+	reqCtx = policy.WithDrain(reqCtx, &s.drain)
 	errc := make(chan error, 4)
 	// The proxy and check listeners serve TLS when it is on, the admin
 	// listener never: it binds loopback by default and answers probes
-	// and scrapers that speak plain HTTP.
-	serve := func(name string, l net.Listener, h http.Handler, useTLS, h2c bool) *http.Server {
+	// and scrapers that speak plain HTTP. Their requests are counted
+	// (see counted), the admin listener's not: it answers until the
+	// others have drained.
+	serve := func(name string, l net.Listener, h http.Handler, useTLS, h2c, count bool) *http.Server {
 		srv := &http.Server{
 			Handler:           h,
 			ReadHeaderTimeout: 10 * time.Second,
@@ -577,6 +640,10 @@ func (s *Server) run(ctx context.Context) error {
 			MaxHeaderBytes:    s.o.MaxHeaderBytes,
 			ErrorLog:          slog.NewLogLogger(s.log.Handler(), slog.LevelWarn),
 			BaseContext:       func(net.Listener) context.Context { return reqCtx },
+		}
+		if count {
+			srv.Handler = s.counted(h)
+			srv.ConnContext, srv.ConnState = s.markConn, s.connState
 		}
 		mode := "off"
 		if useTLS {
@@ -606,13 +673,13 @@ func (s *Server) run(ctx context.Context) error {
 		return srv
 	}
 	if s.lis.proxy != nil {
-		s.servers = append(s.servers, serve("proxy", s.lis.proxy, s.counted(http.HandlerFunc(s.serveProxy)), s.tls != nil, true))
+		s.servers = append(s.servers, serve("proxy", s.lis.proxy, http.HandlerFunc(s.serveProxy), s.tls != nil, true, true))
 	}
 	if s.lis.check != nil {
-		s.servers = append(s.servers, serve("check", s.lis.check, s.counted(s.checkMux()), s.tls != nil, false))
+		s.servers = append(s.servers, serve("check", s.lis.check, s.checkMux(), s.tls != nil, false, true))
 	}
 	if s.lis.admin != nil {
-		s.admin = serve("admin", s.lis.admin, s.adminMux(), false, false)
+		s.admin = serve("admin", s.lis.admin, s.adminMux(), false, false, false)
 	}
 	if s.lis.grpc != nil {
 		// A fixed pool of stream workers reuses goroutines (and their grown
@@ -718,13 +785,53 @@ func (s *Server) hello() {
 }
 
 // counted counts the requests h serves in s.serving, for the shutdown and
-// sluice_inflight_requests.
+// sluice_inflight_requests, and in s.upgraded the ones that take their
+// connection over, until they end.
 func (s *Server) counted(h http.Handler) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		s.serving.Add(1)
 		defer s.serving.Add(-1)
+		if m, ok := r.Context().Value(connMarkKey{}).(*connMark); ok {
+			// HTTP/1 serves one request at a time on a connection: the
+			// one taking it over is this one.
+			defer func() {
+				if m.hijacked.Swap(false) {
+					s.upgraded.Add(-1)
+				}
+			}()
+		}
 		h.ServeHTTP(w, r)
 	})
+}
+
+// connMark tells a request's handler, through its context, that its
+// connection was taken over (http.StateHijacked), which net/http tells
+// ConnState alone.
+type connMark struct{ hijacked atomic.Bool }
+
+type connMarkKey struct{}
+
+// markConn gives connection c a connMark, in its requests' context
+// (http.Server.ConnContext).
+func (s *Server) markConn(ctx context.Context, c net.Conn) context.Context {
+	m := new(connMark)
+	s.marks.Store(c, m)
+	return context.WithValue(ctx, connMarkKey{}, m)
+}
+
+// connState marks a connection taken over, and counts it in s.upgraded
+// until its handler ends (see counted); net/http reports every
+// connection's end, closed or taken over (http.Server.ConnState).
+func (s *Server) connState(c net.Conn, st http.ConnState) {
+	switch st {
+	case http.StateHijacked:
+		if m, ok := s.marks.LoadAndDelete(c); ok {
+			s.upgraded.Add(1)
+			m.(*connMark).hijacked.Store(true)
+		}
+	case http.StateClosed:
+		s.marks.Delete(c)
+	}
 }
 
 // shutdown stops every listener, letting requests in flight finish within
@@ -732,6 +839,10 @@ func (s *Server) counted(h http.Handler) http.Handler {
 // read 503 from /readyz, and scrapers the metrics, while the others
 // drain.
 func (s *Server) shutdown() {
+	// Requests still in flight are cut at the end of the timeout, after
+	// the delay: none is held back past it, which would hold a unit or a
+	// turn, and a client, for an answer that never comes.
+	s.drain.Begin(s.clock.Now().Add(max(s.o.ShutdownDelay, 0) + s.o.ShutdownTimeout))
 	s.draining.Store(true)
 	if s.rls != nil {
 		s.rls.Health().Shutdown()
@@ -744,11 +855,11 @@ func (s *Server) shutdown() {
 	ctx, cancel := context.WithTimeout(context.Background(), s.o.ShutdownTimeout)
 	defer cancel()
 	var wg sync.WaitGroup
+	var late atomic.Bool // a listener still had connections at the timeout
 	for _, srv := range s.servers {
 		wg.Go(func() {
-			if err := srv.Shutdown(ctx); err != nil {
-				s.log.Warn("requests still in flight at the shutdown timeout were cut", "error", err)
-				srv.Close()
+			if srv.Shutdown(ctx) != nil {
+				late.Store(true)
 			}
 		})
 	}
@@ -765,6 +876,18 @@ func (s *Server) shutdown() {
 		})
 	}
 	wg.Wait()
+	if late.Load() {
+		// Counted before Close, whose connections' handlers take a
+		// moment to end.
+		if n := s.serving.Load() - s.upgraded.Load(); n > 0 {
+			s.log.Warn("requests still in flight at the shutdown timeout were cut", "requests", n)
+		} else {
+			s.log.Info("connections still open at the shutdown timeout, with no request under way, were closed")
+		}
+		for _, srv := range s.servers {
+			srv.Close()
+		}
+	}
 	// Upgraded connections (websockets) are no longer the http.Servers'
 	// to wait for or close: their handlers are, until the timeout, which
 	// cancels their context (the proxy then closes both ends). Polled,
@@ -772,8 +895,10 @@ func (s *Server) shutdown() {
 	for s.serving.Load() > 0 && ctx.Err() == nil {
 		time.Sleep(10 * time.Millisecond)
 	}
-	if n := s.serving.Load(); n > 0 {
+	if n := s.upgraded.Load(); n > 0 {
 		s.log.Warn("requests still open at the shutdown timeout (websockets, other upgrades) were cut", "requests", n)
+	}
+	if s.serving.Load() > 0 {
 		s.hardStop()
 	}
 	if s.admin != nil {

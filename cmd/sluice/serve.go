@@ -6,6 +6,7 @@ import (
 	"flag"
 	"fmt"
 	"io"
+	stdlog "log"
 	"log/slog"
 	"maps"
 	"math"
@@ -19,6 +20,7 @@ import (
 	"time"
 
 	"github.com/sluicehq/sluice/internal/gcfloor"
+	"github.com/sluicehq/sluice/internal/logpace"
 	"github.com/sluicehq/sluice/policy"
 	"github.com/sluicehq/sluice/rls"
 	"github.com/sluicehq/sluice/server"
@@ -129,7 +131,8 @@ wins over its variable):
                           that does not load keeps the previous one.
   --playground            let the dashboard run simulations (SLUICE_PLAYGROUND);
                           each may take a core for ten seconds, so it is off
-                          unless asked, except on the demo config.
+                          unless asked, except on the demo config, where
+                          --playground=false turns it off.
   --pprof                 serve /debug/pprof/ on the admin listener
                           (SLUICE_PPROF).
   --watch-interval DUR    how often the configuration and TLS files are
@@ -143,7 +146,10 @@ wins over its variable):
                           Default 0: none.
   --shutdown-timeout DUR  how long requests in flight may take to finish
                           after SIGTERM or SIGINT, and after the delay
-                          (SLUICE_SHUTDOWN_TIMEOUT). Default 15s.
+                          (SLUICE_SHUTDOWN_TIMEOUT). Default 15s. No request
+                          is held (max_delay, a leaky_bucket's turn) past
+                          its end: one that would be is answered 503, or
+                          refused 429 if it comes during the drain.
   --body-timeout DUR      how long the proxy and the check endpoint wait for
                           the next bytes of a request body before they cut
                           the request (408), as NGINX's client_body_timeout;
@@ -305,6 +311,11 @@ func parseServeFlags(args []string, getenv func(string) string, stderr io.Writer
 			}
 		}
 	}
+	// The playground is on by default on the demo: only a value given,
+	// false, turns it off there.
+	if (given["playground"] || f.fromEnv["playground"] != "") && !f.o.Playground {
+		f.o.NoPlayground = true
+	}
 	if f.logFormat != "text" && f.logFormat != "json" {
 		return nil, fmt.Errorf("%s %q: want text or json", f.name("log-format"), f.logFormat)
 	}
@@ -454,8 +465,15 @@ func runServe(ctx context.Context, args []string, stdout, stderr io.Writer) int 
 	defer signal.Stop(stops)
 	defer gcfloor.Start(f.gcFloorBytes).Stop()
 	log := f.o.Logger
-	srv, err := server.New(f.o)
+	defer routeStdLog(log, time.Now)()
+	srv, err := server.NewContext(ctx, f.o)
 	if err != nil {
+		if errors.Is(err, server.ErrStopped) {
+			// A signal while starting (waiting for Redis, say): no
+			// listener was opened.
+			log.Info("stopped while starting")
+			return exitOK
+		}
 		if errors.Is(err, server.ErrOptions) {
 			// Flags that cannot be used: no file was read, nothing opened.
 			fmt.Fprintf(stderr, "sluice serve: %s\nRun 'sluice serve --help' for the flags.\n", strings.TrimPrefix(err.Error(), server.ErrOptions.Error()+": "))
@@ -502,6 +520,40 @@ func runServe(ctx context.Context, args []string, stdout, stderr io.Writer) int 
 		return exitFailure
 	}
 	return exitOK
+}
+
+// stdLog carries what Go's standard library prints through package log
+// into sluice's log, as records at Warn: net/http's transport reports an
+// upstream's misbehaviour there (a response on an idle connection, one
+// longer than its Content-Length), whose plain lines would break a JSON
+// log. An upstream that misbehaves does so at every response: one line
+// a second goes, the next saying how many were left out.
+type stdLog struct {
+	log  *slog.Logger
+	now  func() time.Time
+	pace logpace.Pacer
+}
+
+func (w *stdLog) Write(p []byte) (int, error) {
+	if held, ok := w.pace.Take(w.now()); ok {
+		w.log.LogAttrs(context.Background(), slog.LevelWarn, strings.TrimSuffix(string(p), "\n"), slog.Int64("not_logged", held))
+	}
+	return len(p), nil
+}
+
+// routeStdLog sends package log's standard logger to logger (see stdLog),
+// with no date or prefix of its own, until the function it returns puts
+// it back as it was.
+func routeStdLog(logger *slog.Logger, now func() time.Time) (restore func()) {
+	out, flags, prefix := stdlog.Writer(), stdlog.Flags(), stdlog.Prefix()
+	stdlog.SetOutput(&stdLog{log: logger, now: now})
+	stdlog.SetFlags(0)
+	stdlog.SetPrefix("")
+	return func() {
+		stdlog.SetOutput(out)
+		stdlog.SetFlags(flags)
+		stdlog.SetPrefix(prefix)
+	}
 }
 
 // configProblems splits a load error of server.New (one wrapping
