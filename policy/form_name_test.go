@@ -36,3 +36,20 @@ policies:
 		t.Errorf("another account: %v, want allow", v)
 	}
 }
+
+// Brackets are a form field's alone: a header's name, or a wildcard's, is
+// a token, and one with brackets would never match; it is refused.
+func TestBracketedNameRefusedOutsideForms(t *testing.T) {
+	for _, key := range []string{"header:x[y]", "path:id[0]"} {
+		_, err := Load("test.yaml", []byte(`
+policies:
+  - name: p
+    match: "GET /items/{id}"
+    key: "`+key+`"
+    limits: ["1/s"]
+`))
+		if err == nil || !strings.Contains(err.Error(), "invalid name") {
+			t.Errorf("key %s: %v, want an invalid name refused", key, err)
+		}
+	}
+}

@@ -186,6 +186,13 @@ policies:
 	if len(st.seen) > 2 {
 		t.Errorf("50 deadlines a µs apart asked the store with %d MaxDelays, want one or two", len(st.seen))
 	}
+	// Each within its deadline: 5s less 1µs to four significant bits is
+	// 4.83s (see deadline.Wait), not the policy's 10s.
+	for d := range st.seen {
+		if d <= 0 || d > 4_831_838_208 {
+			t.Errorf("the store was asked with MaxDelay %v, want at most 4.831838208s, within the deadline", d)
+		}
+	}
 }
 
 // A deadline gives a gcra limit without max_delay no leave to hold a

@@ -18,6 +18,7 @@ func TestStateTagsStable(t *testing.T) {
 		"sliding_log 5 per 15m":     "be2f2140",
 		"gcra 10/s":                 "84421eeb",
 		"gcra 10/s burst 20":        "a83982a5",
+		"gcra 10/s burst 10":        "f03a18af", // the burst written equal to the count: a tag of its own
 		"token_bucket 5/m burst 2":  "41947ed1",
 		"leaky_bucket 10/s burst 6": "8888aa05",
 	} {

@@ -157,6 +157,7 @@ func TestHidePasswords(t *testing.T) {
 		{"unix://u:p@/tmp/redis.sock", "unix://u:xxxxx@/tmp/redis.sock"},
 		{"redis://a:p@ss@h", "redis://a:xxxxx@h"},
 		{"redis://a:pa/ss@h/0", "redis://a:xxxxx@h/0"},
+		{"redis://a:p:w@h", "redis://a:xxxxx@h"}, // a colon in the password
 		{"redis://a:p@h1,redis://b:q@h2", "redis://a:xxxxx@h1,redis://b:xxxxx@h2"},
 		{"redis://h1:6379,redis://b:q@h2", "redis://h1:6379,redis://b:xxxxx@h2"},
 		{"a://:@", "a://:xxxxx@"},

@@ -74,6 +74,20 @@ func TestWait(t *testing.T) {
 	if len(seen) != 1 {
 		t.Errorf("1000 deadlines a µs apart gave %d waits, want 1", len(seen))
 	}
+	// Four significant bits, by hand: 5s less 1µs is 4,999,999,000ns,
+	// between 2^32 and 2^33; kept to its top four bits it is
+	// ⌊4999999000/2^29⌋ = 9 times 2^29, 4,831,838,208ns.
+	if w := Wait(5 * time.Second); w != 4_831_838_208 {
+		t.Errorf("Wait(5s) = %dns, want 4831838208ns", w)
+	}
+	// So an octave of deadlines, 2^32ns to 2^33ns, gives eight waits.
+	clear(seen)
+	for left := time.Duration(1<<32) + time.Microsecond; left < 1<<33; left += time.Millisecond {
+		seen[Wait(left)] = true
+	}
+	if len(seen) != 8 {
+		t.Errorf("an octave of deadlines gave %d waits, want 8", len(seen))
+	}
 	// No time left to speak of: 1ns, which bounds a Delay to 0.
 	for _, left := range []time.Duration{-time.Second, 0, time.Microsecond} {
 		if w := Wait(left); w != time.Nanosecond {

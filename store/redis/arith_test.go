@@ -115,6 +115,10 @@ func TestSlidingWindowLoweredThenRaised(t *testing.T) {
 		{2 * time.Second, "s", l(18), 3},
 		{2 * time.Second, "s", l(18), 1},
 		{61 * time.Second, "s", l(10), 0},
+		// Halfway through the next window the previous 18 weigh 9:
+		// written down to 10 they would weigh 5, and 4 more remain.
+		{90 * time.Second, "s", l(10), 0},
+		{90 * time.Second, "s", l(40), 18},
 		{119*time.Second + 500*time.Millisecond, "s", l(10), 9},
 		{119*time.Second + 500*time.Millisecond, "s", l(40), 20},
 	})
