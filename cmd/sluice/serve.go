@@ -91,7 +91,9 @@ wins over its variable):
                           policy file's store section (SLUICE_REDIS):
                           redis://[user:pass@]host:6379/0, rediss:// for
                           TLS, ?addr=host2:6379 for more cluster seeds,
-                          ?master_set=NAME for Sentinel.
+                          ?master_set=NAME for Sentinel. Give a URL with a
+                          password in SLUICE_REDIS: every user of the
+                          machine can read a command's arguments (ps).
   --max-keys N            the most keys a store in memory holds, overriding
                           the policy file's store.max_keys (SLUICE_MAX_KEYS);
                           past it a new key evicts an old one. Default
@@ -134,7 +136,9 @@ wins over its variable):
                           unless asked, except on the demo config, where
                           --playground=false turns it off.
   --pprof                 serve /debug/pprof/ on the admin listener
-                          (SLUICE_PPROF).
+                          (SLUICE_PPROF); it refuses what a browser sends
+                          for a page of another origin, and profiles or
+                          traces over 60 seconds.
   --watch-interval DUR    how often the configuration and TLS files are
                           checked for changes; 0 turns watching off (SIGHUP
                           still reloads) (SLUICE_WATCH_INTERVAL). Default 2s.
