@@ -75,7 +75,8 @@ type Options struct {
 // decisions per policy, and a playground that runs package sim's
 // simulations. It is an [http.Handler]; mount it on the admin listener,
 // at its root or under a prefix with [http.StripPrefix] (the page uses
-// relative links). Call [Dashboard.Record] for every decision.
+// relative links). Call [Dashboard.Record] for every decision of an
+// enforcing policy, [Dashboard.RecordShadow] for a shadow policy's.
 //
 // Make one with [New]; the zero value is not usable. It is safe for
 // concurrent use.
@@ -229,8 +230,30 @@ func (d *Dashboard) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 // (no allocation once the policy has been seen) and safe for concurrent
 // use; call it for every decision. Beyond Options.MaxPolicies-1 policies
 // with rows of their own, decisions are counted under Other.
+//
+// A row counts what its policy decided, not what the client got: a
+// request this policy allowed and another refused is recorded here as
+// allowed (see [Live]).
 func (d *Dashboard) Record(policy string, allowed bool) {
-	d.live.record(policy, allowed, d.clock.Now().Unix())
+	v := refused
+	if allowed {
+		v = passed
+	}
+	d.live.record(policy, v, d.clock.Now().Unix())
+}
+
+// RecordShadow counts one decision of a shadow policy, which refuses
+// nothing: the request passed, and allowed says whether the policy would
+// have let it through had it enforced. A would-be refusal counts as
+// passed and apart, in ShadowRefused (see [LivePolicy]), not as refused:
+// the row then shows what the policy would refuse while its refused share
+// stays what clients got. It is as cheap as Record.
+func (d *Dashboard) RecordShadow(policy string, allowed bool) {
+	v := shadowRefused
+	if allowed {
+		v = passed
+	}
+	d.live.record(policy, v, d.clock.Now().Unix())
 }
 
 // Live returns the decisions of the last seconds, up to the current one;

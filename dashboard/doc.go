@@ -11,12 +11,14 @@
 // # Where to start
 //
 // [New] returns a [Dashboard], an [http.Handler] to mount on the admin
-// listener; call [Dashboard.Record] for every decision:
+// listener; call [Dashboard.Record] for every decision, and
+// [Dashboard.RecordShadow] for a shadow policy's:
 //
 //	d := dashboard.New(dashboard.Options{Logger: log})
 //	admin.Handle("/", d)
 //	…
 //	d.Record(policy, decision.Allowed)
+//	d.RecordShadow(shadowPolicy, decision.Allowed)
 //
 // Mounted under a prefix, strip it: admin.Handle("/dash/",
 // http.StripPrefix("/dash", d)). The page links relatively.
@@ -52,18 +54,28 @@
 // rows by this package in the style of package sim, the playground's by
 // sim.WriteSVG. Their rows, columns and the playground's totals carry
 // their counts as data-* attributes (data-policy, data-algorithm,
-// data-setup, data-passed, data-refused) for scripts and tests. A link
-// such as ?scenario=flood&run=1 opens the playground on a scenario and
-// runs it.
+// data-setup, data-passed, data-refused, and on live rows and columns
+// data-shadow-refused) for scripts and tests. A link such as
+// ?scenario=flood&run=1 opens the playground on a scenario and runs it.
 //
 // # Live counts
 //
-// Each policy has a ring of per-second counters as long as
-// Options.Window; Record takes a read lock on the map and the policy's
-// own lock, and allocates only for a policy's first decision. There are
-// at most Options.MaxPolicies rows: MaxPolicies-1 policies get rows of
-// their own, the rest share the row [Other]; a policy idle for the whole
-// window gives its place up.
+// A row counts what its policy decided, so it says "allowed", not
+// "passed": a request is refused whole, and one that a policy allowed
+// may have been refused by another, its client getting the 429 and the
+// first policy's limits counting nothing. A row's allowed may then exceed
+// its limit; sluice serve's sluice_requests_total counts what clients
+// got. A shadow policy refuses nothing: what it would have refused
+// (LivePolicy.ShadowRefused) counts among its passed, drawn in amber on
+// top of the green, and not in the row's refused share, which stays what
+// clients got.
+//
+// Each policy has a ring of per-second counters (passed, refused, and of
+// passed, shadow refused) as long as Options.Window; Record takes a read
+// lock on the map and the policy's own lock, and allocates only for a
+// policy's first decision. There are at most Options.MaxPolicies rows:
+// MaxPolicies-1 policies get rows of their own, the rest share the row
+// [Other]; a policy idle for the whole window gives its place up.
 //
 // # Files
 //

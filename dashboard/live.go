@@ -1,6 +1,7 @@
 package dashboard
 
 import (
+	"fmt"
 	"math"
 	"sort"
 	"sync"
@@ -15,9 +16,15 @@ const Other = "other"
 // GET api/live returns as JSON:
 //
 //	{"now": 1767225600, "seconds": 60, "policies": [
-//	  {"policy": "api", "passed": 590, "refused": 12,
-//	   "per_second": [{"t": 1767225541, "passed": 10, "refused": 0}, …]},
+//	  {"policy": "api", "passed": 590, "refused": 12, "shadow_refused": 0,
+//	   "per_second": [{"t": 1767225541, "passed": 10, "refused": 0, "shadow_refused": 0}, …]},
 //	  …]}
+//
+// Each policy counts its own decisions. A request is refused whole, so
+// one that a policy allowed and another refused counts as passed in the
+// first's row, though its client got the refusal and the first's limits
+// counted nothing: a row's Passed may exceed its limit. What clients got
+// is sluice serve's sluice_requests_total.
 type Live struct {
 	// Now is the current second, in Unix seconds: the last entry of every
 	// PerSecond. It is still running, so its counts may grow.
@@ -34,9 +41,14 @@ type Live struct {
 type LivePolicy struct {
 	// Policy is the policy's name, or Other.
 	Policy string `json:"policy"`
-	// Passed and Refused count the decisions over the whole snapshot.
+	// Passed and Refused count the decisions over the whole snapshot:
+	// what the policy allowed and what it refused.
 	Passed  int64 `json:"passed"`
 	Refused int64 `json:"refused"`
+	// ShadowRefused counts those of Passed that a shadow policy would
+	// have refused: seeing them is what a policy is tried in shadow for,
+	// and counting them apart from Refused keeps that what clients got.
+	ShadowRefused int64 `json:"shadow_refused"`
 	// PerSecond has one entry per second of the snapshot, oldest first,
 	// every second included.
 	PerSecond []LiveSecond `json:"per_second"`
@@ -46,10 +58,33 @@ type LivePolicy struct {
 type LiveSecond struct {
 	// T is the second, in Unix seconds.
 	T int64 `json:"t"`
-	// Passed and Refused count the decisions made in it.
-	Passed  int64 `json:"passed"`
-	Refused int64 `json:"refused"`
+	// Passed, Refused and ShadowRefused count the decisions made in it,
+	// as LivePolicy's do over the snapshot.
+	Passed        int64 `json:"passed"`
+	Refused       int64 `json:"refused"`
+	ShadowRefused int64 `json:"shadow_refused"`
 }
+
+// String formats s for logs and test failures: {T Passed Refused},
+// ShadowRefused after them only when there are some, as most policies
+// enforce and would print a zero that says nothing.
+func (s LiveSecond) String() string {
+	if s.ShadowRefused == 0 {
+		return fmt.Sprintf("{%d %d %d}", s.T, s.Passed, s.Refused)
+	}
+	return fmt.Sprintf("{%d %d %d %d}", s.T, s.Passed, s.Refused, s.ShadowRefused)
+}
+
+// verdict is what one decision is counted as. A shadowRefused counts as
+// passed too, the request having gone through, so that refused stays
+// what clients got.
+type verdict uint8
+
+const (
+	passed verdict = iota
+	refused
+	shadowRefused
+)
 
 // live keeps per-second counters for each policy over a sliding window.
 // Its map is guarded by mu; each series guards its own ring, so that
@@ -78,8 +113,8 @@ type series struct {
 }
 
 type slot struct {
-	sec             int64
-	passed, refused int64
+	sec                     int64
+	passed, refused, shadow int64 // shadow: of passed, shadowRefused
 }
 
 func newLive(window, maxPolicies int) *live {
@@ -87,7 +122,7 @@ func newLive(window, maxPolicies int) *live {
 }
 
 // record counts one decision of policy at second now.
-func (l *live) record(policy string, allowed bool, now int64) {
+func (l *live) record(policy string, v verdict, now int64) {
 	for {
 		l.mu.RLock()
 		s := l.series[policy]
@@ -105,7 +140,7 @@ func (l *live) record(policy string, allowed bool, now int64) {
 			s.mu.Unlock()
 			continue
 		}
-		s.add(now, allowed)
+		s.add(now, v)
 		s.mu.Unlock()
 		return
 	}
@@ -163,7 +198,7 @@ func (l *live) evictLocked(now int64) {
 }
 
 // add counts one decision at second now. It requires s.mu held.
-func (s *series) add(now int64, allowed bool) {
+func (s *series) add(now int64, v verdict) {
 	sl := &s.ring[mod(now, int64(len(s.ring)))]
 	switch {
 	case sl.sec == now:
@@ -174,10 +209,14 @@ func (s *series) add(now int64, allowed bool) {
 		// (the clock went back that far), and nothing shows it.
 		return
 	}
-	if allowed {
+	switch v {
+	case passed:
 		sl.passed++
-	} else {
+	case refused:
 		sl.refused++
+	case shadowRefused:
+		sl.passed++
+		sl.shadow++
 	}
 	s.last = max(s.last, now)
 }
@@ -212,11 +251,12 @@ func (l *live) snapshot(now int64, n int) Live {
 			t := now - int64(n-1-i)
 			sec := LiveSecond{T: t}
 			if sl := s.ring[mod(t, int64(len(s.ring)))]; sl.sec == t {
-				sec.Passed, sec.Refused = sl.passed, sl.refused
+				sec.Passed, sec.Refused, sec.ShadowRefused = sl.passed, sl.refused, sl.shadow
 			}
 			p.PerSecond[i] = sec
 			p.Passed += sec.Passed
 			p.Refused += sec.Refused
+			p.ShadowRefused += sec.ShadowRefused
 		}
 		s.mu.Unlock()
 		if p.Passed+p.Refused > 0 {

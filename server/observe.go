@@ -26,11 +26,18 @@ type observer struct {
 func (o observer) Observe(_ context.Context, e policy.Event) {
 	result := e.Result()
 	o.s.m.decided(o.g, &o.s.gen, e.Policy.Name, result, e.StoreErr != nil)
-	// What the client saw: throttled requests passed, and so did every
-	// request a shadow policy decided, on a store error too (its Decision
-	// is then whatever the store returned with its error). On an enforcing
-	// policy's store error the Decision is on_store_error's.
-	o.s.dash.Record(e.Policy.Name, e.Decision.Allowed || e.Shadow)
+	// Throttled requests passed, and so did every request a shadow
+	// policy decided: its would-be refusals are shown apart, as what it is
+	// tried for, but only those the store decided (Result), not a store
+	// error's, whose Decision is whatever the store returned with it. On
+	// an enforcing policy's store error the Decision is on_store_error's.
+	// The Event does not say whether another policy refused the request,
+	// so a row counts what its policy decided (see dashboard.Live).
+	if e.Shadow {
+		o.s.dash.RecordShadow(e.Policy.Name, result != ResultShadowRefused)
+	} else {
+		o.s.dash.Record(e.Policy.Name, e.Decision.Allowed)
+	}
 	// A refusal of the local store (on_store_error: local) is one too:
 	// while Redis is down, the keys it refuses are still the ones to see.
 	if result == ResultRefused {
@@ -64,7 +71,11 @@ func (s *Server) observeRLS(e rls.Event) {
 		result = ResultRefused
 	}
 	s.m.decidedRLS(&s.gen, name, result)
-	s.dash.Record(name, result != ResultRefused)
+	if e.Shadow {
+		s.dash.RecordShadow(name, result != ResultShadowRefused)
+	} else {
+		s.dash.Record(name, result != ResultRefused)
+	}
 	if result == ResultRefused {
 		s.top.Add(e.StoreKey)
 	}
