@@ -54,6 +54,10 @@ type SimRequest struct {
 	// Seed picks the random arrivals of the scenarios that have them.
 	// Zero means 1.
 	Seed uint64 `json:"seed,omitempty"`
+	// MaxDelay is how long a client waits rather than be refused, as a
+	// policy's max_delay, written the same way: "500ms", "3s" (see
+	// sim.Scenario.MaxDelay). Empty or "0" means no wait.
+	MaxDelay string `json:"max_delay,omitempty"`
 	// SVG asks for the picture in SimResponse.SVG.
 	SVG bool `json:"svg,omitempty"`
 }
@@ -70,11 +74,13 @@ type SimResponse struct {
 	// Description says what to look at and why, for a built-in scenario
 	// as it comes. Its figures are the scenario's own: if the request
 	// changes a setting they depend on, a last paragraph says which, by
-	// the labels of the page's fields (Limit, Seconds, Instances, Setups),
-	// and Seed.
+	// the labels of the page's fields (Limit, Seconds, Max delay,
+	// Instances, Setups), and Seed.
 	Description string `json:"description,omitempty"`
 	// Limit is the limit applied, such as "10 per 10s".
 	Limit string `json:"limit"`
+	// MaxDelay is the wait applied, such as "3s"; left out for none.
+	MaxDelay string `json:"max_delay,omitempty"`
 	// Seconds is how long the scenario lasts: the length of every
 	// result's per_second.
 	Seconds int `json:"seconds"`
@@ -82,7 +88,9 @@ type SimResponse struct {
 	Instances int `json:"instances"`
 	// Requests is how many requests the traffic holds.
 	Requests int `json:"requests"`
-	// Results holds one row per algorithm and setup, as in sim.Result.
+	// Results holds one row per algorithm and setup, as in sim.Result:
+	// each second's requests held back before they went ahead, and the
+	// per-client totals of 2 to sim.MaxClients clients, with the rest.
 	Results []sim.Row `json:"results"`
 	// SVG is the picture sim.WriteSVG draws, if the request asked for it.
 	SVG string `json:"svg,omitempty"`
@@ -223,6 +231,9 @@ func (d *Dashboard) serveSim(w http.ResponseWriter, r *http.Request) {
 		Requests:    len(sc.Events),
 		Results:     res.Rows,
 	}
+	if res.MaxDelay > 0 {
+		out.MaxDelay = res.MaxDelay.String()
+	}
 	if req.SVG {
 		var b strings.Builder
 		if err := sim.WriteSVG(&b, res); err != nil {
@@ -295,7 +306,7 @@ func (d *Dashboard) bodyError(err error, what string) error {
 // formFields are the fields a form may hold. The page's form also sends
 // source (which of scenario and csv to use) if its script did not run;
 // it is ignored.
-var formFields = []string{"scenario", "csv", "limit", "algorithms", "setups", "instances", "seconds", "seed", "svg", "source"}
+var formFields = []string{"scenario", "csv", "limit", "algorithms", "setups", "instances", "seconds", "seed", "max_delay", "svg", "source"}
 
 // formRequest reads a SimRequest from a parsed form.
 func formRequest(r *http.Request) (SimRequest, error) {
@@ -329,6 +340,7 @@ func formRequest(r *http.Request) (SimRequest, error) {
 		}
 	}
 	req.Limit = strings.TrimSpace(f.Get("limit"))
+	req.MaxDelay = strings.TrimSpace(f.Get("max_delay"))
 	req.Algorithms = splitList(f["algorithms"])
 	req.Setups = splitList(f["setups"])
 	var err error
@@ -448,6 +460,13 @@ func buildScenario(req SimRequest) (sim.Scenario, error) {
 		sc.Setups = setups
 	}
 	sc.Instances = req.Instances
+	if s := strings.TrimSpace(req.MaxDelay); s != "" {
+		d, err := time.ParseDuration(s)
+		if err != nil || d < 0 {
+			return bad("max_delay", "max_delay %q: want a duration such as 500ms or 3s (0 for none)", s)
+		}
+		sc.MaxDelay = d
+	}
 	if req.Scenario != "" && sc.Description != "" {
 		var changed []string
 		for _, c := range sim.Changes(req.Scenario, sc) {
@@ -469,6 +488,7 @@ var fieldLabel = map[sim.Setting]string{
 	sim.SettingSeed:      "Seed",
 	sim.SettingInstances: "Instances",
 	sim.SettingSetups:    "Setups",
+	sim.SettingMaxDelay:  "Max delay",
 }
 
 // parseNames reads names, or "all"; none gives nil.

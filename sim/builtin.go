@@ -175,7 +175,7 @@ func clients(p Params) Scenario {
 		Summary: "four clients, each its own key, arriving at random: alice 3 per second, the others 0.4",
 		Description: `Limit 10 per 10s per key. Four clients send requests at random instants (Poisson arrivals, --seed picks them): alice 3 per second on average, bob, carol and dave 0.4.
 
-Each key has its own counter, so alice's excess is refused while the others, well under the limit, pass: a noisy client does not spend anyone else's quota. The per-client totals show it.`,
+Each key has its own counter, so alice's excess is refused while the others, well under the limit, pass: a noisy client does not spend anyone else's quota. The per-client totals, under the table and the picture, show it.`,
 		Limit:   tenPer10s,
 		Seconds: secs,
 		Events:  events,
@@ -204,14 +204,17 @@ const (
 	SettingInstances
 	// SettingSetups are the setups run, if one is not the scenario's own.
 	SettingSetups
+	// SettingMaxDelay is how long a client waits (Scenario.MaxDelay),
+	// where an algorithm compared holds requests for it: a bucket.
+	SettingMaxDelay
 
 	numSettings = iota
 )
 
-var settingNames = [numSettings]string{"limit", "seconds", "seed", "instances", "setups"}
+var settingNames = [numSettings]string{"limit", "seconds", "seed", "instances", "setups", "max_delay"}
 
-// String returns the setting's name: limit, seconds, seed, instances or
-// setups.
+// String returns the setting's name: limit, seconds, seed, instances,
+// setups or max_delay.
 func (s Setting) String() string {
 	if int(s) < len(settingNames) {
 		return settingNames[s]
@@ -223,11 +226,12 @@ func (s Setting) String() string {
 // scenario name as it comes (Builtin(name, Params{})), among those its
 // description's figures depend on; nil if it differs in none, or name is
 // no built-in scenario. run is what Builtin(name, p) made, then given its
-// own limit, algorithms, setups or instances. Only what changes a figure
-// counts, whoever gave it: the scenario's own limit given again, fewer
-// algorithms, a seed where nothing is random, or instances with one
-// limiter change none. The command line and the dashboard share it, so
-// that both say the same of the same run.
+// own limit, algorithms, setups, instances or max delay. Only what
+// changes a figure counts, whoever gave it: the scenario's own limit given
+// again, fewer algorithms, a seed where nothing is random, instances with
+// one limiter, or a max delay on the windows alone change none. The
+// command line and the dashboard share it, so that both say the same of
+// the same run.
 func Changes(name string, run Scenario) []Setting {
 	base, err := Builtin(name, Params{})
 	if err != nil {
@@ -254,6 +258,10 @@ func Changes(name string, run Scenario) []Setting {
 	}
 	if slices.ContainsFunc(run.setups(), func(s Setup) bool { return !slices.Contains(base.setups(), s) }) {
 		out = append(out, SettingSetups)
+	}
+	// No built-in scenario waits; the windows ignore a wait.
+	if run.MaxDelay != base.MaxDelay && slices.ContainsFunc(run.algorithms(), rate.Algorithm.HasBurst) {
+		out = append(out, SettingMaxDelay)
 	}
 	return out
 }

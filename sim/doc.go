@@ -23,7 +23,10 @@
 // [Burst] and [Poisson], or read by [ReadCSV]) and a limit, decided by
 // each algorithm in each [Setup]: one limiter, instances behind a
 // round-robin balancer each with its own counter, or instances sharing one
-// counter.
+// counter. Its MaxDelay is the wait of a policy's max_delay, applied as
+// the stores apply it: gcra and token_bucket hold a request past the
+// burst until its unit refills, leaky_bucket bounds a turn, the windows
+// ignore it.
 //
 // # Output
 //
@@ -36,21 +39,27 @@
 //
 // with one entry in results per algorithm and setup, and one entry in
 // per_second for every second of the scenario. Counts are requests, not
-// units of cost. The algorithm and setup names are those of
-// [rate.Algorithm.String] and [Setup.String]. A leaky_bucket row adds
-// max_delay_ns, the longest an admitted request waited for its turn, and
-// a row with requests costing more than the capacity adds over_capacity
+// units of cost, each in the second it arrived, whenever it went ahead.
+// The algorithm and setup names are those of [rate.Algorithm.String] and
+// [Setup.String]. Where not 0, a row and each second add held, how many
+// of those passed were held back first (a leaky_bucket's turn, a unit
+// within MaxDelay), and a row adds max_delay_ns, the longest of those
+// waits, and over_capacity, the requests costing more than the capacity;
+// a row of 2 to [MaxClients] clients adds clients, each one's totals
 // (see [Row]).
 //
-// The SVG picture has one row per result and one column per second, and
-// reads without a legend; see [WriteSVG]. Both outputs are safe to serve
+// The text table and the SVG picture count by the same seconds: the
+// table's cells read "passed (N held) ✕refused", the picture draws the
+// held requests as the paler top of a column's green. The picture has one
+// row per result and one column per second, and reads without a legend;
+// see [WriteSVG]. Both outputs are safe to serve
 // from an HTTP handler: Run is bounded by [MaxEvents] and [MaxSeconds],
 // and everything written is escaped.
 //
 // # Files
 //
 //   - scenario.go: Scenario, Event, Setup, the bounds, validation.
-//   - run.go: Run, Result, Row, the replay.
+//   - run.go: Run, Result, Row and its JSON form, the replay.
 //   - traffic.go: the traffic patterns (Steady, Burst, Poisson).
 //   - builtin.go: the built-in scenarios, their descriptions, and which
 //     settings of a run change the figures those give ([Changes]).

@@ -3,6 +3,7 @@ package sim
 import (
 	"cmp"
 	"context"
+	"encoding/json"
 	"fmt"
 	"slices"
 	"time"
@@ -19,11 +20,15 @@ import (
 //	  {"algorithm": "fixed_window", "setup": "single", "passed": 20, "refused": 0,
 //	   "per_second": [{"t": 0, "passed": 0, "refused": 0}, …]},
 //	  {"algorithm": "leaky_bucket", "setup": "single", "passed": 10, "refused": 10,
-//	   "max_delay_ns": 9000000000, "per_second": […]},
+//	   "held": 9, "max_delay_ns": 9000000000,
+//	   "per_second": [… {"t": 9, "passed": 10, "refused": 0, "held": 9}, …]},
 //	  …]}
 //
 // Only Scenario and Rows are in it, and of each row what the example
-// shows and over_capacity (see Row); the other fields are for Go callers.
+// shows, over_capacity and clients (see Row); the other fields are for Go
+// callers. Every count is by the second the request arrived: one that was
+// held back is counted there, though it went ahead up to max_delay_ns
+// later.
 type Result struct {
 	// Scenario is the scenario's name.
 	Scenario string `json:"scenario"`
@@ -45,6 +50,9 @@ type Result struct {
 	// Instances is how many instances the OwnCounters and SharedCounter
 	// rows ran.
 	Instances int `json:"-"`
+	// MaxDelay is the scenario's: how long a client waited to be let
+	// through rather than refused (see Scenario.MaxDelay).
+	MaxDelay time.Duration `json:"-"`
 }
 
 // Row is the replay of a scenario by one algorithm in one setup.
@@ -57,6 +65,13 @@ type Row struct {
 	// Passed and Refused count requests (not units of cost).
 	Passed  int `json:"passed"`
 	Refused int `json:"refused"`
+	// Held counts the requests, among Passed, admitted with a Delay:
+	// held back for a leaky_bucket's turn, or for a gcra or token_bucket
+	// unit that refilled within the scenario's MaxDelay. They went ahead
+	// later than they arrived, up to MaxDelay later; a row that counts
+	// none passed every request at once. In JSON it is held, left out
+	// when 0.
+	Held int `json:"held,omitempty"`
 	// PerSecond has one entry per second of the scenario, every second
 	// included, in order: entry i covers [i s, i+1 s) after the start.
 	PerSecond []Second `json:"per_second"`
@@ -67,11 +82,13 @@ type Row struct {
 	// Instances is how many limiters decided: 1 for Single.
 	Instances int `json:"-"`
 	// Clients has the totals of each client (see Event.Client), in the
-	// order of their first request.
+	// order of their first request. In JSON it is clients, given only
+	// for 2 to MaxClients clients: one client's totals are the row's,
+	// and a list of thousands of keys would swamp the rest.
 	Clients []ClientTotal `json:"-"`
-	// MaxDelay is the longest an admitted request had to wait for its
-	// turn: non-zero only for leaky_bucket, which shapes traffic. In JSON
-	// it is max_delay_ns, in nanoseconds, left out when 0.
+	// MaxDelay is the longest an admitted request had to wait: non-zero
+	// only for a row that held some (see Held). In JSON it is
+	// max_delay_ns, in nanoseconds, left out when 0.
 	MaxDelay time.Duration `json:"max_delay_ns,omitempty"`
 	// OverCapacity counts the requests, among Refused, that cost more
 	// than Limit's capacity ([rate.Limit.Capacity]). No wait lets them
@@ -81,27 +98,80 @@ type Row struct {
 	OverCapacity int `json:"over_capacity,omitempty"`
 }
 
-// Second counts the requests that arrived in one second.
+// Second counts the requests that arrived in one second. A second is
+// that of arrival, not of going ahead: so that a row's columns count the
+// same requests in every algorithm, and a refusal, which has no time to
+// go ahead, has its second.
 type Second struct {
 	// T is the second, counted from the scenario's start.
 	T int `json:"t"`
-	// Passed counts the requests admitted (for leaky_bucket, possibly
-	// after a Delay): those that arrived in this second, whenever they
-	// went ahead.
+	// Passed counts the requests admitted, at once or after a Delay:
+	// those that arrived in this second, whenever they went ahead.
 	Passed int `json:"passed"`
 	// Refused counts the requests that arrived in this second and were
 	// refused.
 	Refused int `json:"refused"`
+	// Held counts the requests, among Passed, that were admitted with a
+	// Delay (see Row.Held): what a leaky_bucket shaped, or a gcra or
+	// token_bucket held within MaxDelay. In JSON it is held, left out
+	// when 0.
+	Held int `json:"held,omitempty"`
 }
 
-// ClientTotal counts one client's requests.
+// MaxClients is the most clients whose totals the outputs show (the text
+// table, the picture, JSON). A scenario with more shows none, rather than
+// an arbitrary few: Row.Clients has them all.
+const MaxClients = 8
+
+// ClientTotal counts one client's requests. In JSON it is {"client":
+// NAME, "passed": N, "refused": N}, with "held": N when not 0.
 type ClientTotal struct {
 	// Client is the client's name (see Event.Client).
-	Client string
+	Client string `json:"client"`
 	// Passed counts the client's requests admitted.
-	Passed int
+	Passed int `json:"passed"`
 	// Refused counts the client's requests refused.
-	Refused int
+	Refused int `json:"refused"`
+	// Held counts the client's requests, among Passed, held back (see
+	// Row.Held).
+	Held int `json:"held,omitempty"`
+}
+
+// shownClients returns the client totals the outputs show: all of them
+// for 2 to MaxClients clients, else none.
+func shownClients(c []ClientTotal) []ClientTotal {
+	if len(c) < 2 || len(c) > MaxClients {
+		return nil
+	}
+	return c
+}
+
+// rowJSON is Row without its methods, so that MarshalJSON and
+// UnmarshalJSON can use the fields' tags without calling themselves.
+type rowJSON Row
+
+// rowWithClients is a Row's JSON form: its fields and the clients shown.
+type rowWithClients struct {
+	rowJSON
+	Clients []ClientTotal `json:"clients,omitempty"`
+}
+
+// MarshalJSON implements [json.Marshaler]: the row's tagged fields, and
+// clients when there are 2 to MaxClients of them.
+func (r Row) MarshalJSON() ([]byte, error) {
+	return json.Marshal(rowWithClients{rowJSON: rowJSON(r), Clients: shownClients(r.Clients)})
+}
+
+// UnmarshalJSON implements [json.Unmarshaler], reading what MarshalJSON
+// writes, clients included.
+func (r *Row) UnmarshalJSON(b []byte) error {
+	var v rowWithClients
+	if err := json.Unmarshal(b, &v); err != nil {
+		return err
+	}
+	*r = Row(v.rowJSON)
+	r.Clients = v.Clients
+	return nil
 }
 
 // Row returns the row of algorithm a in setup s, if r has one.
@@ -125,10 +195,10 @@ func (r Row) Client(name string) (ClientTotal, bool) {
 }
 
 // Run replays s: each algorithm in each setup decides every request in
-// order of arrival, through [rate.Limit.Step] over a state per key, exactly
-// as a store would. Time is the scenario's, not the clock's: a run takes
-// no longer than the steps it computes and gives the same result every
-// time.
+// order of arrival, through [rate.Limit.StepWithin] over a state per key
+// with s.MaxDelay, exactly as a store would. Time is the scenario's, not
+// the clock's: a run takes no longer than the steps it computes and gives
+// the same result every time.
 //
 // In the OwnCounters and SharedCounter setups a round-robin balancer sends
 // the i-th request (in order of arrival, whatever its key) to instance
@@ -168,6 +238,7 @@ func Run(ctx context.Context, s Scenario) (Result, error) {
 		Seconds:     s.seconds(),
 		Start:       time.UnixMicro(s.startMicros()).UTC(),
 		Instances:   s.instances(),
+		MaxDelay:    s.MaxDelay,
 	}
 	start := s.startMicros()
 	steps := 0
@@ -206,14 +277,19 @@ func Run(ctx context.Context, s Scenario) (Result, error) {
 					}
 				}
 				m := states[i%counters]
-				ok, delay, over := decide(l, m, e, start)
+				ok, delay, over := decide(l, m, e, start, s.MaxDelay)
 				sec := &row.PerSecond[e.At/time.Second]
 				ct := &row.Clients[clientOf[i]]
 				if ok {
 					row.Passed++
 					sec.Passed++
 					ct.Passed++
-					row.MaxDelay = max(row.MaxDelay, delay)
+					if delay > 0 {
+						row.Held++
+						sec.Held++
+						ct.Held++
+						row.MaxDelay = max(row.MaxDelay, delay)
+					}
 				} else {
 					row.Refused++
 					sec.Refused++
@@ -229,10 +305,11 @@ func Run(ctx context.Context, s Scenario) (Result, error) {
 	return res, nil
 }
 
-// decide steps l for e over the states in m, storing the new state if the
-// request passes, and returns whether it passed, its delay, and whether
-// it was refused for costing more than l's capacity.
-func decide(l rate.Limit, m map[string]rate.State, e Event, start int64) (ok bool, delay time.Duration, over bool) {
+// decide steps l for e, from a client who waits up to maxDelay, over the
+// states in m, storing the new state if the request passes, and returns
+// whether it passed, its delay, and whether it was refused for costing
+// more than l's capacity.
+func decide(l rate.Limit, m map[string]rate.State, e Event, start int64, maxDelay time.Duration) (ok bool, delay time.Duration, over bool) {
 	cost := e.cost()
 	if cost > l.Capacity() {
 		// No wait would let it pass; a store answers it with an error,
@@ -240,7 +317,7 @@ func decide(l rate.Limit, m map[string]rate.State, e Event, start int64) (ok boo
 		return false, 0, true
 	}
 	now := start + int64(e.At/time.Microsecond)
-	next, d := l.Step(m[e.Key], now, cost)
+	next, d := l.StepWithin(m[e.Key], now, cost, maxDelay)
 	if !d.Allowed {
 		return false, 0, false
 	}

@@ -3,6 +3,7 @@ package sim
 import (
 	"context"
 	"errors"
+	"fmt"
 	"math"
 	"math/big"
 	"slices"
@@ -203,8 +204,14 @@ func TestBoundaryPerSecond(t *testing.T) {
 			t.Fatalf("%s: %d seconds, want 20", row.Algorithm, len(row.PerSecond))
 		}
 		second9, second10 := row.PerSecond[9], row.PerSecond[10]
-		if second9 != (Second{T: 9, Passed: 10}) {
-			t.Errorf("%s: second 9 = %+v, want all 10 passed", row.Algorithm, second9)
+		want9 := Second{T: 9, Passed: 10}
+		if row.Algorithm == rate.LeakyBucket {
+			// The first goes at once, the other 9 wait their turn in
+			// the queue, 1…9 s.
+			want9.Held = 9
+		}
+		if second9 != want9 {
+			t.Errorf("%s: second 9 = %+v, want %+v", row.Algorithm, second9, want9)
 		}
 		want := Second{T: 10, Refused: 10}
 		if row.Algorithm == rate.FixedWindow {
@@ -290,6 +297,20 @@ func TestAgainstModel(t *testing.T) {
 		odd.Events[i].Cost = int64(1 + i%3)
 	}
 	scenarios = append(scenarios, odd)
+	// A client that waits: the buckets hold what refills within the
+	// wait, a leaky_bucket refuses a turn later than it.
+	for _, wait := range []time.Duration{time.Millisecond, 1500 * time.Millisecond, 4 * sec} {
+		for _, name := range []string{"token-bucket", "calm-burst", "flood"} {
+			sc, _ := Builtin(name, Params{})
+			sc.Name = fmt.Sprintf("%s-waiting-%v", name, wait)
+			sc.MaxDelay = wait
+			scenarios = append(scenarios, sc)
+		}
+		waiting := odd
+		waiting.Name = fmt.Sprintf("%s-waiting-%v", odd.Name, wait)
+		waiting.MaxDelay = wait
+		scenarios = append(scenarios, waiting)
+	}
 
 	for _, sc := range scenarios {
 		sc.Setups = Setups()
@@ -318,29 +339,42 @@ func modelRun(t *testing.T, sc Scenario, a rate.Algorithm, setup Setup) []Second
 	}
 	models := make([]model, counters)
 	for i := range models {
-		models[i] = newModel(sc.LimitFor(a))
+		models[i] = newModel(sc.LimitFor(a), sc.MaxDelay)
 	}
 	out := make([]Second, sc.seconds())
 	for i := range out {
 		out[i].T = i
 	}
+	capacity := sc.LimitFor(a).Capacity()
 	for i, e := range events {
 		s := &out[e.At/time.Second]
-		if models[i%counters].allow(e.Key, int64(e.At/time.Microsecond), e.cost()) {
-			s.Passed++
-		} else {
+		if e.cost() > capacity {
+			s.Refused++ // no wait lets it pass
+			continue
+		}
+		ok, held := models[i%counters].allow(e.Key, int64(e.At/time.Microsecond), e.cost())
+		switch {
+		case !ok:
 			s.Refused++
+		case held:
+			s.Passed++
+			s.Held++
+		default:
+			s.Passed++
 		}
 	}
 	return out
 }
 
-// model is a reference limiter: one counter per key, time in µs.
+// model is a reference limiter: one counter per key, time in µs. allow
+// reports whether a request passes, and whether it is held back first.
 type model interface {
-	allow(key string, now, cost int64) bool
+	allow(key string, now, cost int64) (ok, held bool)
 }
 
-func newModel(l rate.Limit) model {
+// newModel returns the model of l for a client that waits up to
+// maxDelay (none if not positive).
+func newModel(l rate.Limit, maxDelay time.Duration) model {
 	n, t := l.Count, int64(l.Period/time.Microsecond)
 	switch l.Algorithm {
 	case rate.FixedWindow:
@@ -354,7 +388,12 @@ func newModel(l rate.Limit) model {
 		if b == 0 {
 			b = n
 		}
-		return &bucketModel{rate: big.NewRat(n, t), burst: big.NewRat(b, 1), tokens: map[string]*big.Rat{}, last: map[string]int64{}}
+		wait := int64(-1)
+		if maxDelay > 0 {
+			wait = int64(maxDelay / time.Microsecond)
+		}
+		return &bucketModel{leaky: l.Algorithm == rate.LeakyBucket, wait: wait,
+			rate: big.NewRat(n, t), burst: big.NewRat(b, 1), tokens: map[string]*big.Rat{}, last: map[string]int64{}}
 	}
 }
 
@@ -364,17 +403,17 @@ type fixedModel struct {
 	win  map[string][2]int64 // window index, count
 }
 
-func (m *fixedModel) allow(key string, now, cost int64) bool {
+func (m *fixedModel) allow(key string, now, cost int64) (ok, held bool) {
 	w := m.win[key]
 	if idx := now / m.t; w[0] != idx {
 		w = [2]int64{idx, 0}
 	}
 	if w[1]+cost > m.n {
-		return false
+		return false, false
 	}
 	w[1] += cost
 	m.win[key] = w
-	return true
+	return true, false
 }
 
 // logModel counts the admitted units a with now − T < a ≤ now.
@@ -383,7 +422,7 @@ type logModel struct {
 	log  map[string][]int64
 }
 
-func (m *logModel) allow(key string, now, cost int64) bool {
+func (m *logModel) allow(key string, now, cost int64) (ok, held bool) {
 	var in int64
 	for _, a := range m.log[key] {
 		if now-a < m.t {
@@ -391,12 +430,12 @@ func (m *logModel) allow(key string, now, cost int64) bool {
 		}
 	}
 	if in+cost > m.n {
-		return false
+		return false, false
 	}
 	for range cost {
 		m.log[key] = append(m.log[key], now)
 	}
-	return true
+	return true, false
 }
 
 // slidingModel estimates cur + ⌈prev·(T−e)/T⌉ from counts per window.
@@ -405,7 +444,7 @@ type slidingModel struct {
 	counts map[string]map[int64]int64
 }
 
-func (m *slidingModel) allow(key string, now, cost int64) bool {
+func (m *slidingModel) allow(key string, now, cost int64) (ok, held bool) {
 	c := m.counts[key]
 	if c == nil {
 		c = map[int64]int64{}
@@ -416,23 +455,31 @@ func (m *slidingModel) allow(key string, now, cost int64) bool {
 	weighted := new(big.Rat).SetFrac64(c[w-1]*(m.t-e), m.t)
 	est := c[w] + ceil(weighted)
 	if est+cost > m.n {
-		return false
+		return false, false
 	}
 	c[w] += cost
-	return true
+	return true, false
 }
 
 // bucketModel keeps tokens as an exact fraction, refilled at Count per
-// Period up to Burst, starting full.
+// Period up to Burst, starting full. For a client that waits up to wait
+// µs (none if negative), a gcra or token_bucket request past the tokens
+// passes if what it lacks refills within the wait, and takes its tokens
+// ahead (they go below zero); a leaky_bucket, a queue of Burst places
+// drained at the rate, delays a request until the places ahead of it
+// have drained, (Burst − tokens)/rate, and refuses one whose delay is
+// longer than the wait.
 type bucketModel struct {
+	leaky       bool
+	wait        int64
 	rate, burst *big.Rat
 	tokens      map[string]*big.Rat
 	last        map[string]int64
 }
 
-func (m *bucketModel) allow(key string, now, cost int64) bool {
-	tok, ok := m.tokens[key]
-	if !ok {
+func (m *bucketModel) allow(key string, now, cost int64) (ok, held bool) {
+	tok, seen := m.tokens[key]
+	if !seen {
 		tok = new(big.Rat).Set(m.burst)
 	} else {
 		refill := new(big.Rat).Mul(m.rate, big.NewRat(now-m.last[key], 1))
@@ -443,11 +490,33 @@ func (m *bucketModel) allow(key string, now, cost int64) bool {
 	}
 	m.tokens[key], m.last[key] = tok, now
 	c := big.NewRat(cost, 1)
-	if tok.Cmp(c) < 0 {
-		return false
+	// The wait for what is missing: lack/rate µs, compared with the
+	// whole µs of the wait (a delay is rounded up to a whole µs, so it
+	// is within the wait exactly when the exact one is).
+	within := func(lack *big.Rat) bool {
+		if m.wait < 0 {
+			return true
+		}
+		d := new(big.Rat).Quo(lack, m.rate)
+		return d.Cmp(big.NewRat(m.wait, 1)) <= 0
+	}
+	if m.leaky {
+		ahead := new(big.Rat).Sub(m.burst, tok)
+		if tok.Cmp(c) < 0 || !within(ahead) {
+			return false, false
+		}
+		tok.Sub(tok, c)
+		return true, ahead.Sign() > 0
+	}
+	if tok.Cmp(c) >= 0 {
+		tok.Sub(tok, c)
+		return true, false
+	}
+	if m.wait < 0 || !within(new(big.Rat).Sub(c, tok)) {
+		return false, false
 	}
 	tok.Sub(tok, c)
-	return true
+	return true, true
 }
 
 // ceil returns ⌈r⌉ for r ≥ 0.

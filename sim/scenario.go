@@ -159,6 +159,18 @@ type Scenario struct {
 	// Instances is how many instances OwnCounters and SharedCounter run.
 	// Zero means DefaultInstances.
 	Instances int
+	// MaxDelay is how long a client waits to be let through rather than
+	// refused, as a policy's max_delay (Request.MaxDelay) has the stores
+	// apply it: a gcra or token_bucket lets a request past the burst
+	// through with a Delay when its units refill within MaxDelay,
+	// reserving them; a leaky_bucket refuses a request whose turn comes
+	// later; the window algorithms ignore it. Zero means no wait: the
+	// buckets refuse past the burst, and a leaky_bucket's queue is bound
+	// only by its capacity. A request let through with a Delay is counted
+	// as passed, and as held (Row.Held). sluice serve also lets a request
+	// a window refused wait once for its Retry-After, within max_delay,
+	// and be decided again; a simulation does not show that wait.
+	MaxDelay time.Duration
 	// Start is the instant of second 0. The zero value means the Unix
 	// epoch, so fixed windows start at second 0 whatever their Period.
 	// It cannot be earlier: package rate counts time from the epoch, and
@@ -365,6 +377,9 @@ func (s Scenario) Validate() error {
 		if int(st) >= numSetups {
 			return fail("invalid setup %d", uint8(st))
 		}
+	}
+	if s.MaxDelay < 0 {
+		return fail("max delay must not be negative, got %v (0 for none)", s.MaxDelay)
 	}
 	if s.Instances < 0 || s.Instances > MaxInstances {
 		return fail("instances must be between 1 and %d (0 for %d), got %d", MaxInstances, DefaultInstances, s.Instances)

@@ -22,18 +22,40 @@ const (
 	// digitW is the width of a digit in the 10 px labels, a little over
 	// DejaVu Sans's 0.636 em.
 	digitW = 6.5
+	// noteH is the height of a line of the header's notes, and noteLen
+	// the most characters one holds: 928 px over about 6.9 px, the mean
+	// width of a character of DejaVu Sans at 12.5 px, with a margin.
+	noteH   = 18
+	noteLen = 128
+	// The per-client table under the time axis, from the heading's top:
+	// the line of names, the first row's line, each next row's.
+	clientsHeadH = 24
+	clientsNameH = 18
+	clientsLineH = 15
 )
+
+// heldFill is the shade of the requests held back before they went
+// ahead: a paler green on the green of those that passed, so that a
+// column still reads as passed at a glance.
+const heldFill = "#b2f2bb"
 
 // WriteSVG draws r as an SVG picture, readable without a legend: one row
 // per algorithm and setup, one column per second (or per few seconds in
 // long scenarios, the last narrower if it covers fewer), with the
 // requests that passed in green and those refused stacked above them in
-// hatched red under a ✕ and their count.
-// The title says the limit and the bucket algorithms' burst; each row ends
-// with its totals; dashed lines mark fixed-window boundaries.
+// hatched red under a ✕ and their count. Of those that passed, the ones
+// held back before they went ahead (Row.Held) are the paler top of the
+// green: every column counts requests in the second they arrived.
+// The title says the limit, the max delay and the bucket algorithms'
+// burst; header notes say what is held and which requests cost more than
+// the capacity; each row ends with its totals, held and over-capacity
+// counts; dashed lines mark fixed-window boundaries. For 2 to MaxClients
+// clients a table under the time axis gives each row's per-client totals.
 //
-// Every row and column carries its counts as data-* attributes and a
-// <title> tooltip, for scripts and for people hovering in a browser.
+// Every row and column carries its counts as data-* attributes
+// (data-held and data-over-capacity on a row, data-held on a column's
+// held mark, the client's counts on each client's cell) and a <title>
+// tooltip, for scripts and for people hovering in a browser.
 func WriteSVG(w io.Writer, r Result) error {
 	p := chart.NewPrinter(w)
 	seconds := max(r.Seconds, 1)
@@ -52,7 +74,41 @@ func WriteSVG(w io.Writer, r Result) error {
 	}
 	unit := float64(barH) / float64(peak)
 
-	height := headerH + len(r.Rows)*rowH + 44
+	// The header's notes come first: their lines push the rows down.
+	var notes []string
+	var first []string
+	if b := bucketNote(r); b != "" {
+		first = append(first, b+".")
+	}
+	boundaries := windowBoundaries(r, seconds)
+	if len(boundaries) > 0 {
+		first = append(first, fmt.Sprintf("Dashed lines: fixed-window boundaries, every %v.", r.Limit.Period))
+	}
+	if len(first) > 0 {
+		notes = append(notes, strings.Join(first, " "))
+	}
+	if h := heldLegend(r); h != "" {
+		notes = append(notes, wrapLines(h, noteLen)...)
+	}
+	if o := overCapacityNote(r); o != "" {
+		notes = append(notes, wrapLines(o, noteLen)...)
+		notes = append(notes, "No wait lets such a request pass: a store answers it with an error, not a refusal. Here it counts as refused.")
+	}
+	if windowWaitNote(r) != "" { // the text's note, in the room of one line
+		notes = append(notes, "The windows ignore the max delay here; sluice serve lets a request they refuse wait once for its Retry-After, and decides it again.")
+	}
+	notesTop := 68 // the first note's baseline, after the title and the how line
+	if r.Summary != "" {
+		notesTop += 18
+	}
+	top := max(headerH, notesTop+len(notes)*noteH)
+	clients := shownClients(firstClients(r))
+	clientsH := 0
+	if len(clients) > 0 {
+		clientsH = clientsHeadH + clientsNameH + (len(r.Rows)-1)*clientsLineH + 14
+	}
+
+	height := top + len(r.Rows)*rowH + 44 + clientsH
 	p.Printf(`<?xml version="1.0" encoding="UTF-8"?>` + "\n")
 	p.Printf(`<svg xmlns="http://www.w3.org/2000/svg" width="%d" height="%d" viewBox="0 0 %d %d" font-family="DejaVu Sans, Helvetica, Arial, sans-serif" data-scenario="%s" data-seconds="%d" data-bin="%d" data-unit="%.4f">`+"\n",
 		chart.Width, height, chart.Width, height, chart.Attr(r.Scenario), r.Seconds, bin, unit)
@@ -85,20 +141,12 @@ func WriteSVG(w io.Writer, r Result) error {
 	p.Printf(`<text x="%d" y="%d" font-size="12.5" fill="%s">%s: requests <tspan fill="%s" font-weight="bold">passed</tspan> in green, <tspan fill="%s" font-weight="bold">refused ✕</tspan> hatched red on top; one scale for all rows (tallest column: %d).</text>`+"\n",
 		chart.Margin, y, chart.Grey, chart.Text(chart.Capitalize(how)), chart.Green, chart.Red, peak)
 	y += 18
-	var notes []string
-	if b := bucketNote(r); b != "" {
-		notes = append(notes, b+".")
-	}
-	boundaries := windowBoundaries(r, seconds)
-	if len(boundaries) > 0 {
-		notes = append(notes, fmt.Sprintf("Dashed lines: fixed-window boundaries, every %v.", r.Limit.Period))
-	}
-	if len(notes) > 0 {
-		p.Printf(`<text x="%d" y="%d" font-size="12.5" fill="%s">%s</text>`+"\n", chart.Margin, y, chart.Grey, chart.Text(strings.Join(notes, " ")))
+	for _, n := range notes {
+		p.Printf(`<text x="%d" y="%d" font-size="12.5" fill="%s">%s</text>`+"\n", chart.Margin, y, chart.Grey, chart.Text(n))
+		y += noteH
 	}
 
-	top := headerH
-	bottom := headerH + len(r.Rows)*rowH
+	bottom := top + len(r.Rows)*rowH
 	for _, b := range boundaries {
 		x := float64(chart.PlotLeft) + b*colW/float64(bin)
 		p.Printf(`<line x1="%.1f" y1="%d" x2="%.1f" y2="%d" stroke="%s" stroke-width="1" stroke-dasharray="4 3"/>`+"\n", x, top, x, bottom+4, chart.Grey)
@@ -108,7 +156,8 @@ func WriteSVG(w io.Writer, r Result) error {
 	for i, row := range r.Rows {
 		rowTop := top + i*rowH
 		base := float64(rowTop + barTop + barH)
-		p.Printf(`<g class="row" data-algorithm="%s" data-setup="%s" data-passed="%d" data-refused="%d">`+"\n", row.Algorithm, row.Setup, row.Passed, row.Refused)
+		p.Printf(`<g class="row" data-algorithm="%s" data-setup="%s" data-passed="%d" data-refused="%d" data-held="%d" data-over-capacity="%d">`+"\n",
+			row.Algorithm, row.Setup, row.Passed, row.Refused, row.Held, row.OverCapacity)
 		if i > 0 {
 			p.RowRule(rowTop)
 		}
@@ -128,10 +177,11 @@ func WriteSVG(w io.Writer, r Result) error {
 		// keeps a character's gap: "2 4 8" must not read as 248.
 		labelEnd := math.Inf(-1)
 		for c := range cols {
-			var passed, refused int
+			var passed, refused, held int
 			for _, s := range binned(row.PerSecond, c, bin) {
 				passed += s.Passed
 				refused += s.Refused
+				held += s.Held
 			}
 			if passed+refused == 0 {
 				continue
@@ -141,9 +191,13 @@ func WriteSVG(w io.Writer, r Result) error {
 			if bin > 1 {
 				label = fmt.Sprintf("%d–%d s", t, min(t+bin, seconds)-1)
 			}
+			what := fmt.Sprintf("%d passed", passed)
+			if held > 0 {
+				what += fmt.Sprintf(" (%d held back first)", held)
+			}
 			col := chart.Column{Index: c, Width: colW, Base: base, Unit: unit,
 				T: int64(t), Passed: int64(passed), Refused: int64(refused),
-				Title: fmt.Sprintf("%s: %d passed, %d refused", label, passed, refused), Pattern: "refused"}
+				Title: fmt.Sprintf("%s: %s, %d refused", label, what, refused), Pattern: "refused"}
 			narrow := c == cols-1 && lastSecs < bin
 			shift := 0.0 // how far the column is moved right, to absolute x
 			if narrow {
@@ -155,6 +209,14 @@ func WriteSVG(w io.Writer, r Result) error {
 			}
 			w := col.Width
 			cx, top := p.Column(col)
+			if held > 0 {
+				// The top of the green bar, as tall as the held requests:
+				// as wide as chart.Column draws the bar, about cx.
+				bw := max(w*0.72, 1)
+				hp := float64(passed) * unit
+				p.Printf(`<rect class="held" data-held="%d" x="%.2f" y="%.2f" width="%.2f" height="%.2f" fill="%s"/>`,
+					held, cx-bw/2, base-hp, bw, float64(held)*unit, heldFill)
+			}
 			if refused > 0 {
 				mark := "✕"
 				if w >= 7*(float64(len(fmt.Sprint(refused)))+1.5) {
@@ -184,16 +246,12 @@ func WriteSVG(w io.Writer, r Result) error {
 		}
 		p.Printf(`<text x="%d" y="%d" font-size="13" font-weight="bold" fill="%s">%s</text>`+"\n", tx, rowTop+40, chart.Red, refusedText)
 		ny := rowTop + 55
-		if n := len(row.Clients); n >= 2 && n <= 3 {
-			var parts []string
-			for _, c := range row.Clients {
-				parts = append(parts, fmt.Sprintf("%s ✕%d", c.Client, c.Refused))
-			}
-			p.Printf(`<text x="%d" y="%d" font-size="11" fill="%s">%s</text>`+"\n", tx, ny, chart.Grey, chart.Text(strings.Join(parts, " · ")))
+		if row.Held > 0 {
+			p.Printf(`<text x="%d" y="%d" font-size="11" fill="%s">%d held, up to %v</text>`+"\n", tx, ny, chart.Green, row.Held, row.MaxDelay.Round(time.Millisecond))
 			ny += 13
 		}
-		if row.MaxDelay > 0 {
-			p.Printf(`<text x="%d" y="%d" font-size="11" fill="%s">queued up to %v</text>`+"\n", tx, ny, chart.Grey, row.MaxDelay.Round(time.Millisecond))
+		if row.OverCapacity > 0 {
+			p.Printf(`<text x="%d" y="%d" font-size="11" fill="%s">of them %d over capacity</text>`+"\n", tx, ny, chart.Red, row.OverCapacity)
 		}
 		p.Printf("</g>\n")
 	}
@@ -207,8 +265,83 @@ func WriteSVG(w io.Writer, r Result) error {
 		p.Printf(`<text x="%.1f" y="%d" font-size="10.5" text-anchor="middle" fill="%s">%d</text>`+"\n", x, bottom+22, chart.Grey, t)
 	}
 	p.Printf(`<text x="%d" y="%d" font-size="10.5" fill="%s">seconds →</text>`+"\n", chart.PlotRight+16, bottom+22, chart.Grey)
+	if len(clients) > 0 {
+		writeClients(p, r, clients, bottom+44)
+	}
 	p.Printf("</svg>\n")
 	return p.Flush()
+}
+
+// heldLegend says what the paler green of the picture is, if any row
+// held requests back: why each algorithm that did held them, and that
+// the columns count them when they arrived; or "".
+func heldLegend(r Result) string {
+	var leaky, bucket bool
+	for _, row := range r.Rows {
+		if row.Held > 0 {
+			leaky = leaky || row.Algorithm == rate.LeakyBucket
+			bucket = bucket || row.Algorithm != rate.LeakyBucket
+		}
+	}
+	var why []string
+	if leaky {
+		why = append(why, "for a leaky_bucket's turn")
+	}
+	if bucket {
+		why = append(why, fmt.Sprintf("for units to refill, within max delay %v", r.MaxDelay))
+	}
+	if len(why) == 0 {
+		return ""
+	}
+	return fmt.Sprintf("Pale green: passed, but held back first (%s). Every column counts requests in the second they arrived.", strings.Join(why, "; "))
+}
+
+// firstClients returns the client totals of r's first row, whose
+// clients, in order, are every row's; nil if r has no rows.
+func firstClients(r Result) []ClientTotal {
+	if len(r.Rows) == 0 {
+		return nil
+	}
+	return r.Rows[0].Clients
+}
+
+// writeClients draws, from y down, the table of each row's per-client
+// totals: a heading, the clients' names, and a line per row, one column
+// per client across the plot and the totals.
+func writeClients(p *chart.Printer, r Result, clients []ClientTotal, y int) {
+	p.Printf(`<text x="%d" y="%d" font-size="12.5" font-weight="bold" fill="%s">Per client, all seconds: passed ✕refused</text>`+"\n", chart.Margin, y+6, chart.Ink)
+	left := float64(chart.PlotLeft)
+	cw := float64(chart.Width-chart.Margin-chart.PlotLeft) / float64(len(clients))
+	// Names longer than their column are cut, the cut marked.
+	fit := max(int(cw/digitW)-1, 4)
+	ny := y + clientsHeadH
+	for k, c := range clients {
+		name := c.Client
+		if n := []rune(name); len(n) > fit {
+			name = string(n[:fit-1]) + "…"
+		}
+		p.Printf(`<text x="%.1f" y="%d" font-size="11" font-weight="bold" fill="%s">%s</text>`+"\n", left+float64(k)*cw, ny, chart.Grey, chart.Text(name))
+	}
+	several := len(rowSetups(r)) > 1
+	ly := ny + clientsNameH
+	for _, row := range r.Rows {
+		label := row.Algorithm.String()
+		if several || row.Setup != Single {
+			label += " · " + row.Setup.String()
+		}
+		p.Printf(`<g class="clients" data-algorithm="%s" data-setup="%s">`, row.Algorithm, row.Setup)
+		p.Printf(`<text x="%d" y="%d" font-size="11" fill="%s">%s</text>`, chart.Margin, ly, chart.Ink, chart.Text(label))
+		for k, c := range shownClients(row.Clients) {
+			fill := chart.Green
+			if c.Refused > 0 {
+				fill = chart.Red
+			}
+			p.Printf(`<text class="client" data-client="%s" data-passed="%d" data-refused="%d" data-held="%d" x="%.1f" y="%d" font-size="11" fill="%s">%s</text>`,
+				chart.Attr(c.Client), c.Passed, c.Refused, c.Held, left+float64(k)*cw, ly, fill, cell(c.Passed, c.Refused))
+		}
+		p.Printf("</g>\n")
+		ly += clientsLineH
+	}
 }
 
 // binned returns the seconds of column c, bin seconds wide.

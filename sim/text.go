@@ -4,21 +4,22 @@ import (
 	"bufio"
 	"fmt"
 	"io"
+	"slices"
 	"strconv"
 	"strings"
+	"time"
 	"unicode/utf8"
 
 	"github.com/sluicehq/sluice/internal/chart"
 	"github.com/sluicehq/sluice/rate"
 )
 
-// maxTextClients is the most clients whose totals the text table lists.
-const maxTextClients = 8
-
 // WriteText writes r as text for a terminal: a title that says the limit,
 // then for each setup a table with one line per second that saw requests
-// and one column per algorithm, each cell "passed ✕refused", then the
-// totals (per client too, for up to 8 clients), and the scenario's
+// and one column per algorithm, each cell "passed ✕refused" (with
+// "passed (N held) ✕refused" where N of them were held back before they
+// went ahead), by the second the requests arrived, then the totals (per
+// client too, for 2 to MaxClients clients), and the scenario's
 // description.
 func WriteText(w io.Writer, r Result) error {
 	bw := bufio.NewWriter(w)
@@ -30,7 +31,10 @@ func WriteText(w io.Writer, r Result) error {
 		fmt.Fprintf(bw, "%s\n", b)
 	}
 	if o := overCapacityNote(r); o != "" {
-		wrap(bw, o, 78)
+		wrap(bw, o+" No wait lets such a request pass, and a store answers it with an error rather than a refusal; here it counts as refused.", 78)
+	}
+	if n := windowWaitNote(r); n != "" {
+		wrap(bw, n, 78)
 	}
 	for _, setup := range rowSetups(r) {
 		var rows []Row
@@ -41,9 +45,12 @@ func WriteText(w io.Writer, r Result) error {
 		}
 		fmt.Fprintf(bw, "\n%s — each cell: passed ✕refused\n", setupText(setup, r.Instances))
 		writeTable(bw, rows)
+		if slices.ContainsFunc(rows, func(row Row) bool { return row.Held > 0 }) {
+			wrap(bw, "Each request counts in the second it arrived; “held”: of those passed, how many were held back first and went ahead later.", 78)
+		}
 		for _, row := range rows {
-			if row.MaxDelay > 0 {
-				wrap(bw, fmt.Sprintf("%s shapes rather than refuses while its queue has room: admitted requests waited up to %v for their turn.", row.Algorithm, row.MaxDelay), 78)
+			if n := heldNote(row, r.MaxDelay); n != "" {
+				wrap(bw, n, 78)
 			}
 		}
 	}
@@ -56,8 +63,41 @@ func WriteText(w io.Writer, r Result) error {
 	return bw.Flush()
 }
 
-// title says the limit: "limit 10 per 10s".
-func title(r Result) string { return "limit " + describeLimit(r.Limit) }
+// title says the limit, and the wait if the run has one: "limit 10 per
+// 10s", "limit 1/s, max delay 3s".
+func title(r Result) string {
+	t := "limit " + describeLimit(r.Limit)
+	if r.MaxDelay > 0 {
+		t += ", max delay " + r.MaxDelay.String()
+	}
+	return t
+}
+
+// heldNote says, for a row that held requests back, how many, why and
+// for how long, and how its cells show them; or "".
+func heldNote(row Row, maxDelay time.Duration) string {
+	if row.Held == 0 {
+		return ""
+	}
+	if row.Algorithm == rate.LeakyBucket {
+		return fmt.Sprintf("%s shapes rather than refuses while its queue has room: it held %d request%s back for their turn, up to %v (“held” in the cells).",
+			row.Algorithm, row.Held, plural(row.Held), row.MaxDelay)
+	}
+	return fmt.Sprintf("%s held %d request%s past its burst until their units refilled, up to %v (max delay %v; “held” in the cells).",
+		row.Algorithm, row.Held, plural(row.Held), row.MaxDelay, maxDelay)
+}
+
+// windowWaitNote says, for a run with a max delay that compares a window
+// algorithm, that the simulation shows no wait for the windows; or "".
+// sluice serve waits once for a window's Retry-After, within max_delay,
+// and decides again: a reader comparing with it must know the columns
+// do not.
+func windowWaitNote(r Result) string {
+	if r.MaxDelay <= 0 || !slices.ContainsFunc(r.Rows, func(row Row) bool { return !row.Algorithm.HasBurst() }) {
+		return ""
+	}
+	return fmt.Sprintf("Max delay %v holds requests in the buckets alone, as a store applies it; the windows ignore it here, while sluice serve lets a request a window refused wait once for its Retry-After, within max delay, and decides it again.", r.MaxDelay)
+}
 
 // bucketNote says which burst the bucket algorithms use, if r has any.
 // They all apply the same limit (see Scenario.LimitFor).
@@ -80,8 +120,10 @@ func bucketNote(r Result) string {
 
 // overCapacityNote says, if any request cost more than an algorithm's
 // capacity, how many did for each: "Costing more than the capacity: 2
-// requests for fixed_window (10), 1 for gcra (20). …". The count depends
-// on the algorithm's limit alone, not on the setup.
+// requests for fixed_window (10), 1 for gcra (20)."; or "". The count
+// depends on the algorithm's limit alone, not on the setup. The text and
+// the picture each add why that is no ordinary refusal, in the room they
+// have.
 func overCapacityNote(r Result) string {
 	var parts []string
 	seen := map[rate.Algorithm]bool{}
@@ -99,8 +141,7 @@ func overCapacityNote(r Result) string {
 	if len(parts) == 0 {
 		return ""
 	}
-	return "Costing more than the capacity: " + strings.Join(parts, ", ") +
-		". No wait lets such a request pass, and a store answers it with an error rather than a refusal; here it counts as refused."
+	return "Costing more than the capacity: " + strings.Join(parts, ", ") + "."
 }
 
 // plural returns "s" unless n is 1.
@@ -145,27 +186,37 @@ func cell(passed, refused int) string {
 	return fmt.Sprintf("%d ✕%d", passed, refused)
 }
 
+// heldCell formats a count with the requests held back among those
+// passed: "10 (9 held) ✕5"; as cell if none were.
+func heldCell(passed, held, refused int) string {
+	if held == 0 {
+		return cell(passed, refused)
+	}
+	c := fmt.Sprintf("%d (%d held)", passed, held)
+	if refused > 0 {
+		c += fmt.Sprintf(" ✕%d", refused)
+	}
+	return c
+}
+
 // writeTable writes the per-second table of rows, which share a setup.
 func writeTable(w *bufio.Writer, rows []Row) {
 	if len(rows) == 0 {
 		return
 	}
-	clients := rows[0].Clients
-	if len(clients) < 2 || len(clients) > maxTextClients {
-		clients = nil
-	}
+	clients := shownClients(rows[0].Clients)
 	first := max(3, len(strconv.Itoa(len(rows[0].PerSecond)-1)))
 	for _, c := range clients {
 		first = max(first, min(utf8.RuneCountInString(c.Client), 16))
 	}
 	widths := make([]int, len(rows))
 	for i, row := range rows {
-		widths[i] = max(utf8.RuneCountInString(row.Algorithm.String()), utf8.RuneCountInString(cell(row.Passed, row.Refused)))
+		widths[i] = max(utf8.RuneCountInString(row.Algorithm.String()), utf8.RuneCountInString(heldCell(row.Passed, row.Held, row.Refused)))
 		for _, s := range row.PerSecond {
-			widths[i] = max(widths[i], utf8.RuneCountInString(cell(s.Passed, s.Refused)))
+			widths[i] = max(widths[i], utf8.RuneCountInString(heldCell(s.Passed, s.Held, s.Refused)))
 		}
-		for _, c := range row.Clients {
-			widths[i] = max(widths[i], utf8.RuneCountInString(cell(c.Passed, c.Refused)))
+		for _, c := range shownClients(row.Clients) {
+			widths[i] = max(widths[i], utf8.RuneCountInString(heldCell(c.Passed, c.Held, c.Refused)))
 		}
 	}
 	line := func(label string, cells []string) {
@@ -201,7 +252,7 @@ func writeTable(w *bufio.Writer, rows []Row) {
 		for i, row := range rows {
 			s := row.PerSecond[t]
 			busy = busy || s.Passed+s.Refused > 0
-			cells[i] = cell(s.Passed, s.Refused)
+			cells[i] = heldCell(s.Passed, s.Held, s.Refused)
 		}
 		if !busy {
 			if !gap && t > 0 {
@@ -216,12 +267,12 @@ func writeTable(w *bufio.Writer, rows []Row) {
 	rule()
 	cells := make([]string, len(rows))
 	for i, row := range rows {
-		cells[i] = cell(row.Passed, row.Refused)
+		cells[i] = heldCell(row.Passed, row.Held, row.Refused)
 	}
 	line("all", cells)
 	for k, c := range clients {
 		for i, row := range rows {
-			cells[i] = cell(row.Clients[k].Passed, row.Clients[k].Refused)
+			cells[i] = heldCell(row.Clients[k].Passed, row.Clients[k].Held, row.Clients[k].Refused)
 		}
 		name := c.Client
 		if utf8.RuneCountInString(name) > 16 {
@@ -245,19 +296,32 @@ func pad(s string, n int, right bool) string {
 
 // wrap writes text wrapped at width columns, or an empty line.
 func wrap(w *bufio.Writer, text string, width int) {
+	for _, line := range wrapLines(text, width) {
+		w.WriteString(line)
+		w.WriteString("\n")
+	}
+}
+
+// wrapLines splits text into lines of at most width runes, breaking
+// between words (a longer word has a line of its own); one empty line
+// for no words.
+func wrapLines(text string, width int) []string {
+	var lines []string
+	var b strings.Builder
 	col := 0
 	for _, word := range strings.Fields(text) {
 		n := utf8.RuneCountInString(word)
 		if col > 0 && col+1+n > width {
-			w.WriteString("\n")
+			lines = append(lines, b.String())
+			b.Reset()
 			col = 0
 		}
 		if col > 0 {
-			w.WriteString(" ")
+			b.WriteString(" ")
 			col++
 		}
-		w.WriteString(word)
+		b.WriteString(word)
 		col += n
 	}
-	w.WriteString("\n")
+	return append(lines, b.String())
 }

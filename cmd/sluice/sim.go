@@ -12,6 +12,7 @@ import (
 	"slices"
 	"strings"
 	"text/tabwriter"
+	"time"
 
 	"github.com/sluicehq/sluice/rate"
 	"github.com/sluicehq/sluice/sim"
@@ -62,18 +63,34 @@ Flags:
                        throughout (steady, flood, clients, the calm client)
                        is generated for that long. Default: the scenario's.
   --seed N             the seed of random arrivals (clients) (default 1)
+  --max-delay D        how long a client waits rather than be refused, as
+                       a policy's max_delay: 500ms, 3s (default 0, none).
+                       gcra and token_bucket hold a request past the burst
+                       until its unit refills, if within D; leaky_bucket
+                       refuses a turn later than D; the windows ignore it
+                       (sluice serve lets a request they refuse wait once
+                       for its Retry-After; the simulation does not)
   --json               print the result as JSON instead of tables:
                        {"scenario": NAME, "results": [{"algorithm": A,
                        "setup": S, "passed": N, "refused": N, "per_second":
                        [{"t": 0, "passed": N, "refused": N}, ...]}, ...]};
-                       a row also has "max_delay_ns", the longest wait
-                       leaky_bucket shaped, and "over_capacity", requests
-                       costing more than the capacity, when not 0
+                       when not 0, a row and a second also have "held",
+                       how many of those passed were held back first (a
+                       leaky_bucket's turn, a unit within --max-delay),
+                       and a row "max_delay_ns", the longest of those
+                       waits, and "over_capacity", requests costing more
+                       than the capacity; a row of 2 to 8 clients has
+                       "clients": [{"client": C, "passed": N, "refused":
+                       N}, ...]
   --svg FILE           also draw the result as an SVG picture in FILE
   --help               show this help
 
-Exit codes: 0 success, 1 the CSV file could not be read or holds a bad
-line, or the SVG picture could not be written, 2 usage error.
+Every count is by the second a request arrived: a held request is
+counted there, and went ahead up to its wait later.
+
+Exit codes: 0 success, 1 the CSV file could not be read or holds a line
+that is not a request, or the SVG picture could not be written, 2 usage
+error, including a CSV request later than --seconds allows.
 `
 
 // simFlags are the flags of "sluice sim".
@@ -87,6 +104,7 @@ type simFlags struct {
 	instances   int
 	seconds     int
 	seed        uint64
+	maxDelay    time.Duration
 	json        bool
 	svg         string
 	set         map[string]bool // the flags given on the command line
@@ -176,6 +194,7 @@ func parseSimFlags(args []string) (*simFlags, error) {
 	fs.IntVar(&f.instances, "instances", sim.DefaultInstances, "")
 	fs.IntVar(&f.seconds, "seconds", 0, "")
 	fs.Uint64Var(&f.seed, "seed", 1, "")
+	fs.DurationVar(&f.maxDelay, "max-delay", 0, "")
 	fs.BoolVar(&f.json, "json", false, "")
 	fs.StringVar(&f.svg, "svg", "", "")
 	if err := fs.Parse(args); err != nil {
@@ -196,6 +215,8 @@ func parseSimFlags(args []string) (*simFlags, error) {
 		return nil, fmt.Errorf("--instances must be between 1 and %d, got %d", sim.MaxInstances, f.instances)
 	case f.seconds < 0 || f.seconds > sim.MaxSeconds:
 		return nil, fmt.Errorf("--seconds must be between 1 and %d (0: the scenario's), got %d", sim.MaxSeconds, f.seconds)
+	case f.maxDelay < 0:
+		return nil, fmt.Errorf("--max-delay must not be negative, got %v (0 for none)", f.maxDelay)
 	case f.set["svg"] && f.svg == "":
 		return nil, errors.New("--svg needs a file name")
 	}
@@ -214,6 +235,9 @@ func (f *simFlags) buildScenario() (sim.Scenario, error) {
 		events, start, err := sim.ReadCSV(file)
 		if err != nil {
 			return sc, fmt.Errorf("%s: %w", f.csv, err)
+		}
+		if err := f.fitsSeconds(events); err != nil {
+			return sc, err
 		}
 		sc = sim.Scenario{
 			Name:    filepath.Base(f.csv),
@@ -249,6 +273,7 @@ func (f *simFlags) buildScenario() (sim.Scenario, error) {
 		sc.Setups = setups
 	}
 	sc.Instances = f.instances
+	sc.MaxDelay = f.maxDelay
 	if f.csv == "" && sc.Description != "" {
 		var changed []string
 		for _, c := range sim.Changes(f.scenario, sc) {
@@ -269,6 +294,31 @@ var simFlagOf = map[sim.Setting]string{
 	sim.SettingSeed:      "--seed",
 	sim.SettingInstances: "--instances",
 	sim.SettingSetups:    "--setup",
+	sim.SettingMaxDelay:  "--max-delay",
+}
+
+// fitsSeconds returns a usage error naming the first line of events (by
+// line) that arrives after --seconds, if it was given, and the --seconds
+// that would hold them all. The file is good; the flag is what to change,
+// so it is the flag's error, exit 2, not the file's.
+func (f *simFlags) fitsSeconds(events []sim.Event) error {
+	if f.seconds == 0 {
+		return nil
+	}
+	end := time.Duration(f.seconds) * time.Second
+	var late *sim.Event
+	var last time.Duration
+	for i, e := range events {
+		last = max(last, e.At)
+		if e.At >= end && late == nil {
+			late = &events[i]
+		}
+	}
+	if late == nil {
+		return nil
+	}
+	return usageError{fmt.Errorf("%s: %w", f.csv, &sim.LineError{Line: late.Line,
+		Err: fmt.Errorf("the request arrives at %v, after --seconds %d; give --seconds %d or more, or leave it out", late.At, f.seconds, int(last/time.Second)+1)})}
 }
 
 // parseList reads a comma-separated list of names, or "all".

@@ -27,13 +27,22 @@ type simOutput struct {
 		Setup     string `json:"setup"`
 		Passed    int    `json:"passed"`
 		Refused   int    `json:"refused"`
-		// MaxDelay and OverCapacity are left out when 0.
+		// Held, MaxDelay and OverCapacity are left out when 0, Clients
+		// unless there are 2 to 8.
+		Held         int   `json:"held"`
 		MaxDelay     int64 `json:"max_delay_ns"`
 		OverCapacity int   `json:"over_capacity"`
-		PerSecond    []struct {
+		Clients      []struct {
+			Client  string `json:"client"`
+			Passed  int    `json:"passed"`
+			Refused int    `json:"refused"`
+			Held    int    `json:"held"`
+		} `json:"clients"`
+		PerSecond []struct {
 			T       int `json:"t"`
 			Passed  int `json:"passed"`
 			Refused int `json:"refused"`
+			Held    int `json:"held"`
 		} `json:"per_second"`
 	} `json:"results"`
 }
@@ -107,6 +116,23 @@ func TestSimJSONFlood(t *testing.T) {
 		if r.OverCapacity != 0 {
 			t.Errorf("%s: over_capacity %d, want none", name, r.OverCapacity)
 		}
+		// The flood, 10 a second, outruns the queue's drain, 1 a second:
+		// once its first request has gone, the queue of each counter
+		// never empties, and every request admitted after it is held.
+		wantHeld := 0
+		if r.Algorithm == "leaky_bucket" {
+			wantHeld = w - 1
+			if r.Setup == "own-counters" {
+				wantHeld = w - 3
+			}
+		}
+		heldSum := 0
+		for _, s := range r.PerSecond {
+			heldSum += s.Held
+		}
+		if r.Held != wantHeld || heldSum != wantHeld {
+			t.Errorf("%s: held %d (per second %d), want %d", name, r.Held, heldSum, wantHeld)
+		}
 		if len(r.PerSecond) != 10 {
 			t.Errorf("%s: %d seconds, want 10", name, len(r.PerSecond))
 		}
@@ -162,7 +188,7 @@ func TestSimHelp(t *testing.T) {
 		if code != 0 {
 			t.Errorf("%q: exit %d", args, code)
 		}
-		for _, fl := range []string{"--list", "--scenario", "--limit", "--algorithms", "--setup", "--instances", "--csv", "--seconds", "--seed", "--json", "--svg"} {
+		for _, fl := range []string{"--list", "--scenario", "--limit", "--algorithms", "--setup", "--instances", "--csv", "--seconds", "--seed", "--max-delay", "--json", "--svg"} {
 			if !strings.Contains(stdout, "  "+fl+" ") {
 				t.Errorf("%q: help does not explain %s", args, fl)
 			}

@@ -222,6 +222,17 @@
           td.dataset.refused = row.refused;
           td.append(el('span', 'passed', row.passed + ' passed'));
           td.append(el('span', 'refused', '✕ ' + row.refused));
+          // Of those passed, the ones held back first (a leaky_bucket's
+          // turn, a unit within max delay); of those refused, the ones
+          // no wait lets through, which a store answers with an error.
+          if (row.held) {
+            td.dataset.held = row.held;
+            td.append(el('span', 'held', row.held + ' held'));
+          }
+          if (row.over_capacity) {
+            td.dataset.overCapacity = row.over_capacity;
+            td.append(el('span', 'refused', row.over_capacity + ' over capacity'));
+          }
         }
         tr.append(td);
       }
