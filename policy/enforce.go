@@ -354,7 +354,9 @@ type Enforcer struct {
 // default options, deciding on o.Clock. A store that says who decided,
 // as a sluice.Fallback does, is asked on every request: a decision of its
 // FailClosed or FailOpen mode, made for no limit while its primary is
-// down, is a failure of the store (see storeFailed), not a limit's.
+// down, is a failure of the store, not a limit's: Outcome.Err wraps
+// sluice.ErrStoreDown, its refusal is a 503 with its RetryAfter, as
+// on_store_error: closed answers, and its pass lets the request through.
 func NewEnforcer(set *Set, store sluice.Store, o Options) *Enforcer {
 	e := &Enforcer{set: set, store: store, local: o.Local, clock: o.Clock, observer: o.Observer, logger: o.Logger}
 	if !o.StoreLogs {

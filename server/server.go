@@ -138,7 +138,9 @@ type Options struct {
 	// PreserveHost sends the client's Host header to the upstream. By
 	// default the upstream gets its own host name (as NGINX does), and the
 	// client's in X-Forwarded-Host. Either way, a Location naming the
-	// upstream reaches the client as a path on sluice (see relocate).
+	// upstream (http://upstream/docs/, //upstream/docs/) reaches the
+	// client as a path on sluice (/docs/), as NGINX's proxy_redirect
+	// default rewrites it.
 	PreserveHost bool
 	// RedisURL, when set, replaces the policy file's Redis address (redis,
 	// cluster or sentinel): the counters live in the Redis at this URL
@@ -185,7 +187,10 @@ type Options struct {
 	// ErrOptions. Nil allows no name.
 	AdminHosts []string
 	// Pprof mounts net/http/pprof under /debug/pprof/ on the admin
-	// listener.
+	// listener. It refuses what a browser sends for a page of another
+	// origin, whose request could hold the profiler, and profiles or
+	// traces longer than 60 seconds; /debug/pprof/cmdline hides the
+	// passwords of URLs.
 	Pprof bool
 	// WatchInterval is how often the configuration files are checked for
 	// changes. Zero means DefaultWatchInterval; negative turns watching
@@ -444,6 +449,13 @@ func NewContext(ctx context.Context, o Options) (_ *Server, err error) {
 			return nil, fmt.Errorf("%w: the Redis URL: %w (want redis://[user:pass@]host:6379/0, or rediss:// for TLS)", ErrOptions, urlProblem(err))
 		}
 	}
+	for _, l := range []struct{ addr, flag string }{
+		{o.Listen, "--listen"}, {o.CheckListen, "--check-listen"}, {o.GRPCListen, "--grpc-listen"}, {o.AdminListen, "--admin-listen"},
+	} {
+		if err := listenAddr(l.addr); err != nil {
+			return nil, fmt.Errorf("%w: %s %q: %w (want host:port, such as 127.0.0.1:8080 or :8080, or %q)", ErrOptions, l.flag, l.addr, err, Off)
+		}
+	}
 	for _, n := range o.AdminHosts {
 		if !adminHost(n) {
 			return nil, fmt.Errorf("%w: admin host %q (--admin-host, SLUICE_ADMIN_HOST): want a host name such as dash.example.com, with no scheme, path or wildcard (IP addresses and localhost need none)", ErrOptions, n)
@@ -526,6 +538,23 @@ func NewContext(ctx context.Context, o Options) (_ *Server, err error) {
 		}
 	}
 	return s, nil
+}
+
+// listenAddr reports why addr, a listen address of Options, cannot be
+// one, before any listener opens: empty (the default) and Off are. A port
+// may be a number or a service name, as net.Listen reads it.
+func listenAddr(addr string) error {
+	if addr == "" || addr == Off {
+		return nil
+	}
+	_, port, err := net.SplitHostPort(addr)
+	if err != nil {
+		return err
+	}
+	if _, err := net.LookupPort("tcp", port); err != nil {
+		return err
+	}
+	return nil
 }
 
 // stopped returns an error wrapping ErrStopped once ctx has ended.

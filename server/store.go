@@ -163,9 +163,9 @@ func (s *Server) openStore(c policy.StoreConfig) (*storeHandle, error) {
 		h.close = sync.OnceFunc(func() { rs.Close(); client.Close() })
 		s.log.Info("store: Redis", info...)
 	} else {
-		s.log.Warn("store: Redis unreachable at start; serving by on_store_error until it answers", "at", where, "error", err)
+		s.log.Warn("store: Redis unreachable at start; serving by on_store_error until it answers", "at", where, "error", whyUnreachable(err))
 		h.late = &lateRedis{}
-		h.late.failed(err)
+		h.late.failed(whyUnreachable(err))
 		RegisterRedis(s.reg, h.late.Stats)
 		primary = h.late
 		ctx, cancel := context.WithCancel(context.Background())
@@ -239,7 +239,7 @@ func (s *Server) connectLater(ctx context.Context, h *storeHandle, co rueidis.Cl
 		}
 		client, err := rueidis.NewClient(co)
 		if err != nil {
-			h.late.failed(err)
+			h.late.failed(whyUnreachable(err))
 			wait = min(2*wait, maxConnectWait)
 			there := !unreachable(err)
 			switch {
@@ -311,6 +311,18 @@ func unreachable(err error) bool {
 	}
 	var ne net.Error // context.DeadlineExceeded is one too
 	return errors.As(err, &ne) && ne.Timeout()
+}
+
+// whyUnreachable returns err, an error unreachable reports, said so that
+// an operator reads what failed: a timeout is the client's connect
+// timeout, the dial and Redis's first answer, which the client reports
+// only as a context's deadline.
+func whyUnreachable(err error) error {
+	var ne net.Error
+	if errors.Is(err, context.DeadlineExceeded) || errors.As(err, &ne) && ne.Timeout() {
+		return fmt.Errorf("no answer within %v of connecting (the connect timeout): %w", rueidis.DefaultDialTimeout, err)
+	}
+	return err
 }
 
 // lateRedis is the breaker's primary when Redis did not answer at start:
