@@ -22,7 +22,7 @@ type Problem struct {
 	// Detail says what is wrong and what to change, for people.
 	Detail string `json:"detail"`
 	// Field names the request field at fault, if one is: scenario, csv,
-	// limit, algorithms, setups, instances, seconds or seed; or a form's
+	// limit, algorithms, setups, instances, seconds, seed or max_delay; or a form's
 	// field that POST api/sim does not know, by its own name.
 	Field string `json:"field,omitempty"`
 	// Line is the line of the CSV at fault, from 1, if one is.

@@ -2,6 +2,7 @@ package grpclimit
 
 import (
 	"context"
+	"errors"
 	"net"
 	"net/http"
 	"net/netip"
@@ -448,6 +449,8 @@ func refusal(ctx context.Context, out *policy.Outcome) error {
 		}
 	case out.Verdict == policy.Shed:
 		msg = "the server is at capacity for calls of this priority" + wait
+	case errors.Is(out.Err, policy.ErrDrained):
+		msg = "the server is shutting down, and the call's wait would have outlasted it" + wait
 	case ctx.Err() != nil:
 		return status.FromContextError(ctx.Err()).Err()
 	}

@@ -2,6 +2,7 @@ package httplimit
 
 import (
 	"context"
+	"errors"
 	"net/http"
 	"strconv"
 	"time"
@@ -322,6 +323,9 @@ func detail(ctx context.Context, out *policy.Outcome, retry int64) string {
 	// ended while the store decided it, or while it was held back.
 	if ctx.Err() != nil {
 		return "the request ended before it could be served"
+	}
+	if errors.Is(out.Err, policy.ErrDrained) {
+		return "the server is shutting down, and its wait would have outlasted it" + wait
 	}
 	return "the rate limiter is unavailable" + wait
 }

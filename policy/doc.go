@@ -302,7 +302,10 @@
 // nor unit of a bucket. A request whose context ends while it waits its
 // turn or unit (its client gone) keeps it, as NGINX's limit_req keeps a
 // delayed request's excess: those behind it wait as if it had gone
-// through.
+// through. A server that shuts down bounds the waits by the end of its
+// drain (see Drain, WithDrain): one that would outlast it is refused at
+// once, and one already held past it is answered Unavailable with
+// ErrDrained, rather than cut with no answer.
 //
 // Store failures: on_store_error is open (let the request through, the
 // default), closed (503, not 429: the client did nothing wrong) or local
