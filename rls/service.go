@@ -486,6 +486,19 @@ func (s *Service) decideTogether(ctx context.Context, items []item) error {
 			return err
 		}
 		admitted = admitted && all.Allowed
+		if admitted && mixed {
+			// A key's requests decided after reqs[j] put more hits on
+			// its window: what is left of reqs[j]'s limit is less by
+			// those, costs[last of the key] − costs[j].
+			last := len(reqs) - 1
+			for j := last - 1; j >= 0; j-- {
+				if reqs[j].Key != reqs[last].Key {
+					last = j
+					continue
+				}
+				out[j].Remaining = max(0, out[j].Remaining-(costs[last]-costs[j]))
+			}
+		}
 		for i := range items {
 			j := owner[i]
 			if j < 0 {

@@ -201,3 +201,28 @@ func TestCountedOverrideCountsRefusedHitsWithinItsRoom(t *testing.T) {
 	h.expect(h.askHits("d", 13, desc("k", "w")), ok, st{ok, 20, hour, 0, 3570})
 	h.expect(h.ask("d", desc("k", "w")), over, st{over, 20, hour, 0, 3570})
 }
+
+// Three limits of one window in one request, each with one hit, on an
+// empty window: admitted, each reports what is left of it with all three
+// hits on the window, 3 of them: 17 of 20, 0 of 3, 7 of 10. Decided
+// largest first, the larger ones reported only the hits before theirs.
+func TestConsumeNothingThreeLimitsOfOneWindowRemaining(t *testing.T) {
+	cfg := parse(t, "domain: d\ndescriptors:\n  - key: k\n    rate_limit: {unit: hour, requests_per_unit: 20}\n")
+	h := newHarness(t, cfg, Options{RefusedConsumeNothing: true})
+	resp, err := h.call(&rlsv3.RateLimitRequest{Domain: "d", Descriptors: []*ratelimitv3.RateLimitDescriptor{
+		desc("k", "v"),
+		overrideOf(desc("k", "v"), 3, typev3.RateLimitUnit_HOUR),
+		overrideOf(desc("k", "v"), 10, typev3.RateLimitUnit_HOUR),
+	}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var got []st
+	for _, s := range resp.GetStatuses() {
+		got = append(got, statusOf(s))
+	}
+	want := []st{{ok, 20, hour, 17, 3570}, {ok, 3, hour, 0, 3570}, {ok, 10, hour, 7, 3570}}
+	if resp.GetOverallCode() != ok || !slices.Equal(got, want) {
+		t.Errorf("%v %+v, want OK %+v", resp.GetOverallCode(), got, want)
+	}
+}

@@ -2,6 +2,7 @@ package server
 
 import (
 	"bytes"
+	"cmp"
 	"context"
 	"crypto/tls"
 	"crypto/x509"
@@ -163,9 +164,9 @@ func (s *Server) openStore(c policy.StoreConfig) (*storeHandle, error) {
 		h.close = sync.OnceFunc(func() { rs.Close(); client.Close() })
 		s.log.Info("store: Redis", info...)
 	} else {
-		s.log.Warn("store: Redis unreachable at start; serving by on_store_error until it answers", "at", where, "error", whyUnreachable(err))
+		s.log.Warn("store: Redis unreachable at start; serving by on_store_error until it answers", "at", where, "error", whyUnreachable(err, &co))
 		h.late = &lateRedis{}
-		h.late.failed(whyUnreachable(err))
+		h.late.failed(whyUnreachable(err, &co))
 		RegisterRedis(s.reg, h.late.Stats)
 		primary = h.late
 		ctx, cancel := context.WithCancel(context.Background())
@@ -239,7 +240,7 @@ func (s *Server) connectLater(ctx context.Context, h *storeHandle, co rueidis.Cl
 		}
 		client, err := rueidis.NewClient(co)
 		if err != nil {
-			h.late.failed(whyUnreachable(err))
+			h.late.failed(whyUnreachable(err, &co))
 			wait = min(2*wait, maxConnectWait)
 			there := !unreachable(err)
 			switch {
@@ -317,10 +318,11 @@ func unreachable(err error) bool {
 // an operator reads what failed: a timeout is the client's connect
 // timeout, the dial and Redis's first answer, which the client reports
 // only as a context's deadline.
-func whyUnreachable(err error) error {
+func whyUnreachable(err error, co *rueidis.ClientOption) error {
 	var ne net.Error
 	if errors.Is(err, context.DeadlineExceeded) || errors.As(err, &ne) && ne.Timeout() {
-		return fmt.Errorf("no answer within %v of connecting (the connect timeout): %w", rueidis.DefaultDialTimeout, err)
+		return fmt.Errorf("no answer within %v of connecting (the connect timeout, dial_timeout in the URL): %w",
+			cmp.Or(co.Dialer.Timeout, rueidis.DefaultDialTimeout), err)
 	}
 	return err
 }

@@ -1,6 +1,7 @@
 package memory
 
 import (
+	"sync"
 	"sync/atomic"
 	"time"
 )
@@ -23,7 +24,7 @@ const anchorEvery = time.Second
 // A step of the wall clock forward (NTP, an operator, a resume from
 // suspend) reaches decisions at the next reading, within a second. A step
 // back is slewed instead: the clock runs a tenth slower until it meets
-// the wall clock again, ten hours for a step of an hour. Taken whole, the
+// the wall clock again, ten hours for a step of an hour (see slewEvery). Taken whole, the
 // step would leave every key's state in the future, and the steps of
 // package rate, which never mint what a later time has taken, would hold
 // each busy key at its limit for as long as the step (see
@@ -38,6 +39,11 @@ type systemClock struct {
 	offset atomic.Int64
 	// next is the monotonic time since origin of the next reading.
 	next atomic.Int64
+	// mu is held by the one caller taking a reading; the others go on
+	// with the offset they find. last, which it guards, is the monotonic
+	// time of the last reading.
+	mu   sync.Mutex
+	last int64
 }
 
 func newSystemClock() *systemClock {
@@ -50,27 +56,45 @@ func newSystemClock() *systemClock {
 // while it catches up with a wall clock stepped back: by 1/slewBack.
 const slewBack = 10
 
-// anchor reads the wall clock.
+// slewEvery is how often the clock reads the wall clock while it catches
+// up: between two readings it runs at the monotonic clock's pace, and at
+// each it goes back by a tenth of the time since the last, so that the
+// readings come often enough for that to be 100µs, well within what a
+// decision's wait is measured to (the steps take a clock gone back that
+// little at the latest time they have seen).
+const slewEvery = time.Millisecond
+
+// anchor reads the wall clock, unless another caller is reading it or
+// has just read it.
 func (c *systemClock) anchor() {
+	if !c.mu.TryLock() {
+		return
+	}
+	defer c.mu.Unlock()
 	now := time.Now()
-	c.set(now.UnixNano(), int64(now.Sub(c.origin))) // both carry monotonic readings
+	mono := int64(now.Sub(c.origin)) // both carry monotonic readings
+	if mono < c.next.Load() {
+		return // read by another caller since this one found it due
+	}
+	c.set(now.UnixNano(), mono)
 }
 
 // set places the clock on a reading of the wall clock, wall ns since the
-// epoch, taken mono ns after origin. Forward it follows the wall clock at
-// once. Back it does not step: it moves back by at most 1/slewBack of the
-// monotonic time since the previous reading, so it runs that much slower
-// until it meets the wall clock again.
+// epoch, taken mono ns after origin. It requires c.mu held. Forward it
+// follows the wall clock at once. Back it does not step: it moves back by
+// at most 1/slewBack of the monotonic time since the last reading, so it
+// runs that much slower, reading the wall clock every slewEvery, until it
+// meets the wall clock again.
 func (c *systemClock) set(wall, mono int64) {
-	off := wall - mono
+	off, every := wall-mono, anchorEvery
 	if cur := c.offset.Load(); off < cur {
-		last := c.next.Load() - int64(anchorEvery) // the previous reading
-		off = max(off, cur-max(0, mono-last)/slewBack)
+		if slewed := cur - max(0, mono-c.last)/slewBack; slewed > off {
+			off, every = slewed, slewEvery
+		}
 	}
-	// Concurrent callers may both read it: either result is right (the
-	// later one finds the previous reading just taken, and moves nothing).
 	c.offset.Store(off)
-	c.next.Store(mono + int64(anchorEvery))
+	c.last = mono
+	c.next.Store(mono + int64(every))
 }
 
 // micros returns the wall-clock time in µs since the Unix epoch.
