@@ -5,6 +5,7 @@ import (
 	_ "embed"
 	"errors"
 	"fmt"
+	"log"
 	"log/slog"
 	"net"
 	"net/http"
@@ -667,8 +668,12 @@ func (s *Server) run(ctx context.Context) error {
 			ReadHeaderTimeout: 10 * time.Second,
 			IdleTimeout:       2 * time.Minute,
 			MaxHeaderBytes:    s.o.MaxHeaderBytes,
-			ErrorLog:          slog.NewLogLogger(s.log.Handler(), slog.LevelWarn),
-			BaseContext:       func(net.Listener) context.Context { return reqCtx },
+			// What net/http reports of a connection (a TLS handshake
+			// that failed, as a load balancer's TCP check or a scan
+			// makes them) is a client's doing: paced, one line a
+			// second, as the upstream's failures are.
+			ErrorLog:    log.New(&pacedLog{log: s.log, clock: s.clock}, "", 0),
+			BaseContext: func(net.Listener) context.Context { return reqCtx },
 		}
 		if count {
 			srv.Handler = s.counted(h)

@@ -186,6 +186,12 @@ func (s *Server) openStore(c policy.StoreConfig) (*storeHandle, error) {
 		})
 	}
 	registerMemory(s.reg, "local", s.local.Stats)
+	// The local store decides only while Redis is down: what an outage
+	// left in it is reclaimed as it turns fresh, not at the next outage.
+	sweepCtx, stopSweep := context.WithCancel(context.Background())
+	go sweepEvery(sweepCtx, s.local, localSweepEvery)
+	closeRedis := h.close
+	h.close = sync.OnceFunc(func() { stopSweep(); closeRedis() })
 	// The breaker counts the store's timeouts and errors as failures and
 	// probes Redis with backoff while it is down; the instrumentation
 	// outside it counts what requests see, ErrStoreDown included. A
@@ -312,6 +318,25 @@ func unreachable(err error) bool {
 	}
 	var ne net.Error // context.DeadlineExceeded is one too
 	return errors.As(err, &ne) && ne.Timeout()
+}
+
+// localSweepEvery is how often the local store of a server on Redis is
+// swept (see memory.Store.Sweep).
+const localSweepEvery = time.Minute
+
+// sweepEvery sweeps st every d until ctx ends. It ticks on the wall
+// clock: the store reads its own.
+func sweepEvery(ctx context.Context, st *memory.Store, d time.Duration) {
+	t := time.NewTicker(d)
+	defer t.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-t.C:
+			st.Sweep()
+		}
+	}
 }
 
 // whyUnreachable returns err, an error unreachable reports, said so that

@@ -60,7 +60,8 @@ type Options struct {
 // over the keys, one slot per decision on average and a few more for each
 // new key, and not at all while no key of the shard can have expired.
 // There is no background goroutine and no pass over all keys at once; a
-// shard that sees no decisions keeps its keys until it does.
+// shard that sees no decisions keeps its keys until it does, or until
+// [Store.Sweep].
 //
 // When MaxKeys keys are held, a new key evicts an old one, of a few picked
 // at random. Evicting a key forgets its state, so its next requests are
@@ -468,6 +469,25 @@ func (sh *shard) commit(key string, h uint32, st rate.State, expires int64, used
 	case !fresh(&st):
 		sh.insert(key, h, &st, expires, used, now, protect)
 		sh.sweep(now, sweepInsert)
+	}
+}
+
+// Sweep reclaims every key whose state is fresh again, one shard at a
+// time, each under its lock for one pass over its keys. Decisions reclaim
+// keys a little at a time as they come, so a store that decides requests
+// needs no Sweep; one that may see none for long keeps its keys until it
+// does: a Fallback's local store (FailLocal), which decides only while
+// the primary is down, holds what the last outage left. Call Sweep now
+// and then on such a store.
+func (s *Store) Sweep() {
+	now := s.now()
+	for i := range s.shards {
+		sh := &s.shards[i]
+		sh.mu.Lock()
+		// A round from the cursor: each slot once, twice over for the
+		// ones removals move back into the cursor's slot.
+		sh.sweep(now, 2*len(sh.table))
+		sh.mu.Unlock()
 	}
 }
 

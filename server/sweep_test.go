@@ -1,0 +1,34 @@
+package server
+
+import (
+	"context"
+	"fmt"
+	"testing"
+	"time"
+
+	"github.com/sluicehq/sluice/rate"
+	"github.com/sluicehq/sluice/rate/ratetest"
+	"github.com/sluicehq/sluice/store/memory"
+)
+
+// The local store of a server on Redis sees decisions only while Redis is
+// down: sweepEvery reclaims what an outage left once it is fresh, where
+// the store kept it until the next outage.
+func TestSweepEveryReclaimsTheLocalStore(t *testing.T) {
+	clock := ratetest.NewClock(time.Unix(1_800_000_000, 0))
+	local := memory.New(memory.Options{Clock: clock})
+	for i := range 100 {
+		local.Decide(context.Background(), rate.Request{Key: fmt.Sprint("k", i), Limit: rate.Limit{Count: 20, Period: time.Second}, Cost: 1})
+	}
+	clock.Advance(time.Minute)
+	ctx, cancel := context.WithCancel(t.Context())
+	defer cancel()
+	go sweepEvery(ctx, local, time.Millisecond)
+	deadline := time.Now().Add(5 * time.Second)
+	for local.Len() > 0 && time.Now().Before(deadline) {
+		time.Sleep(time.Millisecond)
+	}
+	if n := local.Len(); n != 0 {
+		t.Errorf("%d keys left, fresh a minute ago, want none", n)
+	}
+}
