@@ -155,7 +155,11 @@ type FallbackOptions struct {
 	// negative means DefaultFallbackRetryAfter (1s).
 	RetryAfter time.Duration
 	// Local is FailLocal's store. If nil, a memory store (store/memory) is
-	// made with Clock.
+	// made with Clock. A memory store reclaims the keys that turn fresh as
+	// it decides, which this one does only while the primary is down: it
+	// holds what the last outage left, up to its MaxKeys. To free that
+	// memory, give a memory store of your own and call its Sweep now and
+	// then, as sluice serve does every minute.
 	Local Store
 	// Instances is how many instances share the primary's limits; FailLocal
 	// gives each the limits divided by it (see [rate.Limit.Share]). Zero or
