@@ -97,7 +97,7 @@ func (s *Server) serveCheck(nginx bool, halfLog *logpace.Pacer) http.HandlerFunc
 
 // otherSpelling says why a check whose request has header cannot be
 // decided under g: it carries another spelling of a field the policies
-// read (X_Api_Key beside a key of X-API-Key), or "". The gateway passes
+// read (X_Api_Key or X.Api.Key beside a key of X-API-Key), or "". The gateway passes
 // the request on whole, so an upstream that reads X_Api_Key as the field
 // itself (CGI, Puma) would take a key, a user or a plan that the
 // policies, which read only X-Api-Key, never counted. The proxy drops
@@ -106,7 +106,8 @@ func (g *generation) otherSpelling(header http.Header) string {
 	for name := range header {
 		if field := g.read.otherOf(name); field != "" {
 			return name + " is another spelling of " + field + ", which the policies read and an upstream may take it for: " +
-				"have the gateway drop fields with underscores in their names (NGINX does, unless underscores_in_headers is on)"
+				"have the gateway drop fields with underscores or dots in their names (NGINX does, unless underscores_in_headers is on; " +
+				"Traefik with aliasHeadersStrategy: delete)"
 		}
 	}
 	return ""

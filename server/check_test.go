@@ -905,6 +905,7 @@ policies:
 		{"X_Api_Key", "k2", true},
 		{"x-api_key", "k3", true},
 		{"X_Partner_Key", "pk1", true},
+		{"X.Api.Key", "k4", true}, // Traefik's alias too: CGI and PHP read it as X-Api-Key
 		{"X-Api-Key", "k1", false},
 		{"X-Other_Field", "kept", false},
 	} {
@@ -930,7 +931,7 @@ policies:
 			t.Errorf("%s: %d %s, want 200", c.name, resp.StatusCode, body)
 		}
 	}
-	if n := ts.counter(`sluice_requests_total{code="400",listener="check"}`); n != 3 {
-		t.Errorf("%d checks counted as 400, want 3", n)
+	if n := ts.counter(`sluice_requests_total{code="400",listener="check"}`); n != 4 {
+		t.Errorf("%d checks counted as 400, want 4", n)
 	}
 }

@@ -987,19 +987,27 @@ var otherForwarding = []string{
 	"x-original-url", "x-rewrite-url",
 }
 
-// foldName returns name in lower case with its underscores read as
-// hyphens, the form foldEqual compares with; "" for "".
+// foldName returns name in lower case with every byte but a letter or a
+// digit read as a hyphen, the form foldEqual compares with; "" for "".
 func foldName(name string) string {
-	return strings.ToLower(strings.ReplaceAll(name, "_", "-"))
+	b := []byte(strings.ToLower(name))
+	for i, c := range b {
+		if !('a' <= c && c <= 'z' || '0' <= c && c <= '9') {
+			b[i] = '-'
+		}
+	}
+	return string(b)
 }
 
 // otherSpelling reports whether name is another spelling of header (a
 // canonical name, "" for none), whose foldName is fold: the same in any
-// letter case and with underscores read as hyphens, but not header
-// itself, which net/http gives every request in its canonical form. It is
-// another field to net/http, and to policies, but CGI-style servers, and
-// some WSGI and Rack ones, read X_Auth_Request_User as
-// HTTP_X_AUTH_REQUEST_USER, the header itself; no proxy sends one.
+// letter case and with underscores, dots and the other signs a field
+// name may hold read as hyphens, but not header itself, which net/http
+// gives every request in its canonical form. It is another field to
+// net/http, and to policies, but CGI-style servers, PHP, and some WSGI
+// and Rack ones, read X_Auth_Request_User or X.Auth.Request.User as
+// HTTP_X_AUTH_REQUEST_USER, the header itself (Traefik's
+// aliasHeadersStrategy reads them so too); no proxy sends one.
 func otherSpelling(name, header, fold string) bool {
 	return header != "" && len(name) == len(fold) && name != header && foldEqual(name, fold)
 }
@@ -1030,16 +1038,18 @@ func (f readFields) otherOf(name string) string {
 	return ""
 }
 
-// foldEqual reports whether s is lower, a lower-case string of the same
-// length, in any letter case and with underscores read as hyphens.
+// foldEqual reports whether s is lower, a foldName of the same length,
+// in any letter case and with every byte but a letter or a digit read as
+// a hyphen.
 func foldEqual(s, lower string) bool {
 	for i := 0; i < len(s); i++ {
 		c := s[i]
 		switch {
-		case c == '_':
-			c = '-'
 		case 'A' <= c && c <= 'Z':
 			c += 'a' - 'A'
+		case 'a' <= c && c <= 'z', '0' <= c && c <= '9':
+		default:
+			c = '-'
 		}
 		if c != lower[i] {
 			return false
