@@ -19,7 +19,6 @@ import (
 	"os/exec"
 	"strings"
 	"sync"
-	"syscall"
 	"testing"
 	"time"
 )
@@ -96,7 +95,7 @@ func startBrowser(t *testing.T, width, height int) *browser {
 		fmt.Sprintf("--window-size=%d,%d", width, height), "about:blank")
 	b.cmd.ExtraFiles = []*os.File{toChrome, fromChrome}
 	b.cmd.Stderr = &b.stderr
-	b.cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true} // its helpers end with it
+	ownGroup(b.cmd) // its helpers end with it
 	if err := b.cmd.Start(); err != nil {
 		t.Fatalf("starting %s: %v", bin, err)
 	}
@@ -415,7 +414,7 @@ func (b *browser) close() {
 	select {
 	case <-done:
 	case <-time.After(5 * time.Second):
-		_ = syscall.Kill(-b.cmd.Process.Pid, syscall.SIGKILL)
+		killGroup(b.cmd)
 		<-done
 	}
 }

@@ -2,6 +2,7 @@ package policy
 
 import (
 	"errors"
+	"math"
 	"net"
 	"net/url"
 	"slices"
@@ -179,7 +180,9 @@ func (ld *loader) storeSection(f field) StoreConfig {
 		}
 	}
 	if v, ok := m["max_keys"]; ok {
-		if n, ok := ld.integer(v.val, "store.max_keys", 1, 1<<40); ok {
+		// At most what an int holds: on a 32-bit platform a larger
+		// bound would wrap, to none or to 1.
+		if n, ok := ld.integer(v.val, "store.max_keys", 1, min(1<<40, math.MaxInt)); ok {
 			c.MaxKeys = int(n)
 		}
 	}

@@ -309,8 +309,7 @@ func unreachable(err error) bool {
 	}
 	var op *net.OpError
 	if errors.As(err, &op) && op.Op == "dial" {
-		for _, no := range []syscall.Errno{syscall.ECONNREFUSED, syscall.EHOSTUNREACH, syscall.ENETUNREACH,
-			syscall.EHOSTDOWN, syscall.ENETDOWN, syscall.ETIMEDOUT, syscall.EADDRNOTAVAIL, syscall.ENOENT} {
+		for _, no := range unreachableErrnos {
 			if errors.Is(op.Err, no) {
 				return true
 			}
@@ -582,7 +581,7 @@ func presentsCert(c *tls.Config) bool {
 // connection that says nothing of TLS.
 func tlsHint(c *tls.Config, err error) string {
 	var op *net.OpError
-	closed := errors.Is(err, syscall.ECONNRESET) || errors.Is(err, io.EOF) || errors.Is(err, io.ErrUnexpectedEOF) ||
+	closed := errors.Is(err, syscall.ECONNRESET) || errors.Is(err, errConnReset) || errors.Is(err, io.EOF) || errors.Is(err, io.ErrUnexpectedEOF) ||
 		errors.As(err, &op) && op.Op == "remote error"
 	switch {
 	case c == nil:

@@ -1,6 +1,7 @@
 package sim
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -332,7 +333,7 @@ func TestAgainstModel(t *testing.T) {
 func modelRun(t *testing.T, sc Scenario, a rate.Algorithm, setup Setup) []Second {
 	t.Helper()
 	events := slices.Clone(sc.Events)
-	slices.SortStableFunc(events, func(x, y Event) int { return int(x.At - y.At) })
+	slices.SortStableFunc(events, func(x, y Event) int { return cmp.Compare(x.At, y.At) })
 	counters := 1
 	if setup == OwnCounters {
 		counters = sc.instances()

@@ -189,8 +189,9 @@ wins over its variable):
   --print-demo-config     print the built-in demo configuration and exit.
   --help                  show this help.
 
-Signals: SIGHUP reloads the configuration and the TLS files; SIGTERM and
-SIGINT stop the server gracefully, and a second one during the drain stops
+Signals: SIGHUP reloads the configuration and the TLS files (Windows has
+none: a change of the files reloads them); SIGTERM and SIGINT stop the
+server gracefully, and a second one during the drain stops
 it at once (exit 1), cutting the requests still in flight.
 
 Exit codes: 0 stopped by a signal, 1 failed at run time (a listener could

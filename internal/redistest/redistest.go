@@ -13,7 +13,6 @@ import (
 	"strconv"
 	"strings"
 	"sync"
-	"syscall"
 	"testing"
 	"time"
 )
@@ -234,7 +233,7 @@ func (s *Server) Restart() {
 // signal, and until then the server still answers.
 func (s *Server) Pause() {
 	s.t.Helper()
-	s.signal(syscall.SIGSTOP, true)
+	s.signal(sigStop, true)
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	if s.cmd == nil {
@@ -286,10 +285,13 @@ func isStopped(pid int) (bool, error) {
 }
 
 // Resume continues a paused server with SIGCONT.
-func (s *Server) Resume() { s.signal(syscall.SIGCONT, false) }
+func (s *Server) Resume() { s.signal(sigCont, false) }
 
-func (s *Server) signal(sig syscall.Signal, paused bool) {
+func (s *Server) signal(sig os.Signal, paused bool) {
 	s.t.Helper()
+	if sig == nil {
+		s.t.Fatalf("redistest: pausing a server needs SIGSTOP and SIGCONT, which this platform has not")
+	}
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	if s.cmd == nil {
@@ -460,7 +462,7 @@ func (s *Server) stop() {
 		return
 	}
 	if s.paused {
-		_ = s.cmd.Process.Signal(syscall.SIGCONT)
+		_ = s.cmd.Process.Signal(sigCont)
 	}
 	_ = s.cmd.Process.Kill()
 	<-s.done

@@ -16,7 +16,7 @@ import (
 func TestSweep(t *testing.T) {
 	clock := ratetest.NewClock(time.Unix(1_800_000_000, 0))
 	s := New(Options{Clock: clock})
-	fast := rate.Limit{Count: 20, Period: time.Second}  // fresh 50ms after one request
+	fast := rate.Limit{Count: 20, Period: time.Second}   // fresh 50ms after one request
 	slow := rate.Limit{Count: 1, Period: 24 * time.Hour} // fresh a day after one
 	for i := range 1000 {
 		l := fast
