@@ -259,8 +259,8 @@ func Changes(name string, run Scenario) []Setting {
 	if slices.ContainsFunc(run.setups(), func(s Setup) bool { return !slices.Contains(base.setups(), s) }) {
 		out = append(out, SettingSetups)
 	}
-	// No built-in scenario waits; the windows ignore a wait.
-	if run.MaxDelay != base.MaxDelay && slices.ContainsFunc(run.algorithms(), rate.Algorithm.HasBurst) {
+	// No built-in scenario waits.
+	if run.MaxDelay != base.MaxDelay {
 		out = append(out, SettingMaxDelay)
 	}
 	return out

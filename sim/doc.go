@@ -25,8 +25,9 @@
 // round-robin balancer each with its own counter, or instances sharing one
 // counter. Its MaxDelay is the wait of a policy's max_delay, applied as
 // the stores apply it: gcra and token_bucket hold a request past the
-// burst until its unit refills, leaky_bucket bounds a turn, the windows
-// ignore it.
+// burst until its unit refills, leaky_bucket bounds a turn, and a request
+// a window refused waits once for its Retry-After, if within it, and is
+// decided again, as sluice serve has it wait.
 //
 // # Output
 //

@@ -29,8 +29,15 @@ import (
 // is 1 s later, the rest find the queue full whatever the wait; a
 // MaxDelay under 1 s refuses the 2nd too. By 2.5 s the queue is empty.
 //
-// The windows (1 per 1 s, no burst) ignore MaxDelay: 1 of 6 in second
-// 0, and the request at 2.5 s in a window of its own.
+// The windows (1 per 1 s, no burst) pass 1 of 6 in second 0. With a
+// MaxDelay of 1 s or more, the five refused wait once for their
+// Retry-After, as sluice serve has them wait, and are decided again:
+// fixed_window's next window and sliding_log's unit leaving come 1 s on,
+// and one of the five passes, held 1 s; the request at 2.5 s is in a
+// window of its own. sliding_window weighs the first second's unit into
+// the next until it has gone whole, so one more fits only 2 s on: with
+// 3 s one of the five passes then, held 2 s, and fills the window the
+// request at 2.5 s arrives in, which waits 1.5 s for the next.
 func TestMaxDelay(t *testing.T) {
 	type want struct {
 		sec0, sec2 Second
@@ -39,16 +46,23 @@ func TestMaxDelay(t *testing.T) {
 	at := func(t, passed, refused, held int) Second {
 		return Second{T: t, Passed: passed, Refused: refused, Held: held}
 	}
-	window := want{at(0, 1, 5, 0), at(2, 1, 0, 0), 0}
+	noWait := want{at(0, 1, 5, 0), at(2, 1, 0, 0), 0}
+	waitOnce := want{at(0, 2, 4, 1), at(2, 1, 0, 0), sec}
 	for _, tt := range []struct {
 		maxDelay time.Duration
 		bucket   want // gcra and token_bucket
 		leaky    want
+		windows  map[rate.Algorithm]want
 	}{
-		{0, want{at(0, 2, 4, 0), at(2, 1, 0, 0), 0}, want{at(0, 2, 4, 1), at(2, 1, 0, 0), sec}},
-		{500 * time.Millisecond, want{at(0, 2, 4, 0), at(2, 1, 0, 0), 0}, want{at(0, 1, 5, 0), at(2, 1, 0, 0), 0}},
-		{sec, want{at(0, 3, 3, 1), at(2, 1, 0, 0), sec}, want{at(0, 2, 4, 1), at(2, 1, 0, 0), sec}},
-		{3 * sec, want{at(0, 5, 1, 3), at(2, 1, 0, 1), 3 * sec}, want{at(0, 2, 4, 1), at(2, 1, 0, 0), sec}},
+		{0, want{at(0, 2, 4, 0), at(2, 1, 0, 0), 0}, want{at(0, 2, 4, 1), at(2, 1, 0, 0), sec},
+			map[rate.Algorithm]want{rate.FixedWindow: noWait, rate.SlidingLog: noWait, rate.SlidingWindow: noWait}},
+		{500 * time.Millisecond, want{at(0, 2, 4, 0), at(2, 1, 0, 0), 0}, want{at(0, 1, 5, 0), at(2, 1, 0, 0), 0},
+			map[rate.Algorithm]want{rate.FixedWindow: noWait, rate.SlidingLog: noWait, rate.SlidingWindow: noWait}},
+		{sec, want{at(0, 3, 3, 1), at(2, 1, 0, 0), sec}, want{at(0, 2, 4, 1), at(2, 1, 0, 0), sec},
+			map[rate.Algorithm]want{rate.FixedWindow: waitOnce, rate.SlidingLog: waitOnce, rate.SlidingWindow: noWait}},
+		{3 * sec, want{at(0, 5, 1, 3), at(2, 1, 0, 1), 3 * sec}, want{at(0, 2, 4, 1), at(2, 1, 0, 0), sec},
+			map[rate.Algorithm]want{rate.FixedWindow: waitOnce, rate.SlidingLog: waitOnce,
+				rate.SlidingWindow: {at(0, 2, 4, 1), at(2, 1, 0, 1), 2 * sec}}},
 	} {
 		sc := Scenario{Name: "wait", Limit: rate.Limit{Count: 1, Period: sec, Burst: 2}, MaxDelay: tt.maxDelay,
 			Events: append(Burst("k", 0, 6), Event{At: 2500 * time.Millisecond, Key: "k"})}
@@ -57,7 +71,7 @@ func TestMaxDelay(t *testing.T) {
 			t.Fatal(err)
 		}
 		for _, row := range res.Rows {
-			w := window
+			w := tt.windows[row.Algorithm]
 			switch row.Algorithm {
 			case rate.GCRA, rate.TokenBucket:
 				w = tt.bucket
@@ -86,18 +100,20 @@ func TestMaxDelay(t *testing.T) {
 }
 
 // TestMaxDelayShown: the outputs say the wait a run allows, and what
-// gcra did with it, in words as well as in the count of held requests.
+// gcra and a window did with it, in words as well as in the count of held
+// requests.
 func TestMaxDelayShown(t *testing.T) {
 	sc := Scenario{Name: "wait", Limit: rate.Limit{Count: 1, Period: sec, Burst: 2}, MaxDelay: 3 * sec,
 		Algorithms: []rate.Algorithm{rate.FixedWindow, rate.GCRA}, Events: Burst("k", 0, 6)}
 	text := strings.Join(strings.Fields(textOf(t, sc)), " ")
 	for _, want := range []string{
 		"wait: limit 1/s, max delay 3s",
-		// gcra's cell for second 0: 2 at once and 3 held of 5, 1 refused.
-		"0 │ 1 ✕5 5 (3 held) ✕1",
+		// Second 0: fixed_window passes 1, and 1 of the 5 it refuses
+		// after waiting 1 s for the next window; gcra 2 at once and 3
+		// held of 5, 1 refused.
+		"0 │ 2 (1 held) ✕4 5 (3 held) ✕1",
 		"gcra held 3 requests past its burst until their units refilled, up to 3s",
-		// A window's refusal is no wait in the simulation.
-		"fixed_window",
+		"fixed_window held 1 request it refused for their Retry-After, up to 1s",
 	} {
 		if !strings.Contains(text, want) {
 			t.Errorf("text lacks %q:\n%s", want, textOf(t, sc))
@@ -120,8 +136,8 @@ func TestMaxDelayInvalid(t *testing.T) {
 	}
 }
 
-// TestChangesMaxDelay: a max delay changes what the buckets pass, so a
-// built-in scenario's figures; compared on the windows alone, nothing.
+// TestChangesMaxDelay: a max delay changes what the buckets pass, and
+// what the windows pass after a wait, so a built-in scenario's figures.
 func TestChangesMaxDelay(t *testing.T) {
 	sc, _ := Builtin("boundary", Params{})
 	sc.MaxDelay = 3 * sec
@@ -129,8 +145,8 @@ func TestChangesMaxDelay(t *testing.T) {
 		t.Errorf("Changes = %v, want [max_delay]", got)
 	}
 	sc.Algorithms = []rate.Algorithm{rate.FixedWindow, rate.SlidingLog}
-	if got := Changes("boundary", sc); got != nil {
-		t.Errorf("windows only: Changes = %v, want none", got)
+	if got := Changes("boundary", sc); !slices.Equal(got, []Setting{SettingMaxDelay}) {
+		t.Errorf("windows only: Changes = %v, want [max_delay]", got)
 	}
 	if SettingMaxDelay.String() != "max_delay" {
 		t.Errorf("SettingMaxDelay is named %q", SettingMaxDelay)

@@ -5,6 +5,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"math"
 	"slices"
 	"time"
 
@@ -270,15 +271,13 @@ func Run(ctx context.Context, s Scenario) (Result, error) {
 			for i := range states {
 				states[i] = map[string]rate.State{}
 			}
-			for i, e := range events {
-				if steps++; steps%4096 == 0 {
-					if err := ctx.Err(); err != nil {
-						return Result{}, fmt.Errorf("sim %s: %w", s.Name, err)
-					}
-				}
-				m := states[i%counters]
-				ok, delay, over := decide(l, m, e, start, s.MaxDelay)
-				sec := &row.PerSecond[e.At/time.Second]
+			// A request a window refused, waiting for its Retry-After
+			// (see Scenario.MaxDelay), by when it is decided again.
+			var waiting []retry
+			waits := s.MaxDelay > 0 && !l.Algorithm.HasBurst()
+			// settle counts event i's outcome, in the second it arrived.
+			settle := func(i int, ok bool, delay time.Duration, over bool) {
+				sec := &row.PerSecond[events[i].At/time.Second]
 				ct := &row.Clients[clientOf[i]]
 				if ok {
 					row.Passed++
@@ -299,28 +298,65 @@ func Run(ctx context.Context, s Scenario) (Result, error) {
 					}
 				}
 			}
+			// decideWaiting decides again the requests whose wait ends
+			// by at: after it, no other wait.
+			decideWaiting := func(at time.Duration) {
+				for len(waiting) > 0 && waiting[0].at <= at {
+					r := waiting[0]
+					waiting = waiting[1:]
+					e := events[r.i]
+					e.At = r.at
+					d, over := decide(l, states[r.i%counters], e, start, 0)
+					settle(r.i, d.Allowed, r.wait, over)
+				}
+			}
+			for i, e := range events {
+				if steps++; steps%4096 == 0 {
+					if err := ctx.Err(); err != nil {
+						return Result{}, fmt.Errorf("sim %s: %w", s.Name, err)
+					}
+				}
+				decideWaiting(e.At)
+				d, over := decide(l, states[i%counters], e, start, s.MaxDelay)
+				if w := d.RetryAfter; waits && !d.Allowed && !over && w > 0 && w <= s.MaxDelay {
+					r := retry{at: e.At + w, i: i, wait: w}
+					k, _ := slices.BinarySearchFunc(waiting, r, func(a, b retry) int {
+						return cmp.Or(cmp.Compare(a.at, b.at), cmp.Compare(a.i, b.i))
+					})
+					waiting = slices.Insert(waiting, k, r)
+					continue
+				}
+				settle(i, d.Allowed, d.Delay, over)
+			}
+			decideWaiting(math.MaxInt64)
 			res.Rows = append(res.Rows, row)
 		}
 	}
 	return res, nil
 }
 
+// retry is a request a window refused, waiting to be decided again.
+type retry struct {
+	at   time.Duration // when it is decided again
+	i    int           // its event
+	wait time.Duration // how long it waited
+}
+
 // decide steps l for e, from a client who waits up to maxDelay, over the
 // states in m, storing the new state if the request passes, and returns
-// whether it passed, its delay, and whether it was refused for costing
-// more than l's capacity.
-func decide(l rate.Limit, m map[string]rate.State, e Event, start int64, maxDelay time.Duration) (ok bool, delay time.Duration, over bool) {
+// the decision, and whether it was refused for costing more than l's
+// capacity.
+func decide(l rate.Limit, m map[string]rate.State, e Event, start int64, maxDelay time.Duration) (d rate.Decision, over bool) {
 	cost := e.cost()
 	if cost > l.Capacity() {
 		// No wait would let it pass; a store answers it with an error,
 		// counted apart as Row.OverCapacity.
-		return false, 0, true
+		return rate.Decision{}, true
 	}
 	now := start + int64(e.At/time.Microsecond)
 	next, d := l.StepWithin(m[e.Key], now, cost, maxDelay)
-	if !d.Allowed {
-		return false, 0, false
+	if d.Allowed {
+		m[e.Key] = next
 	}
-	m[e.Key] = next
-	return true, d.Delay, false
+	return d, false
 }

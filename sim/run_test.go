@@ -347,13 +347,8 @@ func modelRun(t *testing.T, sc Scenario, a rate.Algorithm, setup Setup) []Second
 		out[i].T = i
 	}
 	capacity := sc.LimitFor(a).Capacity()
-	for i, e := range events {
+	count := func(e Event, ok, held bool) {
 		s := &out[e.At/time.Second]
-		if e.cost() > capacity {
-			s.Refused++ // no wait lets it pass
-			continue
-		}
-		ok, held := models[i%counters].allow(e.Key, int64(e.At/time.Microsecond), e.cost())
 		switch {
 		case !ok:
 			s.Refused++
@@ -364,7 +359,76 @@ func modelRun(t *testing.T, sc Scenario, a rate.Algorithm, setup Setup) []Second
 			s.Passed++
 		}
 	}
+	// A request a window refused waits once, within MaxDelay, for the
+	// first instant it would pass, and is decided again then: the
+	// waiting, by that instant, then by arrival.
+	type waiter struct {
+		at int64
+		i  int
+	}
+	var waiting []waiter
+	maxWait := int64(sc.MaxDelay / time.Microsecond)
+	again := func(until int64) {
+		for len(waiting) > 0 && waiting[0].at <= until {
+			w := waiting[0]
+			waiting = waiting[1:]
+			e := events[w.i]
+			ok, _ := models[w.i%counters].allow(e.Key, w.at, e.cost())
+			count(e, ok, ok)
+		}
+	}
+	for i, e := range events {
+		now := int64(e.At / time.Microsecond)
+		again(now)
+		if e.cost() > capacity {
+			count(e, false, false) // no wait lets it pass
+			continue
+		}
+		m := models[i%counters]
+		ok, held := m.allow(e.Key, now, e.cost())
+		if w, isWindow := m.(windowModel); !ok && isWindow && maxWait > 0 {
+			if at := firstPass(w, e.Key, now, e.cost()); at-now <= maxWait {
+				k, _ := slices.BinarySearchFunc(waiting, waiter{at, i}, func(a, b waiter) int {
+					return cmp.Or(cmp.Compare(a.at, b.at), cmp.Compare(a.i, b.i))
+				})
+				waiting = slices.Insert(waiting, k, waiter{at, i})
+				continue
+			}
+		}
+		count(e, ok, held)
+	}
+	again(math.MaxInt64)
 	return out
+}
+
+// windowModel is a window algorithm's model, which can tell whether a
+// request would pass at a time without deciding it.
+type windowModel interface {
+	model
+	would(key string, now, cost int64) bool
+}
+
+// firstPass returns the first instant from now on at which a request of
+// cost would pass w, as nothing else is admitted: found by bisection,
+// as a window's count only falls with time, from the model's own
+// arithmetic. A request that never passes gives MaxInt64.
+func firstPass(w windowModel, key string, now, cost int64) int64 {
+	lo, hi := now, now+1
+	for !w.would(key, hi, cost) {
+		if hi-now > 1<<50 {
+			return math.MaxInt64
+		}
+		hi = now + 2*(hi-now)
+	}
+	for lo+1 < hi { // would(lo) is false, would(hi) true
+		mid := lo + (hi-lo)/2
+		if w.would(key, mid, cost) {
+			hi = mid
+		} else {
+			lo = mid
+		}
+	}
+	return hi
 }
 
 // model is a reference limiter: one counter per key, time in µs. allow
@@ -404,14 +468,23 @@ type fixedModel struct {
 	win  map[string][2]int64 // window index, count
 }
 
-func (m *fixedModel) allow(key string, now, cost int64) (ok, held bool) {
+func (m *fixedModel) count(key string, now int64) [2]int64 {
 	w := m.win[key]
 	if idx := now / m.t; w[0] != idx {
 		w = [2]int64{idx, 0}
 	}
-	if w[1]+cost > m.n {
+	return w
+}
+
+func (m *fixedModel) would(key string, now, cost int64) bool {
+	return m.count(key, now)[1]+cost <= m.n
+}
+
+func (m *fixedModel) allow(key string, now, cost int64) (ok, held bool) {
+	if !m.would(key, now, cost) {
 		return false, false
 	}
+	w := m.count(key, now)
 	w[1] += cost
 	m.win[key] = w
 	return true, false
@@ -423,14 +496,18 @@ type logModel struct {
 	log  map[string][]int64
 }
 
-func (m *logModel) allow(key string, now, cost int64) (ok, held bool) {
+func (m *logModel) would(key string, now, cost int64) bool {
 	var in int64
 	for _, a := range m.log[key] {
 		if now-a < m.t {
 			in++
 		}
 	}
-	if in+cost > m.n {
+	return in+cost <= m.n
+}
+
+func (m *logModel) allow(key string, now, cost int64) (ok, held bool) {
+	if !m.would(key, now, cost) {
 		return false, false
 	}
 	for range cost {
@@ -445,20 +522,24 @@ type slidingModel struct {
 	counts map[string]map[int64]int64
 }
 
+func (m *slidingModel) would(key string, now, cost int64) bool {
+	c := m.counts[key]
+	w := now / m.t
+	e := now - w*m.t
+	weighted := new(big.Rat).SetFrac64(c[w-1]*(m.t-e), m.t)
+	return c[w]+ceil(weighted)+cost <= m.n
+}
+
 func (m *slidingModel) allow(key string, now, cost int64) (ok, held bool) {
+	if !m.would(key, now, cost) {
+		return false, false
+	}
 	c := m.counts[key]
 	if c == nil {
 		c = map[int64]int64{}
 		m.counts[key] = c
 	}
-	w := now / m.t
-	e := now - w*m.t
-	weighted := new(big.Rat).SetFrac64(c[w-1]*(m.t-e), m.t)
-	est := c[w] + ceil(weighted)
-	if est+cost > m.n {
-		return false, false
-	}
-	c[w] += cost
+	c[now/m.t] += cost
 	return true, false
 }
 

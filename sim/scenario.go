@@ -164,12 +164,12 @@ type Scenario struct {
 	// apply it: a gcra or token_bucket lets a request past the burst
 	// through with a Delay when its units refill within MaxDelay,
 	// reserving them; a leaky_bucket refuses a request whose turn comes
-	// later; the window algorithms ignore it. Zero means no wait: the
-	// buckets refuse past the burst, and a leaky_bucket's queue is bound
-	// only by its capacity. A request let through with a Delay is counted
-	// as passed, and as held (Row.Held). sluice serve also lets a request
-	// a window refused wait once for its Retry-After, within max_delay,
-	// and be decided again; a simulation does not show that wait.
+	// later; a request a window algorithm refused waits once for its
+	// Retry-After, if within MaxDelay, and is decided again then, refused
+	// if it does not pass (sluice serve's wait for a window). Zero means
+	// no wait: the buckets refuse past the burst, and a leaky_bucket's
+	// queue is bound only by its capacity. A request let through after a
+	// wait is counted as passed, and as held (Row.Held).
 	MaxDelay time.Duration
 	// Start is the instant of second 0. The zero value means the Unix
 	// epoch, so fixed windows start at second 0 whatever their Period.

@@ -94,9 +94,6 @@ func WriteSVG(w io.Writer, r Result) error {
 		notes = append(notes, wrapLines(o, noteLen)...)
 		notes = append(notes, "No wait lets such a request pass: a store answers it with an error, not a refusal. Here it counts as refused.")
 	}
-	if windowWaitNote(r) != "" { // the text's note, in the room of one line
-		notes = append(notes, "The windows ignore the max delay here; sluice serve lets a request they refuse wait once for its Retry-After, and decides it again.")
-	}
 	notesTop := 68 // the first note's baseline, after the title and the how line
 	if r.Summary != "" {
 		notesTop += 18

@@ -33,9 +33,6 @@ func WriteText(w io.Writer, r Result) error {
 	if o := overCapacityNote(r); o != "" {
 		wrap(bw, o+" No wait lets such a request pass, and a store answers it with an error rather than a refusal; here it counts as refused.", 78)
 	}
-	if n := windowWaitNote(r); n != "" {
-		wrap(bw, n, 78)
-	}
 	for _, setup := range rowSetups(r) {
 		var rows []Row
 		for _, row := range r.Rows {
@@ -83,20 +80,12 @@ func heldNote(row Row, maxDelay time.Duration) string {
 		return fmt.Sprintf("%s shapes rather than refuses while its queue has room: it held %d request%s back for their turn, up to %v (“held” in the cells).",
 			row.Algorithm, row.Held, plural(row.Held), row.MaxDelay)
 	}
+	if !row.Algorithm.HasBurst() {
+		return fmt.Sprintf("%s held %d request%s it refused for their Retry-After, up to %v, and let them through when decided again (max delay %v; “held” in the cells).",
+			row.Algorithm, row.Held, plural(row.Held), row.MaxDelay, maxDelay)
+	}
 	return fmt.Sprintf("%s held %d request%s past its burst until their units refilled, up to %v (max delay %v; “held” in the cells).",
 		row.Algorithm, row.Held, plural(row.Held), row.MaxDelay, maxDelay)
-}
-
-// windowWaitNote says, for a run with a max delay that compares a window
-// algorithm, that the simulation shows no wait for the windows; or "".
-// sluice serve waits once for a window's Retry-After, within max_delay,
-// and decides again: a reader comparing with it must know the columns
-// do not.
-func windowWaitNote(r Result) string {
-	if r.MaxDelay <= 0 || !slices.ContainsFunc(r.Rows, func(row Row) bool { return !row.Algorithm.HasBurst() }) {
-		return ""
-	}
-	return fmt.Sprintf("Max delay %v holds requests in the buckets alone, as a store applies it; the windows ignore it here, while sluice serve lets a request a window refused wait once for its Retry-After, within max delay, and decides it again.", r.MaxDelay)
 }
 
 // bucketNote says which burst the bucket algorithms use, if r has any.

@@ -67,9 +67,9 @@ Flags:
                        a policy's max_delay: 500ms, 3s (default 0, none).
                        gcra and token_bucket hold a request past the burst
                        until its unit refills, if within D; leaky_bucket
-                       refuses a turn later than D; the windows ignore it
-                       (sluice serve lets a request they refuse wait once
-                       for its Retry-After; the simulation does not)
+                       refuses a turn later than D; a request a window
+                       refused waits once for its Retry-After, if within
+                       D, and is decided again, as sluice serve has it
   --json               print the result as JSON instead of tables:
                        {"scenario": NAME, "results": [{"algorithm": A,
                        "setup": S, "passed": N, "refused": N, "per_second":
