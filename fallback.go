@@ -791,7 +791,7 @@ func (f *Fallback) up(b *breaker, gen uint64) {
 	b.lastErr = nil
 	b.upAt = f.clock.Now()
 	f.recoveries.Add(1)
-	f.log.Info("sluice: store recovered", b.attrs("down_for", f.clock.Now().Sub(b.since).Round(time.Millisecond))...)
+	f.log.Info("sluice: store recovered", b.attrs("down_for", f.clock.Now().Sub(b.since).Round(time.Millisecond).String())...)
 }
 
 // attrs returns the attributes of a log line about b: the partition, if
@@ -852,7 +852,7 @@ func (f *Fallback) fail(b *breaker, err error, gen uint64, probe, byDeadline boo
 		if f.mode == FailError {
 			msg = "sluice: store unavailable; calls return an error at once, for each caller's failure policy, until it recovers"
 		}
-		f.log.Warn(msg, b.attrs("mode", f.mode.String(), "err", err)...)
+		f.log.Warn(msg, b.attrs("mode", f.mode.String(), "error", err)...)
 		b.lastErr = err
 	case probe:
 		b.backoff = min(2*b.backoff, f.maxBackoff)

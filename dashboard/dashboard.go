@@ -421,6 +421,6 @@ func (d *Dashboard) fail(w http.ResponseWriter, r *http.Request, err error) {
 		writeProblem(w, p.p)
 		return
 	}
-	d.log.ErrorContext(r.Context(), "dashboard", "path", r.URL.Path, "err", err)
+	d.log.ErrorContext(r.Context(), "dashboard", "path", r.URL.Path, "error", err)
 	writeProblem(w, newProblem(http.StatusInternalServerError, "", "internal error; the server's log says more").p)
 }

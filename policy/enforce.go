@@ -1067,9 +1067,11 @@ func (e *Enforcer) decideShadow(ctx context.Context, st *state) {
 		}
 		if err == nil && !d.Allowed && e.logger != nil {
 			if held, ok := p.refusalLog.Take(e.clock.Now()); ok {
+				// The key by its hash: its values are a client's (an
+				// API key), which a log must not hold.
 				e.logger.LogAttrs(ctx, slog.LevelInfo, "shadow policy would refuse",
-					slog.String("policy", p.Name), slog.String("key", st.reqs[a].Key),
-					slog.Duration("retry_after", d.RetryAfter), slog.Int64("not_logged", held))
+					slog.String("policy", p.Name), slog.String("key_hash", shortHash(st.reqs[a].Key)),
+					slog.String("retry_after", d.RetryAfter.String()), slog.Int64("not_logged", held))
 			}
 		}
 		e.observe(ctx, st, a, b, err)

@@ -272,7 +272,7 @@ func (s *Service) ShouldRateLimit(ctx context.Context, req *rlsv3.RateLimitReque
 		// One line a second, counting those it left out: while the store
 		// is down, every call fails.
 		if held, ok := s.storeLog.Take(s.clock.Now()); ok {
-			s.log.WarnContext(ctx, "rls: store could not decide", "domain", req.GetDomain(), "err", err, "not_logged", held)
+			s.log.WarnContext(ctx, "rls: store could not decide", "domain", req.GetDomain(), "error", err, "not_logged", held)
 		}
 		return nil, status.Errorf(codes.Unavailable, "rate limit store: %v", err)
 	}
