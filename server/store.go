@@ -86,6 +86,9 @@ func (s *Server) openStore(c policy.StoreConfig) (*storeHandle, error) {
 		ms := memory.New(memory.Options{Clock: s.clock, MaxKeys: c.MaxKeys})
 		registerMemory(s.reg, "memory", ms.Stats)
 		h.store = newInstrumented(ms, "memory", s.m)
+		watchCtx, stopWatch := context.WithCancel(context.Background())
+		go s.watchMemory(watchCtx, &memoryWatch{st: ms, name: "memory", every: memoryWatchEvery})
+		h.close = stopWatch
 		s.log.Info("store: in memory (counters are this process's own)", "max_keys", ms.Stats().MaxKeys)
 		return h, nil
 	}
@@ -188,10 +191,10 @@ func (s *Server) openStore(c policy.StoreConfig) (*storeHandle, error) {
 	registerMemory(s.reg, "local", s.local.Stats)
 	// The local store decides only while Redis is down: what an outage
 	// left in it is reclaimed as it turns fresh, not at the next outage.
-	sweepCtx, stopSweep := context.WithCancel(context.Background())
-	go sweepEvery(sweepCtx, s.local, localSweepEvery)
+	watchCtx, stopWatch := context.WithCancel(context.Background())
+	go s.watchMemory(watchCtx, &memoryWatch{st: s.local, name: "local", sweep: true, every: memoryWatchEvery})
 	closeRedis := h.close
-	h.close = sync.OnceFunc(func() { stopSweep(); closeRedis() })
+	h.close = sync.OnceFunc(func() { stopWatch(); closeRedis() })
 	// The breaker counts the store's timeouts and errors as failures and
 	// probes Redis with backoff while it is down; the instrumentation
 	// outside it counts what requests see, ErrStoreDown included. A
@@ -319,23 +322,49 @@ func unreachable(err error) bool {
 	return errors.As(err, &ne) && ne.Timeout()
 }
 
-// localSweepEvery is how often the local store of a server on Redis is
-// swept (see memory.Store.Sweep).
-const localSweepEvery = time.Minute
+// memoryWatchEvery is how often a memory store's evictions are logged,
+// and the local store of a server on Redis swept (memory.Store.Sweep).
+const memoryWatchEvery = time.Minute
 
-// sweepEvery sweeps st every d until ctx ends. It ticks on the wall
+// memoryWatch is a memory store watched every period: its evictions
+// logged, and, for a store that may see no decisions for long, its fresh
+// keys reclaimed.
+type memoryWatch struct {
+	st      *memory.Store
+	name    string // the store's label: memory, local
+	sweep   bool
+	every   time.Duration
+	evicted uint64 // Stats.Evictions at the last look
+}
+
+// watchMemory looks at w every w.every until ctx ends. It ticks on the wall
 // clock: the store reads its own.
-func sweepEvery(ctx context.Context, st *memory.Store, d time.Duration) {
-	t := time.NewTicker(d)
+func (s *Server) watchMemory(ctx context.Context, w *memoryWatch) {
+	t := time.NewTicker(w.every)
 	defer t.Stop()
 	for {
 		select {
 		case <-ctx.Done():
 			return
 		case <-t.C:
-			st.Sweep()
+			s.watchOnce(w)
 		}
 	}
+}
+
+// watchOnce sweeps w's store if it should, and logs the keys it evicted
+// since the last look: each was a count forgotten, its client starting
+// afresh, which sluice_memory_evictions_total alone showed.
+func (s *Server) watchOnce(w *memoryWatch) {
+	if w.sweep {
+		w.st.Sweep()
+	}
+	st := w.st.Stats()
+	if n := st.Evictions - w.evicted; n > 0 {
+		s.log.Warn("store: keys evicted at max_keys, their counts forgotten (their clients start afresh); raise store.max_keys or --max-keys",
+			"store", w.name, "evicted", n, "max_keys", st.MaxKeys, "in", w.every.String())
+	}
+	w.evicted = st.Evictions
 }
 
 // whyUnreachable returns err, an error unreachable reports, said so that

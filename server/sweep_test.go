@@ -3,6 +3,7 @@ package server
 import (
 	"context"
 	"fmt"
+	"log/slog"
 	"testing"
 	"time"
 
@@ -12,7 +13,7 @@ import (
 )
 
 // The local store of a server on Redis sees decisions only while Redis is
-// down: sweepEvery reclaims what an outage left once it is fresh, where
+// down: its watch reclaims what an outage left once it is fresh, where
 // the store kept it until the next outage.
 func TestSweepEveryReclaimsTheLocalStore(t *testing.T) {
 	clock := ratetest.NewClock(time.Unix(1_800_000_000, 0))
@@ -23,7 +24,8 @@ func TestSweepEveryReclaimsTheLocalStore(t *testing.T) {
 	clock.Advance(time.Minute)
 	ctx, cancel := context.WithCancel(t.Context())
 	defer cancel()
-	go sweepEvery(ctx, local, time.Millisecond)
+	s := &Server{log: slog.New(slog.DiscardHandler)}
+	go s.watchMemory(ctx, &memoryWatch{st: local, name: "local", sweep: true, every: time.Millisecond})
 	deadline := time.Now().Add(5 * time.Second)
 	for local.Len() > 0 && time.Now().Before(deadline) {
 		time.Sleep(time.Millisecond)
