@@ -5,6 +5,8 @@ import (
 	"errors"
 	"fmt"
 	"net/http"
+	"strconv"
+	"strings"
 	"sync/atomic"
 	"time"
 
@@ -169,13 +171,15 @@ func (s *Server) build(g *generation) {
 // Reload reads the configuration files again and, if they all load,
 // serves them from the next request on; requests in flight finish on the
 // configuration they started with. If a file does not load, the old
-// configuration keeps serving and the error (every problem as
-// file:line:col) is logged, counted in sluice_config_reloads_total and
-// returned. The new file's warnings (policy.Set.Warnings) are logged but
+// configuration keeps serving; the error is counted in
+// sluice_config_reloads_total and returned, and logged as LogConfigProblems
+// does, a record per problem, then one saying the old configuration
+// serves on. The new file's warnings (policy.Set.Warnings) are logged but
 // do not keep it from serving. Limits whose state still means the same
 // keep their counters (a window limit whose count changed included; see
 // package policy). The store is chosen at start: a changed store section
-// is logged and needs a restart.
+// is logged, with the fields that differ from the store in use, and needs
+// a restart; a reload that puts it back is logged too.
 //
 // With TLS, Reload also reloads the certificate, key and client CA
 // files, apart: a bad policy file does not hold back a rotated
@@ -233,15 +237,22 @@ func (s *Server) reloadConfig(read func() bool) error {
 		// Counted before it is logged: whoever reads the log line finds
 		// the failure in /metrics.
 		s.m.Reload(false)
-		s.log.Error("reload failed; the previous configuration keeps serving", "error", err.Error())
+		LogConfigProblems(s.log, err)
+		s.log.Error("reload failed; the previous configuration keeps serving")
 		return err
 	}
 	// Counted as a success, as the policies serve; the gauge says, until
 	// a restart or a reload back to the store in use, that the store
-	// section does not.
-	restart := !s.storeConfig(g).Equal(s.st.cfg)
-	if restart {
-		s.log.Warn("the store section changed; a restart is needed for it to apply, the current store stays in use")
+	// section does not. The log says so when the need comes and when it
+	// goes: the gauge alone would leave a reader of the log believing a
+	// restart is still due.
+	changed := storeChanges(s.st.cfg, s.storeConfig(g))
+	restart := changed != ""
+	switch prev := s.gen.Load(); {
+	case restart:
+		s.log.Warn("the store section changed; a restart is needed for it to apply, the current store stays in use", "changed", changed)
+	case prev != nil && !s.storeConfig(prev).Equal(s.st.cfg):
+		s.log.Info("the store section is back to the store in use; no restart is needed")
 	}
 	s.build(g)
 	s.m.declare(g)
@@ -261,4 +272,65 @@ func (s *Server) reloadConfig(read func() bool) error {
 	}
 	s.log.Info("configuration reloaded", attrs...)
 	return nil
+}
+
+// storeChanges names the fields of the store section that differ between
+// the store in use and the one a configuration asks for, each as
+// "field old→new" in the file's spelling, or returns "" if none do: the
+// warning that a restart is needed then says which edit needs it. A
+// Redis URL is shown redacted, and as "changed" alone when only what the
+// redaction hides differs, lest a password reach the log.
+func storeChanges(in, want policy.StoreConfig) string {
+	var out []string
+	diff := func(field, a, b string) {
+		if a != b {
+			out = append(out, field+" "+a+"→"+b)
+		}
+	}
+	or := func(s, zero string) string {
+		if s == "" {
+			return zero
+		}
+		return s
+	}
+	list := func(l []string) string {
+		if len(l) == 0 {
+			return "(none)"
+		}
+		return fmt.Sprint(l)
+	}
+	if in.Redis != want.Redis {
+		a, b := or(redactURL(in.Redis), "(none)"), or(redactURL(want.Redis), "(none)")
+		if a == b {
+			out = append(out, "redis changed")
+		} else {
+			diff("redis", a, b)
+		}
+	}
+	diff("cluster", list(in.Cluster), list(want.Cluster))
+	diff("sentinel.master", or(in.SentinelMaster, "(none)"), or(want.SentinelMaster, "(none)"))
+	diff("sentinel.addrs", list(in.SentinelAddrs), list(want.SentinelAddrs))
+	diff("tls.ca", or(in.TLS.CA, "(none)"), or(want.TLS.CA, "(none)"))
+	diff("tls.cert", or(in.TLS.Cert, "(none)"), or(want.TLS.Cert, "(none)"))
+	diff("tls.key", or(in.TLS.Key, "(none)"), or(want.TLS.Key, "(none)"))
+	timeout := func(d time.Duration) string {
+		if d == 0 {
+			return "(default)"
+		}
+		return d.String()
+	}
+	diff("timeout", timeout(in.Timeout), timeout(want.Timeout))
+	diff("deny_cache", strconv.FormatBool(!in.NoDenyCache), strconv.FormatBool(!want.NoDenyCache))
+	maxKeys := func(n int) string {
+		if n == 0 {
+			return "(default)"
+		}
+		return strconv.Itoa(n)
+	}
+	diff("max_keys", maxKeys(in.MaxKeys), maxKeys(want.MaxKeys))
+	if len(out) == 0 && !in.Equal(want) {
+		// A field this does not know yet: still a restart, still said.
+		return "the store section"
+	}
+	return strings.Join(out, ", ")
 }

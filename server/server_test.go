@@ -69,7 +69,7 @@ func TestReloadOnFileChange(t *testing.T) {
 	if ts.status("/admin/z") != 429 {
 		t.Fatal("after a failed reload the old configuration does not serve")
 	}
-	if !strings.Contains(ts.logs.String(), ts.o.ConfigFile+`:3:14: invalid limit \"3/fortnight\"`) {
+	if !strings.Contains(ts.logs.String(), "file="+ts.o.ConfigFile+` line=3 column=14 error="invalid limit \"3/fortnight\"`) {
 		t.Errorf("the failure is not logged with its file:line:col:\n%s", ts.logs.String())
 	}
 }

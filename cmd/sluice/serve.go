@@ -21,8 +21,6 @@ import (
 
 	"github.com/sluicehq/sluice/internal/gcfloor"
 	"github.com/sluicehq/sluice/internal/logpace"
-	"github.com/sluicehq/sluice/policy"
-	"github.com/sluicehq/sluice/rls"
 	"github.com/sluicehq/sluice/server"
 )
 
@@ -488,9 +486,7 @@ func runServe(ctx context.Context, args []string, stdout, stderr io.Writer) int 
 			if f.logFormat == "json" {
 				// A pipeline that reads the log as JSON would drop plain
 				// lines, and with them why sluice did not start.
-				for _, p := range configProblems(err) {
-					log.Error("the configuration does not load", p...)
-				}
+				server.LogConfigProblems(log, err)
 			} else {
 				fmt.Fprintf(stderr, "sluice serve: the configuration does not load:\n%s\n", strings.TrimPrefix(err.Error(), server.ErrConfig.Error()+": "))
 			}
@@ -559,54 +555,6 @@ func routeStdLog(logger *slog.Logger, now func() time.Time) (restore func()) {
 		stdlog.SetFlags(flags)
 		stdlog.SetPrefix(prefix)
 	}
-}
-
-// configProblems splits a load error of server.New (one wrapping
-// server.ErrConfig) into the attributes of one log record per problem:
-// file, line and column, where the error knows them, and error, the
-// problem's message. An error it cannot take apart is one record, its
-// text whole, so that nothing it says is lost.
-func configProblems(err error) [][]any {
-	var out [][]any
-	var walk func(error)
-	walk = func(err error) {
-		switch e := err.(type) {
-		case *policy.Error:
-			for _, p := range e.Problems {
-				out = append(out, []any{"file", p.File, "line", p.Line, "column", p.Column, "error", p.Message})
-			}
-			return
-		case *rls.ConfigError:
-			attrs := []any{"file", e.File}
-			if e.Line > 0 { // 0: the file as a whole
-				attrs = append(attrs, "line", e.Line)
-			}
-			out = append(out, append(attrs, "error", e.Msg))
-			return
-		}
-		// Only what errors.Join and fmt.Errorf("%w: %w", server.ErrConfig,
-		// …) put together is taken apart: their text is their parts'.
-		if m, ok := err.(interface{ Unwrap() []error }); ok {
-			parts := m.Unwrap()
-			texts := make([]string, len(parts))
-			for i, p := range parts {
-				texts[i] = p.Error()
-			}
-			switch {
-			case len(parts) == 2 && parts[0] == server.ErrConfig && err.Error() == texts[0]+": "+texts[1]:
-				walk(parts[1])
-				return
-			case err.Error() == strings.Join(texts, "\n"):
-				for _, p := range parts {
-					walk(p)
-				}
-				return
-			}
-		}
-		out = append(out, []any{"error", strings.TrimPrefix(err.Error(), server.ErrConfig.Error()+": ")})
-	}
-	walk(err)
-	return out
 }
 
 // bound turns a timeout flag, where 0 means no bound, into the Options

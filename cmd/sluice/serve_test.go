@@ -223,10 +223,11 @@ func TestServeBinary(t *testing.T) {
 	// limits kept.
 	write("policies:\n  - name: api\n    limits: [\"2/fortnight\"]\n")
 	p.cmd.Process.Signal(syscall.SIGHUP)
-	m := p.waitLog("reload failed; the previous configuration keeps serving")
-	if e, _ := m["error"].(string); !strings.Contains(e, cfg+":3:14:") {
-		t.Errorf("reload error %q lacks file:line:col", e)
+	m := p.waitLog("the configuration does not load")
+	if m["file"] != cfg || m["line"] != 3.0 || m["column"] != 14.0 {
+		t.Errorf("reload problem %v lacks file, line and column", m)
 	}
+	p.waitLog("reload failed; the previous configuration keeps serving")
 	if got := metricLine(t, admin, `sluice_config_reloads_total{result="failure"}`); !strings.HasSuffix(got, " 1") {
 		t.Errorf("failed reload not counted: %q", got)
 	}
