@@ -526,9 +526,15 @@ func (f *Fallback) DecideAllSource(ctx context.Context, reqs []rate.Request, out
 		return f.fallback(ctx, reqs, out, err, nil)
 	}
 	f.failures.Add(1)
+	ferr := err
+	if timedOut {
+		// The Timeout's own deadline: "context deadline exceeded"
+		// alone says neither whose nor how long.
+		ferr = fmt.Errorf("no answer within the timeout, %v: %w", f.timeout, err)
+	}
 	for i, b := range c.breakers() {
 		if blame&(1<<i) != 0 {
-			f.fail(b, err, c.gens[i], c.probes&(1<<i) != 0, false)
+			f.fail(b, ferr, c.gens[i], c.probes&(1<<i) != 0, false)
 		}
 	}
 	f.endProbes(&c, blame)
@@ -833,6 +839,15 @@ func (f *Fallback) fail(b *breaker, err error, gen uint64, probe, byDeadline boo
 	// while the primary stays down counts from the outage on.
 	b.silentFor(now)
 	switch {
+	// What ended the call was a deadline, often the caller's own (or
+	// its cancel, at its deadline): said alone, it reads as no fault of
+	// the primary's.
+	case byDeadline && probe:
+		err = fmt.Errorf("a probe got no answer before its caller's deadline: %w", err)
+	case byDeadline:
+		err = fmt.Errorf("the store completed no call for %v: it hangs, or is too slow (the last call ended: %w)", f.silence, err)
+	}
+	switch {
 	case cur&1 == 0: // up, as when the call was sent
 		b.gen.Store(cur + 1)
 		f.outages.Add(1)
@@ -857,6 +872,13 @@ func (f *Fallback) fail(b *breaker, err error, gen uint64, probe, byDeadline boo
 	case probe:
 		b.backoff = min(2*b.backoff, f.maxBackoff)
 		b.next = now.Add(b.backoff)
+		if b.lastErr == nil || err.Error() != b.lastErr.Error() {
+			// The outage goes on for another reason (Redis back, but
+			// with another password): the line that began it no longer
+			// says why. A probe failing as the last one did says
+			// nothing new.
+			f.log.Warn("sluice: store still unavailable, for another reason", b.attrs("error", err)...)
+		}
 		b.lastErr = err
 	}
 	return true
