@@ -200,7 +200,7 @@ func (d *Dashboard) serveSim(w http.ResponseWriter, r *http.Request) {
 	case err != nil && r.Context().Err() != nil:
 		// The client hung up: no one reads an answer, and it is no
 		// error of the server's.
-		d.log.DebugContext(r.Context(), "simulation abandoned by its client", "err", err)
+		d.log.DebugContext(r.Context(), "simulation abandoned by its client", "error", err)
 		return
 	case errors.Is(err, context.DeadlineExceeded):
 		d.fail(w, r, newProblem(http.StatusServiceUnavailable, "",
@@ -217,7 +217,7 @@ func (d *Dashboard) serveSim(w http.ResponseWriter, r *http.Request) {
 		w.Header().Set("Content-Type", "image/svg+xml; charset=utf-8")
 		w.Header().Set("Cache-Control", "no-store")
 		if err := sim.WriteSVG(w, res); err != nil {
-			d.log.WarnContext(r.Context(), "writing a simulation's picture", "err", err)
+			d.log.WarnContext(r.Context(), "writing a simulation's picture", "error", err)
 		}
 		return
 	}

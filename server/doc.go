@@ -85,16 +85,16 @@
 // and -Uri say what a check is about. From anyone else these headers are
 // dropped or ignored, and so are X-Real-IP, Forwarded and the rest of the
 // X-Forwarded- family, so no client can pick the bucket it is counted in
-// or tell the upstream who it is. These headers spelled with underscores
-// (X_Forwarded_For) are dropped from everyone. A trusted proxy's are
+// or tell the upstream who it is. These headers spelled with underscores,
+// dots or other signs for hyphens (X_Forwarded_For, X.Forwarded.For) are
+// dropped from everyone. A trusted proxy's are
 // passed on as it sent them, with whatever a client sent that it let
 // through: the upstream can trust of them what that proxy sets. So it is
 // with the user and plan headers (the user section's, plans.header):
 // believed and forwarded only from a trusted proxy that gives them once,
-// and their spellings with underscores dropped from everyone. A check
-// cannot drop a field, the gateway forwarding the request whole: one
-// carrying an underscore spelling of a field the policies read is
-// answered 400.
+// and their other spellings dropped from everyone. A check cannot drop a
+// field, the gateway forwarding the request whole: one carrying another
+// spelling of a field the policies read is answered 400.
 //
 // A policy on a host matches the request's Host, or, from a trusted
 // proxy, its X-Forwarded-Host, in the proxy as in a check. Every request

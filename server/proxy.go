@@ -709,9 +709,9 @@ func (t upstreamTransport) RoundTrip(r *http.Request) (*http.Response, error) {
 // from anyone else they are dropped, and so are X-Real-IP and the rest
 // of the X-Forwarded- family (-Port, -Prefix, -Ssl...), so the upstream
 // never reads a client's claim as if it were a proxy's. Any of these
-// spelled with underscores (X_Forwarded_For), which CGI-style servers
-// read as the header itself and which no proxy sends, is dropped from
-// everyone. The peer's address is always appended to X-Forwarded-For,
+// spelled with underscores, dots or other signs (X_Forwarded_For,
+// X.Forwarded.For), which CGI-style servers and PHP read as the header
+// itself and which no proxy sends, is dropped from everyone. The peer's address is always appended to X-Forwarded-For,
 // unless it has none (a Unix socket; see setForwarded).
 //
 // The user and plan headers (the user section's, plans.header) are
@@ -954,16 +954,28 @@ func setForwarded(h http.Header, in *http.Request, peer netip.Addr, trusted bool
 
 // unbelieved reports whether name is a forwarding field (forwardingHeader)
 // that the proxy drops from a peer, trusted or not: any from a peer not
-// trusted, and from anyone a spelling with underscores, which no proxy
-// sends.
+// trusted, and from anyone a spelling with a sign other than a hyphen
+// (X_Forwarded_For, X.Forwarded.For), which no proxy sends: a trusted
+// proxy that passes a client's on would have it read as its own.
 func unbelieved(name string, trusted bool) bool {
-	return forwardingHeader(name) && (!trusted || strings.IndexByte(name, '_') >= 0)
+	return forwardingHeader(name) && (!trusted || !hyphensOnly(name))
 }
 
-// forwardingHeader reports whether name, in any letter case and with
-// underscores read as hyphens, is of the X-Forwarded- family or another
-// field by which a proxy tells the upstream who the client is, or which
-// URL it asked for (otherForwarding).
+// hyphensOnly reports whether name holds no byte but letters, digits and
+// hyphens.
+func hyphensOnly(name string) bool {
+	for i := 0; i < len(name); i++ {
+		if c := name[i]; c != '-' && !('a' <= c && c <= 'z' || 'A' <= c && c <= 'Z' || '0' <= c && c <= '9') {
+			return false
+		}
+	}
+	return true
+}
+
+// forwardingHeader reports whether name, in any letter case and with any
+// sign read as a hyphen (see foldEqual), is of the X-Forwarded- family or
+// another field by which a proxy tells the upstream who the client is,
+// or which URL it asked for (otherForwarding).
 func forwardingHeader(name string) bool {
 	const family = "x-forwarded-"
 	if len(name) > len(family) && foldEqual(name[:len(family)], family) {

@@ -653,10 +653,11 @@ func TestProxyFormKeyForwardsBody(t *testing.T) {
 // The forwarding headers of the X-Forwarded- family that sluice does not
 // set itself (-Port, -Prefix, -Server, ...), the other fields upstreams
 // read a client's address or URL from (Client-IP, True-Client-IP,
-// X-Original-URL, ...), and any of them spelled with underscores (which
-// CGI-style servers read as the real one), are a client's claim: dropped
-// from an untrusted peer. A trusted
-// proxy's are passed on.
+// X-Original-URL, ...) are a client's claim: dropped from an untrusted
+// peer, and a trusted proxy's passed on. Any of them spelled with
+// underscores, dots or other signs (which CGI-style servers and PHP read
+// as the real one) is dropped from everyone: no proxy sends one, and a
+// trusted proxy passes on a client's.
 func TestProxyDropsUntrustedForwardingHeaders(t *testing.T) {
 	seen := make(chan http.Header, 1)
 	up := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) { seen <- r.Header }))
@@ -669,6 +670,8 @@ func TestProxyDropsUntrustedForwardingHeaders(t *testing.T) {
 		"X_Forwarded_For", "203.0.113.9",
 		"X_Real_IP", "203.0.113.9",
 		"X-Forwarded_Host", "evil.example",
+		"X.Forwarded.For", "203.0.113.9",
+		"X.Real.Ip", "203.0.113.9",
 		"Client-IP", "203.0.113.9",
 		"True-Client-IP", "203.0.113.9",
 		"CF-Connecting-IP", "203.0.113.9",
@@ -692,7 +695,7 @@ func TestProxyDropsUntrustedForwardingHeaders(t *testing.T) {
 	ts := startServer(t, untrustedPolicy, Options{Upstream: up.URL})
 	h := send(ts)
 	for name := range h {
-		if n := strings.ToLower(strings.ReplaceAll(name, "_", "-")); strings.HasPrefix(n, "x-forwarded") || strings.HasSuffix(n, "-ip") ||
+		if n := strings.ToLower(strings.NewReplacer("_", "-", ".", "-").Replace(name)); strings.HasPrefix(n, "x-forwarded") || strings.HasSuffix(n, "-ip") ||
 			strings.HasSuffix(n, "forwarded-for") || strings.HasSuffix(n, "-url") || n == "forwarded" {
 			switch name {
 			case "X-Forwarded-For", "X-Forwarded-Host", "X-Forwarded-Proto": // sluice's own
@@ -711,7 +714,7 @@ func TestProxyDropsUntrustedForwardingHeaders(t *testing.T) {
 		t.Errorf("a trusted proxy's X-Forwarded-Port, -Prefix and True-Client-IP not passed on: %v", h)
 	}
 	for name := range h {
-		if strings.Contains(name, "_") {
+		if strings.ContainsAny(name, "_.") {
 			t.Errorf("%s: %q reached the upstream from a trusted proxy; no proxy sends it", name, h[name])
 		}
 	}

@@ -1,6 +1,7 @@
 package server
 
 import (
+	"bytes"
 	"context"
 	_ "embed"
 	"errors"
@@ -11,6 +12,7 @@ import (
 	"net/http"
 	"net/url"
 	"runtime"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -558,6 +560,28 @@ func listenAddr(addr string) error {
 	return nil
 }
 
+// serverLog is an http.Server's ErrorLog: what net/http reports of a
+// connection a client made fail (a TLS handshake, as a TCP health check
+// or a scan makes them, a bad HTTP/2 preface) is a client's doing, paced
+// to one line a second; anything else (a handler's panic and its stack,
+// an Accept error) is the server's, and goes through whole.
+type serverLog struct {
+	log   *slog.Logger
+	paced *pacedLog
+}
+
+func newServerLog(l *slog.Logger, clock rate.Clock) *serverLog {
+	return &serverLog{log: l, paced: &pacedLog{log: l, clock: clock}}
+}
+
+func (w *serverLog) Write(b []byte) (int, error) {
+	if bytes.HasPrefix(b, []byte("http: TLS handshake error")) || bytes.HasPrefix(b, []byte("http2: server: error reading preface")) {
+		return w.paced.Write(b)
+	}
+	w.log.Warn(strings.TrimSuffix(string(b), "\n"))
+	return len(b), nil
+}
+
 // stopped returns an error wrapping ErrStopped once ctx has ended.
 func stopped(ctx context.Context) error {
 	if ctx.Err() == nil {
@@ -672,7 +696,7 @@ func (s *Server) run(ctx context.Context) error {
 			// that failed, as a load balancer's TCP check or a scan
 			// makes them) is a client's doing: paced, one line a
 			// second, as the upstream's failures are.
-			ErrorLog:    log.New(&pacedLog{log: s.log, clock: s.clock}, "", 0),
+			ErrorLog:    log.New(newServerLog(s.log, s.clock), "", 0),
 			BaseContext: func(net.Listener) context.Context { return reqCtx },
 		}
 		if count {
