@@ -140,6 +140,12 @@ store: {redis: "redis://`+rs.Addr()+`/0", timeout: 200ms, deny_cache: false}`+br
 	if down, up := strings.Count(logs, "sluice: store unavailable"), strings.Count(logs, "sluice: store recovered"); uint64(down) != st.Outages || uint64(up) != st.Recoveries {
 		t.Errorf("%d lines down, %d up; want each of %d outages and %d recoveries logged once:\n%s", down, up, st.Outages, st.Recoveries, logs)
 	}
+	// Each names the Redis, as the line at start does.
+	for _, line := range strings.Split(logs, "\n") {
+		if strings.Contains(line, "sluice: store") && !strings.Contains(line, "at=") {
+			t.Errorf("a line of the outage does not say which store: %s", line)
+		}
+	}
 }
 
 // A store error is counted by its cause; a call not sent because the

@@ -202,7 +202,7 @@ func (s *Server) openStore(c policy.StoreConfig) (*storeHandle, error) {
 	// ends its call itself: it counts too once Redis has completed no call
 	// for longer than the timeout, so that a hung Redis is declared down
 	// as a failing one is, while a loaded one that still answers is not.
-	h.breaker = sluice.NewFallback(primary, sluice.FallbackOptions{Mode: sluice.FailError, Timeout: -1, MaxSilence: timeout, Logger: s.log, Clock: s.clock})
+	h.breaker = sluice.NewFallback(primary, sluice.FallbackOptions{Mode: sluice.FailError, Timeout: -1, MaxSilence: timeout, Logger: s.log.With("at", where), Clock: s.clock})
 	registerBreaker(s.reg, h.breaker.Stats)
 	h.store = newInstrumented(h.breaker, "", s.m)
 	if h.late != nil {
