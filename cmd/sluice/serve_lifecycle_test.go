@@ -64,27 +64,8 @@ func TestServePlaygroundOffByEnv(t *testing.T) {
 // opening a listener: it was stopping, and a listener opened then would
 // take connections only to close them.
 func TestServeSIGTERMAtStartOpensNoListener(t *testing.T) {
-	redis, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer redis.Close()
-	conns := make(chan net.Conn, 10)
-	go func() {
-		for {
-			c, err := redis.Accept()
-			if err != nil {
-				return
-			}
-			conns <- c // accepted, never answered
-		}
-	}()
-	defer func() {
-		redis.Close()
-		for len(conns) > 0 {
-			(<-conns).Close()
-		}
-	}()
+	redis, conns := silentRedis(t)
+	var err error
 	cmd := exec.Command(sluiceBinary(t), "serve", "--log-format", "json", "--redis", "redis://"+redis.Addr().String()+"/0",
 		"--listen", "127.0.0.1:0", "--check-listen", "127.0.0.1:0", "--admin-listen", "127.0.0.1:0")
 	var stderr strings.Builder

@@ -335,24 +335,39 @@ func TestServeExitCodes(t *testing.T) {
 	}
 }
 
-// A SIGHUP while sluice is still starting (here: waiting for Redis) is a
-// reload to come, not the end of the process.
-func TestServeSIGHUPAtStart(t *testing.T) {
-	redis, err := net.Listen("tcp", "127.0.0.1:0")
+// silentRedis listens on a loopback port as a Redis that accepts
+// connections and never answers, and returns its listener and the
+// connections it accepts; both are closed as the test ends.
+func silentRedis(t *testing.T) (net.Listener, chan net.Conn) {
+	t.Helper()
+	l, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer redis.Close()
 	conns := make(chan net.Conn, 10)
 	go func() {
 		for {
-			c, err := redis.Accept()
+			c, err := l.Accept()
 			if err != nil {
 				return
 			}
 			conns <- c // accepted, never answered
 		}
 	}()
+	t.Cleanup(func() {
+		l.Close()
+		for len(conns) > 0 {
+			(<-conns).Close()
+		}
+	})
+	return l, conns
+}
+
+// A SIGHUP while sluice is still starting (here: waiting for Redis) is a
+// reload to come, not the end of the process.
+func TestServeSIGHUPAtStart(t *testing.T) {
+	redis, conns := silentRedis(t)
+	var err error
 	cmd := exec.Command(sluiceBinary(t), "serve", "--redis", "redis://"+redis.Addr().String()+"/0",
 		"--listen", "off", "--check-listen", "off", "--admin-listen", "off")
 	var stderr strings.Builder
