@@ -171,8 +171,9 @@ type FallbackOptions struct {
 	// DefaultProbeMaxBackoff (5s); a MaxBackoff below MinBackoff means
 	// MinBackoff.
 	MinBackoff, MaxBackoff time.Duration
-	// Logger receives one line when the primary goes down and one when it
-	// recovers. Nil means no logging.
+	// Logger receives one line when the primary goes down, one when a
+	// probe finds it failing for another reason than the last, and one
+	// when it recovers. Nil means no logging.
 	Logger *slog.Logger
 	// Clock times the probes' backoff and the silences MaxSilence bounds,
 	// drives the local store made for FailLocal, and dates the outages

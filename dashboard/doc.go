@@ -66,7 +66,7 @@
 // first policy's limits counting nothing. A row's allowed may then exceed
 // its limit; sluice serve's sluice_requests_total counts what clients
 // got. A shadow policy refuses nothing: what it would have refused
-// (LivePolicy.ShadowRefused) counts among its passed, drawn in amber on
+// (LivePolicy.ShadowRefused) counts among its allowed (Passed), drawn in amber on
 // top of the green, and not in the row's refused share, which stays what
 // clients got.
 //

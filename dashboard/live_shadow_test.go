@@ -147,7 +147,7 @@ func TestLiveSVGShadow(t *testing.T) {
 		"5 would refuse",
 		"0% refused", // trial's: its refusals refused nothing
 		"14% refused",
-		"6 passed, 0 refused; would refuse 4 of the passed (shadow)", // trial's first second
+		"6 allowed, 0 refused; would refuse 4 of the allowed (shadow)", // trial's first second
 		"would refuse</tspan> (shadow",
 	} {
 		if !strings.Contains(svg, want) {

@@ -294,8 +294,8 @@ func TestLiveSVGNewestColumn(t *testing.T) {
 	}
 	got := colTitles(t, rec.Body.Bytes())
 	want := map[int64]string{
-		sec(-8):  "11:59:52–12:00:00 UTC, 8 s ago: 1 passed, 0 refused",  // the newest: 9 s
-		sec(-46): "11:59:14–11:59:32 UTC, 46 s ago: 1 passed, 0 refused", // a whole column
+		sec(-8):  "11:59:52–12:00:00 UTC, 8 s ago: 1 allowed, 0 refused",  // the newest: 9 s
+		sec(-46): "11:59:14–11:59:32 UTC, 46 s ago: 1 allowed, 0 refused", // a whole column
 	}
 	if len(got) != len(want) {
 		t.Errorf("columns %v, want %v", got, want)

@@ -116,9 +116,9 @@ func writeLiveSVG(w io.Writer, lv Live) error {
 			// The newest column may hold fewer than bin seconds.
 			first := pol.PerSecond[c*bin].T
 			last := pol.PerSecond[min((c+1)*bin, len(pol.PerSecond))-1].T
-			title := fmt.Sprintf("%s: %s passed, %s refused", clockText(first, last, lv.Now), group(passed), group(refused))
+			title := fmt.Sprintf("%s: %s allowed, %s refused", clockText(first, last, lv.Now), group(passed), group(refused))
 			if shadowed > 0 {
-				title += fmt.Sprintf("; would refuse %s of the passed (shadow)", group(shadowed))
+				title += fmt.Sprintf("; would refuse %s of the allowed (shadow)", group(shadowed))
 			}
 			cx, top := liveColumn(p, chart.Column{Index: c, Width: colW, Base: base, Unit: unit,
 				T: first, Passed: passed, Refused: refused, Title: title, Pattern: "live-refused"}, shadowed)
@@ -140,7 +140,7 @@ func writeLiveSVG(w io.Writer, lv Live) error {
 		}
 		p.Printf(`<text x="%d" y="%d" font-size="13" font-weight="bold" fill="%s">%s</text>`+"\n", tx, rowTop+y[1], chart.Red, refusedText)
 		if pol.ShadowRefused > 0 {
-			p.Printf(`<text x="%d" y="%d" font-size="12" font-weight="bold" fill="%s"><title>passed, though a shadow policy would have refused them</title>%s would refuse</text>`+"\n",
+			p.Printf(`<text x="%d" y="%d" font-size="12" font-weight="bold" fill="%s"><title>allowed, though a shadow policy would have refused them</title>%s would refuse</text>`+"\n",
 				tx, rowTop+y[2], shadowInk, group(pol.ShadowRefused))
 		}
 		if total := pol.Passed + pol.Refused; total > 0 {

@@ -44,7 +44,8 @@
 // The algorithm and setup names are those of [rate.Algorithm.String] and
 // [Setup.String]. Where not 0, a row and each second add held, how many
 // of those passed were held back first (a leaky_bucket's turn, a unit
-// within MaxDelay), and a row adds max_delay_ns, the longest of those
+// within MaxDelay, a window's refusal waited out within it), and a row
+// adds max_delay_ns, the longest of those
 // waits, and over_capacity, the requests costing more than the capacity;
 // a row of 2 to [MaxClients] clients adds clients, each one's totals
 // (see [Row]).

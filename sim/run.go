@@ -66,11 +66,12 @@ type Row struct {
 	// Passed and Refused count requests (not units of cost).
 	Passed  int `json:"passed"`
 	Refused int `json:"refused"`
-	// Held counts the requests, among Passed, admitted with a Delay:
-	// held back for a leaky_bucket's turn, or for a gcra or token_bucket
-	// unit that refilled within the scenario's MaxDelay. They went ahead
-	// later than they arrived, up to MaxDelay later; a row that counts
-	// none passed every request at once. In JSON it is held, left out
+	// Held counts the requests, among Passed, held back first: for a
+	// leaky_bucket's turn, for a gcra or token_bucket unit that refilled
+	// within the scenario's MaxDelay, or, refused by a window, for its
+	// Retry-After within MaxDelay, and let through when decided again.
+	// They went ahead later than they arrived, up to MaxDelay later; a row
+	// that counts none passed every request at once. In JSON it is held, left out
 	// when 0.
 	Held int `json:"held,omitempty"`
 	// PerSecond has one entry per second of the scenario, every second
@@ -112,9 +113,9 @@ type Second struct {
 	// Refused counts the requests that arrived in this second and were
 	// refused.
 	Refused int `json:"refused"`
-	// Held counts the requests, among Passed, that were admitted with a
-	// Delay (see Row.Held): what a leaky_bucket shaped, or a gcra or
-	// token_bucket held within MaxDelay. In JSON it is held, left out
+	// Held counts the requests, among Passed, held back first (see
+	// Row.Held): what a leaky_bucket shaped, what a gcra or token_bucket
+	// held within MaxDelay, or a window's refusal waited out. In JSON it is held, left out
 	// when 0.
 	Held int `json:"held,omitempty"`
 }

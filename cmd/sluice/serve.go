@@ -141,17 +141,17 @@ wins over its variable):
                           checked for changes; 0 turns watching off (SIGHUP
                           still reloads) (SLUICE_WATCH_INTERVAL). Default 2s.
   --shutdown-delay DUR    how long to go on serving after SIGTERM or SIGINT,
-                          /readyz answering 503, before the listeners close
-                          and the drain starts: the few seconds a load
-                          balancer or Kubernetes still sends traffic to a
-                          terminating instance (SLUICE_SHUTDOWN_DELAY).
-                          Default 0: none.
+                          /readyz answering 503, before the listeners close:
+                          the few seconds a load balancer or Kubernetes
+                          still sends traffic to a terminating instance
+                          (SLUICE_SHUTDOWN_DELAY). Default 0: none.
   --shutdown-timeout DUR  how long requests in flight may take to finish
                           after SIGTERM or SIGINT, and after the delay
                           (SLUICE_SHUTDOWN_TIMEOUT). Default 15s. No request
                           is held (max_delay, a leaky_bucket's turn) past
-                          its end: one that would be is answered 503, or
-                          refused 429 if it comes during the drain.
+                          its end: one held at the signal that would be is
+                          answered 503, and one that comes after the
+                          signal, the delay included, is refused 429.
   --body-timeout DUR      how long the proxy and the check endpoint wait for
                           the next bytes of a request body before they cut
                           the request (408), as NGINX's client_body_timeout;
@@ -358,8 +358,8 @@ func parseServeFlags(args []string, getenv func(string) string, stderr io.Writer
 	if f.o.ShutdownDelay < 0 {
 		return nil, fmt.Errorf("%s must not be negative", f.name("shutdown-delay"))
 	}
-	if f.o.MaxKeys < 0 {
-		return nil, fmt.Errorf("%s must not be negative (0 means the policy file's, or 1048576)", f.name("max-keys"))
+	if f.o.MaxKeys < 0 || f.o.MaxKeys > min(1<<40, math.MaxInt) {
+		return nil, fmt.Errorf("%s must be between 0 and %d, as store.max_keys (0 means the policy file's, or 1048576)", f.name("max-keys"), min(1<<40, math.MaxInt))
 	}
 	if f.o.UpstreamTimeout, err = bound(f.name("upstream-timeout"), f.upstreamTimeout); err != nil {
 		return nil, err

@@ -312,6 +312,7 @@ func TestServeExitCodes(t *testing.T) {
 		{[]string{"--tls-client-ca", "ca.crt"}, "--tls-client-ca"},
 		{[]string{"--body-timeout", "-1s"}, "--body-timeout"},
 		{[]string{"--max-keys", "-5"}, "--max-keys"},
+		{[]string{"--max-keys", "99999999999999999"}, "--max-keys"}, // store.max_keys's bound, 2^40
 		{[]string{"--upstream-timeout", "-1s"}, "--upstream-timeout"},
 		{[]string{"--admin-host", "http://dash.example.com"}, "--admin-host"},
 		{[]string{"--admin-host", "*.example.com"}, "--admin-host"},

@@ -76,7 +76,8 @@ Flags:
                        [{"t": 0, "passed": N, "refused": N}, ...]}, ...]};
                        when not 0, a row and a second also have "held",
                        how many of those passed were held back first (a
-                       leaky_bucket's turn, a unit within --max-delay),
+                       leaky_bucket's turn, a unit within --max-delay, a
+                       window's refusal waited out within it),
                        and a row "max_delay_ns", the longest of those
                        waits, and "over_capacity", requests costing more
                        than the capacity; a row of 2 to 8 clients has

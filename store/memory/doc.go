@@ -18,7 +18,8 @@
 //     pointer; expiry, eviction and resizing.
 //   - hash.go: the keys' hash, seeded per store.
 //   - clock.go: how the store reads the system clock: one monotonic read
-//     per decision, placed on the wall clock read once a second.
+//     per decision, placed on the wall clock read once a second (every
+//     millisecond while it slews a step back).
 //   - prefetch_*.s: a decision asks the CPU for the key's table line and
 //     its shard's lock while it reads the clock, so that among many keys
 //     it does not wait for them one after the other under the lock.
