@@ -86,9 +86,7 @@ func (s *Server) openStore(c policy.StoreConfig) (*storeHandle, error) {
 		ms := memory.New(memory.Options{Clock: s.clock, MaxKeys: c.MaxKeys})
 		registerMemory(s.reg, "memory", ms.Stats)
 		h.store = newInstrumented(ms, "memory", s.m)
-		watchCtx, stopWatch := context.WithCancel(context.Background())
-		go s.watchMemory(watchCtx, &memoryWatch{st: ms, name: "memory", every: memoryWatchEvery})
-		h.close = stopWatch
+		h.close = s.watchMemory(&memoryWatch{st: ms, name: "memory", every: memoryWatchEvery})
 		s.log.Info("store: in memory (counters are this process's own)", "max_keys", ms.Stats().MaxKeys)
 		return h, nil
 	}
@@ -191,8 +189,7 @@ func (s *Server) openStore(c policy.StoreConfig) (*storeHandle, error) {
 	registerMemory(s.reg, "local", s.local.Stats)
 	// The local store decides only while Redis is down: what an outage
 	// left in it is reclaimed as it turns fresh, not at the next outage.
-	watchCtx, stopWatch := context.WithCancel(context.Background())
-	go s.watchMemory(watchCtx, &memoryWatch{st: s.local, name: "local", sweep: true, every: memoryWatchEvery})
+	stopWatch := s.watchMemory(&memoryWatch{st: s.local, name: "local", sweep: true, every: memoryWatchEvery})
 	closeRedis := h.close
 	h.close = sync.OnceFunc(func() { stopWatch(); closeRedis() })
 	// The breaker counts the store's timeouts and errors as failures and
@@ -337,19 +334,12 @@ type memoryWatch struct {
 	evicted uint64 // Stats.Evictions at the last look
 }
 
-// watchMemory looks at w every w.every until ctx ends. It ticks on the wall
-// clock: the store reads its own.
-func (s *Server) watchMemory(ctx context.Context, w *memoryWatch) {
-	t := time.NewTicker(w.every)
-	defer t.Stop()
-	for {
-		select {
-		case <-ctx.Done():
-			return
-		case <-t.C:
-			s.watchOnce(w)
-		}
-	}
+// watchMemory looks at w every w.every, on the wall clock (the store
+// reads its own), until the function it returns is called.
+func (s *Server) watchMemory(w *memoryWatch) (stop func()) {
+	ctx, cancel := context.WithCancel(context.Background())
+	go every(ctx, w.every, func() { s.watchOnce(w) })
+	return cancel
 }
 
 // watchOnce sweeps w's store if it should, and logs the keys it evicted

@@ -22,10 +22,8 @@ func TestSweepEveryReclaimsTheLocalStore(t *testing.T) {
 		local.Decide(context.Background(), rate.Request{Key: fmt.Sprint("k", i), Limit: rate.Limit{Count: 20, Period: time.Second}, Cost: 1})
 	}
 	clock.Advance(time.Minute)
-	ctx, cancel := context.WithCancel(t.Context())
-	defer cancel()
 	s := &Server{log: slog.New(slog.DiscardHandler)}
-	go s.watchMemory(ctx, &memoryWatch{st: local, name: "local", sweep: true, every: time.Millisecond})
+	defer s.watchMemory(&memoryWatch{st: local, name: "local", sweep: true, every: time.Millisecond})()
 	deadline := time.Now().Add(5 * time.Second)
 	for local.Len() > 0 && time.Now().Before(deadline) {
 		time.Sleep(time.Millisecond)

@@ -130,14 +130,19 @@ func (w *fileWatch) hash() [sha256.Size]byte {
 // the caller makes before it loads the files: a change written after
 // that is a change, however late run starts.
 func (w *fileWatch) run(ctx context.Context, interval time.Duration, onChange func()) {
-	t := time.NewTicker(interval)
+	every(ctx, interval, func() { w.poll(onChange) })
+}
+
+// every calls f every d, on the wall clock, until ctx ends.
+func every(ctx context.Context, d time.Duration, f func()) {
+	t := time.NewTicker(d)
 	defer t.Stop()
 	for {
 		select {
 		case <-ctx.Done():
 			return
 		case <-t.C:
-			w.poll(onChange)
+			f()
 		}
 	}
 }
