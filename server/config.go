@@ -93,6 +93,7 @@ func (s *Server) load() (*generation, error) {
 				s.log.Warn("policy file warning", "warning", w.String())
 			}
 		}
+		s.warnHolds(g)
 	}
 	return g, nil
 }

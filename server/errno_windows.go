@@ -20,8 +20,7 @@ const (
 // numbers there: a Redis not yet started stopped sluice serve from
 // starting, where elsewhere it starts and serves by on_store_error.
 var unreachableErrnos = []syscall.Errno{wsaeConnRefused, wsaeHostUnreach, wsaeNetUnreach,
-	wsaeHostDown, wsaeNetDown, wsaeTimedOut, wsaeAddrNotAvail,
-	syscall.ECONNREFUSED, syscall.ETIMEDOUT, syscall.ENOENT}
+	wsaeHostDown, wsaeNetDown, wsaeTimedOut, wsaeAddrNotAvail, syscall.ENOENT}
 
 // errConnReset is a connection reset by its peer, as tlsHint reads it.
 const errConnReset = syscall.WSAECONNRESET

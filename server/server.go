@@ -497,7 +497,6 @@ func NewContext(ctx context.Context, o Options) (_ *Server, err error) {
 	if err != nil {
 		return nil, err
 	}
-	s.warnHolds(gen)
 	if s.tls != nil {
 		if err := s.loadTLS(); err != nil {
 			return nil, err
@@ -590,7 +589,7 @@ func stopped(ctx context.Context) error {
 	return fmt.Errorf("%w: %w", ErrStopped, context.Cause(ctx))
 }
 
-// warnHolds warns, at start, of the enforcing policies whose max_delay
+// warnHolds warns, at start and on reload, of the enforcing policies whose max_delay
 // exceeds the shutdown timeout: at shutdown, a request they hold whose
 // turn comes after the timeout's end is answered 503 instead (see
 // policy.Drain), which the file's author may not expect.
@@ -796,26 +795,19 @@ func (s *Server) run(ctx context.Context) error {
 // On a cluster it probes the slot of its key alone; requests probe the
 // others.
 func (s *Server) probeWhileDown(ctx context.Context, interval time.Duration) {
-	t := time.NewTicker(interval)
-	defer t.Stop()
 	decided := func(st sluice.FallbackStats) uint64 { return st.Primary + st.Fallback }
 	seen := decided(s.st.breaker.Stats())
-	for {
-		select {
-		case <-ctx.Done():
-			return
-		case <-t.C:
-		}
+	every(ctx, interval, func() {
 		st := s.st.breaker.Stats()
 		if n := decided(st); !st.Down || n != seen {
 			seen = n // up, or requests came: they probe
-			continue
+			return
 		}
 		pctx, cancel := context.WithTimeout(ctx, interval)
 		_, _ = s.st.breaker.Decide(pctx, readyProbe(s.gen.Load()))
 		cancel()
 		seen = decided(s.st.breaker.Stats())
-	}
+	})
 }
 
 // hello logs where to look, for someone who just started the server.

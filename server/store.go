@@ -15,7 +15,6 @@ import (
 	"strings"
 	"sync"
 	"sync/atomic"
-	"syscall"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
@@ -600,7 +599,7 @@ func presentsCert(c *tls.Config) bool {
 // connection that says nothing of TLS.
 func tlsHint(c *tls.Config, err error) string {
 	var op *net.OpError
-	closed := errors.Is(err, syscall.ECONNRESET) || errors.Is(err, errConnReset) || errors.Is(err, io.EOF) || errors.Is(err, io.ErrUnexpectedEOF) ||
+	closed := errors.Is(err, errConnReset) || errors.Is(err, io.EOF) || errors.Is(err, io.ErrUnexpectedEOF) ||
 		errors.As(err, &op) && op.Op == "remote error"
 	switch {
 	case c == nil:
