@@ -8,7 +8,6 @@ import (
 	"errors"
 	"io"
 	"log"
-	"log/slog"
 	"net"
 	"net/http"
 	"net/http/httputil"
@@ -24,7 +23,6 @@ import (
 	"github.com/sluicehq/sluice/clientip"
 	"github.com/sluicehq/sluice/internal/logpace"
 	"github.com/sluicehq/sluice/policy"
-	"github.com/sluicehq/sluice/rate"
 )
 
 // serveProxy serves the data plane on the current generation. CONNECT,
@@ -800,7 +798,7 @@ func (s *Server) reverseProxy(set *policy.Set) http.Handler {
 		// ReverseProxy logs here a response body the upstream broke off,
 		// once per request: paced as the upstream's failures are, by a
 		// pacer of this generation's (a reload may let one more through).
-		ErrorLog: log.New(&pacedLog{log: s.log, clock: s.clock}, "", 0),
+		ErrorLog: log.New(&logpace.Writer{Log: s.log, Now: s.clock.Now}, "", 0),
 		ModifyResponse: func(res *http.Response) error {
 			res.Header = restoreHeaders(res.Request, res.Header)
 			relocate(res.Header, target)
@@ -1190,23 +1188,6 @@ func trailerCame(r *http.Request) bool {
 		}
 	}
 	return false
-}
-
-// pacedLog is the writer of a log.Logger, as ReverseProxy logs, that
-// lets one line a second through to log, as a warning, with the number
-// left out since the last: an upstream that breaks off every response
-// would otherwise log a line for each.
-type pacedLog struct {
-	log   *slog.Logger
-	clock rate.Clock
-	pace  logpace.Pacer
-}
-
-func (p *pacedLog) Write(b []byte) (int, error) {
-	if held, ok := p.pace.Take(p.clock.Now()); ok {
-		p.log.Warn(strings.TrimSuffix(string(b), "\n"), "not_logged", held)
-	}
-	return len(b), nil
 }
 
 // bodyFailed answers 408 when r's client stopped sending its body

@@ -566,11 +566,11 @@ func listenAddr(addr string) error {
 // an Accept error) is the server's, and goes through whole.
 type serverLog struct {
 	log   *slog.Logger
-	paced *pacedLog
+	paced *logpace.Writer
 }
 
 func newServerLog(l *slog.Logger, clock rate.Clock) *serverLog {
-	return &serverLog{log: l, paced: &pacedLog{log: l, clock: clock}}
+	return &serverLog{log: l, paced: &logpace.Writer{Log: l, Now: clock.Now}}
 }
 
 func (w *serverLog) Write(b []byte) (int, error) {

@@ -523,31 +523,15 @@ func runServe(ctx context.Context, args []string, stdout, stderr io.Writer) int 
 	return exitOK
 }
 
-// stdLog carries what Go's standard library prints through package log
-// into sluice's log, as records at Warn: net/http's transport reports an
+// routeStdLog sends package log's standard logger to logger, paced (see
+// logpace.Writer), with no date or prefix of its own, until the function
+// it returns puts it back as it was: net/http's transport reports an
 // upstream's misbehaviour there (a response on an idle connection, one
 // longer than its Content-Length), whose plain lines would break a JSON
-// log. An upstream that misbehaves does so at every response: one line
-// a second goes, the next saying how many were left out.
-type stdLog struct {
-	log  *slog.Logger
-	now  func() time.Time
-	pace logpace.Pacer
-}
-
-func (w *stdLog) Write(p []byte) (int, error) {
-	if held, ok := w.pace.Take(w.now()); ok {
-		w.log.LogAttrs(context.Background(), slog.LevelWarn, strings.TrimSuffix(string(p), "\n"), slog.Int64("not_logged", held))
-	}
-	return len(p), nil
-}
-
-// routeStdLog sends package log's standard logger to logger (see stdLog),
-// with no date or prefix of its own, until the function it returns puts
-// it back as it was.
+// log, one a response.
 func routeStdLog(logger *slog.Logger, now func() time.Time) (restore func()) {
 	out, flags, prefix := stdlog.Writer(), stdlog.Flags(), stdlog.Prefix()
-	stdlog.SetOutput(&stdLog{log: logger, now: now})
+	stdlog.SetOutput(&logpace.Writer{Log: logger, Now: now})
 	stdlog.SetFlags(0)
 	stdlog.SetPrefix("")
 	return func() {

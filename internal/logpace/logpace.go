@@ -4,6 +4,9 @@
 package logpace
 
 import (
+	"context"
+	"log/slog"
+	"strings"
 	"sync/atomic"
 	"time"
 )
@@ -29,4 +32,24 @@ func (p *Pacer) Take(now time.Time) (held int64, ok bool) {
 		return 0, false
 	}
 	return p.skipped.Swap(0), true
+}
+
+// Writer is the writer of a log.Logger (package log's standard logger,
+// an http.Server's or a ReverseProxy's ErrorLog) whose lines go to Log as
+// warnings, one per Every, each with the number left out since the last
+// (not_logged): a library that logs a line per request it finds amiss
+// (an upstream that breaks off every response, a scan's failed TLS
+// handshakes) would otherwise write as much as it is sent. Now is the
+// clock it paces by. It is safe for concurrent use.
+type Writer struct {
+	Log  *slog.Logger
+	Now  func() time.Time
+	pace Pacer
+}
+
+func (w *Writer) Write(b []byte) (int, error) {
+	if held, ok := w.pace.Take(w.Now()); ok {
+		w.Log.LogAttrs(context.Background(), slog.LevelWarn, strings.TrimSuffix(string(b), "\n"), slog.Int64("not_logged", held))
+	}
+	return len(b), nil
 }
