@@ -14,12 +14,12 @@ import (
 	"strconv"
 	"strings"
 	"sync"
-	"sync/atomic"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus/promhttp"
 
 	"github.com/sluicehq/sluice"
+	"github.com/sluicehq/sluice/internal/logpace"
 )
 
 // adminMux routes the admin listener.
@@ -94,16 +94,16 @@ func (s *Server) hostGuard(h http.Handler) http.Handler {
 	for _, n := range s.o.AdminHosts {
 		allowed[hostName(n)] = true // a plainName, as New checks
 	}
-	var logged rareLog
+	logged := logpace.Pacer{Period: time.Minute}
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		name := hostName(r.Host)
 		if r.Host == "" || rebindProof(name) || allowed[name] {
 			h.ServeHTTP(w, r)
 			return
 		}
-		if logged.due() {
+		if held, ok := logged.Take(time.Now()); ok {
 			s.log.Warn("admin listener: refused a request by a name not allowed",
-				"host", r.Host, "path", r.URL.Path, "remote", r.RemoteAddr,
+				"host", r.Host, "path", r.URL.Path, "remote", r.RemoteAddr, "not_logged", held,
 				"hint", "a web page trying DNS rebinding, or a name to allow with --admin-host; logged at most once a minute")
 		}
 		writeText(w, http.StatusMisdirectedRequest, "421 Misdirected Request: the admin listener serves this only by an IP address,\n"+
@@ -113,20 +113,6 @@ func (s *Server) hostGuard(h http.Handler) http.Handler {
 			fmt.Fprintf(w, "To reach it as %s: --admin-host %s\n", name, name)
 		}
 	})
-}
-
-// rareLog lets a refusal that a web page may repeat in a loop be logged
-// once a minute at most, rather than flood the log. Its zero value is
-// due at once.
-type rareLog struct {
-	last atomic.Int64 // when due last said true, in Unix nanoseconds
-}
-
-// due reports whether a minute has passed since it last reported true,
-// and if so counts this as the new last time.
-func (l *rareLog) due() bool {
-	now, last := time.Now().UnixNano(), l.last.Load()
-	return now-last >= int64(time.Minute) && l.last.CompareAndSwap(last, now)
 }
 
 // writeText answers code with msg in plain text, which curl and go tool
@@ -152,7 +138,7 @@ func writeText(w http.ResponseWriter, code int, msg string) {
 // for a minute, so it is asked as if the request were a POST.
 func (s *Server) pprofGuard(h http.Handler) http.Handler {
 	cop := http.NewCrossOriginProtection()
-	var logged rareLog
+	logged := logpace.Pacer{Period: time.Minute}
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		// Check reads the method, the Host and the headers: nothing else
 		// of r needs copying while no bypass pattern is set.
@@ -160,10 +146,10 @@ func (s *Server) pprofGuard(h http.Handler) http.Handler {
 			h.ServeHTTP(w, r)
 			return
 		}
-		if logged.due() {
+		if held, ok := logged.Take(time.Now()); ok {
 			s.log.Warn("admin listener: refused a request to /debug/pprof/ from a page of another origin",
 				"path", r.URL.Path, "sec_fetch_site", r.Header.Get("Sec-Fetch-Site"), "origin", r.Header.Get("Origin"),
-				"remote", r.RemoteAddr, "hint", "a web page in a browser on this machine; logged at most once a minute")
+				"remote", r.RemoteAddr, "not_logged", held, "hint", "a web page in a browser on this machine; logged at most once a minute")
 		}
 		writeText(w, http.StatusForbidden, "403 Forbidden: /debug/pprof/ refuses what a browser sends for a page of another origin\n"+
 			"(a link, an image, a form). Type its address in the browser, or use go tool pprof or curl.\n")

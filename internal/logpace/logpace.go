@@ -14,10 +14,12 @@ import (
 // Every is the least time between two lines of one Pacer.
 const Every = time.Second
 
-// Pacer lets one line through per Every and counts the lines it holds
+// Pacer lets one line through per Period and counts the lines it holds
 // back, which the next line it lets through reports. The zero Pacer is
-// ready to use; it is safe for concurrent use.
+// ready to use, with a Period of Every; it is safe for concurrent use.
 type Pacer struct {
+	// Period is the least time between two lines; zero means Every.
+	Period  time.Duration
 	last    atomic.Int64 // when the last line went, in ns since the epoch
 	skipped atomic.Int64 // lines held back since
 }
@@ -27,7 +29,11 @@ type Pacer struct {
 func (p *Pacer) Take(now time.Time) (held int64, ok bool) {
 	t := now.UnixNano()
 	last := p.last.Load()
-	if last != 0 && t-last < int64(Every) || !p.last.CompareAndSwap(last, t) {
+	period := p.Period
+	if period == 0 {
+		period = Every
+	}
+	if last != 0 && t-last < int64(period) || !p.last.CompareAndSwap(last, t) {
 		p.skipped.Add(1)
 		return 0, false
 	}
