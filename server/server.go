@@ -12,6 +12,7 @@ import (
 	"net/http"
 	"net/url"
 	"runtime"
+	"strconv"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -455,8 +456,8 @@ func NewContext(ctx context.Context, o Options) (_ *Server, err error) {
 	for _, l := range []struct{ addr, flag string }{
 		{o.Listen, "--listen"}, {o.CheckListen, "--check-listen"}, {o.GRPCListen, "--grpc-listen"}, {o.AdminListen, "--admin-listen"},
 	} {
-		if err := listenAddr(l.addr); err != nil {
-			return nil, fmt.Errorf("%w: %s %q: %w (want host:port, such as 127.0.0.1:8080 or :8080, or %q)", ErrOptions, l.flag, l.addr, err, Off)
+		if err := CheckListenAddr(l.addr); err != nil {
+			return nil, fmt.Errorf("%w: %s %q: %w", ErrOptions, l.flag, l.addr, err)
 		}
 	}
 	for _, n := range o.AdminHosts {
@@ -542,19 +543,41 @@ func NewContext(ctx context.Context, o Options) (_ *Server, err error) {
 	return s, nil
 }
 
-// listenAddr reports why addr, a listen address of Options, cannot be
-// one, before any listener opens: empty (the default) and Off are. A port
-// may be a number or a service name, as net.Listen reads it.
-func listenAddr(addr string) error {
-	if addr == "" || addr == Off {
+// CheckListenAddr checks a listen address of Options as net.Listen will
+// take it, before any listener opens (New refuses one that fails it, with
+// ErrOptions):
+// "off", or host:port with a port number from 0 (any free port) to
+// 65535, and an empty host for every address. An empty value is the
+// listener's default. A service name as port ("http") is refused with
+// the rest: it reads as a mistake more often than it is meant.
+func CheckListenAddr(v string) error {
+	if v == "" || v == Off {
 		return nil
 	}
-	_, port, err := net.SplitHostPort(addr)
-	if err != nil {
-		return err
+	const want = "want host:port, such as 127.0.0.1:8080 (or :8080 for every address), or off"
+	if i := strings.Index(v, "://"); i >= 0 {
+		example := strings.TrimSuffix(v[i+3:], "/")
+		if _, _, err := net.SplitHostPort(example); err != nil {
+			example = "127.0.0.1:8080"
+		}
+		return fmt.Errorf("want host:port with no scheme, such as %s", example)
 	}
-	if _, err := net.LookupPort("tcp", port); err != nil {
-		return err
+	host, port, err := net.SplitHostPort(v)
+	if err != nil {
+		if ip := net.ParseIP(v[:max(strings.LastIndex(v, ":"), 0)]); ip != nil && ip.To4() == nil {
+			return fmt.Errorf("an IPv6 address goes in brackets, as [%s]:%s", ip, v[strings.LastIndex(v, ":")+1:])
+		}
+		return errors.New(want)
+	}
+	if strings.ContainsAny(host, "/?#") {
+		return errors.New(want)
+	}
+	n, err := strconv.Atoi(port)
+	switch {
+	case err != nil || strings.HasPrefix(port, "+"):
+		return fmt.Errorf("port %q is not a number: %s", port, want)
+	case n < 0 || n > 65535:
+		return fmt.Errorf("port %d out of range (want 0 to 65535; 0 picks a free port)", n)
 	}
 	return nil
 }

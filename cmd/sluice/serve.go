@@ -10,7 +10,6 @@ import (
 	"log/slog"
 	"maps"
 	"math"
-	"net"
 	"os"
 	"os/signal"
 	"slices"
@@ -334,7 +333,7 @@ func parseServeFlags(args []string, getenv func(string) string, stderr io.Writer
 		name string
 		addr string
 	}{{"listen", f.o.Listen}, {"check-listen", f.o.CheckListen}, {"grpc-listen", f.o.GRPCListen}, {"admin-listen", f.o.AdminListen}} {
-		if err := listenAddr(l.addr); err != nil {
+		if err := server.CheckListenAddr(l.addr); err != nil {
 			return nil, fmt.Errorf("%s %q: %w", f.name(l.name), l.addr, err)
 		}
 	}
@@ -552,43 +551,6 @@ func bound(name string, d time.Duration) (time.Duration, error) {
 		return -1, nil
 	}
 	return d, nil
-}
-
-// listenAddr checks a listener's address as net.Listen will take it:
-// "off", or host:port with a port number from 0 (any free port) to
-// 65535, and an empty host for every address. An empty value is the
-// listener's default. A service name as port ("http") is refused with
-// the rest: it reads as a mistake more often than it is meant.
-func listenAddr(v string) error {
-	if v == "" || v == server.Off {
-		return nil
-	}
-	const want = "want host:port, such as 127.0.0.1:8080 (or :8080 for every address), or off"
-	if i := strings.Index(v, "://"); i >= 0 {
-		example := strings.TrimSuffix(v[i+3:], "/")
-		if _, _, err := net.SplitHostPort(example); err != nil {
-			example = "127.0.0.1:8080"
-		}
-		return fmt.Errorf("want host:port with no scheme, such as %s", example)
-	}
-	host, port, err := net.SplitHostPort(v)
-	if err != nil {
-		if ip := net.ParseIP(v[:max(strings.LastIndex(v, ":"), 0)]); ip != nil && ip.To4() == nil {
-			return fmt.Errorf("an IPv6 address goes in brackets, as [%s]:%s", ip, v[strings.LastIndex(v, ":")+1:])
-		}
-		return errors.New(want)
-	}
-	if strings.ContainsAny(host, "/?#") {
-		return errors.New(want)
-	}
-	n, err := strconv.Atoi(port)
-	switch {
-	case err != nil || strings.HasPrefix(port, "+"):
-		return fmt.Errorf("port %q is not a number: %s", port, want)
-	case n < 0 || n > 65535:
-		return fmt.Errorf("port %d out of range (want 0 to 65535; 0 picks a free port)", n)
-	}
-	return nil
 }
 
 // adminHosts splits the values of --admin-host at commas, and refuses a
