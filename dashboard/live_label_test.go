@@ -42,7 +42,7 @@ func TestLiveSVGSaysAllowedByThePolicy(t *testing.T) {
 			t.Errorf("the picture lacks %q", want)
 		}
 	}
-	// The row's totals; its columns' tooltips still say "passed".
+	// The row's totals say "allowed", as its columns' tooltips do.
 	if strings.Contains(svg, "13 passed</text>") {
 		t.Error(`the picture says api "13 passed": its clients got 10 answers, the 3 others a 429 from search`)
 	}

@@ -92,7 +92,7 @@ func WriteSVG(w io.Writer, r Result) error {
 	}
 	if o := overCapacityNote(r); o != "" {
 		notes = append(notes, wrapLines(o, noteLen)...)
-		notes = append(notes, "No wait lets such a request pass: a store answers it with an error, not a refusal. Here it counts as refused.")
+		notes = append(notes, overCapacityWhy)
 	}
 	notesTop := 68 // the first note's baseline, after the title and the how line
 	if r.Summary != "" {

@@ -31,7 +31,7 @@ func WriteText(w io.Writer, r Result) error {
 		fmt.Fprintf(bw, "%s\n", b)
 	}
 	if o := overCapacityNote(r); o != "" {
-		wrap(bw, o+" No wait lets such a request pass, and a store answers it with an error rather than a refusal; here it counts as refused.", 78)
+		wrap(bw, o+" "+overCapacityWhy, 78)
 	}
 	for _, setup := range rowSetups(r) {
 		var rows []Row
@@ -107,12 +107,15 @@ func bucketNote(r Result) string {
 	return strings.Join(names, ", ") + ": " + describeBucket(bucket)
 }
 
+// overCapacityWhy says why a request costing more than the capacity is
+// no ordinary refusal, after overCapacityNote.
+const overCapacityWhy = "No wait lets such a request pass: a store answers it with an error, not a refusal. Here it counts as refused."
+
 // overCapacityNote says, if any request cost more than an algorithm's
 // capacity, how many did for each: "Costing more than the capacity: 2
 // requests for fixed_window (10), 1 for gcra (20)."; or "". The count
 // depends on the algorithm's limit alone, not on the setup. The text and
-// the picture each add why that is no ordinary refusal, in the room they
-// have.
+// the picture each add why that is no ordinary refusal (overCapacityWhy).
 func overCapacityNote(r Result) string {
 	var parts []string
 	seen := map[rate.Algorithm]bool{}
