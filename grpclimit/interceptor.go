@@ -450,7 +450,7 @@ func refusal(ctx context.Context, out *policy.Outcome) error {
 	case out.Verdict == policy.Shed:
 		msg = "the server is at capacity for calls of this priority" + wait
 	case errors.Is(out.Err, policy.ErrDrained):
-		msg = "the server is shutting down, and the call's wait would have outlasted it" + wait
+		msg = policy.ErrDrained.Error() + wait
 	case ctx.Err() != nil:
 		return status.FromContextError(ctx.Err()).Err()
 	}

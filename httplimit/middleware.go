@@ -325,7 +325,7 @@ func detail(ctx context.Context, out *policy.Outcome, retry int64) string {
 		return "the request ended before it could be served"
 	}
 	if errors.Is(out.Err, policy.ErrDrained) {
-		return "the server is shutting down, and its wait would have outlasted it" + wait
+		return policy.ErrDrained.Error() + wait
 	}
 	return "the rate limiter is unavailable" + wait
 }

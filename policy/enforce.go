@@ -283,7 +283,9 @@ type Drain struct {
 
 // ErrDrained is Outcome.Err for a request held back whose wait a Drain
 // ended: its turn or unit would have come after the drain's end.
-var ErrDrained = errors.New("policy: the wait would outlast the server's shutdown")
+// Its text is said to the client as it is (httplimit's problem detail,
+// grpclimit's status message).
+var ErrDrained = errors.New("the server is shutting down, and the wait would have outlasted it")
 
 func (d *Drain) init() {
 	d.once.Do(func() { d.begun, d.begin = context.WithCancel(context.Background()) })
