@@ -390,8 +390,8 @@ var notInTrailer = []string{
 	"connection", "keep-alive", "proxy-connection", "upgrade",
 }
 
-// spellingOf reports whether name is one of the fields whose foldNames
-// are folds, in any spelling, its own included.
+// spellingOf reports whether name is, in any spelling, its own included,
+// one of the fields whose lower-case spellings (foldName) are folds.
 func spellingOf(name string, folds []string) bool {
 	for _, f := range folds {
 		if len(name) == len(f) && foldEqual(name, f) {
@@ -1023,7 +1023,8 @@ func otherSpelling(name, header, fold string) bool {
 }
 
 // readFields are the fields the policies of a set read: the user and plan
-// headers and Set.HeadersRead, canonical, with their foldNames.
+// headers and Set.HeadersRead, canonical, with their lower-case
+// spellings (foldName).
 type readFields struct{ names, folds []string }
 
 // fieldsRead returns the fields set's policies read.

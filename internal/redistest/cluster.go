@@ -14,10 +14,9 @@ import (
 //
 // The cluster can be changed under a client: a slot migrated between
 // masters step by step ([Cluster.BeginMigration], [Cluster.MigrateKey] or
-// [Cluster.MigrateKeys], [Cluster.EndMigration]) or at once
-// ([Cluster.MoveSlot]), a replica promoted by CLUSTER FAILOVER
-// ([Cluster.Failover]) or by killing its master and waiting
-// ([Cluster.WaitMaster]).
+// [Cluster.MigrateKeys], [Cluster.EndMigration]), a replica promoted by
+// CLUSTER FAILOVER ([Cluster.Failover]) or by killing its master and
+// waiting ([Cluster.WaitMaster]).
 type Cluster struct {
 	// Nodes are the masters as started, in the order their slot ranges
 	// were assigned. A failover does not change them: Nodes[i] stays the
@@ -317,15 +316,6 @@ func (c *Cluster) EndMigration(slot int, to *Server) {
 			return err == nil && o == to, fmt.Sprint(o, err)
 		})
 	}
-}
-
-// MoveSlot migrates slot from master from to master to with all its keys.
-func (c *Cluster) MoveSlot(slot int, from, to *Server) {
-	from.t.Helper()
-	c.BeginMigration(slot, from, to)
-	for c.MigrateKeys(slot, from, to, 100) > 0 {
-	}
-	c.EndMigration(slot, to)
 }
 
 // isMaster reports whether s says it is a master.

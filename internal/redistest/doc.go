@@ -18,6 +18,6 @@
 //     client, so the harness needs no Redis library.
 //   - cluster.go: Cluster (StartCluster, StartClusterWithReplicas, Owner,
 //     SlotOwner), and changing it under a client: slot migration
-//     (BeginMigration, MigrateKey, MigrateKeys, EndMigration, MoveSlot) and
+//     (BeginMigration, MigrateKey, MigrateKeys, EndMigration) and
 //     failover (Failover, WaitMaster, WaitOK).
 package redistest

@@ -17,7 +17,9 @@ const maxDenyAge = time.Second
 const denyShards = 32
 
 // denyCache remembers refusals so that the same request can be refused
-// again locally, without asking Redis, until its RetryAfter has passed.
+// again locally, without asking Redis: for maxDenyAge at most while Redis
+// answers, and until its RetryAfter has passed while Redis cannot be asked
+// (both explained below).
 //
 // Why this is exact: once Redis refuses a request with RetryAfter T,
 // nothing any instance does can make it pass before T, since others can
