@@ -144,14 +144,23 @@ func NewService(cfg *Config, store sluice.Store, opts Options) *Service {
 		s.opts.MaxDescriptors = DefaultMaxDescriptors
 	}
 	s.cfg.Store(cfg)
-	s.health.SetServingStatus("", healthpb.HealthCheckResponse_SERVING)
-	s.health.SetServingStatus(rlsv3.RateLimitService_ServiceDesc.ServiceName, healthpb.HealthCheckResponse_SERVING)
+	for _, name := range healthNames {
+		s.health.SetServingStatus(name, healthpb.HealthCheckResponse_SERVING)
+	}
 	return s
 }
 
+// healthNames are the service names the health service reports on: the
+// server as a whole (""), the rate limit service's full name, and
+// "ratelimit", the name Envoy's reference service reports under, which a
+// gateway's grpc_health_check or a Kubernetes grpc probe written for it
+// names.
+var healthNames = []string{"", rlsv3.RateLimitService_ServiceDesc.ServiceName, "ratelimit"}
+
 // Register registers the rate limit service and the standard gRPC health
-// service (grpc.health.v1, reporting SERVING for "" and for
-// envoy.service.ratelimit.v3.RateLimitService) on r, usually a
+// service (grpc.health.v1, reporting SERVING for "", for
+// envoy.service.ratelimit.v3.RateLimitService and for "ratelimit", the
+// name Envoy's reference service reports under) on r, usually a
 // *grpc.Server. A server that has a health service of its own registers
 // the Service alone with rlsv3.RegisterRateLimitServiceServer.
 func (s *Service) Register(r grpc.ServiceRegistrar) {

@@ -583,16 +583,21 @@ descriptors:
 func TestHealth(t *testing.T) {
 	h := newHarness(t, nil, Options{})
 	hc := healthpb.NewHealthClient(h.conn)
-	for _, svc := range []string{"", "envoy.service.ratelimit.v3.RateLimitService"} {
+	// "ratelimit" is the name Envoy's reference service reports under, which
+	// a gateway's grpc_health_check or a Kubernetes grpc probe may name.
+	names := []string{"", "envoy.service.ratelimit.v3.RateLimitService", "ratelimit"}
+	for _, svc := range names {
 		resp, err := hc.Check(context.Background(), &healthpb.HealthCheckRequest{Service: svc})
 		if err != nil || resp.GetStatus() != healthpb.HealthCheckResponse_SERVING {
 			t.Fatalf("health of %q: %v, %v", svc, resp, err)
 		}
 	}
 	h.svc.Health().Shutdown()
-	resp, err := hc.Check(context.Background(), &healthpb.HealthCheckRequest{})
-	if err != nil || resp.GetStatus() != healthpb.HealthCheckResponse_NOT_SERVING {
-		t.Fatalf("after Shutdown: %v, %v", resp, err)
+	for _, svc := range names {
+		resp, err := hc.Check(context.Background(), &healthpb.HealthCheckRequest{Service: svc})
+		if err != nil || resp.GetStatus() != healthpb.HealthCheckResponse_NOT_SERVING {
+			t.Fatalf("health of %q after Shutdown: %v, %v", svc, resp, err)
+		}
 	}
 }
 

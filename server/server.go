@@ -26,6 +26,7 @@ import (
 	"google.golang.org/grpc/credentials"
 	"google.golang.org/grpc/health"
 	healthpb "google.golang.org/grpc/health/grpc_health_v1"
+	"google.golang.org/grpc/keepalive"
 
 	"github.com/sluicehq/sluice"
 	"github.com/sluicehq/sluice/dashboard"
@@ -68,7 +69,22 @@ const (
 	// and many streams on each.
 	grpcMaxRecvMsgSize    = 256 << 10
 	grpcMaxStreamsPerConn = 1024
+	// DefaultGRPCMaxConnectionAge is Envoy's reference service's: a day.
+	DefaultGRPCMaxConnectionAge = 24 * time.Hour
+	// grpcMaxConnectionAgeGrace is how long the calls of a connection
+	// told to go away (GOAWAY) at its age may take to finish, as the
+	// reference service gives them; a health watch that outlives it is
+	// cut, and its client watches again on a new connection.
+	grpcMaxConnectionAgeGrace = time.Hour
 )
+
+// grpcMinPingInterval is the least time between two HTTP/2 pings a gRPC
+// client may send, idle or not, before the server tells it to go away
+// (too_many_pings): Envoy's connection_keepalive pings at a fixed
+// interval whether or not a call is open, which gRPC's default policy
+// (5 minutes, and none while idle) would answer with GOAWAY. A variable
+// so that tests need not wait for it.
+var grpcMinPingInterval = 10 * time.Second
 
 // UpstreamDemo, as Options.Upstream, serves the built-in demo upstream: a
 // handler answering every request with a small JSON document.
@@ -247,6 +263,17 @@ type Options struct {
 	// over HTTP/2, where each field counts 32 bytes more), is answered
 	// 431. Zero or less means DefaultMaxHeaderBytes (64 KiB).
 	MaxHeaderBytes int
+	// GRPCMaxConnectionAge is how long a connection to the gRPC listener
+	// lasts before the server asks its client to open another (HTTP/2
+	// GOAWAY, the age varied by a tenth either way so that a gateway's
+	// connections do not all go at once), its calls in flight given an
+	// hour more to finish: an Envoy that reaches sluice through one
+	// address (a Kubernetes Service's cluster IP) otherwise keeps its
+	// connections on the instances it found first, and sends an
+	// instance added later nothing. Zero means
+	// DefaultGRPCMaxConnectionAge (a day, as Envoy's reference service);
+	// negative means no bound.
+	GRPCMaxConnectionAge time.Duration
 	// TopKeys is how many refused keys /debug/top tracks. Zero means
 	// DefaultTopKeys.
 	TopKeys int
@@ -415,6 +442,9 @@ func NewContext(ctx context.Context, o Options) (_ *Server, err error) {
 	}
 	if s.o.MaxHeaderBytes <= 0 {
 		s.o.MaxHeaderBytes = DefaultMaxHeaderBytes
+	}
+	if s.o.GRPCMaxConnectionAge == 0 {
+		s.o.GRPCMaxConnectionAge = DefaultGRPCMaxConnectionAge
 	}
 	if s.o.TopKeys <= 0 {
 		s.o.TopKeys = DefaultTopKeys
@@ -770,6 +800,10 @@ func (s *Server) run(ctx context.Context) error {
 			grpc.MaxRecvMsgSize(grpcMaxRecvMsgSize),
 			grpc.MaxConcurrentStreams(grpcMaxStreamsPerConn),
 			grpc.StatsHandler(&undecodedRLS{s: s}),
+			grpc.KeepaliveEnforcementPolicy(keepalive.EnforcementPolicy{MinTime: grpcMinPingInterval, PermitWithoutStream: true}),
+		}
+		if age := s.o.GRPCMaxConnectionAge; age > 0 {
+			opts = append(opts, grpc.KeepaliveParams(keepalive.ServerParameters{MaxConnectionAge: age, MaxConnectionAgeGrace: grpcMaxConnectionAgeGrace}))
 		}
 		mode := "off"
 		if s.tls != nil {

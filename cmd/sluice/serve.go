@@ -102,6 +102,13 @@ wins over its variable):
                           Default 127.0.0.1:8081.
   --grpc-listen ADDR      Envoy's rate limit service (SLUICE_GRPC_LISTEN).
                           Default 127.0.0.1:8082.
+  --grpc-max-connection-age DUR
+                          how long a gRPC connection lasts before its
+                          client is asked to open another, so that an Envoy
+                          reaching sluice through one address spreads over
+                          instances added since; 0 means no bound
+                          (SLUICE_GRPC_MAX_CONNECTION_AGE). Default 24h, as
+                          Envoy's reference service.
   --admin-listen ADDR     /metrics, /healthz, /readyz, /debug/top and the
                           dashboard (SLUICE_ADMIN_LISTEN).
                           Default 127.0.0.1:9090.
@@ -221,16 +228,16 @@ func (l *listFlag) Set(v string) error {
 
 // serveFlags parses the flags and environment of sluice serve.
 type serveFlags struct {
-	o                                                          server.Options
-	envoy, adminHost                                           listFlag
-	watch, shutdown, bodyTimeout, sendTimeout, upstreamTimeout time.Duration
-	logFormat                                                  string
-	logLevel                                                   string
-	gcFloor                                                    string
-	gcFloorBytes                                               uint64
-	maxHeader                                                  string
-	requestBuffer                                              string
-	printDemo                                                  bool
+	o                                                                   server.Options
+	envoy, adminHost                                                    listFlag
+	watch, shutdown, bodyTimeout, sendTimeout, upstreamTimeout, grpcAge time.Duration
+	logFormat                                                           string
+	logLevel                                                            string
+	gcFloor                                                             string
+	gcFloorBytes                                                        uint64
+	maxHeader                                                           string
+	requestBuffer                                                       string
+	printDemo                                                           bool
 	// fromEnv names the variable each flag set by the environment took
 	// its value from, for messages about the value.
 	fromEnv map[string]string
@@ -251,7 +258,7 @@ var serveEnv = map[string]string{
 	"config": "SLUICE_CONFIG", "upstream": "SLUICE_UPSTREAM", "preserve-host": "SLUICE_PRESERVE_HOST",
 	"envoy-headers": "SLUICE_ENVOY_HEADERS", "envoy-refused-consume-nothing": "SLUICE_ENVOY_REFUSED_CONSUME_NOTHING",
 	"redis": "SLUICE_REDIS", "max-keys": "SLUICE_MAX_KEYS", "listen": "SLUICE_LISTEN", "check-listen": "SLUICE_CHECK_LISTEN",
-	"grpc-listen": "SLUICE_GRPC_LISTEN", "admin-listen": "SLUICE_ADMIN_LISTEN", "pprof": "SLUICE_PPROF", "playground": "SLUICE_PLAYGROUND",
+	"grpc-listen": "SLUICE_GRPC_LISTEN", "grpc-max-connection-age": "SLUICE_GRPC_MAX_CONNECTION_AGE", "admin-listen": "SLUICE_ADMIN_LISTEN", "pprof": "SLUICE_PPROF", "playground": "SLUICE_PLAYGROUND",
 	"tls-cert": "SLUICE_TLS_CERT", "tls-key": "SLUICE_TLS_KEY", "tls-client-ca": "SLUICE_TLS_CLIENT_CA",
 	"watch-interval": "SLUICE_WATCH_INTERVAL", "shutdown-timeout": "SLUICE_SHUTDOWN_TIMEOUT", "shutdown-delay": "SLUICE_SHUTDOWN_DELAY",
 	"body-timeout": "SLUICE_BODY_TIMEOUT", "send-timeout": "SLUICE_SEND_TIMEOUT", "upstream-timeout": "SLUICE_UPSTREAM_TIMEOUT",
@@ -369,6 +376,9 @@ func parseServeFlags(args []string, getenv func(string) string, stderr io.Writer
 	if f.o.SendTimeout, err = bound(f.name("send-timeout"), f.sendTimeout); err != nil {
 		return nil, err
 	}
+	if f.o.GRPCMaxConnectionAge, err = bound(f.name("grpc-max-connection-age"), f.grpcAge); err != nil {
+		return nil, err
+	}
 	if f.gcFloorBytes, err = parseSize(f.gcFloor); err != nil {
 		return nil, fmt.Errorf("%s %q: %w, or 0 to turn it off", f.name("gc-heap-floor"), f.gcFloor, err)
 	}
@@ -414,6 +424,7 @@ func (f *serveFlags) flagSet() *flag.FlagSet {
 	fs.StringVar(&f.o.Listen, "listen", server.DefaultListen, "")
 	fs.StringVar(&f.o.CheckListen, "check-listen", server.DefaultCheckListen, "")
 	fs.StringVar(&f.o.GRPCListen, "grpc-listen", server.DefaultGRPCListen, "")
+	fs.DurationVar(&f.grpcAge, "grpc-max-connection-age", server.DefaultGRPCMaxConnectionAge, "")
 	fs.StringVar(&f.o.AdminListen, "admin-listen", server.DefaultAdminListen, "")
 	fs.Var(&f.adminHost, "admin-host", "")
 	fs.StringVar(&f.o.TLSCert, "tls-cert", "", "")

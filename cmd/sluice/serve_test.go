@@ -482,6 +482,8 @@ func TestServeBadValueNamesItsSource(t *testing.T) {
 		{map[string]string{"SLUICE_UPSTREAM_TIMEOUT": "-1s"}, nil, "SLUICE_UPSTREAM_TIMEOUT"},
 		{map[string]string{"SLUICE_BODY_TIMEOUT": "-1s"}, nil, "SLUICE_BODY_TIMEOUT"},
 		{map[string]string{"SLUICE_SEND_TIMEOUT": "-1s"}, nil, "SLUICE_SEND_TIMEOUT"},
+		{map[string]string{"SLUICE_GRPC_MAX_CONNECTION_AGE": "-1s"}, nil, "SLUICE_GRPC_MAX_CONNECTION_AGE"},
+		{nil, []string{"--grpc-max-connection-age", "0"}, ""},
 		{map[string]string{"SLUICE_GC_HEAP_FLOOR": "64MB"}, nil, "SLUICE_GC_HEAP_FLOOR"},
 		{map[string]string{"SLUICE_WATCH_INTERVAL": "-1s"}, nil, "SLUICE_WATCH_INTERVAL"},
 		{map[string]string{"SLUICE_SHUTDOWN_DELAY": "-1s"}, nil, "SLUICE_SHUTDOWN_DELAY"},
