@@ -22,8 +22,8 @@ import (
 // SimRequest asks POST api/sim for a simulation. It is sent as JSON
 // (Content-Type application/json, unknown fields refused) or as a form
 // (application/x-www-form-urlencoded or multipart/form-data, the field
-// names of the JSON; algorithms and setups repeated or comma-separated;
-// in a multipart form csv may be a file).
+// names of the JSON; algorithms and setups repeated or, as in JSON,
+// comma-separated; in a multipart form csv may be a file).
 //
 // Give Scenario or CSV. Every other field is optional: its zero value
 // means the scenario's own.
@@ -39,11 +39,14 @@ type SimRequest struct {
 	// Empty means the scenario's.
 	Limit string `json:"limit,omitempty"`
 	// Algorithms are the algorithms to compare, by name (fixed_window,
-	// sliding_log, sliding_window, token_bucket, leaky_bucket, gcra), or
-	// "all". Empty means all.
+	// sliding_log, sliding_window, token_bucket, leaky_bucket, gcra). An
+	// entry may hold several, comma-separated; "all", alone or among
+	// them, means every one. Empty (or only blank names) means all. The
+	// rule is sim.ParseNames', the one "sluice sim --algorithms" follows.
 	Algorithms []string `json:"algorithms,omitempty"`
-	// Setups are single, own-counters and shared-counter, or "all".
-	// Empty means the scenario's (single for pasted traffic).
+	// Setups are single, own-counters and shared-counter, read as
+	// Algorithms are: "all", alone or among them, means every one. Empty
+	// means the scenario's (single for pasted traffic).
 	Setups []string `json:"setups,omitempty"`
 	// Instances is how many instances own-counters and shared-counter
 	// run, up to sim.MaxInstances. Zero means sim.DefaultInstances.
@@ -341,8 +344,10 @@ func formRequest(r *http.Request) (SimRequest, error) {
 	}
 	req.Limit = strings.TrimSpace(f.Get("limit"))
 	req.MaxDelay = strings.TrimSpace(f.Get("max_delay"))
-	req.Algorithms = splitList(f["algorithms"])
-	req.Setups = splitList(f["setups"])
+	// Repeated or comma-separated, the lists are read as JSON's are, by
+	// sim.ParseNames.
+	req.Algorithms = f["algorithms"]
+	req.Setups = f["setups"]
 	var err error
 	if req.Instances, err = formInt(f.Get("instances"), "instances"); err != nil {
 		return req, err
@@ -374,20 +379,6 @@ func formInt(s, field string) (int, error) {
 		return 0, newProblem(http.StatusBadRequest, field, fmt.Sprintf("%s %q: want a whole number", field, s))
 	}
 	return n, nil
-}
-
-// splitList reads values that may repeat and may each hold a
-// comma-separated list.
-func splitList(values []string) []string {
-	var out []string
-	for _, v := range values {
-		for _, name := range strings.Split(v, ",") {
-			if name = strings.TrimSpace(name); name != "" {
-				out = append(out, name)
-			}
-		}
-	}
-	return out
 }
 
 // buildScenario turns a request into the scenario to run, or a problem
@@ -447,12 +438,12 @@ func buildScenario(req SimRequest) (sim.Scenario, error) {
 		}
 		sc.Limit = l
 	}
-	algs, err := parseNames(req.Algorithms, rate.Algorithms(), rate.ParseAlgorithm)
+	algs, err := sim.ParseNames(req.Algorithms, rate.Algorithms(), rate.ParseAlgorithm)
 	if err != nil {
 		return bad("algorithms", "algorithms: %v", err)
 	}
-	sc.Algorithms = algs
-	setups, err := parseNames(req.Setups, sim.Setups(), sim.ParseSetup)
+	sc.Algorithms = algs // nil: every algorithm
+	setups, err := sim.ParseNames(req.Setups, sim.Setups(), sim.ParseSetup)
 	if err != nil {
 		return bad("setups", "setups: %v", err)
 	}
@@ -467,14 +458,8 @@ func buildScenario(req SimRequest) (sim.Scenario, error) {
 		}
 		sc.MaxDelay = d
 	}
-	if req.Scenario != "" && sc.Description != "" {
-		var changed []string
-		for _, c := range sim.Changes(req.Scenario, sc) {
-			changed = append(changed, fieldLabel[c])
-		}
-		if note := sim.ChangesNote(changed); note != "" {
-			sc.Description += "\n\n" + note
-		}
+	if req.Scenario != "" {
+		sc = sim.NoteChanges(req.Scenario, sc, fieldLabel)
 	}
 	return sc, nil
 }
@@ -489,24 +474,6 @@ var fieldLabel = map[sim.Setting]string{
 	sim.SettingInstances: "Instances",
 	sim.SettingSetups:    "Setups",
 	sim.SettingMaxDelay:  "Max delay",
-}
-
-// parseNames reads names, or "all"; none gives nil.
-func parseNames[T comparable](names []string, all []T, parse func(string) (T, error)) ([]T, error) {
-	var out []T
-	for _, name := range names {
-		if name == "all" {
-			return all, nil
-		}
-		v, err := parse(name)
-		if err != nil {
-			return nil, err
-		}
-		if !slices.Contains(out, v) {
-			out = append(out, v)
-		}
-	}
-	return out, nil
 }
 
 // sizeText formats a size in bytes: "1 MiB", "64 KiB", "100 bytes".

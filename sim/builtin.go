@@ -266,6 +266,30 @@ func Changes(name string, run Scenario) []Setting {
 	return out
 }
 
+// NoteChanges returns run, made from the built-in scenario name, with
+// the note of [ChangesNote] ending its description if run changes a
+// setting its figures depend on ([Changes]), each named by label: the
+// flag or the form's field a user set it by, or, for a setting label
+// lacks, its String. A run with no description, traffic of one's own, is
+// returned as it is: it has no figures to take back.
+func NoteChanges(name string, run Scenario, label map[Setting]string) Scenario {
+	if run.Description == "" {
+		return run
+	}
+	var names []string
+	for _, c := range Changes(name, run) {
+		l, ok := label[c]
+		if !ok {
+			l = c.String()
+		}
+		names = append(names, l)
+	}
+	if note := ChangesNote(names); note != "" {
+		run.Description += "\n\n" + note
+	}
+	return run
+}
+
 // sameLimit reports whether a and b, limits of one algorithm, decide
 // alike: a burst of zero is the count.
 func sameLimit(a, b rate.Limit) bool {

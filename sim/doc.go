@@ -60,11 +60,14 @@
 //
 // # Files
 //
-//   - scenario.go: Scenario, Event, Setup, the bounds, validation.
+//   - scenario.go: Scenario, Event, Setup, the bounds, validation, and
+//     ParseNames, the one reading of a user's list of algorithms or
+//     setups that the command line and the dashboard share.
 //   - run.go: Run, Result, Row and its JSON form, the replay.
 //   - traffic.go: the traffic patterns (Steady, Burst, Poisson).
 //   - builtin.go: the built-in scenarios, their descriptions, and which
-//     settings of a run change the figures those give ([Changes]).
+//     settings of a run change the figures those give ([Changes],
+//     [NoteChanges]).
 //   - csv.go: ReadCSV, traffic from a file.
 //   - text.go, svg.go: the terminal table and the picture.
 package sim

@@ -3,6 +3,7 @@ package sim
 import (
 	"errors"
 	"fmt"
+	"slices"
 	"strings"
 	"time"
 	"unicode/utf8"
@@ -75,6 +76,53 @@ func ParseSetup(name string) (Setup, error) {
 		}
 	}
 	return 0, fmt.Errorf("unknown setup %q (want single, own-counters or shared-counter)", name)
+}
+
+// ParseNames reads a list of names a user gave, such as the algorithms
+// or setups to compare, with all every value there is and parse reading
+// one name. "sluice sim" and the dashboard's playground both read their
+// lists with it, so that the same text runs the same rows wherever it is
+// typed.
+//
+// Each entry may hold several names separated by commas, as a flag or a
+// form's field does; spaces around a name are ignored, and so are blank
+// names, which a trailing comma or an empty field leaves. A name given
+// twice counts once, where it first came. "all" stands for every value:
+// anywhere in the list it gives all, in its own order, as the names it
+// stands for would. Every other name must still be one parse knows, so
+// that a typo is not hidden by an "all" beside it.
+//
+// No names at all give nil, which the callers read as their default
+// (Scenario.Algorithms: every algorithm; Setups: the scenario's own):
+// every setting of a run is optional, and leaving one empty, as an unset
+// field or a script's empty variable does, means the default rather than
+// a run of nothing.
+func ParseNames[T comparable](list []string, all []T, parse func(string) (T, error)) ([]T, error) {
+	var out []T
+	every := false
+	for _, entry := range list {
+		for _, name := range strings.Split(entry, ",") {
+			name = strings.TrimSpace(name)
+			if name == "" {
+				continue
+			}
+			if name == "all" {
+				every = true
+				continue
+			}
+			v, err := parse(name)
+			if err != nil {
+				return nil, err
+			}
+			if !slices.Contains(out, v) {
+				out = append(out, v)
+			}
+		}
+	}
+	if every {
+		return slices.Clone(all), nil
+	}
+	return out, nil
 }
 
 // MarshalText implements [encoding.TextMarshaler].

@@ -9,7 +9,6 @@ import (
 	"io"
 	"os"
 	"path/filepath"
-	"slices"
 	"strings"
 	"text/tabwriter"
 	"time"
@@ -50,14 +49,18 @@ Flags:
                        sliding_log counts at most 65536): leave out with
                        --algorithms those that cannot. Default: the
                        scenario's.
-  --algorithms LIST    the algorithms to compare, comma-separated, or all
-                       (default all): fixed_window, sliding_log,
-                       sliding_window, token_bucket, leaky_bucket, gcra
-  --setup LIST         how limiters share counters, comma-separated, or all:
+  --algorithms LIST    the algorithms to compare, comma-separated:
+                       fixed_window, sliding_log, sliding_window,
+                       token_bucket, leaky_bucket, gcra; all, alone or
+                       among them, means every one. Default (also for an
+                       empty list): all.
+  --setup LIST         how limiters share counters, comma-separated:
                        single (one limiter), own-counters (N instances
                        behind round robin, each its own counter),
-                       shared-counter (N instances, one counter).
-                       Default: the scenario's (single for most).
+                       shared-counter (N instances, one counter); all,
+                       alone or among them, means every one. Default
+                       (also for an empty list): the scenario's (single
+                       for most).
   --instances N        N for own-counters and shared-counter (default 3)
   --seconds N          how long the scenario lasts; traffic that runs
                        throughout (steady, flood, clients, the calm client)
@@ -254,11 +257,11 @@ func (f *simFlags) buildScenario() (sim.Scenario, error) {
 			return sc, usageError{fmt.Errorf("--scenario: %w", err)}
 		}
 	}
-	algs, err := parseList(f.algorithms, rate.Algorithms(), rate.ParseAlgorithm)
+	algs, err := sim.ParseNames([]string{f.algorithms}, rate.Algorithms(), rate.ParseAlgorithm)
 	if err != nil {
 		return sc, usageError{fmt.Errorf("--algorithms: %w", err)}
 	}
-	sc.Algorithms = algs
+	sc.Algorithms = algs // nil: every algorithm
 	if f.limit != "" {
 		l, err := sim.ParseLimit(f.limit)
 		if err != nil {
@@ -266,23 +269,17 @@ func (f *simFlags) buildScenario() (sim.Scenario, error) {
 		}
 		sc.Limit = l // that each algorithm compared can apply it, Run checks
 	}
-	if f.setups != "" {
-		setups, err := parseList(f.setups, sim.Setups(), sim.ParseSetup)
-		if err != nil {
-			return sc, usageError{fmt.Errorf("--setup: %w", err)}
-		}
+	setups, err := sim.ParseNames([]string{f.setups}, sim.Setups(), sim.ParseSetup)
+	if err != nil {
+		return sc, usageError{fmt.Errorf("--setup: %w", err)}
+	}
+	if setups != nil {
 		sc.Setups = setups
 	}
 	sc.Instances = f.instances
 	sc.MaxDelay = f.maxDelay
-	if f.csv == "" && sc.Description != "" {
-		var changed []string
-		for _, c := range sim.Changes(f.scenario, sc) {
-			changed = append(changed, simFlagOf[c])
-		}
-		if note := sim.ChangesNote(changed); note != "" {
-			sc.Description += "\n\n" + note
-		}
+	if f.csv == "" {
+		sc = sim.NoteChanges(f.scenario, sc, simFlagOf)
 	}
 	return sc, nil
 }
@@ -320,31 +317,6 @@ func (f *simFlags) fitsSeconds(events []sim.Event) error {
 	}
 	return usageError{fmt.Errorf("%s: %w", f.csv, &sim.LineError{Line: late.Line,
 		Err: fmt.Errorf("the request arrives at %v, after --seconds %d; give --seconds %d or more, or leave it out", late.At, f.seconds, int(last/time.Second)+1)})}
-}
-
-// parseList reads a comma-separated list of names, or "all".
-func parseList[T comparable](s string, all []T, parse func(string) (T, error)) ([]T, error) {
-	if strings.TrimSpace(s) == "all" {
-		return all, nil
-	}
-	var out []T
-	for _, name := range strings.Split(s, ",") {
-		name = strings.TrimSpace(name)
-		if name == "" {
-			continue
-		}
-		v, err := parse(name)
-		if err != nil {
-			return nil, err
-		}
-		if !slices.Contains(out, v) {
-			out = append(out, v)
-		}
-	}
-	if len(out) == 0 {
-		return nil, errors.New("empty list")
-	}
-	return out, nil
 }
 
 // listScenarios prints the built-in scenarios, one a line.

@@ -223,7 +223,7 @@ func TestSimBadFlags(t *testing.T) {
 		{[]string{"--limit", "70000/m"}, "leave sliding_log out"},
 		{[]string{"--limit", "2000000/h", "--algorithms", "fixed_window,gcra"}, "gcra"},
 		{[]string{"--algorithms", "fixed_window,leaky"}, `unknown algorithm "leaky"`},
-		{[]string{"--algorithms", ","}, "empty list"},
+		{[]string{"--algorithms", "all,leaky"}, `--algorithms: unknown algorithm "leaky"`},
 		{[]string{"--setup", "cluster"}, `unknown setup "cluster"`},
 		{[]string{"--instances", "0"}, "--instances must be between 1 and 64"},
 		{[]string{"--seconds", "-1"}, "--seconds"},
