@@ -431,44 +431,50 @@ func pushback(ctx context.Context, wait, maxPushback time.Duration) string {
 // the call, or nil. A refusal is RESOURCE_EXHAUSTED; a shed call or a
 // failed store is UNAVAILABLE. Both carry a RetryInfo; a refusal also
 // carries a QuotaFailure naming each violated policy. A call whose own
-// context ended (ctx) before its verdict gets the context's status; a
-// store that failed with a deadline of its own (a Redis call timeout) is
-// a failed store like any other, not the end of the call.
+// context ended (ctx) before its verdict gets the context's status, but
+// for one whose wait a drain ended, which is told so (see
+// ratefield.Refusal.Why); a store that failed with a deadline of its own
+// (a Redis call timeout) is a failed store like any other, not the end
+// of the call.
 func refusal(ctx context.Context, out *policy.Outcome) error {
 	if out.Verdict == policy.Allow {
 		return nil
 	}
-	retry := rate.RetryAfterSeconds(out.RetryAfter)
-	wait := "; retry in " + strconv.FormatInt(retry, 10) + "s"
-	code, msg := codes.Unavailable, "the rate limiter is unavailable"+wait
-	switch {
-	case out.Verdict == policy.Refuse:
-		code, msg = codes.ResourceExhausted, "rate limited"+wait
-		if out.Limit != nil {
-			msg = "rate limited by policy " + strconv.Quote(out.Limit.Policy.Name) + " (limit " + out.Limit.String() + ")" + wait
-		}
-	case out.Verdict == policy.Shed:
-		msg = "the server is at capacity for calls of this priority" + wait
-	case errors.Is(out.Err, policy.ErrDrained):
-		msg = policy.ErrDrained.Error() + wait
-	case ctx.Err() != nil:
+	r := ratefield.Refusal{
+		Refused:    out.Verdict == policy.Refuse,
+		Shed:       out.Verdict == policy.Shed,
+		Ended:      ctx.Err() != nil,
+		Call:       true,
+		RetryAfter: out.RetryAfter,
+	}
+	if errors.Is(out.Err, policy.ErrDrained) {
+		r.Drained = policy.ErrDrained
+	}
+	if r.Refused && out.Limit != nil {
+		r.Policy, r.Limit = out.Limit.Policy.Name, out.Limit.String()
+	}
+	code := codes.Unavailable
+	switch r.Why() {
+	case ratefield.Ended:
 		return status.FromContextError(ctx.Err()).Err()
+	case ratefield.Refused:
+		code = codes.ResourceExhausted
 	}
 	var qf *errdetails.QuotaFailure
-	if out.Verdict == policy.Refuse {
+	if r.Refused {
 		qf = &errdetails.QuotaFailure{}
 		for _, p := range out.Violated {
-			desc := "rate limited by policy " + strconv.Quote(p.Name)
+			v := ratefield.Refusal{Policy: p.Name}
 			if out.Limit != nil && out.Limit.Policy == p {
-				desc += " (limit " + out.Limit.String() + ")"
+				v.Limit = out.Limit.String()
 			}
 			qf.Violations = append(qf.Violations, &errdetails.QuotaFailure_Violation{
 				Subject:     "policy:" + p.Name,
-				Description: desc,
+				Description: v.LimitedBy(),
 			})
 		}
 	}
-	return statusError(code, msg, out.RetryAfter, qf)
+	return statusError(code, r.Detail(), out.RetryAfter, qf)
 }
 
 // statusError returns a status error of code with msg, and as details a

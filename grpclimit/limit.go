@@ -2,7 +2,6 @@ package grpclimit
 
 import (
 	"context"
-	"strconv"
 	"strings"
 	"time"
 
@@ -15,7 +14,7 @@ import (
 	"github.com/sluicehq/sluice"
 	"github.com/sluicehq/sluice/clientip"
 	"github.com/sluicehq/sluice/internal/keyed"
-	"github.com/sluicehq/sluice/rate"
+	"github.com/sluicehq/sluice/internal/ratefield"
 )
 
 // KeyFunc returns the key under which a call is limited: its client's
@@ -150,7 +149,7 @@ func (k *Keyed) decide(ctx context.Context, fullMethod string) (metadata.MD, err
 		if err != nil {
 			wait = time.Second
 		}
-		msg := "the rate limiter is unavailable; retry in " + strconv.FormatInt(rate.RetryAfterSeconds(wait), 10) + "s"
+		msg := ratefield.Refusal{Call: true, RetryAfter: wait}.Detail()
 		return answerMD(ctx, false, wait, k.maxPushback, nil, d), statusError(codes.Unavailable, msg, wait, nil)
 	case out.Source == sluice.SourceFailOpen:
 		return nil, nil // let through undecided: no quota to report
@@ -171,10 +170,9 @@ func (k *Keyed) decide(ctx context.Context, fullMethod string) (metadata.MD, err
 		rq := out.Quotas[i]
 		qf.Violations = append(qf.Violations, &errdetails.QuotaFailure_Violation{
 			Subject:     "policy:" + rq.Name,
-			Description: "rate limited by " + strconv.Quote(rq.Name) + " (limit " + rq.Limit.String() + ")",
+			Description: ratefield.Refusal{Name: rq.Name, Limit: rq.Limit.String()}.LimitedBy(),
 		})
 	}
-	wait := "; retry in " + strconv.FormatInt(rate.RetryAfterSeconds(d.RetryAfter), 10) + "s"
-	msg := "rate limited by " + strconv.Quote(q.Name) + " (limit " + q.Limit.String() + ")" + wait
+	msg := ratefield.Refusal{Refused: true, Name: q.Name, Limit: q.Limit.String(), Call: true, RetryAfter: d.RetryAfter}.Detail()
 	return answerMD(ctx, false, d.RetryAfter, k.maxPushback, mq, d), statusError(codes.ResourceExhausted, msg, d.RetryAfter, qf)
 }

@@ -2,13 +2,12 @@ package httplimit
 
 import (
 	"net/http"
-	"strconv"
 	"time"
 
 	"github.com/sluicehq/sluice"
 	"github.com/sluicehq/sluice/clientip"
 	"github.com/sluicehq/sluice/internal/keyed"
-	"github.com/sluicehq/sluice/rate"
+	"github.com/sluicehq/sluice/internal/ratefield"
 )
 
 // KeyFunc returns the key under which a request is limited: its client's
@@ -123,11 +122,11 @@ func (k *limitHandler) serve(w http.ResponseWriter, r *http.Request, next http.H
 	d := out.Decision
 	switch {
 	case err != nil && ctx.Err() != nil:
-		k.problem(w, r, http.StatusServiceUnavailable, 0, "the request ended before it could be served", nil)
+		k.problem(w, r, http.StatusServiceUnavailable, 0, ratefield.Refusal{Ended: true}.Detail(), nil)
 		return
 	case err != nil || out.Source == sluice.SourceFailClosed:
 		// The store could not decide: no limit refused the client.
-		k.problem(w, r, http.StatusServiceUnavailable, d.RetryAfter, "the rate limiter is unavailable; retry in "+strconv.FormatInt(rate.RetryAfterSeconds(d.RetryAfter), 10)+"s", nil)
+		k.problem(w, r, http.StatusServiceUnavailable, d.RetryAfter, ratefield.Refusal{RetryAfter: d.RetryAfter}.Detail(), nil)
 		return
 	case out.Source == sluice.SourceFailOpen:
 		// Let through undecided: no quota to report.
@@ -137,7 +136,7 @@ func (k *limitHandler) serve(w http.ResponseWriter, r *http.Request, next http.H
 	q := out.Quotas[out.Most]
 	if d.Allowed {
 		if err := k.l.Hold(ctx, &d); err != nil {
-			k.problem(w, r, http.StatusServiceUnavailable, 0, "the request ended before it could be served", nil)
+			k.problem(w, r, http.StatusServiceUnavailable, 0, ratefield.Refusal{Ended: true}.Detail(), nil)
 			return
 		}
 		k.setHeaders(w.Header(), q, d, false, 0)
@@ -149,7 +148,6 @@ func (k *limitHandler) serve(w http.ResponseWriter, r *http.Request, next http.H
 	for i, j := range out.Refused {
 		names[i] = out.Quotas[j].Name
 	}
-	retry := rate.RetryAfterSeconds(d.RetryAfter)
-	detail := "rate limited by " + strconv.Quote(q.Name) + " (limit " + q.Limit.String() + "); retry in " + strconv.FormatInt(retry, 10) + "s"
-	k.problem(w, r, http.StatusTooManyRequests, d.RetryAfter, detail, names)
+	refusal := ratefield.Refusal{Refused: true, Name: q.Name, Limit: q.Limit.String(), RetryAfter: d.RetryAfter}
+	k.problem(w, r, http.StatusTooManyRequests, d.RetryAfter, refusal.Detail(), names)
 }

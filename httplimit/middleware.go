@@ -11,6 +11,7 @@ import (
 
 	"github.com/sluicehq/sluice"
 	"github.com/sluicehq/sluice/clientip"
+	"github.com/sluicehq/sluice/internal/ratefield"
 	"github.com/sluicehq/sluice/policy"
 	"github.com/sluicehq/sluice/rate"
 )
@@ -164,9 +165,9 @@ func (h *handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		for i, lim := range out.Refused {
 			names[i] = lim.Name
 		}
-		l.problem(w, r, http.StatusTooManyRequests, out.RetryAfter, detail(r.Context(), &out, rate.RetryAfterSeconds(out.RetryAfter)), names)
+		l.problem(w, r, http.StatusTooManyRequests, out.RetryAfter, detail(r.Context(), &out), names)
 	default:
-		l.problem(w, r, http.StatusServiceUnavailable, out.RetryAfter, detail(r.Context(), &out, rate.RetryAfterSeconds(out.RetryAfter)), nil)
+		l.problem(w, r, http.StatusServiceUnavailable, out.RetryAfter, detail(r.Context(), &out), nil)
 	}
 }
 
@@ -305,29 +306,24 @@ func (l *answer) problem(w http.ResponseWriter, r *http.Request, status int, ret
 	}
 }
 
-// detail says in a sentence why the request was not served.
-func detail(ctx context.Context, out *policy.Outcome, retry int64) string {
-	wait := "; retry in " + strconv.FormatInt(retry, 10) + "s"
-	switch out.Verdict {
-	case policy.Refuse:
-		if out.Limit == nil {
-			return "rate limited" + wait
-		}
-		return "rate limited by policy " + strconv.Quote(out.Limit.Policy.Name) +
-			" (limit " + out.Limit.String() + ")" + wait
-	case policy.Shed:
-		return "the server is at capacity for requests of this priority" + wait
-	}
-	// The request's own context, not the store's error: a store that
-	// times out on its own also fails with DeadlineExceeded. The request
-	// ended while the store decided it, or while it was held back.
-	if ctx.Err() != nil {
-		return "the request ended before it could be served"
+// detail says in a sentence why the request was not served, in the
+// words of ratefield.Refusal. The request's own context, not the store's
+// error, says whether it ended: a store that times out on its own also
+// fails with DeadlineExceeded.
+func detail(ctx context.Context, out *policy.Outcome) string {
+	r := ratefield.Refusal{
+		Refused:    out.Verdict == policy.Refuse,
+		Shed:       out.Verdict == policy.Shed,
+		Ended:      ctx.Err() != nil,
+		RetryAfter: out.RetryAfter,
 	}
 	if errors.Is(out.Err, policy.ErrDrained) {
-		return policy.ErrDrained.Error() + wait
+		r.Drained = policy.ErrDrained
 	}
-	return "the rate limiter is unavailable" + wait
+	if r.Refused && out.Limit != nil {
+		r.Policy, r.Limit = out.Limit.Policy.Name, out.Limit.String()
+	}
+	return r.Detail()
 }
 
 // appendJSONString appends s as a JSON string. Each byte of s that is

@@ -296,10 +296,8 @@ type Limit struct {
 
 	local *Limit // Local, compiled, for the headers of local decisions
 
-	tag          string   // stateTag: what the key's state means, in every key
-	headerPolicy []string // RateLimit-Policy item: "name";q=Q;w=W
-	headerName   string   // "name", the start of a RateLimit item
-	headerLimit  string   // X-RateLimit-Limit value
+	tag    string           // stateTag: what the key's state means, in every key
+	header ratefield.Header // the header values, which the methods below give out
 }
 
 // HeaderPolicy returns the limit's RateLimit-Policy item,
@@ -311,14 +309,14 @@ type Limit struct {
 // which the capacity comes back, and q what the rate allows in them,
 // rounded down (100/s burst 10 is q=100;w=1). w is omitted for calendar
 // months, where q is the month's count.
-func (l *Limit) HeaderPolicy() string { return l.headerPolicy[0] }
+func (l *Limit) HeaderPolicy() string { return l.header.HeaderPolicy() }
 
 // HeaderPolicyValues returns HeaderPolicy as a value list of one, shared
 // by every caller, for an API that copies the lists it is given, as gRPC
 // metadata does (grpc.SetHeader). Its capacity is one, so an append
 // copies it; never modify its element, and never put it in an
 // http.Header, whose handler could (h[k][0] = v) for every response.
-func (l *Limit) HeaderPolicyValues() []string { return l.headerPolicy[:1:1] }
+func (l *Limit) HeaderPolicyValues() []string { return l.header.HeaderPolicyValues() }
 
 // AppendHeader appends the RateLimit item for a decision of l:
 // `"name";r=50;t=30`, with t in whole seconds rounded up until more quota
@@ -327,11 +325,11 @@ func (l *Limit) HeaderPolicyValues() []string { return l.headerPolicy[:1:1] }
 // (the draft wants Retry-After no earlier than t); otherwise until the
 // quota is whole again.
 func (l *Limit) AppendHeader(dst []byte, d rate.Decision) []byte {
-	return ratefield.AppendDecision(append(dst, l.headerName...), d)
+	return l.header.AppendHeader(dst, d)
 }
 
 // HeaderLimit returns the X-RateLimit-Limit value: the limit's capacity.
-func (l *Limit) HeaderLimit() string { return l.headerLimit }
+func (l *Limit) HeaderLimit() string { return l.header.HeaderLimit() }
 
 // String returns the limit as ParseLimit reads it.
 func (l *Limit) String() string { return l.Limit.String() }
@@ -372,12 +370,7 @@ func compileLimit(p *Policy, name string, l rate.Limit, instances int) *Limit {
 }
 
 func newLimit(p *Policy, name string, l rate.Limit) *Limit {
-	cl := &Limit{Limit: l, Name: name, Policy: p}
-	cl.tag = stateTag(l)
-	cl.headerPolicy = []string{string(ratefield.AppendPolicy(nil, name, l))}
-	cl.headerName = string(ratefield.AppendString(nil, name))
-	cl.headerLimit = strconv.FormatInt(l.Capacity(), 10)
-	return cl
+	return &Limit{Limit: l, Name: name, Policy: p, tag: stateTag(l), header: ratefield.NewHeader(name, l)}
 }
 
 // stateTag returns the tag of l's keys: a short hash of what the state

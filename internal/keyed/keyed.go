@@ -72,43 +72,17 @@ func New(l *sluice.Limiter) *Limiter {
 
 // newQuota returns the Quota of lim, named name.
 func newQuota(name string, lim rate.Limit) *Quota {
-	return &Quota{
-		Name:         name,
-		Limit:        lim,
-		headerName:   string(ratefield.AppendString(nil, name)),
-		headerPolicy: []string{string(ratefield.AppendPolicy(nil, name, lim))},
-		headerLimit:  strconv.FormatInt(lim.Capacity(), 10),
-	}
+	return &Quota{Name: name, Limit: lim, Header: ratefield.NewHeader(name, lim)}
 }
 
-// Clock returns the limiter's clock, which a leaky_bucket's wait is slept on.
-func (k *Limiter) Clock() rate.Clock { return k.l.Clock() }
-
 // Quota is one of a Limiter's limits with the header values that describe
-// it precomputed, as policy.Limit holds them for a policy file.
+// it precomputed, as policy.Limit holds them for a policy file; its
+// methods are the Header's.
 type Quota struct {
 	Name  string // as RateLimit-Policy and refusals name it
 	Limit rate.Limit
-
-	headerName   string   // "name", the start of a RateLimit item
-	headerPolicy []string // the RateLimit-Policy item, a list of one
-	headerLimit  string   // the X-RateLimit-Limit value
+	ratefield.Header
 }
-
-// AppendHeader appends the RateLimit item of the decision d.
-func (q *Quota) AppendHeader(dst []byte, d rate.Decision) []byte {
-	return ratefield.AppendDecision(append(dst, q.headerName...), d)
-}
-
-// HeaderPolicy returns the RateLimit-Policy item.
-func (q *Quota) HeaderPolicy() string { return q.headerPolicy[0] }
-
-// HeaderPolicyValues returns HeaderPolicy as a list of one, shared: for
-// gRPC metadata, which copies what it is given.
-func (q *Quota) HeaderPolicyValues() []string { return q.headerPolicy[:1:1] }
-
-// HeaderLimit returns the X-RateLimit-Limit value: the capacity.
-func (q *Quota) HeaderLimit() string { return q.headerLimit }
 
 // Outcome is what a Limiter decided for one request.
 type Outcome struct {

@@ -1,8 +1,8 @@
 // Package ratefield writes the RateLimit-Policy and RateLimit fields
 // (draft-ietf-httpapi-ratelimit-headers-10), one item at a time, for every
-// part of sluice that answers with them: the HTTP middleware (through
-// package policy, which precomputes a limit's parts) and Envoy's rate
-// limit service.
+// part of sluice that answers with them: the HTTP and gRPC middlewares
+// (through Header, in which package policy and package keyed precompute
+// a limit's parts) and Envoy's rate limit service.
 //
 //	RateLimit-Policy: "per-user";q=20;w=60
 //	RateLimit: "per-user";r=0;t=25
@@ -25,6 +25,10 @@
 //
 // A q past what a Structured Field holds is written as the largest it
 // holds, which understates the rate rather than break the field.
+//
+// It also words the rest of what a client not served is told: gRPC's
+// grpc-retry-pushback-ms (Pushback), and the sentence that says why
+// (Refusal), which every transport and middleware of sluice says alike.
 package ratefield
 
 import (
