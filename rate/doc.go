@@ -45,7 +45,8 @@
 // Unix epoch ([Micros]), and every quantity is an exact integer: rates that
 // do not divide evenly (3 per 7s) are carried as exact fractions, so a
 // million decisions admit exactly what the definition admits, and the
-// Redis store's Lua twin of each step agrees to the last token. A clock
+// Redis store's Lua twin of each step agrees to the last token (for as
+// long as Lua's float64s hold its instants exactly: see store/redis). A clock
 // that steps back never mints tokens: a step is taken at the latest time
 // the key's state has seen. The price is that a key used just before the
 // clock stepped back by S waits as it would have at that later time, up to

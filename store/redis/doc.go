@@ -43,6 +43,15 @@
 // conformance suite (store/storetest) holds the two to the same decisions,
 // field by field.
 //
+// Lua's numbers are float64s, exact for integers below 2^53: the script
+// agrees with the Go steps while every instant it writes, the Redis clock
+// plus what the limit may be owed (a bucket's burst times its emission
+// interval, a window's period), stays below 2^53 µs since the epoch, the
+// year 2255. For every limit whose burst refills within a year, that is
+// until 2254; the longest a limit may be (2^52 µs, 142 years) holds until
+// 2112. Past it the script takes the state for another's and starts the
+// key fresh.
+//
 // The time is Redis's (TIME), never the caller's, so instances whose clocks
 // disagree still share one timeline.
 //
