@@ -409,8 +409,8 @@ func (f *Fallback) DecideAll(ctx context.Context, reqs []rate.Request, out []rat
 // the failure mode. Middleware can use it to mark degraded decisions (in a
 // header, a log line or a metric).
 func (f *Fallback) DecideAllSource(ctx context.Context, reqs []rate.Request, out []rate.Decision) (rate.Decision, Source, error) {
-	if len(out) < len(reqs) {
-		return rate.Decision{}, SourcePrimary, fmt.Errorf("fallback: out has %d places for %d requests", len(out), len(reqs))
+	if err := rate.CheckOut(reqs, out); err != nil {
+		return rate.Decision{}, SourcePrimary, fmt.Errorf("fallback: %w", err)
 	}
 	for _, r := range reqs {
 		if err := r.Check(); err != nil {
@@ -479,20 +479,45 @@ func (f *Fallback) DecideAllSource(ctx context.Context, reqs []rate.Request, out
 	timedOut := err != nil && timer && errors.Is(cctx.Err(), context.DeadlineExceeded)
 	cancel()
 	if err == nil {
-		for i, b := range c.breakers() {
-			b.done.Add(1)
-			if c.probes&(1<<i) != 0 {
-				f.up(b, c.gens[i])
-			}
-		}
-		if c.n > 1 {
-			// After the dones, which primaries reads after it: so it never
-			// subtracts a call's breakers it has not counted.
-			f.sharedN.Add(uint64(c.n - 1))
-		}
+		f.answered(&c)
 		return d, SourcePrimary, nil
 	}
-	blame := f.blame(&c, err)
+	return f.failed(ctx, &c, err, timedOut, reqs, out)
+}
+
+// answered tells each of c's breakers that the primary answered the call.
+// It is the hot path, every decision the primary makes, so it writes no
+// more than the counter each breaker moves anyway (a success ends a
+// silence by moving done on; see silentFor) and reads no clock; only a
+// probe among them, whose success brings its partition back up, takes a
+// lock.
+func (f *Fallback) answered(c *call) {
+	for i, b := range c.breakers() {
+		b.done.Add(1)
+		if c.probes&(1<<i) != 0 {
+			f.up(b, c.gens[i])
+		}
+	}
+	if c.n > 1 {
+		// After the dones, which primaries reads after it: so it never
+		// subtracts a call's breakers it has not counted.
+		f.sharedN.Add(uint64(c.n - 1))
+	}
+}
+
+// failed takes the primary's failure, err, of call c, and returns what
+// the caller gets: its own error if its context ended the call, else the
+// failure mode's decision. Not every failure says the primary is down:
+// the caller's deadline or another call's (see otherDeadline) ends calls
+// under load while the primary answers the others, and taking it down for
+// them would switch limiting to the failure mode exactly when it is
+// needed. So such a failure counts against the breakers the error blames
+// (see blame) only if the primary hangs (see hung), and a cancellation
+// never does; any other failure, one the Fallback's own Timeout ended
+// (timedOut) among them, counts (see fail). Probes the call was no news
+// of are freed for the next call (see endProbes).
+func (f *Fallback) failed(ctx context.Context, c *call, err error, timedOut bool, reqs []rate.Request, out []rate.Decision) (rate.Decision, Source, error) {
+	blame := f.blame(c, err)
 	byCaller := !timedOut && (ctx.Err() != nil || deadline.Ended(ctx, err))
 	if byCaller || !timedOut && otherDeadline(err) {
 		// The caller's context ended the call, or was about to: a store
@@ -520,7 +545,7 @@ func (f *Fallback) DecideAllSource(ctx context.Context, reqs []rate.Request, out
 		if counted {
 			f.failures.Add(1)
 		}
-		f.endProbes(&c, blame)
+		f.endProbes(c, blame)
 		if byCaller {
 			return rate.Decision{}, SourcePrimary, err
 		}
@@ -538,7 +563,7 @@ func (f *Fallback) DecideAllSource(ctx context.Context, reqs []rate.Request, out
 			f.fail(b, ferr, c.gens[i], c.probes&(1<<i) != 0, false)
 		}
 	}
-	f.endProbes(&c, blame)
+	f.endProbes(c, blame)
 	return f.fallback(ctx, reqs, out, err, nil)
 }
 

@@ -122,6 +122,24 @@ func CheckGroup(reqs []Request) error {
 	return nil
 }
 
+// CheckOut reports whether out has a place for the decision of each of
+// reqs, as a store's DecideAll needs: it writes the decision for reqs[i]
+// to out[i]. A shorter out is the caller's mistake, not the store's, and
+// every store reports it with this one text, under its own prefix, so
+// that the same mistake reads the same whichever store met it.
+func CheckOut(reqs []Request, out []Decision) error {
+	if len(out) < len(reqs) {
+		return errShortOut(len(out), len(reqs))
+	}
+	return nil
+}
+
+// errShortOut is CheckOut's error, out of line so that CheckOut, on every
+// DecideAll's path, stays cheap enough to inline.
+func errShortOut(out, reqs int) error {
+	return fmt.Errorf("out is shorter than reqs (%d < %d)", out, reqs)
+}
+
 // first reports whether reqs[j] is the first request with its Key and
 // Limit.
 func first(reqs []Request, j int) bool {

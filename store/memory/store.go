@@ -2,7 +2,7 @@ package memory
 
 import (
 	"context"
-	"errors"
+	"fmt"
 	"math/bits"
 	"runtime"
 	"time"
@@ -205,7 +205,19 @@ func valid(lim *rate.Limit, cost int64) bool {
 // check returns why a request of cost for key under lim cannot be decided,
 // or nil: decide's slow path, out of line.
 func check(key string, lim *rate.Limit, cost int64) error {
-	return rate.Request{Key: key, Limit: *lim, Cost: cost}.Check()
+	return prefixed(rate.Request{Key: key, Limit: *lim, Cost: cost}.Check())
+}
+
+// prefixed returns err, a request's or a call's, under the store's prefix,
+// as the Redis store prefixes its own: a caller that moves from one store
+// to the other, or reads the logs of both, finds one mistake in one
+// wording. It keeps err's sentinels (rate.ErrNegativeCost and the like)
+// for errors.Is.
+func prefixed(err error) error {
+	if err == nil {
+		return nil
+	}
+	return fmt.Errorf("memory store: %w", err)
 }
 
 // expiry returns when a state decided at now with decision d is fresh.
@@ -342,13 +354,13 @@ const maxStack = 8
 // appear more than once: each step sees the state the previous ones left.
 // Like Decide, it ignores ctx.
 func (s *Store) DecideAll(_ context.Context, reqs []rate.Request, out []rate.Decision) (rate.Decision, error) {
-	if len(out) < len(reqs) {
-		return rate.Decision{}, errors.New("memory: DecideAll: out is shorter than reqs")
+	if err := rate.CheckOut(reqs, out); err != nil {
+		return rate.Decision{}, prefixed(err)
 	}
 	for i := range reqs {
 		if r := &reqs[i]; !valid(&r.Limit, r.Cost) || !r.Limit.InBounds() {
 			if err := r.Check(); err != nil {
-				return rate.Decision{}, err
+				return rate.Decision{}, prefixed(err)
 			}
 		}
 	}

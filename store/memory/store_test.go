@@ -851,8 +851,8 @@ func TestBoundsOfLimits(t *testing.T) {
 				switch {
 				case want == nil && (err != nil || !d.Allowed || d.Remaining != tt.limit.Capacity()-1):
 					t.Errorf("%s: %v, %v; want allowed with %d left", name, d, err, tt.limit.Capacity()-1)
-				case want != nil && (err == nil || err.Error() != want.Error()):
-					t.Errorf("%s: %v, %v; want the error %q", name, d, err, want)
+				case want != nil && (err == nil || err.Error() != "memory store: "+want.Error()):
+					t.Errorf("%s: %v, %v; want the error %q", name, d, err, "memory store: "+want.Error())
 				}
 			}
 			d, err := s.Decide(ctx, r)

@@ -223,8 +223,8 @@ func (s *Store) DecideAll(ctx context.Context, reqs []rate.Request, out []rate.D
 	if len(reqs) == 0 {
 		return rate.Combine(nil), nil
 	}
-	if len(out) < len(reqs) {
-		return rate.Decision{}, fmt.Errorf("redis store: out has %d places for %d requests", len(out), len(reqs))
+	if err := rate.CheckOut(reqs, out); err != nil {
+		return rate.Decision{}, fmt.Errorf("redis store: %w", err)
 	}
 	out = out[:len(reqs)]
 	for _, r := range reqs {
