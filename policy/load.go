@@ -885,10 +885,57 @@ func (ld *loader) policy(n *yaml.Node, set *Set) *Policy {
 		p.foldKey, _ = ld.boolean(v.val, "fold_key")
 	}
 
-	// Keys.
+	keysAt, keyAt := ld.policyKeys(f, p, what)
+
+	// Limits.
+	if v, ok := f["limits"]; ok {
+		p.limits = ld.limits(v.val, p, set)
+	}
+	if v, ok := f["plans"]; ok {
+		ld.policyPlans(v, p, set, what)
+	}
+	if v, ok := f["overrides"]; ok {
+		ld.policyOverrides(v, p, set, what)
+	}
+	_, hasLimits := f["limits"]
+	_, hasPlans := f["plans"]
+	_, hasOverrides := f["overrides"]
+	if len(p.AllLimits()) == 0 {
+		// Fields that are there but hold nothing (limits: [], plans and
+		// overrides that are all [], or a template that left limits:
+		// empty) leave the policy limiting nothing as surely as absent
+		// ones, with no other problem to say so.
+		empty := len(ld.probs) == before
+		if !p.HasPriority && !misspelt && (!hasLimits && !hasPlans && !hasOverrides || empty) {
+			ld.errf(n, "%s has no limits (write e.g. limits: [\"10/s burst 20\"]) and no priority", what)
+		}
+		p.keys = nil
+	}
+	if p.usesPath && p.match.mux == nil {
+		ld.errf(n, "%s keys by a path wildcard but has no path pattern to take it from", what)
+	}
+	if len(p.keys) > 0 {
+		ld.keyWarnings(p, what, keysAt, keyAt)
+	}
+	if fv, ok := f["fold_key"]; ok && p.foldKey && len(p.keys) > 0 && !slices.ContainsFunc(p.keys, func(k []part) bool {
+		return slices.ContainsFunc(k, func(pt part) bool { return pt.fold })
+	}) {
+		ld.warnf(fv.key, "fold_key of %s has no effect: it folds user, header:, path: and form: parts, and its keys have none", what)
+	}
+	if pv, ok := f["plans"]; ok && len(p.plans) > 0 && len(p.limits) == 0 {
+		ld.planWarnings(p, set, what, pv.key)
+	}
+	return p
+}
+
+// policyKeys compiles a policy's key, or its keys, into p.keys: by ip
+// when it writes neither, as most policies mean. It returns where the keys
+// are written (nil for that default) and where each is, for keyWarnings,
+// which must wait for the policy's limits: a policy that limits nothing
+// keeps no keys to warn of.
+func (ld *loader) policyKeys(f map[string]field, p *Policy, what string) (at *yaml.Node, keyAt []*yaml.Node) {
 	kv, hasKey := f["key"]
 	ksv, hasKeys := f["keys"]
-	var keyAt []*yaml.Node // where each of p.keys is written
 	switch {
 	case hasKey && hasKeys:
 		ld.errf(ksv.key, "%s has both key and keys; use key for one key, keys for several", what)
@@ -933,102 +980,78 @@ func (ld *loader) policy(n *yaml.Node, set *Set) *Policy {
 	default:
 		p.keys = [][]part{{{kind: partIP, label: "ip"}}}
 	}
+	if hasKeys {
+		return ksv.key, keyAt
+	}
+	return kv.val, keyAt
+}
 
-	// Limits.
-	if v, ok := f["limits"]; ok {
-		p.limits = ld.limits(v.val, p, set)
+// policyPlans compiles a policy's plans field, v, into p.plans: limits
+// per plan, each plan checked against the file's plans section, which
+// alone says where a request's plan comes from. A plan left empty is
+// refused rather than read as unlimited, as only [] says that on purpose.
+func (ld *loader) policyPlans(v field, p *Policy, set *Set, what string) {
+	p.usesPlan = true
+	if set.plans.names == nil {
+		ld.errf(v.key, "%s gives limits per plan, but the file has no plans section to say where plans come from", what)
 	}
-	if v, ok := f["plans"]; ok {
-		p.usesPlan = true
-		if set.plans.names == nil {
-			ld.errf(v.key, "%s gives limits per plan, but the file has no plans section to say where plans come from", what)
+	pm := resolve(v.val)
+	if pm.Kind != yaml.MappingNode {
+		ld.errf(pm, "plans of %s must map each plan to its limits", what)
+		return
+	}
+	p.plans = map[string][]*Limit{}
+	at := map[string]int{} // plan to its line
+	for i := 0; i+1 < len(pm.Content); i += 2 {
+		name, ok := ld.str(pm.Content[i], "a plan name")
+		if !ok {
+			continue
 		}
-		pm := resolve(v.val)
-		if pm.Kind != yaml.MappingNode {
-			ld.errf(pm, "plans of %s must map each plan to its limits", what)
-		} else {
-			p.plans = map[string][]*Limit{}
-			at := map[string]int{} // plan to its line
-			for i := 0; i+1 < len(pm.Content); i += 2 {
-				name, ok := ld.str(pm.Content[i], "a plan name")
-				if !ok {
-					continue
-				}
-				if line, dup := at[name]; dup {
-					ld.errf(pm.Content[i], "plan %q repeated in %s (first at line %d)", name, what, line)
-					continue
-				}
-				at[name] = pm.Content[i].Line
-				if set.plans.names != nil && !set.plans.names[name] {
-					ld.errf(pm.Content[i], "plan %q of %s is not in plans.names%s", name, what, didYouMean(name, keys(set.plans.names)))
-				}
-				ln := resolve(pm.Content[i+1])
-				if isNull(ln) {
-					// Left empty, as by a template: only [] says a plan is
-					// meant to be unlimited.
-					ld.errf(pm.Content[i], "plan %q of %s has no limits written: write its limits, or [] to leave the plan unlimited by this policy on purpose", name, what)
-					continue
-				}
-				p.plans[name] = ld.limits(ln, p, set)
-			}
+		if line, dup := at[name]; dup {
+			ld.errf(pm.Content[i], "plan %q repeated in %s (first at line %d)", name, what, line)
+			continue
 		}
-	}
-	if v, ok := f["overrides"]; ok {
-		var at []*yaml.Node // where each of p.overrides is written
-		// Each of p.overrides by its when (see whenKey), so that finding
-		// the overrides o is within takes a look-up per subset of o's
-		// parts, not a comparison with every earlier override.
-		byWhen := map[string]int{}
-		for _, on := range ld.list(v.val, "overrides") {
-			o, ok := ld.override(on, p, set, what)
-			if !ok {
-				continue
-			}
-			// A key takes the limits of the first override that names it
-			// (see limitsFor): one after an override that asks less of a
-			// key, as a repeated one does, would never apply.
-			if j := o.firstWithin(byWhen); j >= 0 {
-				ld.errf(on, "override never applies: every key it names is named by the override at line %d, which comes first, with the same values as keys hold them; merge the two", at[j].Line)
-				continue
-			}
-			byWhen[whenKey(o.when)] = len(p.overrides)
-			p.overrides = append(p.overrides, o)
-			at = append(at, on)
+		at[name] = pm.Content[i].Line
+		if set.plans.names != nil && !set.plans.names[name] {
+			ld.errf(pm.Content[i], "plan %q of %s is not in plans.names%s", name, what, didYouMean(name, keys(set.plans.names)))
 		}
-	}
-	_, hasLimits := f["limits"]
-	_, hasPlans := f["plans"]
-	_, hasOverrides := f["overrides"]
-	if len(p.AllLimits()) == 0 {
-		// Fields that are there but hold nothing (limits: [], plans and
-		// overrides that are all [], or a template that left limits:
-		// empty) leave the policy limiting nothing as surely as absent
-		// ones, with no other problem to say so.
-		empty := len(ld.probs) == before
-		if !p.HasPriority && !misspelt && (!hasLimits && !hasPlans && !hasOverrides || empty) {
-			ld.errf(n, "%s has no limits (write e.g. limits: [\"10/s burst 20\"]) and no priority", what)
+		ln := resolve(pm.Content[i+1])
+		if isNull(ln) {
+			// Left empty, as by a template: only [] says a plan is
+			// meant to be unlimited.
+			ld.errf(pm.Content[i], "plan %q of %s has no limits written: write its limits, or [] to leave the plan unlimited by this policy on purpose", name, what)
+			continue
 		}
-		p.keys = nil
+		p.plans[name] = ld.limits(ln, p, set)
 	}
-	if p.usesPath && p.match.mux == nil {
-		ld.errf(n, "%s keys by a path wildcard but has no path pattern to take it from", what)
-	}
-	if len(p.keys) > 0 {
-		at := kv.val
-		if hasKeys {
-			at = ksv.key
+}
+
+// policyOverrides compiles a policy's overrides field, v, into
+// p.overrides, in the order of the file: a key takes the limits of the
+// first override that names it, so one that a previous override already
+// covers would never apply, and is refused as a mistake.
+func (ld *loader) policyOverrides(v field, p *Policy, set *Set, what string) {
+	var at []*yaml.Node // where each of p.overrides is written
+	// Each of p.overrides by its when (see whenKey), so that finding
+	// the overrides o is within takes a look-up per subset of o's
+	// parts, not a comparison with every earlier override.
+	byWhen := map[string]int{}
+	for _, on := range ld.list(v.val, "overrides") {
+		o, ok := ld.override(on, p, set, what)
+		if !ok {
+			continue
 		}
-		ld.keyWarnings(p, what, at, keyAt)
+		// A key takes the limits of the first override that names it
+		// (see limitsFor): one after an override that asks less of a
+		// key, as a repeated one does, would never apply.
+		if j := o.firstWithin(byWhen); j >= 0 {
+			ld.errf(on, "override never applies: every key it names is named by the override at line %d, which comes first, with the same values as keys hold them; merge the two", at[j].Line)
+			continue
+		}
+		byWhen[whenKey(o.when)] = len(p.overrides)
+		p.overrides = append(p.overrides, o)
+		at = append(at, on)
 	}
-	if fv, ok := f["fold_key"]; ok && p.foldKey && len(p.keys) > 0 && !slices.ContainsFunc(p.keys, func(k []part) bool {
-		return slices.ContainsFunc(k, func(pt part) bool { return pt.fold })
-	}) {
-		ld.warnf(fv.key, "fold_key of %s has no effect: it folds user, header:, path: and form: parts, and its keys have none", what)
-	}
-	if pv, ok := f["plans"]; ok && len(p.plans) > 0 && len(p.limits) == 0 {
-		ld.planWarnings(p, set, what, pv.key)
-	}
-	return p
 }
 
 // planWarnings warns of the requests a policy with limits per plan and no
@@ -1264,142 +1287,200 @@ func appendNew(list []string, s string) []string {
 // path is registered in the forms the file's paths section gives it.
 func (ld *loader) match(n *yaml.Node, what string, forms pathForms) matcher {
 	var m matcher
-	var path, host string
-	var pathNode, hostNode *yaml.Node
+	var r writtenRoute
 	if n.Kind == yaml.ScalarNode {
-		s := strings.TrimSpace(n.Value)
-		// A method ends at a space or a tab, as ServeMux reads patterns:
-		// cut at a space alone, "POST\t/login" would name a host "POST\t"
-		// and match no request.
-		if i := strings.IndexAny(s, " \t"); i >= 0 {
-			method, rest := s[:i], s[i+1:]
-			switch {
-			case !validToken(method):
-				ld.errf(n, "invalid method %q in pattern %q", method, s)
-			case strings.ToUpper(method) != method:
-				// Methods are case-sensitive: "post /login" would match
-				// no POST, and limit nothing.
-				ld.errf(n, "method %q in pattern %q must be upper case, as in %q", method, s, strings.ToUpper(method)+" "+strings.TrimSpace(rest))
-			}
-			m.methods = []string{method}
-			s = strings.TrimSpace(rest)
-		}
-		host, path, _ = strings.Cut(s, "/")
-		path = "/" + path
-		if !strings.Contains(s, "/") {
-			ld.errf(n, "pattern %q has no path; write e.g. \"GET /search\" or \"api.example.com/\"", n.Value)
-			return m
-		}
-		pathNode, hostNode = n, n
-		lead := ""
-		if len(m.methods) > 0 {
-			lead = m.methods[0] + " "
-		}
-		if msg := foreignPattern(lead, s); msg != "" {
-			ld.errf(n, "pattern %q%s", strings.TrimSpace(n.Value), msg)
+		var ok bool
+		if m.methods, r, ok = ld.matchPattern(n); !ok {
 			return m
 		}
 	} else {
-		f := ld.fields(n, "match of "+what, "path", "methods", "host", "headers", "authenticated")
-		if v, ok := f["path"]; ok {
-			path, _ = ld.str(v.val, "path")
-			pathNode = v.val
-			if msg := foreignPattern("", path); msg != "" {
-				ld.errf(v.val, "path %q%s", path, msg)
-				path = ""
-			} else if !strings.HasPrefix(path, "/") {
-				if i := strings.IndexByte(path, ' '); i > 0 {
-					ld.errf(v.val, "path %q must start with /; put the method in methods: [%s]", path, path[:i])
-				} else {
-					ld.errf(v.val, "path %q must start with /", path)
-				}
-				path = ""
-			}
-		}
-		if v, ok := f["host"]; ok {
-			host, _ = ld.str(v.val, "host")
-			hostNode = v.val
-			if strings.ContainsAny(host, "/ ") {
-				ld.errf(v.val, "host %q must be a host name such as api.example.com", host)
-				host = ""
-			}
-			if pathNode == nil {
-				pathNode = v.val
-			}
-		}
-		if v, ok := f["methods"]; ok {
-			for _, mn := range ld.list(v.val, "methods") {
-				if s, ok := ld.str(mn, "a method"); ok {
-					switch {
-					case !validToken(s):
-						ld.errf(mn, "%q is not a method: a method is one token, such as GET, POST or PURGE, with no spaces or separators", s)
-						continue
-					case strings.ToUpper(s) != s:
-						ld.errf(mn, "method %q must be upper case, as in %s", s, strings.ToUpper(s))
-						continue
-					}
-					m.methods = append(m.methods, s)
-				}
-			}
-		}
-		if v, ok := f["authenticated"]; ok {
-			if b, ok := ld.boolean(v.val, "authenticated"); ok {
-				m.auth = -1
-				if b {
-					m.auth = 1
-				}
-			}
-		}
-		if v, ok := f["headers"]; ok {
-			var condAt []*yaml.Node // where each of m.headers is written
-			for _, hn := range ld.list(v.val, "headers") {
-				hf := ld.fields(hn, "a header condition", "name", "present", "equals")
-				if hf == nil {
-					continue
-				}
-				var c headerCond
-				nf, ok := hf["name"]
-				if !ok {
-					ld.errf(hn, "a header condition needs a name")
-					continue
-				}
-				name, _ := ld.str(nf.val, "name")
-				if !ld.headerName(nf.val, name) {
-					continue
-				}
-				c.name, c.lower, c.present = textproto.CanonicalMIMEHeaderKey(name), strings.ToLower(name), true
-				if c.name == "Host" {
-					ld.errf(nf.val, "header condition on %s: %s", name, hostNotHeader)
-					continue
-				}
-				pv, hasPresent := hf["present"]
-				ev, hasEquals := hf["equals"]
-				switch {
-				case hasPresent == hasEquals:
-					ld.errf(hn, "header condition on %s needs exactly one of present: true|false or equals: VALUE", name)
-					continue
-				case hasPresent:
-					c.present, _ = ld.boolean(pv.val, "present")
-				default:
-					c.equals, _ = ld.str(ev.val, "equals")
-					switch {
-					case c.equals == "":
-						ld.errf(ev.val, "equals needs a value; to test that %s is present, write present: true", name)
-					case strings.Trim(c.equals, " \t") != c.equals:
-						// As for an override's value: it would equal no value.
-						ld.errf(ev.val, "equals %q begins or ends with a space or tab, which a header's value never does (they are trimmed), so it would match no request; write %q", c.equals, strings.Trim(c.equals, " \t"))
-					}
-				}
-				ld.reads = append(ld.reads, headerRead{c.name, what, nf.val})
-				ld.contradicts(c, hn, m.headers, condAt, what)
-				m.headers = append(m.headers, c)
-				condAt = append(condAt, hn)
-			}
-		}
+		m, r = ld.matchFields(n, what)
 	}
-	if pathNode == nil {
+	if r.pathAt == nil {
 		return m
 	}
+	ld.compileRoute(&m, r, forms)
+	return m
+}
+
+// writtenRoute is the host and path a match writes, with where each is
+// written: both forms of match come to this, which compileRoute turns
+// into the policy's mux, so the two read the same and report alike.
+type writtenRoute struct {
+	host, path     string
+	hostAt, pathAt *yaml.Node // pathAt nil: every host and path
+}
+
+// matchPattern reads a match written as a ServeMux pattern, "METHOD
+// host/path", into its method, if it has one, and its route. It returns
+// false, having said why, for a pattern that has no route to compile.
+func (ld *loader) matchPattern(n *yaml.Node) (methods []string, r writtenRoute, ok bool) {
+	s := strings.TrimSpace(n.Value)
+	// A method ends at a space or a tab, as ServeMux reads patterns:
+	// cut at a space alone, "POST\t/login" would name a host "POST\t"
+	// and match no request.
+	if i := strings.IndexAny(s, " \t"); i >= 0 {
+		method, rest := s[:i], s[i+1:]
+		switch {
+		case !validToken(method):
+			ld.errf(n, "invalid method %q in pattern %q", method, s)
+		case strings.ToUpper(method) != method:
+			// Methods are case-sensitive: "post /login" would match
+			// no POST, and limit nothing.
+			ld.errf(n, "method %q in pattern %q must be upper case, as in %q", method, s, strings.ToUpper(method)+" "+strings.TrimSpace(rest))
+		}
+		methods = []string{method}
+		s = strings.TrimSpace(rest)
+	}
+	r.host, r.path, _ = strings.Cut(s, "/")
+	r.path = "/" + r.path
+	if !strings.Contains(s, "/") {
+		ld.errf(n, "pattern %q has no path; write e.g. \"GET /search\" or \"api.example.com/\"", n.Value)
+		return methods, r, false
+	}
+	r.pathAt, r.hostAt = n, n
+	lead := ""
+	if len(methods) > 0 {
+		lead = methods[0] + " "
+	}
+	if msg := foreignPattern(lead, s); msg != "" {
+		ld.errf(n, "pattern %q%s", strings.TrimSpace(n.Value), msg)
+		return methods, r, false
+	}
+	return methods, r, true
+}
+
+// matchFields reads a match written as a mapping: the conditions on
+// methods, headers and authentication, which the matcher checks itself,
+// and the route, which compileRoute compiles. A path or host that cannot
+// be one is reported and left out of the route.
+func (ld *loader) matchFields(n *yaml.Node, what string) (m matcher, r writtenRoute) {
+	f := ld.fields(n, "match of "+what, "path", "methods", "host", "headers", "authenticated")
+	if v, ok := f["path"]; ok {
+		r.path, _ = ld.str(v.val, "path")
+		r.pathAt = v.val
+		if msg := foreignPattern("", r.path); msg != "" {
+			ld.errf(v.val, "path %q%s", r.path, msg)
+			r.path = ""
+		} else if !strings.HasPrefix(r.path, "/") {
+			if i := strings.IndexByte(r.path, ' '); i > 0 {
+				ld.errf(v.val, "path %q must start with /; put the method in methods: [%s]", r.path, r.path[:i])
+			} else {
+				ld.errf(v.val, "path %q must start with /", r.path)
+			}
+			r.path = ""
+		}
+	}
+	if v, ok := f["host"]; ok {
+		r.host, _ = ld.str(v.val, "host")
+		r.hostAt = v.val
+		if strings.ContainsAny(r.host, "/ ") {
+			ld.errf(v.val, "host %q must be a host name such as api.example.com", r.host)
+			r.host = ""
+		}
+		if r.pathAt == nil {
+			r.pathAt = v.val
+		}
+	}
+	if v, ok := f["methods"]; ok {
+		m.methods = ld.methods(v.val)
+	}
+	if v, ok := f["authenticated"]; ok {
+		if b, ok := ld.boolean(v.val, "authenticated"); ok {
+			m.auth = -1
+			if b {
+				m.auth = 1
+			}
+		}
+	}
+	if v, ok := f["headers"]; ok {
+		m.headers = ld.headerConds(v.val, what)
+	}
+	return m, r
+}
+
+// methods reads a match's list of methods. ServeMux compares methods as
+// written, so one that is no token, or not upper case, would match no
+// request: each is refused and left out.
+func (ld *loader) methods(n *yaml.Node) []string {
+	var methods []string
+	for _, mn := range ld.list(n, "methods") {
+		if s, ok := ld.str(mn, "a method"); ok {
+			switch {
+			case !validToken(s):
+				ld.errf(mn, "%q is not a method: a method is one token, such as GET, POST or PURGE, with no spaces or separators", s)
+				continue
+			case strings.ToUpper(s) != s:
+				ld.errf(mn, "method %q must be upper case, as in %s", s, strings.ToUpper(s))
+				continue
+			}
+			methods = append(methods, s)
+		}
+	}
+	return methods
+}
+
+// headerConds reads a match's list of header conditions. Each header is
+// noted among those the policies read from every client (see
+// proxyHeaders), and checked against the conditions before it, with which
+// it may leave the policy matching nothing (see contradicts).
+func (ld *loader) headerConds(n *yaml.Node, what string) []headerCond {
+	var conds []headerCond
+	var condAt []*yaml.Node // where each of conds is written
+	for _, hn := range ld.list(n, "headers") {
+		hf := ld.fields(hn, "a header condition", "name", "present", "equals")
+		if hf == nil {
+			continue
+		}
+		var c headerCond
+		nf, ok := hf["name"]
+		if !ok {
+			ld.errf(hn, "a header condition needs a name")
+			continue
+		}
+		name, _ := ld.str(nf.val, "name")
+		if !ld.headerName(nf.val, name) {
+			continue
+		}
+		c.name, c.lower, c.present = textproto.CanonicalMIMEHeaderKey(name), strings.ToLower(name), true
+		if c.name == "Host" {
+			ld.errf(nf.val, "header condition on %s: %s", name, hostNotHeader)
+			continue
+		}
+		pv, hasPresent := hf["present"]
+		ev, hasEquals := hf["equals"]
+		switch {
+		case hasPresent == hasEquals:
+			ld.errf(hn, "header condition on %s needs exactly one of present: true|false or equals: VALUE", name)
+			continue
+		case hasPresent:
+			c.present, _ = ld.boolean(pv.val, "present")
+		default:
+			c.equals, _ = ld.str(ev.val, "equals")
+			switch {
+			case c.equals == "":
+				ld.errf(ev.val, "equals needs a value; to test that %s is present, write present: true", name)
+			case strings.Trim(c.equals, " \t") != c.equals:
+				// As for an override's value: it would equal no value.
+				ld.errf(ev.val, "equals %q begins or ends with a space or tab, which a header's value never does (they are trimmed), so it would match no request; write %q", c.equals, strings.Trim(c.equals, " \t"))
+			}
+		}
+		ld.reads = append(ld.reads, headerRead{c.name, what, nf.val})
+		ld.contradicts(c, hn, conds, condAt, what)
+		conds = append(conds, c)
+		condAt = append(condAt, hn)
+	}
+	return conds
+}
+
+// compileRoute registers r in m's own ServeMux, in the forms the file's
+// paths section gives it. Hosts and paths that ServeMux would take but
+// no request could match (a wildcard or non-ASCII host, a port, a query
+// string, a path parameter the paths section cuts off) are refused here,
+// whichever form of match wrote them, and leave m without a mux.
+func (ld *loader) compileRoute(m *matcher, r writtenRoute, forms pathForms) {
+	host, path := r.host, r.path
+	hostNode, pathNode := r.hostAt, r.pathAt
 	if path == "" {
 		path = "/"
 	}
@@ -1407,14 +1488,14 @@ func (ld *loader) match(n *yaml.Node, what string, forms pathForms) matcher {
 	// would match only a request that names that very host.
 	if strings.Contains(host, "*") {
 		ld.errf(hostNode, "host %q has a *: a host is matched as written, with no wildcards, so it would match no request it names; leave the host out to match every host, or write a policy for each", host)
-		return m
+		return
 	}
 	// Clients send an internationalized name in its ASCII form
 	// (xn--bcher-kva.example for bücher.example), which is what a request's
 	// host is compared with.
 	if i := strings.IndexFunc(host, func(r rune) bool { return r >= utf8.RuneSelf }); i >= 0 {
 		ld.errf(hostNode, "host %q is not ASCII: clients send an internationalized name in its ASCII form (punycode, xn--…), so it would match no request; write that form", host)
-		return m
+		return
 	}
 	// Requests are matched by their host in lower case, without a final
 	// dot (see routedHost); so is the pattern. ServeMux matches a request
@@ -1424,7 +1505,7 @@ func (ld *loader) match(n *yaml.Node, what string, forms pathForms) matcher {
 			name = "[" + name + "]"
 		}
 		ld.errf(hostNode, "host %q has a port: a policy matches its host on every port, as the request's port is not compared; write %q", host, name)
-		return m
+		return
 	}
 	host, _ = routedHost(host)
 	// A request's path holds neither its query string nor a fragment
@@ -1432,11 +1513,11 @@ func (ld *loader) match(n *yaml.Node, what string, forms pathForms) matcher {
 	// a path that escapes it, never the requests it names.
 	if i := strings.IndexAny(path, "?#"); i >= 0 {
 		ld.errf(pathNode, "path %q has a %c: patterns match the path alone, not the query string or a fragment, so it would match no request it names; write %q (a form:NAME key part reads a query parameter)", path, path[i], path[:i])
-		return m
+		return
 	}
 	if forms.StripParams && strings.Contains(path, ";") {
 		ld.errf(pathNode, "path %q has a ;, and paths.ignore_path_parameters cuts every ; off requests' paths, with the rest of its segment: it would match no request", path)
-		return m
+		return
 	}
 	if forms.FoldCase {
 		path = foldLiterals(path) // as requests' paths are
@@ -1448,10 +1529,9 @@ func (ld *loader) match(n *yaml.Node, what string, forms pathForms) matcher {
 	mux, mk, err := newMux(patterns...)
 	if err != nil {
 		ld.errf(pathNode, "%v", err)
-		return m
+		return
 	}
 	m.mux, m.marker, m.pattern = mux, mk, host+path
-	return m
 }
 
 // patternSyntax names the syntax of patterns, for messages on patterns
