@@ -418,90 +418,28 @@ func NewContext(ctx context.Context, o Options) (_ *Server, err error) {
 			}
 		}
 	}()
-	s := &Server{o: o, log: o.Logger, clock: o.Clock, reg: prometheus.NewRegistry()}
-	if s.log == nil {
-		s.log = slog.New(slog.DiscardHandler)
+	s := &Server{o: o.withDefaults(), reg: prometheus.NewRegistry()}
+	s.log, s.clock = s.o.Logger, s.o.Clock
+	if err := s.o.validate(); err != nil {
+		return nil, err
 	}
-	if s.clock == nil {
-		s.clock = rate.SystemClock{}
+	s.demo = s.o.runsDemo()
+	target, h2c, err := s.o.upstreamURL()
+	if err != nil {
+		return nil, err
 	}
-	if s.o.WatchInterval == 0 {
-		s.o.WatchInterval = DefaultWatchInterval
-	}
-	if s.o.ShutdownTimeout <= 0 {
-		s.o.ShutdownTimeout = DefaultShutdownTimeout
-	}
-	if s.o.BodyTimeout == 0 {
-		s.o.BodyTimeout = DefaultBodyTimeout
-	}
-	if s.o.SendTimeout == 0 {
-		s.o.SendTimeout = DefaultSendTimeout
-	}
-	if s.o.UpstreamTimeout == 0 {
-		s.o.UpstreamTimeout = DefaultUpstreamTimeout
-	}
-	if s.o.MaxHeaderBytes <= 0 {
-		s.o.MaxHeaderBytes = DefaultMaxHeaderBytes
-	}
-	if s.o.GRPCMaxConnectionAge == 0 {
-		s.o.GRPCMaxConnectionAge = DefaultGRPCMaxConnectionAge
-	}
-	if s.o.TopKeys <= 0 {
-		s.o.TopKeys = DefaultTopKeys
-	}
-	// The demo runs only in front of its own upstream: its limits (10 a
-	// minute) on a real one, for want of a --config, would throttle real
-	// traffic without a word.
-	s.demo = o.ConfigFile == "" && len(o.EnvoyConfigs) == 0 && (o.Upstream == "" || o.Upstream == UpstreamDemo)
 	switch {
-	case o.Upstream == UpstreamDemo, o.Upstream == "" && s.demo:
+	case s.o.Upstream == UpstreamDemo, s.o.Upstream == "" && s.demo:
 		s.proxy = true
-	case o.Upstream != "":
-		u, err := url.Parse(o.Upstream)
-		if err != nil || (u.Scheme != "http" && u.Scheme != "https" && u.Scheme != "h2c") || u.Host == "" {
-			return nil, fmt.Errorf("%w: upstream %q: want an http://, https:// or h2c:// URL, or %q", ErrOptions, o.Upstream, UpstreamDemo)
-		}
-		// h2c:// is plain http:// spoken in HTTP/2 with prior knowledge.
-		h2c := u.Scheme == "h2c"
-		if h2c {
-			u.Scheme = "http"
-		}
-		s.target, s.proxy = u, true
+	case target != nil:
+		s.target, s.proxy = target, true
 		s.trans = newTransport(s.o.UpstreamTimeout, h2c)
-		if u.Scheme == "https" || h2c {
+		if target.Scheme == "https" || h2c {
 			s.grpcTrans = newGRPCTransport(s.o.UpstreamTimeout, h2c)
 		}
 	}
-	if o.ConfigFile == "" && !s.demo && o.Upstream != "" {
-		return nil, fmt.Errorf("%w: a reverse proxy needs a policy file (--config)", ErrOptions)
-	}
-	if len(o.EnvoyConfigs) > 0 && o.GRPCListener == nil && o.GRPCListen == Off {
-		return nil, fmt.Errorf("%w: the gRPC listener is off, but Envoy configurations are given", ErrOptions)
-	}
-	if o.RedisURL != "" {
-		if _, err := rueidis.ParseURL(o.RedisURL); err != nil {
-			return nil, fmt.Errorf("%w: the Redis URL: %w (want redis://[user:pass@]host:6379/0, or rediss:// for TLS)", ErrOptions, urlProblem(err))
-		}
-	}
-	for _, l := range []struct{ addr, flag string }{
-		{o.Listen, "--listen"}, {o.CheckListen, "--check-listen"}, {o.GRPCListen, "--grpc-listen"}, {o.AdminListen, "--admin-listen"},
-	} {
-		if err := CheckListenAddr(l.addr); err != nil {
-			return nil, fmt.Errorf("%w: %s %q: %w", ErrOptions, l.flag, l.addr, err)
-		}
-	}
-	for _, n := range o.AdminHosts {
-		if !adminHost(n) {
-			return nil, fmt.Errorf("%w: admin host %q (--admin-host, SLUICE_ADMIN_HOST): want a host name such as dash.example.com, with no scheme, path or wildcard (IP addresses and localhost need none)", ErrOptions, n)
-		}
-	}
-	switch {
-	case (o.TLSCert == "") != (o.TLSKey == ""):
-		return nil, fmt.Errorf("%w: --tls-cert and --tls-key go together: give both, or neither", ErrOptions)
-	case o.TLSClientCA != "" && o.TLSCert == "":
-		return nil, fmt.Errorf("%w: client certificates (--tls-client-ca) need TLS: give --tls-cert and --tls-key too", ErrOptions)
-	case o.TLSCert != "":
-		s.tls = &tlsFiles{cert: o.TLSCert, key: o.TLSKey, clientCA: o.TLSClientCA}
+	if s.o.TLSCert != "" {
+		s.tls = &tlsFiles{cert: s.o.TLSCert, key: s.o.TLSKey, clientCA: s.o.TLSClientCA}
 	}
 
 	s.reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
@@ -510,7 +448,7 @@ func NewContext(ctx context.Context, o Options) (_ *Server, err error) {
 	if s.tls != nil {
 		s.tls.reloads = registerTLS(s.reg, func() time.Time { return s.tls.cur.Load().cert.Leaf.NotAfter })
 	}
-	s.dash = dashboard.New(dashboard.Options{Clock: s.clock, Logger: s.log, NoPlayground: o.NoPlayground || !o.Playground && !s.demo})
+	s.dash = dashboard.New(dashboard.Options{Clock: s.clock, Logger: s.log, NoPlayground: s.o.NoPlayground || !s.o.Playground && !s.demo})
 	registerRefusedRatio(s.reg, s.dash)
 	s.top = NewTopK(s.o.TopKeys)
 
@@ -548,10 +486,10 @@ func NewContext(ctx context.Context, o Options) (_ *Server, err error) {
 			}
 		}
 	}()
-	if len(o.EnvoyConfigs) > 0 {
+	if len(s.o.EnvoyConfigs) > 0 {
 		s.rls = rls.NewService(gen.rls, s.st.store, rls.Options{
 			Clock: s.clock, Logger: s.log, Observe: s.observeRLS,
-			Headers: o.EnvoyHeaders, RefusedConsumeNothing: o.EnvoyRefusedConsumeNothing,
+			Headers: s.o.EnvoyHeaders, RefusedConsumeNothing: s.o.EnvoyRefusedConsumeNothing,
 		})
 	}
 	s.build(gen)
@@ -571,6 +509,115 @@ func NewContext(ctx context.Context, o Options) (_ *Server, err error) {
 		}
 	}
 	return s, nil
+}
+
+// withDefaults returns o with each field left at zero replaced by the
+// default its doc comment names, so that the server reads one value and
+// no code past New tells "unset" from "set". A negative value that means
+// no bound or off (WatchInterval, BodyTimeout, SendTimeout,
+// UpstreamTimeout, GRPCMaxConnectionAge) is kept; one that means the
+// default (ShutdownTimeout, MaxHeaderBytes, TopKeys) is replaced.
+func (o Options) withDefaults() Options {
+	if o.Logger == nil {
+		o.Logger = slog.New(slog.DiscardHandler)
+	}
+	if o.Clock == nil {
+		o.Clock = rate.SystemClock{}
+	}
+	if o.WatchInterval == 0 {
+		o.WatchInterval = DefaultWatchInterval
+	}
+	if o.ShutdownTimeout <= 0 {
+		o.ShutdownTimeout = DefaultShutdownTimeout
+	}
+	if o.BodyTimeout == 0 {
+		o.BodyTimeout = DefaultBodyTimeout
+	}
+	if o.SendTimeout == 0 {
+		o.SendTimeout = DefaultSendTimeout
+	}
+	if o.UpstreamTimeout == 0 {
+		o.UpstreamTimeout = DefaultUpstreamTimeout
+	}
+	if o.MaxHeaderBytes <= 0 {
+		o.MaxHeaderBytes = DefaultMaxHeaderBytes
+	}
+	if o.GRPCMaxConnectionAge == 0 {
+		o.GRPCMaxConnectionAge = DefaultGRPCMaxConnectionAge
+	}
+	if o.TopKeys <= 0 {
+		o.TopKeys = DefaultTopKeys
+	}
+	return o
+}
+
+// validate returns the first problem of o, wrapped in ErrOptions: New
+// calls it before it reads a file or opens a listener, so that a usage
+// error is told as one, not as a bad file or a failure to start. The
+// checks run in a fixed order, so that a user fixing the options one
+// error at a time is told of the same problem first each run.
+func (o *Options) validate() error {
+	if _, _, err := o.upstreamURL(); err != nil {
+		return err
+	}
+	if o.ConfigFile == "" && !o.runsDemo() && o.Upstream != "" {
+		return fmt.Errorf("%w: a reverse proxy needs a policy file (--config)", ErrOptions)
+	}
+	if len(o.EnvoyConfigs) > 0 && o.GRPCListener == nil && o.GRPCListen == Off {
+		return fmt.Errorf("%w: the gRPC listener is off, but Envoy configurations are given", ErrOptions)
+	}
+	if o.RedisURL != "" {
+		if _, err := rueidis.ParseURL(o.RedisURL); err != nil {
+			return fmt.Errorf("%w: the Redis URL: %w (want redis://[user:pass@]host:6379/0, or rediss:// for TLS)", ErrOptions, urlProblem(err))
+		}
+	}
+	for _, l := range []struct{ addr, flag string }{
+		{o.Listen, "--listen"}, {o.CheckListen, "--check-listen"}, {o.GRPCListen, "--grpc-listen"}, {o.AdminListen, "--admin-listen"},
+	} {
+		if err := CheckListenAddr(l.addr); err != nil {
+			return fmt.Errorf("%w: %s %q: %w", ErrOptions, l.flag, l.addr, err)
+		}
+	}
+	for _, n := range o.AdminHosts {
+		if !adminHost(n) {
+			return fmt.Errorf("%w: admin host %q (--admin-host, SLUICE_ADMIN_HOST): want a host name such as dash.example.com, with no scheme, path or wildcard (IP addresses and localhost need none)", ErrOptions, n)
+		}
+	}
+	switch {
+	case (o.TLSCert == "") != (o.TLSKey == ""):
+		return fmt.Errorf("%w: --tls-cert and --tls-key go together: give both, or neither", ErrOptions)
+	case o.TLSClientCA != "" && o.TLSCert == "":
+		return fmt.Errorf("%w: client certificates (--tls-client-ca) need TLS: give --tls-cert and --tls-key too", ErrOptions)
+	}
+	return nil
+}
+
+// runsDemo reports whether o runs the built-in demo: no policy file, no
+// Envoy configurations, and the demo upstream. The demo runs only in
+// front of its own upstream: its limits (10 a minute) on a real one, for
+// want of a --config, would throttle real traffic without a word.
+func (o *Options) runsDemo() bool {
+	return o.ConfigFile == "" && len(o.EnvoyConfigs) == 0 && (o.Upstream == "" || o.Upstream == UpstreamDemo)
+}
+
+// upstreamURL returns the upstream of one's own that o.Upstream names,
+// nil for none or the demo's, with an error wrapping ErrOptions for one
+// that is no http://, https:// or h2c:// URL. validate and New both read
+// it, so that what is checked is what is served. An h2c:// URL comes back
+// as http://, with h2c true: it is plain HTTP spoken in HTTP/2 with prior
+// knowledge.
+func (o *Options) upstreamURL() (u *url.URL, h2c bool, err error) {
+	if o.Upstream == "" || o.Upstream == UpstreamDemo {
+		return nil, false, nil
+	}
+	u, err = url.Parse(o.Upstream)
+	if err != nil || (u.Scheme != "http" && u.Scheme != "https" && u.Scheme != "h2c") || u.Host == "" {
+		return nil, false, fmt.Errorf("%w: upstream %q: want an http://, https:// or h2c:// URL, or %q", ErrOptions, o.Upstream, UpstreamDemo)
+	}
+	if h2c = u.Scheme == "h2c"; h2c {
+		u.Scheme = "http"
+	}
+	return u, h2c, nil
 }
 
 // CheckListenAddr checks a listen address of Options as net.Listen will

@@ -89,46 +89,10 @@ func (s *Server) openStore(c policy.StoreConfig) (*storeHandle, error) {
 		s.log.Info("store: in memory (counters are this process's own)", "max_keys", ms.Stats().MaxKeys)
 		return h, nil
 	}
-	var co rueidis.ClientOption
-	where := ""
-	switch {
-	case c.Redis != "":
-		var err error
-		if co, err = rueidis.ParseURL(c.Redis); err != nil {
-			return nil, fmt.Errorf("%w: store.redis: %w", ErrConfig, urlProblem(err))
-		}
-		where = redactURL(c.Redis)
-	case len(c.Cluster) > 0:
-		co.InitAddress = c.Cluster
-		where = fmt.Sprintf("cluster %v", c.Cluster)
-	default:
-		co.InitAddress = c.SentinelAddrs
-		co.Sentinel = rueidis.SentinelOption{MasterSet: c.SentinelMaster}
-		where = fmt.Sprintf("sentinel master %q via %v", c.SentinelMaster, c.SentinelAddrs)
+	co, where, err := redisClientOption(c, func(base *tls.Config) (*tls.Config, error) { return storeTLS(c.TLS, base, s.log) })
+	if err != nil {
+		return nil, err
 	}
-	if c.TLS.On() {
-		// The loader refuses tls with a unix:// URL in the file; --redis
-		// may still give one.
-		if strings.HasPrefix(c.Redis, "unix:") {
-			return nil, fmt.Errorf("%w: store.tls: a unix:// socket has no TLS; give Redis's TCP address (rediss://host:port) or drop tls", ErrConfig)
-		}
-		tc, err := storeTLS(c.TLS, co.TLSConfig, s.log)
-		if err != nil {
-			return nil, fmt.Errorf("%w: %w", ErrConfig, err)
-		}
-		co.TLSConfig = tc
-		// The Sentinels are dialled with options of their own: a
-		// deployment that puts TLS on Redis puts it on its Sentinels too
-		// (they read the same tls-* directives), with the same CA and
-		// client certificates. Without a ServerName, which only a
-		// rediss:// URL sets, each connection checks the host it dials.
-		if co.Sentinel.MasterSet != "" {
-			co.Sentinel.TLSConfig = tc.Clone()
-		}
-	}
-	// The store reads nothing through the client-side cache: off, the
-	// client sends no CLIENT TRACKING, which an ACL need not allow.
-	co.DisableCache = true
 	client, err := rueidis.NewClient(co)
 	if err != nil && !unreachable(err) {
 		return nil, fmt.Errorf("store: connect to Redis (%s): %w%s", where, err, tlsHint(co.TLSConfig, err))
@@ -208,6 +172,54 @@ func (s *Server) openStore(c policy.StoreConfig) (*storeHandle, error) {
 		_, _ = h.breaker.Decide(context.Background(), readyProbe(nil))
 	}
 	return h, nil
+}
+
+// redisClientOption returns the options of the Redis client for c, a
+// Redis store, and where it points, for logs and errors (no password).
+// It does no I/O of its own, so that what a store section turns into can
+// be checked without a Redis or files: withTLS, called only when c.TLS
+// is on, makes the TLS configuration from the one c's URL sets (nil
+// without rediss://) and is where the files are read (storeTLS). Its
+// error, and a URL that does not parse, are ErrConfig.
+func redisClientOption(c policy.StoreConfig, withTLS func(base *tls.Config) (*tls.Config, error)) (co rueidis.ClientOption, where string, err error) {
+	switch {
+	case c.Redis != "":
+		if co, err = rueidis.ParseURL(c.Redis); err != nil {
+			return rueidis.ClientOption{}, "", fmt.Errorf("%w: store.redis: %w", ErrConfig, urlProblem(err))
+		}
+		where = redactURL(c.Redis)
+	case len(c.Cluster) > 0:
+		co.InitAddress = c.Cluster
+		where = fmt.Sprintf("cluster %v", c.Cluster)
+	default:
+		co.InitAddress = c.SentinelAddrs
+		co.Sentinel = rueidis.SentinelOption{MasterSet: c.SentinelMaster}
+		where = fmt.Sprintf("sentinel master %q via %v", c.SentinelMaster, c.SentinelAddrs)
+	}
+	if c.TLS.On() {
+		// The loader refuses tls with a unix:// URL in the file; --redis
+		// may still give one.
+		if strings.HasPrefix(c.Redis, "unix:") {
+			return rueidis.ClientOption{}, "", fmt.Errorf("%w: store.tls: a unix:// socket has no TLS; give Redis's TCP address (rediss://host:port) or drop tls", ErrConfig)
+		}
+		tc, err := withTLS(co.TLSConfig)
+		if err != nil {
+			return rueidis.ClientOption{}, "", fmt.Errorf("%w: %w", ErrConfig, err)
+		}
+		co.TLSConfig = tc
+		// The Sentinels are dialled with options of their own: a
+		// deployment that puts TLS on Redis puts it on its Sentinels too
+		// (they read the same tls-* directives), with the same CA and
+		// client certificates. Without a ServerName, which only a
+		// rediss:// URL sets, each connection checks the host it dials.
+		if co.Sentinel.MasterSet != "" {
+			co.Sentinel.TLSConfig = tc.Clone()
+		}
+	}
+	// The store reads nothing through the client-side cache: off, the
+	// client sends no CLIENT TRACKING, which an ACL need not allow.
+	co.DisableCache = true
+	return co, where, nil
 }
 
 // Bounds of connectLater's backoff: the first attempt after the one at
