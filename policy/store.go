@@ -2,6 +2,7 @@ package policy
 
 import (
 	"errors"
+	"fmt"
 	"math"
 	"net"
 	"net/url"
@@ -113,6 +114,30 @@ var storeFields = []string{"redis", "cluster", "sentinel", "tls", "timeout", "de
 // storeTLSFields are the fields of the store section's tls mapping.
 var storeTLSFields = []string{"ca", "cert", "key"}
 
+// CheckRedisURL reports what is wrong with s as the URL of a Redis
+// server, or nil: the checks the loader makes on store.redis, for a URL
+// given elsewhere (sluice serve's --redis). Its errors show the URL with
+// its password redacted, or not at all. Beyond the scheme, each addr=
+// (a further seed of a Cluster or a Sentinel) needs a port: rueidis
+// reads one without as the URL's own host on 6379, and would never dial
+// the host written.
+func CheckRedisURL(s string) error {
+	u, err := url.Parse(s)
+	if err != nil {
+		// A *url.Error, which quotes the URL: say what it wraps.
+		return fmt.Errorf("is not a URL: %w", errors.Unwrap(err))
+	}
+	if u.Scheme != "redis" && u.Scheme != "rediss" && u.Scheme != "unix" {
+		return fmt.Errorf("%q: want a redis://, rediss:// or unix:// URL", u.Redacted())
+	}
+	for _, a := range u.Query()["addr"] {
+		if _, _, err := net.SplitHostPort(a); err != nil {
+			return fmt.Errorf("%q: addr=%q needs a port, as in addr=%s", u.Redacted(), a, net.JoinHostPort(a, "6379"))
+		}
+	}
+	return nil
+}
+
 func (ld *loader) storeSection(f field) StoreConfig {
 	var c StoreConfig
 	if f.val == nil {
@@ -125,14 +150,9 @@ func (ld *loader) storeSection(f field) StoreConfig {
 		if s, ok := ld.str(v.val, "store.redis"); ok {
 			// The URL may hold a password: errors show it redacted, or
 			// not at all (the line says where it is).
-			u, err := url.Parse(s)
-			switch {
-			case err != nil:
-				// A *url.Error, which quotes the URL: say what it wraps.
-				ld.errf(v.val, "store.redis is not a URL: %v", errors.Unwrap(err))
-			case u.Scheme != "redis" && u.Scheme != "rediss" && u.Scheme != "unix":
-				ld.errf(v.val, "store.redis %q: want a redis://, rediss:// or unix:// URL", u.Redacted())
-			default:
+			if err := CheckRedisURL(s); err != nil {
+				ld.errf(v.val, "store.redis %v", err)
+			} else {
 				c.Redis = s
 			}
 		}

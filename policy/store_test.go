@@ -50,6 +50,10 @@ func TestStoreSectionErrors(t *testing.T) {
 		want      string
 	}{
 		{"store: {redis: \"http://x\"}\n", 1, 16, "want a redis://"},
+		// rueidis reads an addr= without a port as the URL's own host on
+		// 6379: the seed written would never be dialled.
+		{"store: {redis: \"redis://a:7000?addr=c\"}\n", 1, 16, `addr="c" needs a port`},
+		{"store: {redis: \"redis://a:7000?addr=c:7001&addr=d\"}\n", 1, 16, `addr="d" needs a port`},
 		{"store: {redis: \"redis://x\", cluster: [\"a:1\"]}\n", 1, 1, "more than one"},
 		{"store: {cluster: [\"10.0.0.1\"]}\n", 1, 19, `"10.0.0.1" is not host:port`},
 		{"store: {sentinel: {master: m}}\n", 1, 19, "needs master"},

@@ -570,6 +570,9 @@ func (o *Options) validate() error {
 		if _, err := rueidis.ParseURL(o.RedisURL); err != nil {
 			return fmt.Errorf("%w: the Redis URL: %w (want redis://[user:pass@]host:6379/0, or rediss:// for TLS)", ErrOptions, urlProblem(err))
 		}
+		if err := policy.CheckRedisURL(o.RedisURL); err != nil {
+			return fmt.Errorf("%w: the Redis URL %w", ErrOptions, err)
+		}
 	}
 	for _, l := range []struct{ addr, flag string }{
 		{o.Listen, "--listen"}, {o.CheckListen, "--check-listen"}, {o.GRPCListen, "--grpc-listen"}, {o.AdminListen, "--admin-listen"},

@@ -448,6 +448,16 @@ policies:
 	}
 }
 
+// --redis is held to the checks a policy file's store.redis is: an addr=
+// seed without a port, which rueidis would dial as the URL's own host on
+// 6379, is refused.
+func TestRedisURLAddrWithoutPort(t *testing.T) {
+	_, err := New(Options{RedisURL: "redis://a:7000?addr=c", AdminListen: Off, CheckListen: Off})
+	if !errors.Is(err, ErrOptions) || !strings.Contains(err.Error(), `addr="c" needs a port`) {
+		t.Fatalf("New: %v; want ErrOptions saying addr=c needs a port", err)
+	}
+}
+
 func TestPprof(t *testing.T) {
 	ts := startServer(t, "", Options{Pprof: true})
 	if resp, body := get(t, ts.Addrs().Admin, "/debug/pprof/"); resp.StatusCode != 200 || !strings.Contains(body, "goroutine") {
