@@ -103,13 +103,23 @@
 // parameter, and a pattern with a ; is refused, as it would match nothing.
 // All three default to false.
 //
-// Keys: a key is built from parts (ip, user, method, header:NAME,
-// path:NAME for a wildcard of the pattern, form:NAME for a form field
-// from a url-encoded or multipart body or the query string, never from a
-// JSON body; the handler still gets the body whole); key: [ip, user]
-// combines parts into one key, keys: [user, ip] limits each separately,
-// with the same limits (a login must pass both). A key with a part the
-// request lacks does not apply to it. The default key is
+// Keys: a key is built from parts (ip, user, method, global,
+// header:NAME, path:NAME for a wildcard of the pattern, form:NAME for a
+// form field from a url-encoded or multipart body or the query string,
+// never from a JSON body; the handler still gets the body whole); key:
+// [ip, user] combines parts into one key, keys: [user, ip] limits each
+// separately, with the same limits (a login must pass both). global has
+// one value for every request: key: global is one counter for all the
+// requests the policy matches, whoever sends them (/search at most
+// 1000/s in total), stored as {prefix:policy:global=}:tag. One client
+// can then spend the total for everyone: pair it with a per-client key,
+// keys: [global, ip], a total and a counter per address that a request
+// must both pass. On Redis every request of the policy meets that one
+// key, in one Cluster slot: a hot key, whose master decides all of the
+// policy's traffic. global stands alone in a key (beside other parts it
+// would add nothing, and load refuses it) and names no override, as no
+// request's value differs. A key with a part the request lacks does not
+// apply to it. The default key is
 // ip; every request whose client has no IP address (a peer on a Unix
 // socket, with nothing trusted to say more) has the one ip value
 // "unknown", and so shares one counter. Stored keys read

@@ -39,6 +39,6 @@ policies:
 	fmt.Println(err)
 	// Output:
 	// sluice.yaml:4:5: unknown field "limt" in policy "search"; did you mean "limits"? (allowed: name, match, key, keys, fold_key, limits, plans, overrides, cost, shadow, on_store_error, max_delay, priority)
-	// sluice.yaml:6:11: unknown key part "acount" (want one of ip, user, method, header:NAME, path:NAME, form:NAME)
+	// sluice.yaml:6:11: unknown key part "acount" (want one of ip, user, method, global, header:NAME, path:NAME, form:NAME)
 	// sluice.yaml:7:14: invalid limit "5/m burst 0": burst: must be at least 1, got 0
 }

@@ -17,6 +17,7 @@ import (
 //	ip             the client address, grouped (see clientip)
 //	user           the authenticated user (WithUser, or the transport's hook)
 //	method         the request method
+//	global         nothing: one value, and one counter, for every request
 //	header:NAME    a header's value (gRPC: a metadata key's)
 //	path:NAME      a wildcard of the policy's path pattern, such as {id}
 //	form:NAME      a form field's value (see form.go)
@@ -25,6 +26,11 @@ import (
 // every server reads (see Request.header, form.go): such a part is
 // manyValues, one value for all these requests, which no client can
 // choose or vary.
+//
+// global is a key alone: combined with other parts it would add nothing
+// to the key they make, and load refuses it there (see loader.key). Its
+// stored key, {prefix:policy:global=}:tag, is the one key whose parts
+// begin with that label, so it meets no other part's key.
 //
 // The stored key is {prefix:policy:part=value|part=value}:tag, where tag
 // changes when what the limit's state means changes (see stateTag), so a
@@ -39,6 +45,7 @@ const (
 	partIP partKind = iota
 	partUser
 	partMethod
+	partGlobal
 	partHeader
 	partPath
 	partForm
@@ -54,17 +61,17 @@ type part struct {
 }
 
 // partKinds lists the part names for error messages.
-const partKinds = "ip, user, method, header:NAME, path:NAME, form:NAME"
+const partKinds = "ip, user, method, global, header:NAME, path:NAME, form:NAME"
 
 // parsePart reads a key part as written in the policy file.
 func parsePart(s string) (part, error) {
 	kind, arg, hasArg := strings.Cut(s, ":")
 	switch kind {
-	case "ip", "user", "method":
+	case "ip", "user", "method", "global":
 		if hasArg {
 			return part{}, fmt.Errorf("key part %q takes no argument", kind)
 		}
-		k := map[string]partKind{"ip": partIP, "user": partUser, "method": partMethod}[kind]
+		k := map[string]partKind{"ip": partIP, "user": partUser, "method": partMethod, "global": partGlobal}[kind]
 		return part{kind: k, label: kind}, nil
 	case "header", "path", "form":
 		if arg == "" {
@@ -87,7 +94,7 @@ func parsePart(s string) (part, error) {
 		}
 	}
 	msg := fmt.Sprintf("unknown key part %q", s)
-	if d := suggest(kind, []string{"ip", "user", "method", "header", "path", "form"}); d != "" {
+	if d := suggest(kind, []string{"ip", "user", "method", "global", "header", "path", "form"}); d != "" {
 		msg += fmt.Sprintf("; did you mean %q?", d)
 	}
 	return part{}, fmt.Errorf("%s (want one of %s)", msg, partKinds)
@@ -180,7 +187,8 @@ const manyValues = "#many"
 func foldValue(v string) string { return strings.ToLower(strings.TrimSpace(v)) }
 
 // foldable reports whether fold_key applies to parts of kind k: those a
-// client spells. ip is grouped and method upper-cased already.
+// client spells. ip is grouped and method upper-cased already; global
+// has no value.
 func foldable(k partKind) bool {
 	return k == partUser || k == partHeader || k == partPath || k == partForm
 }
@@ -215,6 +223,8 @@ func appendPart(dst []byte, p *part, r *Request, pathVals []string) ([]byte, boo
 			return dst, false
 		}
 		return appendValue(dst, keyMethod(r.HTTP.Method)), true
+	case partGlobal:
+		return dst, true // every request has it, with no value
 	case partHeader:
 		vs := r.header(p.name, p.lower)
 		switch {

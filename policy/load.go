@@ -1086,14 +1086,14 @@ func (ld *loader) planWarnings(p *Policy, set *Set, what string, at *yaml.Node) 
 
 // keyWarnings warns of the keys of a policy that may not apply to a
 // request it matches. A key applies only when the request has every part
-// of it (see appendPart): ip and method always, user when the match
-// requires authenticated: true, header:NAME when the match requires the
-// header present, path:NAME when the pattern's wildcard cannot be empty,
-// and form:NAME never for sure. A key the match rules out never applies;
-// a policy none of whose keys is sure to apply lets requests without
-// their parts through unlimited, unless another policy limits them: that
-// warning waits for lackingWarnings. at is where the keys are written,
-// keyAt where each is.
+// of it (see appendPart): ip, method and global always, user when the
+// match requires authenticated: true, header:NAME when the match requires
+// the header present, path:NAME when the pattern's wildcard cannot be
+// empty, and form:NAME never for sure. A key the match rules out never
+// applies; a policy none of whose keys is sure to apply lets requests
+// without their parts through unlimited, unless another policy limits
+// them: that warning waits for lackingWarnings. at is where the keys are
+// written, keyAt where each is.
 func (ld *loader) keyWarnings(p *Policy, what string, at *yaml.Node, keyAt []*yaml.Node) {
 	var lacking []string // per key that may not apply, the parts it needs
 	var hints []string
@@ -1250,7 +1250,7 @@ func (m *matcher) guarantees(pt part) (sure bool, never string) {
 		// {name...} the rest of the path, which may be empty.
 		return !strings.Contains(m.pattern, "{"+pt.name+"...}"), ""
 	case partForm:
-	default: // ip and method: every request has them
+	default: // ip, method and global: every request has them
 		return true, ""
 	}
 	return false, ""
@@ -1755,6 +1755,7 @@ const maxKeyParts = 4
 // key compiles one key: a part, or a list of parts combined.
 func (ld *loader) key(n *yaml.Node, p *Policy) []part {
 	var k []part
+	var globalAt *yaml.Node // where global is written, if it is
 	wild := wildcardsOf(p)
 	for _, pn := range ld.list(n, "a key") {
 		s, ok := ld.str(pn, "a key part")
@@ -1788,7 +1789,23 @@ func (ld *loader) key(n *yaml.Node, p *Policy) []part {
 			ld.errf(pn, "key part %q repeated", s)
 			continue
 		}
+		if pt.kind == partGlobal {
+			globalAt = pn
+		}
 		k = append(k, pt)
+	}
+	if globalAt != nil && len(k) > 1 {
+		// A key is a counter per value of its parts, and global has one
+		// value: [global, ip] is [ip]. Whoever wrote it meant a total, or
+		// a total beside the counter per client, which keys: gives.
+		rest := slices.DeleteFunc(slices.Clone(k), func(q part) bool { return q.kind == partGlobal })
+		slices.SortFunc(rest, func(a, b part) int { return strings.Compare(a.label, b.label) })
+		labels := make([]string, len(rest))
+		for i := range rest {
+			labels[i] = rest[i].label
+		}
+		ld.errf(globalAt, "global combined with %[1]s in one key adds nothing: the key is still one counter per %[1]s; write global as a key of its own, as in keys: [global, %[2]s], for two counters, a total and one per %[1]s, or drop global", andList(labels), keyLabel(rest))
+		return nil
 	}
 	if len(k) > maxKeyParts {
 		ld.errf(n, "a key combines at most %d parts, not %d", maxKeyParts, len(k))
@@ -1908,6 +1925,13 @@ func (ld *loader) override(n *yaml.Node, p *Policy, set *Set, what string) (over
 		pt, err := parsePart(label)
 		if err == nil {
 			label = pt.label
+		}
+		if err == nil && pt.kind == partGlobal {
+			// Its one value is every request's: the override would be
+			// the policy's limits under another name.
+			ld.errf(wm.Content[i], "override on global, whose one value every request has: it would replace the policy's limits for every request; change the policy's limits instead, or name a part whose values tell requests apart")
+			good = false
+			continue
 		}
 		if _, ok := labels[label]; !ok {
 			ld.errf(wm.Content[i], "override on %q, which is not a part of any key of %s%s", label, what, didYouMean(label, keys(labels)))

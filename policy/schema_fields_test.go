@@ -178,7 +178,9 @@ func TestSchemaFields(t *testing.T) {
 		"redis//h", "redis", "redis\x01://h", "rediss://h:port"}
 	parts := []any{"ip", "user", "method", "header:x-a", "header:X-A", "header:Host", "header:HOST", "form:f", "form:user[email]", "form:]a", "header:a[b]", "form:[]", "header:",
 		"header", "ip:x", "IP", "cookie:a", "header:x a", []any{"ip", "user"}, []any{"ip", "method", "user", "header:a"},
-		[]any{"ip", "method", "user", "header:a", "form:b"}}
+		[]any{"ip", "method", "user", "header:a", "form:b"},
+		"global", "global:x", "global:", "Global", "GLOBAL", "globl", []any{"global"}, []any{"global", "ip"}, []any{"ip", "global"},
+		[]any{"global", "global"}, []any{"method", "user", "header:a", "global"}}
 	for _, fc := range []fieldCase{
 		{name: "prefix", file: at("prefix", nil, nil), values: names, loose: []any{1.5}},
 		{name: "instances", file: at("instances", nil, nil), values: instances, loose: instancesLoose},
@@ -253,8 +255,10 @@ func TestSchemaFields(t *testing.T) {
 		}, values: texts},
 		{name: "policy.key", file: inPolicy("key", nil), values: parts, loose: []any{"path:id"}},
 		{name: "policy.keys", file: inPolicy("keys", nil),
-			values: slices.Concat(parts, []any{[]any{[]any{"ip", "user"}, "ip"}, []any{[]any{}}, []any{"ip", "ip"}}),
-			loose:  []any{[]any{"ip", "ip"}}},
+			values: slices.Concat(parts, []any{[]any{[]any{"ip", "user"}, "ip"}, []any{[]any{}}, []any{"ip", "ip"},
+				[]any{"global", []any{"ip", "user"}}, []any{[]any{"global"}, "ip"}, []any{[]any{"global", "ip"}}, []any{"user", []any{"ip", "global"}},
+				[]any{"global", "global"}, []any{"global", []any{"global"}}}),
+			loose: []any{[]any{"ip", "ip"}, []any{"global", "global"}, []any{"global", []any{"global"}}}},
 		{name: "policy.fold_key", file: inPolicy("fold_key", nil), values: bools},
 		{name: "policy.limits", file: inPolicy("limits", nil), values: limits,
 			loose: []any{nil, []any{}}}, // a policy with no limits needs a priority
@@ -270,8 +274,14 @@ func TestSchemaFields(t *testing.T) {
 				[]any{map[string]any{"when": map[string]any{"heder:x-k": "a"}, "limits": "2/s"}},
 				[]any{map[string]any{"when": map[string]any{"ip": "10.0.0.1"}, "limits": "2/s"}},
 				[]any{map[string]any{"when": map[string]any{}, "limits": "2/s"}},
-				[]any{map[string]any{"limits": "2/s"}}},
+				[]any{map[string]any{"limits": "2/s"}},
+				[]any{map[string]any{"when": map[string]any{"global": "a"}, "limits": "2/s"}}},
 			loose: []any{[]any{map[string]any{"when": map[string]any{"ip": "10.0.0.1"}, "limits": "2/s"}}}},
+		{name: "policy.overrides on a policy with a global key", file: inPolicy("overrides", map[string]any{"keys": []any{"global", "header:x-k"}}),
+			values: []any{[]any{map[string]any{"when": map[string]any{"header:x-k": "a"}, "limits": "2/s"}},
+				[]any{map[string]any{"when": map[string]any{"global": "a"}, "limits": "2/s"}},
+				[]any{map[string]any{"when": map[string]any{"global": ""}, "limits": "2/s"}},
+				[]any{map[string]any{"when": map[string]any{"global": "a", "header:x-k": "a"}, "limits": "2/s"}}}},
 		{name: "policy.overrides.when", file: func(v any) map[string]any {
 			return top(nil, map[string]any{"key": "header:x-k", "overrides": []any{map[string]any{"when": map[string]any{"header:x-k": v}, "limits": "2/s"}}})
 		}, values: texts, loose: []any{" a", "a ", "\ta", "a\t", " "}}, // padded: refused for a header, unless folded
