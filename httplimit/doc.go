@@ -39,7 +39,10 @@
 // wait, as Retry-After). Shadow policies send none. Middlewares stacked
 // (one for the API, one for a route) each add their item to the
 // RateLimit and RateLimit-Policy lists; the X-RateLimit-* fields, which
-// hold one value, are the innermost's.
+// hold one value, are the innermost's. They count requests: under a
+// policy whose requests cost several units (cost: 5), q, r,
+// X-RateLimit-Limit and X-RateLimit-Remaining are the units over the
+// cost, rounded down, the requests that fit them.
 //
 // A refused request gets 429 Too Many Requests, the same headers, a
 // Retry-After in whole seconds rounded up and never 0, and an RFC 9457

@@ -119,6 +119,8 @@ type quota interface {
 	HeaderPolicy() string
 	// HeaderLimit returns the X-RateLimit-Limit value.
 	HeaderLimit() string
+	// HeaderRemaining returns the X-RateLimit-Remaining value of d.
+	HeaderRemaining(d rate.Decision) int64
 }
 
 type handler struct {
@@ -239,7 +241,7 @@ func (l *answer) setHeaders(h http.Header, lim quota, d rate.Decision, refused b
 	}
 	if l.legacy {
 		start := len(b)
-		b = strconv.AppendInt(b, d.Remaining, 10)
+		b = strconv.AppendInt(b, max(lim.HeaderRemaining(d), 0), 10)
 		value(start)
 		h[hRemaining] = blk.vals[n-1][:]
 		start = len(b)

@@ -328,8 +328,15 @@ func (l *Limit) AppendHeader(dst []byte, d rate.Decision) []byte {
 	return l.header.AppendHeader(dst, d)
 }
 
-// HeaderLimit returns the X-RateLimit-Limit value: the limit's capacity.
+// HeaderLimit returns the X-RateLimit-Limit value: the requests of the
+// policy's cost the limit's capacity holds.
 func (l *Limit) HeaderLimit() string { return l.header.HeaderLimit() }
+
+// HeaderRemaining returns the X-RateLimit-Remaining value, and the r of
+// AppendHeader's item, for a decision d of l: the requests of the
+// policy's cost its Remaining units hold, rounded down (the fields count
+// requests, as the draft has them when they name no other unit).
+func (l *Limit) HeaderRemaining(d rate.Decision) int64 { return l.header.HeaderRemaining(d) }
 
 // String returns the limit as ParseLimit reads it.
 func (l *Limit) String() string { return l.Limit.String() }
@@ -370,7 +377,7 @@ func compileLimit(p *Policy, name string, l rate.Limit, instances int) *Limit {
 }
 
 func newLimit(p *Policy, name string, l rate.Limit) *Limit {
-	return &Limit{Limit: l, Name: name, Policy: p, tag: stateTag(l), header: ratefield.NewHeader(name, l)}
+	return &Limit{Limit: l, Name: name, Policy: p, tag: stateTag(l), header: ratefield.NewHeader(name, l, p.Cost)}
 }
 
 // stateTag returns the tag of l's keys: a short hash of what the state

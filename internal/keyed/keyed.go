@@ -72,7 +72,7 @@ func New(l *sluice.Limiter) *Limiter {
 
 // newQuota returns the Quota of lim, named name.
 func newQuota(name string, lim rate.Limit) *Quota {
-	return &Quota{Name: name, Limit: lim, Header: ratefield.NewHeader(name, lim)}
+	return &Quota{Name: name, Limit: lim, Header: ratefield.NewHeader(name, lim, 1)}
 }
 
 // Quota is one of a Limiter's limits with the header values that describe

@@ -23,6 +23,10 @@
 //     q is at least the capacity. (100/s burst 10 is q=100;w=1, not
 //     q=10;w=1, a tenth of it; 3 per 2s burst 5 is q=6;w=4.)
 //
+// The fields count requests, as the draft has them when they name no
+// other unit: for requests of several units each (a policy's cost), q
+// and r are the units over the cost, rounded down (see Header).
+//
 // A q past what a Structured Field holds is written as the largest it
 // holds, which understates the rate rather than break the field.
 //
@@ -44,8 +48,16 @@ import (
 // the package doc says. w is left out for calendar months, which have no
 // fixed window: q is then the month's count.
 func AppendPolicy(dst []byte, name string, l rate.Limit) []byte {
+	return appendPolicy(dst, name, l, 1)
+}
+
+// appendPolicy is AppendPolicy for requests of cost units each (1 at
+// least): q counts requests, the units over the cost, rounded down, so
+// that it states no more than the rate still.
+func appendPolicy(dst []byte, name string, l rate.Limit, cost int64) []byte {
 	dst = AppendString(dst, name)
 	q, w, ok := quota(l)
+	q /= cost
 	dst = append(dst, ";q="...)
 	dst = strconv.AppendInt(dst, q, 10)
 	if ok {

@@ -84,7 +84,7 @@ func TestLimitedBy(t *testing.T) {
 // list that an append copies rather than extends in place.
 func TestHeader(t *testing.T) {
 	l := rate.MustParseLimit("20/s burst 40")
-	h := NewHeader(`per "user"`, l)
+	h := NewHeader(`per "user"`, l, 1)
 	if got, want := h.HeaderPolicy(), string(AppendPolicy(nil, `per "user"`, l)); got != want {
 		t.Errorf("HeaderPolicy = %q, want %q", got, want)
 	}
