@@ -70,6 +70,30 @@
 // true) comes from the request context: an authentication middleware
 // that runs first calls WithUser; or set Options.Identify.
 //
+// # Behind a router
+//
+// Policies match the request's path as the middleware receives it, in
+// the form the policy file's paths section describes (see package
+// policy). Put the middleware where the path is whole: in front of
+// http.StripPrefix, not behind it, where /api/secret arrives as /secret
+// and a policy on /api/secret decides nothing (a sub-router mounted under
+// a prefix, as chi's Mount or gorilla/mux's PathPrefix, passes the whole
+// path on). A router that reads paths otherwise than net/http's ServeMux
+// serves, on a route, paths its policy does not match, unless the paths
+// section says so: gorilla/mux (without UseEncodedPath) and gin (without
+// UseRawPath) route /api%2Fsecret to /api/secret (decode_slash); echo's
+// /users/:id takes /users/7/, and chi's StripSlashes serves /api/secret/
+// on /api/secret (ignore_trailing_slash).
+//
+// A CORS preflight (OPTIONS) is a request like any other: a policy whose
+// match names no method counts it, so a browser's cross-origin call with
+// custom headers costs two units, and a refused preflight reaches the
+// page as a CORS failure, not a 429. Answer preflights in front of the
+// middleware (a CORS middleware placed first), or name the methods a
+// policy limits. A handler that answers 429 itself does so under the
+// headers of the request the middleware allowed, which say what its
+// limits leave; it may set or delete them before it writes.
+//
 // # Cost
 //
 // On the allowed path the middleware allocates the key (one string) and

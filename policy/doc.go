@@ -42,7 +42,8 @@
 // ".." (a pattern /x/{seg}/login matches it there, not here). An escaped
 // reserved character stays so: /x%2F..%2Flogin is one segment, as to
 // ServeMux (Apache and Tomcat refuse it by default); NGINX decodes %2F
-// too and serves it as /login, which no policy on /login decides.
+// too and serves it as /login, which no policy on /login decides unless
+// paths.decode_slash says so (below).
 // Hosts and methods match whatever their case, and hosts without a final
 // dot (API.Example.com. is api.example.com, post is POST), as the
 // gateways and applications that serve such requests read them; a method
@@ -90,6 +91,7 @@
 //	  ignore_case: true             # /LOGIN is /login
 //	  ignore_trailing_slash: true   # /login/ is /login, /api is /api/
 //	  ignore_path_parameters: true  # /login;jsessionid=1 is /login
+//	  decode_slash: true            # /api%2Fsecret is /api/secret
 //
 // ignore_case matches paths and patterns with their ASCII letters in lower
 // case, escaped ones decoded first (%4C is l); an escaped non-ASCII letter
@@ -101,7 +103,15 @@
 // segment, a ; and the rest of the segment before dot segments are
 // resolved, as Tomcat does (/x/..;/login is /login); an escaped %3B is no
 // parameter, and a pattern with a ; is refused, as it would match nothing.
-// All three default to false.
+// decode_slash reads an escaped slash (%2F) as a slash, before dot
+// segments are resolved (/x%2F..%2Flogin is /login), as NGINX serves it
+// and gorilla/mux (without UseEncodedPath) and gin (without UseRawPath)
+// route it, on the decoded path: without it, such an application serves
+// /api%2Fsecret as /api/secret, which no policy on /api/secret decides.
+// Leave it off for net/http's ServeMux, chi and echo, which keep %2F
+// within its segment (/files/{name} matches /files/a%2Fb), as sluice
+// does; a pattern with %2F is refused under it. All four default to
+// false.
 //
 // Keys: a key is built from parts (ip, user, method, global,
 // header:NAME, path:NAME for a wildcard of the pattern, form:NAME for a

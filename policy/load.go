@@ -747,7 +747,7 @@ func (ld *loader) paths(f field) pathForms {
 	if f.val == nil {
 		return o
 	}
-	m := ld.fields(f.val, "paths", "ignore_case", "ignore_trailing_slash", "ignore_path_parameters")
+	m := ld.fields(f.val, "paths", "ignore_case", "ignore_trailing_slash", "ignore_path_parameters", "decode_slash")
 	if v, ok := m["ignore_case"]; ok {
 		o.FoldCase, _ = ld.boolean(v.val, "ignore_case")
 	}
@@ -756,6 +756,9 @@ func (ld *loader) paths(f field) pathForms {
 	}
 	if v, ok := m["ignore_path_parameters"]; ok {
 		o.StripParams, _ = ld.boolean(v.val, "ignore_path_parameters")
+	}
+	if v, ok := m["decode_slash"]; ok {
+		o.DecodeSlash, _ = ld.boolean(v.val, "decode_slash")
 	}
 	return o
 }
@@ -1517,6 +1520,10 @@ func (ld *loader) compileRoute(m *matcher, r writtenRoute, forms pathForms) {
 	}
 	if forms.StripParams && strings.Contains(path, ";") {
 		ld.errf(pathNode, "path %q has a ;, and paths.ignore_path_parameters cuts every ; off requests' paths, with the rest of its segment: it would match no request", path)
+		return
+	}
+	if forms.DecodeSlash && (strings.Contains(path, "%2F") || strings.Contains(path, "%2f")) {
+		ld.errf(pathNode, "path %q has an escaped slash, and paths.decode_slash reads every %%2F in requests' paths as /: it would match no request; write / instead", path)
 		return
 	}
 	if forms.FoldCase {

@@ -176,7 +176,7 @@ func TestPathsSectionErrors(t *testing.T) {
 // Every request's path is matched in its form; one already so, as most
 // are, is matched as it is, without a copy, whatever the paths section.
 func TestRoutedAllocatesNothingWithPaths(t *testing.T) {
-	o := urlpath.Options{FoldCase: true, StripParams: true}
+	o := urlpath.Options{FoldCase: true, StripParams: true, DecodeSlash: true}
 	for _, path := range []string{"/login", "/api/v1/", "/users/42?x=1", "/pkg.service/method"} {
 		r := httptest.NewRequest("POST", path, nil)
 		r.Host = "api.example.com"
@@ -186,6 +186,55 @@ func TestRoutedAllocatesNothingWithPaths(t *testing.T) {
 			}
 		}); n != 0 {
 			t.Errorf("%s: %v allocations, want none", path, n)
+		}
+	}
+}
+
+// TestDecodeSlash: with paths.decode_slash, an escaped slash is a slash,
+// as NGINX serves it and gorilla/mux and gin route it: /api%2Fsecret is
+// decided as /api/secret, which without it no policy on /api/secret
+// decides while such an application serves it there.
+func TestDecodeSlash(t *testing.T) {
+	_, err := Load("f.yaml", []byte("paths: {decode_slash: true}\npolicies:\n  - {name: p, match: \"/a%2Fb\", limits: [\"1/m\"]}\n"))
+	var perr *Error
+	if !errors.As(err, &perr) || perr.Problems[0].Line != 3 || !strings.Contains(perr.Problems[0].Message, "would match no request") {
+		t.Errorf("a pattern with %%2F under decode_slash: Load = %v; want refused on line 3", err)
+	}
+
+	const policies = `
+policies:
+  - {name: secret, match: "GET /api/secret", key: ip, limits: ["100/m"]}
+  - {name: users, match: "GET /users/{id}", key: path:id, limits: ["100/m"]}
+  - {name: files, match: "GET /files/{name}", key: path:name, limits: ["100/m"]}
+`
+	with := keysOf(t, "paths: {decode_slash: true}\n"+policies)
+	without := keysOf(t, policies)
+	for _, tt := range []struct {
+		path          string
+		with, without string // the policy that decides, or ""
+	}{
+		{"/api/secret", "secret", "secret"},
+		{"/api%2Fsecret", "secret", ""},
+		{"/api%2fsecret", "secret", ""},
+		{"/x%2F..%2Fapi/secret", "secret", ""},
+		{"/users%2F7", "users", ""},
+		{"/files/a%2Fb", "", "files"}, // two segments to such an application
+		{"/api%252Fsecret", "", ""},
+	} {
+		r := httptest.NewRequest("GET", "http://x"+tt.path, nil)
+		for _, d := range []struct {
+			name   string
+			decide func(*Request) (Verdict, map[string]string)
+			want   string
+		}{{"with decode_slash", with, tt.with}, {"without", without, tt.without}} {
+			_, keys := d.decide(&Request{HTTP: r, Header: r.Header})
+			got := ""
+			for p := range keys {
+				got = p
+			}
+			if len(keys) > 1 || got != d.want {
+				t.Errorf("%s %s: decided by %v, want %q", d.name, tt.path, keys, d.want)
+			}
 		}
 	}
 }

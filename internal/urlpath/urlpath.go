@@ -20,8 +20,8 @@
 // /, %3B no ;): decoding one changes the path's meaning to ServeMux.
 //
 // [Options] adds what some servers read beyond that: ASCII letters in
-// either case (Express, ASP.NET Core) and segments' ;parameters
-// (Tomcat, Jetty).
+// either case (Express, ASP.NET Core), segments' ;parameters (Tomcat,
+// Jetty) and escaped slashes (NGINX, gorilla/mux, gin).
 package urlpath
 
 import (
@@ -63,17 +63,27 @@ type Options struct {
 	// and /x/..;/login is /login, as Tomcat and Jetty (so Spring) read
 	// them. An encoded %3B is no parameter to them, nor here.
 	StripParams bool
+	// DecodeSlash reads an escaped slash (%2F, %2f) as a slash, before
+	// dot segments are resolved: /api%2Fsecret is /api/secret and
+	// /x%2F..%2Flogin is /login, as NGINX serves them, and gorilla/mux
+	// (without UseEncodedPath) and gin (without UseRawPath) route them,
+	// on the decoded path. An escaped %252F is no slash.
+	DecodeSlash bool
 }
 
-// CleanURL returns u with its path as o reads it: parameters cut (if
-// o.StripParams), unreserved characters decoded, cleaned (see Clean), ASCII
-// letters in lower case (if o.FoldCase). As in ServeMux, the escaped path
-// is cleaned: a %2F stays within its segment. It returns u itself,
+// CleanURL returns u with its path as o reads it: escaped slashes decoded
+// (if o.DecodeSlash), parameters cut (if o.StripParams), unreserved
+// characters decoded, cleaned (see Clean), ASCII letters in lower case
+// (if o.FoldCase). As in ServeMux, the escaped path is cleaned: a %2F
+// stays within its segment, unless o.DecodeSlash. It returns u itself,
 // allocating nothing beyond u.EscapedPath, when the path is so already,
 // and when the result does not parse.
 func CleanURL(u *url.URL, o Options) *url.URL {
 	escaped := u.EscapedPath()
 	p := escaped
+	if o.DecodeSlash {
+		p = decodeSlash(p)
+	}
 	if o.StripParams {
 		p = stripParams(p)
 	}
@@ -91,6 +101,15 @@ func CleanURL(u *url.URL, o Options) *url.URL {
 	out := *u
 	out.Path, out.RawPath = c.Path, c.RawPath
 	return &out
+}
+
+// decodeSlash returns p with every %2F or %2f a slash, and p itself when
+// it has none.
+func decodeSlash(p string) string {
+	if !strings.Contains(p, "%2F") && !strings.Contains(p, "%2f") {
+		return p
+	}
+	return strings.NewReplacer("%2F", "/", "%2f", "/").Replace(p)
 }
 
 // decodeUnreserved returns p with every percent-encoded unreserved

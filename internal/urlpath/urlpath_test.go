@@ -66,6 +66,13 @@ func TestCleanURL(t *testing.T) {
 		{"/%4Cogin/A%2Fb", Options{FoldCase: true}, "/login/a/b", "/login/a%2Fb"},
 		{"/Caf%C3%A9", Options{FoldCase: true}, "/café", ""},
 		{"/X/..;/%4COGIN;x", all, "/login", ""},
+		// With DecodeSlash an escaped slash is one, decoded before dot
+		// segments are resolved, as NGINX, gorilla/mux and gin read it.
+		{"/api%2Fsecret", Options{DecodeSlash: true}, "/api/secret", ""},
+		{"/users%2f7", Options{DecodeSlash: true}, "/users/7", ""},
+		{"/x%2F..%2Flogin", Options{DecodeSlash: true}, "/login", ""},
+		{"/a%252Fb", Options{DecodeSlash: true}, "/a%2Fb", ""},
+		{"/X%2F..;%2F%4COGIN", Options{DecodeSlash: true, StripParams: true, FoldCase: true}, "/login", ""},
 	} {
 		u, err := url.ParseRequestURI(tt.in)
 		if err != nil {
@@ -101,14 +108,14 @@ func TestCleanURL(t *testing.T) {
 // so: CleanURL of its own result returns that result.
 func FuzzCleanURL(f *testing.F) {
 	for _, s := range []string{"/x/%2e%2e/login", "/a%2Fb/..;/c", "/%4C;x/%252e/", "//a/./b/"} {
-		f.Add(s, true, true)
+		f.Add(s, true, true, true)
 	}
-	f.Fuzz(func(t *testing.T, in string, fold, strip bool) {
+	f.Fuzz(func(t *testing.T, in string, fold, strip, slash bool) {
 		u, err := url.ParseRequestURI(in)
 		if err != nil || u.Opaque != "" {
 			return
 		}
-		o := Options{FoldCase: fold, StripParams: strip}
+		o := Options{FoldCase: fold, StripParams: strip, DecodeSlash: slash}
 		once := CleanURL(u, o)
 		if twice := CleanURL(once, o); twice != once {
 			t.Fatalf("CleanURL(%q) = %q, and again %q", in, once.EscapedPath(), twice.EscapedPath())
