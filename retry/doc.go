@@ -18,7 +18,11 @@
 //   - it never waits for a retry its request's context deadline would cut
 //     short: if the wait, and an attempt as long as the last one, would
 //     cross it (reading the refused body counts too, and so does a
-//     pacing wait), the caller gets the server's 429 at once;
+//     pacing wait), the caller gets the server's 429 at once. A server
+//     that holds a request it admits (sluice's max_delay, NGINX's
+//     limit_req delay=, a leaky bucket) may hold the retry too, up to its
+//     own bound, a time no header tells: a deadline shorter than that
+//     hold can end the retry while it is held, its unit spent;
 //   - a retry budget keeps retries to a share of requests (10% by
 //     default), so an outage cannot multiply the traffic of a fleet;
 //   - it only repeats requests that are safe to repeat, and of errors only
