@@ -361,6 +361,18 @@
 // bound is on the requests being served, not on the work an upstream
 // carries on with after its client (or a proxy in between) gave up.
 //
+// Responses: the response section says what `sluice serve` tells the
+// clients it decides (see Set.Response): which families of rate limit
+// headers it sends, and the type of its 429 problem bodies, an absolute
+// URI. [] sends no rate limit headers at all (Kong's
+// hide_client_headers); Retry-After, HTTP's own, still goes with every
+// refusal. Libraries ignore the section unless they pass it on to
+// httplimit.Options.
+//
+//	response:
+//	  headers: [draft]  # RateLimit and RateLimit-Policy; legacy: X-RateLimit-*
+//	  problem_type: https://example.com/problems/rate-limited
+//
 // # Where to start
 //
 // LoadFile (the whole of `sluice check`) and Load return a compiled,
@@ -388,4 +400,6 @@
 //   - gate.go: the concurrency limit with priority shares.
 //   - store.go: the store section (StoreConfig), which `sluice serve`
 //     reads to choose its store; libraries ignore it.
+//   - response.go: the response section (Response), which `sluice serve`
+//     passes to httplimit; libraries ignore it.
 package policy

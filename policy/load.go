@@ -379,7 +379,7 @@ func (ld *loader) list(n *yaml.Node, what string) []*yaml.Node {
 	return nil
 }
 
-var topFields = []string{"prefix", "instances", "client_ip", "user", "plans", "concurrency", "store", "paths", "policies"}
+var topFields = []string{"prefix", "instances", "client_ip", "user", "plans", "concurrency", "store", "paths", "response", "policies"}
 
 // file_ compiles the whole file.
 func (ld *loader) file_(root *yaml.Node) *Set {
@@ -407,6 +407,7 @@ func (ld *loader) file_(root *yaml.Node) *Set {
 	set.conc = ld.concurrency(f["concurrency"])
 	set.store = ld.storeSection(f["store"])
 	set.paths = ld.paths(f["paths"])
+	set.response = ld.response(f["response"])
 	pv, ok := f["policies"]
 	if !ok {
 		ld.errf(root, "the policy file has no policies list")

@@ -32,6 +32,7 @@ type Set struct {
 	conc        Concurrency
 	store       StoreConfig
 	paths       pathForms
+	response    Response
 	warnings    []Problem
 	// serveWarnings: see ServeWarnings.
 	serveWarnings []Problem
@@ -158,6 +159,12 @@ func (s *Set) ClientIP() *clientip.Resolver { return s.resolver }
 // Concurrency returns the file's concurrency section; its MaxInFlight is
 // zero when there is none.
 func (s *Set) Concurrency() Concurrency { return s.conc }
+
+// Response returns the file's response section: which rate limit
+// headers sluice serve sends and the type of its 429 problem bodies. Its
+// zero value, when there is none, is httplimit's default. Libraries
+// ignore it unless they pass it on to httplimit.Options.
+func (s *Set) Response() Response { return s.response }
 
 // Prefix returns the prefix of every key the set builds.
 func (s *Set) Prefix() string { return s.prefix }

@@ -144,17 +144,25 @@ func (s *Server) build(g *generation) {
 	}
 	// The user is the one the file's user section names, believed from
 	// trusted proxies only: no application runs in front of the
-	// middleware to call WithUser.
-	mw := httplimit.Middleware(g.set, s.st.store, httplimit.Options{Identify: g.set.UserOf, Options: policy.Options{
-		Clock:    s.clock,
-		Local:    s.local,
-		Observer: observer{s, g},
-		Logger:   s.log,
-		// The breaker in front of Redis logs its outages, each cluster
-		// master's apart.
-		StoreLogs: s.st.breaker != nil,
-		InFlight:  &s.inFlight,
-	}})
+	// middleware to call WithUser. What clients are told is the response
+	// section's, the generation's own, so a reload changes it from the
+	// next request on.
+	resp := g.set.Response()
+	mw := httplimit.Middleware(g.set, s.st.store, httplimit.Options{
+		Identify:        g.set.UserOf,
+		NoDraftHeaders:  resp.NoDraftHeaders,
+		NoLegacyHeaders: resp.NoLegacyHeaders,
+		ProblemType:     resp.ProblemType,
+		Options: policy.Options{
+			Clock:    s.clock,
+			Local:    s.local,
+			Observer: observer{s, g},
+			Logger:   s.log,
+			// The breaker in front of Redis logs its outages, each cluster
+			// master's apart.
+			StoreLogs: s.st.breaker != nil,
+			InFlight:  &s.inFlight,
+		}})
 	if s.proxy {
 		if s.target == nil {
 			g.proxy = mw(passed(demoUpstream{set: g.set}))
