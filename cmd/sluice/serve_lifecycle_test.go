@@ -9,7 +9,6 @@ import (
 	"net"
 	"net/http"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"strings"
 	"syscall"
@@ -66,7 +65,7 @@ func TestServePlaygroundOffByEnv(t *testing.T) {
 func TestServeSIGTERMAtStartOpensNoListener(t *testing.T) {
 	redis, conns := silentRedis(t)
 	var err error
-	cmd := exec.Command(sluiceBinary(t), "serve", "--log-format", "json", "--redis", "redis://"+redis.Addr().String()+"/0",
+	cmd := sluiceCommand(t, "serve", "--log-format", "json", "--redis", "redis://"+redis.Addr().String()+"/0",
 		"--listen", "127.0.0.1:0", "--check-listen", "127.0.0.1:0", "--admin-listen", "127.0.0.1:0")
 	var stderr strings.Builder
 	cmd.Stderr = &stderr

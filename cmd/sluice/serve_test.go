@@ -19,10 +19,14 @@ import (
 	"syscall"
 	"testing"
 	"time"
+
+	"github.com/sluicehq/sluice/internal/redistest"
 )
 
-// The binary, built once for the package's tests.
+// The binary, built once for the package's tests into binDir, which
+// TestMain makes and removes.
 var (
+	binDir    string
 	buildOnce sync.Once
 	binPath   string
 	buildErr  error
@@ -31,13 +35,10 @@ var (
 func sluiceBinary(t *testing.T) string {
 	t.Helper()
 	buildOnce.Do(func() {
-		dir, err := os.MkdirTemp("", "sluice-bin")
-		if err != nil {
-			buildErr = err
-			return
-		}
-		binPath = filepath.Join(dir, "sluice")
-		out, err := exec.Command("go", "build", "-o", binPath, ".").CombinedOutput()
+		binPath = filepath.Join(binDir, "sluice")
+		build := exec.Command("go", "build", "-o", binPath, ".")
+		redistest.DieWithTest(build)
+		out, err := build.CombinedOutput()
 		if err != nil {
 			buildErr = fmt.Errorf("go build: %v\n%s", err, out)
 		}
@@ -48,11 +49,26 @@ func sluiceBinary(t *testing.T) string {
 	return binPath
 }
 
+// sluiceCommand is exec.Command of the sluice binary, which ends with the
+// test process however that ends (see redistest.DieWithTest).
+func sluiceCommand(t *testing.T, args ...string) *exec.Cmd {
+	t.Helper()
+	cmd := exec.Command(sluiceBinary(t), args...)
+	redistest.DieWithTest(cmd)
+	return cmd
+}
+
+// TestMain removes the binary when the tests end. A run killed before
+// then (its -timeout panic, Ctrl-C) leaves the directory and the binary in
+// it, which the next run removes (see redistest.TempDir).
 func TestMain(m *testing.M) {
-	code := m.Run()
-	if binPath != "" {
-		os.RemoveAll(filepath.Dir(binPath))
+	var err error
+	if binDir, err = redistest.TempDir("sluice-bin"); err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		os.Exit(1)
 	}
+	code := m.Run()
+	os.RemoveAll(binDir)
 	os.Exit(code)
 }
 
@@ -74,7 +90,7 @@ func startSluice(t *testing.T, want []string, args ...string) *process {
 	t.Helper()
 	args = append([]string{"serve", "--log-format", "json",
 		"--listen", "127.0.0.1:0", "--check-listen", "127.0.0.1:0", "--admin-listen", "127.0.0.1:0", "--grpc-listen", "127.0.0.1:0"}, args...)
-	p := &process{t: t, cmd: exec.Command(sluiceBinary(t), args...), lines: make(chan map[string]any, 100), exit: make(chan error, 1), addrs: map[string]string{}}
+	p := &process{t: t, cmd: sluiceCommand(t, args...), lines: make(chan map[string]any, 100), exit: make(chan error, 1), addrs: map[string]string{}}
 	stderr, err := p.cmd.StderrPipe()
 	if err != nil {
 		t.Fatal(err)
@@ -275,7 +291,7 @@ func TestServeExitCodes(t *testing.T) {
 	dir := t.TempDir()
 	bad := filepath.Join(dir, "bad.yaml")
 	os.WriteFile(bad, []byte("policies:\n  - name: a\n    limts: [\"1/s\"]\n"), 0o644)
-	out, err := exec.Command(sluiceBinary(t), "serve", "--config", bad).CombinedOutput()
+	out, err := sluiceCommand(t, "serve", "--config", bad).CombinedOutput()
 	var ee *exec.ExitError
 	if !errors.As(err, &ee) || ee.ExitCode() != 3 || !strings.Contains(string(out), bad+`:3:5: unknown field "limts"`) {
 		t.Errorf("bad config: %v\n%s", err, out)
@@ -369,7 +385,7 @@ func silentRedis(t *testing.T) (net.Listener, chan net.Conn) {
 func TestServeSIGHUPAtStart(t *testing.T) {
 	redis, conns := silentRedis(t)
 	var err error
-	cmd := exec.Command(sluiceBinary(t), "serve", "--redis", "redis://"+redis.Addr().String()+"/0",
+	cmd := sluiceCommand(t, "serve", "--redis", "redis://"+redis.Addr().String()+"/0",
 		"--listen", "off", "--check-listen", "off", "--admin-listen", "off")
 	var stderr strings.Builder
 	cmd.Stderr = &stderr
@@ -384,8 +400,10 @@ func TestServeSIGHUPAtStart(t *testing.T) {
 	case <-time.After(10 * time.Second):
 		t.Fatal("sluice did not connect to the Redis")
 	}
+	// sluice catches SIGHUP before it connects to Redis, into a buffered
+	// channel: the signal, pending once Signal returns, is the process's
+	// before it can see the Redis go away.
 	cmd.Process.Signal(syscall.SIGHUP)
-	time.Sleep(200 * time.Millisecond)
 	// Now let the start fail: the Redis goes away.
 	redis.Close()
 	for _, c := range held {

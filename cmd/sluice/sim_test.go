@@ -415,17 +415,12 @@ func TestSimChangedSetupSaysSo(t *testing.T) {
 	}
 }
 
-// TestBinary builds the sluice command and runs it as a user would.
+// TestBinary runs the sluice command as a user would.
 func TestBinary(t *testing.T) {
 	if testing.Short() {
 		t.Skip("builds the binary")
 	}
-	bin := filepath.Join(t.TempDir(), "sluice")
-	build := exec.Command("go", "build", "-o", bin, ".")
-	if out, err := build.CombinedOutput(); err != nil {
-		t.Fatalf("go build: %v\n%s", err, out)
-	}
-	out, err := exec.Command(bin, "sim", "--json", "--scenario", "flood").Output()
+	out, err := sluiceCommand(t, "sim", "--json", "--scenario", "flood").Output()
 	if err != nil {
 		t.Fatalf("sluice sim --json: %v", err)
 	}
@@ -433,7 +428,7 @@ func TestBinary(t *testing.T) {
 	if len(o.Results) != 12 || o.Results[0].Passed != 30 {
 		t.Errorf("%d results, first passed %d; want 12 and 30", len(o.Results), o.Results[0].Passed)
 	}
-	cmd := exec.Command(bin, "sim", "--scenario", "nope")
+	cmd := sluiceCommand(t, "sim", "--scenario", "nope")
 	var stderr bytes.Buffer
 	cmd.Stderr = &stderr
 	err = cmd.Run()

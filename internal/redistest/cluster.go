@@ -52,7 +52,9 @@ func StartClusterWithReplicas(t testing.TB, n, r int) *Cluster {
 	args := []string{"--cluster", "create"}
 	args = append(args, c.Addrs()...)
 	args = append(args, "--cluster-replicas", "0", "--cluster-yes")
-	out, err := exec.Command("redis-cli", args...).CombinedOutput()
+	cli := exec.Command("redis-cli", args...)
+	DieWithTest(cli)
+	out, err := cli.CombinedOutput()
 	if err != nil {
 		t.Fatalf("redistest: redis-cli --cluster create: %v\n%s", err, out)
 	}
@@ -125,7 +127,7 @@ func knows(n *Server, id, flag, master string) (bool, string) {
 // startNode starts a cluster-enabled server on free ports.
 func startNode(t testing.TB) *Server {
 	t.Helper()
-	s := &Server{t: t, dir: t.TempDir()}
+	s := &Server{t: t, dir: serverDir(t)}
 	var err error
 	for range 5 {
 		s.port, s.busPort = freePort(t), freePort(t)

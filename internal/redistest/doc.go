@@ -20,4 +20,7 @@
 //     SlotOwner), and changing it under a client: slot migration
 //     (BeginMigration, MigrateKey, MigrateKeys, EndMigration) and
 //     failover (Failover, WaitMaster, WaitOK).
+//   - process.go: what keeps a killed test run from leaving processes and
+//     directories behind (DieWithTest, TempDir), for the sluice binary's
+//     tests too; process_linux.go has the parent-death signal.
 package redistest

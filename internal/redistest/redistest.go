@@ -53,7 +53,7 @@ type tb interface {
 func Start(t testing.TB, extra ...string) *Server {
 	t.Helper()
 	mustHave(t, "redis-server")
-	s := &Server{t: t, dir: t.TempDir(), extra: extra}
+	s := &Server{t: t, dir: serverDir(t), extra: extra}
 	s.startFree()
 	t.Cleanup(s.stop)
 	return s
@@ -104,7 +104,7 @@ func (f *TLSFiles) args(port int) []string {
 func StartTLS(t testing.TB, files TLSFiles, client *tls.Config, extra ...string) *Server {
 	t.Helper()
 	mustHave(t, "redis-server")
-	s := &Server{t: t, dir: t.TempDir(), extra: extra, tlsFiles: &files, tlsClient: client}
+	s := &Server{t: t, dir: serverDir(t), extra: extra, tlsFiles: &files, tlsClient: client}
 	var err error
 	for range 5 { // another process may take the free port before we do
 		s.port = freePort(t)
@@ -134,13 +134,15 @@ func noTLS(err error) bool {
 }
 
 // Main starts a redis-server for a TestMain, where there is no testing.TB:
-// for examples and benchmarks. Call stop when the tests are done. The
-// server's methods panic where a test's would fail it.
+// for examples and benchmarks. Call stop when the tests are done; a run
+// killed before then leaves no server (see [DieWithTest]) and a directory
+// the next Main removes (see [TempDir]). The server's methods panic where
+// a test's would fail it.
 func Main(extra ...string) (s *Server, stop func(), err error) {
 	if _, err := exec.LookPath("redis-server"); err != nil {
 		return nil, nil, fmt.Errorf("redistest: redis-server not found on PATH; run `make deps` to install it (the tests start a real Redis)")
 	}
-	dir, err := os.MkdirTemp("", "redistest")
+	dir, err := TempDir("redistest")
 	if err != nil {
 		return nil, nil, err
 	}
@@ -392,6 +394,7 @@ func (s *Server) start() error {
 	args = append(args, s.extra...)
 	cmd := exec.Command("redis-server", args...)
 	cmd.Dir = s.dir
+	DieWithTest(cmd)
 	// A configuration redis-server refuses is reported on standard error,
 	// before the log file is open.
 	stderr, err := os.OpenFile(filepath.Join(s.dir, "stderr.log"), os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o644)

@@ -19,7 +19,7 @@ import (
 func StartSentinel(t testing.TB, master *Server, set string) *Server {
 	t.Helper()
 	mustHave(t, "redis-server")
-	s := &Server{t: t, dir: t.TempDir(), tlsFiles: master.tlsFiles, tlsClient: master.tlsClient}
+	s := &Server{t: t, dir: serverDir(t), tlsFiles: master.tlsFiles, tlsClient: master.tlsClient}
 	// The sentinel rewrites its config file: it gets one of its own.
 	s.conf = filepath.Join(s.dir, "sentinel.conf")
 	conf := fmt.Sprintf("sentinel monitor %s 127.0.0.1 %d 1\nsentinel down-after-milliseconds %s 1000\n", set, master.Port(), set)

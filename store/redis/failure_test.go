@@ -374,23 +374,98 @@ func TestCallTimeout(t *testing.T) {
 }
 
 // The zero Options bound a call too, by DefaultCallTimeout: a caller with
-// no deadline of its own is not held for ever by a hung Redis. A negative
-// CallTimeout is no bound but the caller's context.
+// no deadline of its own, or a later one, is not held for ever by a hung
+// Redis. A negative CallTimeout is no bound but the caller's context. The
+// client answers at once and records the deadline each call gave it, which
+// the store sets from the real time (context.WithTimeout): a call made
+// between before and after has its bound between before and after plus
+// the timeout. (That the client ends a call at its deadline on a hung
+// Redis is TestCallTimeout's and TestNoRetryOnTimeout's to show.)
 func TestDefaultCallTimeout(t *testing.T) {
-	s, limit := hungStore(t, redis.Options{})
-	start := time.Now()
-	_, err := s.Decide(context.Background(), rate.Request{Key: "k", Limit: limit, Cost: 1})
-	if took := time.Since(start); !errors.Is(err, context.DeadlineExceeded) || took > 2*redis.DefaultCallTimeout+time.Second {
-		t.Errorf("zero Options, hung Redis: %v after %v, want context.DeadlineExceeded after about %v", err, took, redis.DefaultCallTimeout)
+	client := newClient(t, redistest.Start(t).Addr())
+	limit := rate.Limit{Algorithm: rate.GCRA, Count: 10, Period: time.Second}
+	for _, tt := range []struct {
+		name        string
+		callTimeout time.Duration
+		caller      time.Duration // the caller's deadline, from the call; 0 for none
+		want        string        // "default": DefaultCallTimeout from the call; "caller's"; "none"
+	}{
+		{"zero Options, no deadline", 0, 0, "default"},
+		{"zero Options, a later deadline", 0, time.Hour, "default"},
+		{"zero Options, an earlier deadline", 0, redis.DefaultCallTimeout / 2, "caller's"},
+		{"CallTimeout -1, no deadline", -1, 0, "none"},
+		{"CallTimeout -1, a later deadline", -1, time.Hour, "caller's"},
+	} {
+		c := &deadlineClient{Client: client}
+		s := redis.New(c, redis.Options{CallTimeout: tt.callTimeout})
+		ctx, cancel := context.Background(), context.CancelFunc(func() {})
+		if tt.caller > 0 {
+			ctx, cancel = context.WithTimeout(ctx, tt.caller)
+		}
+		before := time.Now()
+		_, err := s.Decide(ctx, rate.Request{Key: "k", Limit: limit, Cost: 1})
+		after := time.Now()
+		cancel()
+		s.Close()
+		if !errors.Is(err, errAnswered) {
+			t.Fatalf("%s: err = %v, want the client's %v", tt.name, err, errAnswered)
+		}
+		seen := c.seen()
+		if len(seen) == 0 {
+			t.Fatalf("%s: the client saw no call", tt.name)
+		}
+		callers, _ := ctx.Deadline()
+		// since shows a deadline as the time after the start, or none.
+		since := func(dl time.Time) string {
+			if dl.IsZero() {
+				return "none"
+			}
+			return dl.Sub(before).String()
+		}
+		for i, dl := range seen {
+			switch tt.want {
+			case "default":
+				if lo, hi := before.Add(redis.DefaultCallTimeout), after.Add(redis.DefaultCallTimeout); dl.Before(lo) || dl.After(hi) {
+					t.Errorf("%s: call %d has its deadline at %s, want %s to %s after the start", tt.name, i, since(dl), since(lo), since(hi))
+				}
+			case "caller's":
+				if !dl.Equal(callers) {
+					t.Errorf("%s: call %d has its deadline at %s, want the caller's, %s after the start", tt.name, i, since(dl), since(callers))
+				}
+			case "none":
+				if !dl.IsZero() {
+					t.Errorf("%s: call %d has its deadline at %s after the start, want none", tt.name, i, since(dl))
+				}
+			}
+		}
 	}
-	unbounded, limit := hungStore(t, redis.Options{CallTimeout: -1})
-	ctx, cancel := context.WithTimeout(context.Background(), 2*redis.DefaultCallTimeout+time.Second)
-	defer cancel()
-	start = time.Now()
-	_, err = unbounded.Decide(ctx, rate.Request{Key: "k", Limit: limit, Cost: 1})
-	if took := time.Since(start); !errors.Is(err, context.DeadlineExceeded) || took < 2*redis.DefaultCallTimeout {
-		t.Errorf("CallTimeout -1, hung Redis: %v after %v, want the caller's own deadline, %v", err, took, 2*redis.DefaultCallTimeout+time.Second)
-	}
+}
+
+// errAnswered is how deadlineClient answers.
+var errAnswered = errors.New("answered at once")
+
+// deadlineClient is a client that answers every command at once with
+// errAnswered and records the deadline of its context, zero for none. The
+// rest is Client's.
+type deadlineClient struct {
+	rueidis.Client
+	mu        sync.Mutex
+	deadlines []time.Time
+}
+
+func (c *deadlineClient) Do(ctx context.Context, _ rueidis.Completed) rueidis.RedisResult {
+	dl, _ := ctx.Deadline()
+	c.mu.Lock()
+	c.deadlines = append(c.deadlines, dl)
+	c.mu.Unlock()
+	return rueidis.NewErrorResult(errAnswered)
+}
+
+// seen returns the deadlines recorded, one a command.
+func (c *deadlineClient) seen() []time.Time {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.deadlines
 }
 
 // A call that times out on a hung Redis is not sent again: its deadline
