@@ -76,7 +76,7 @@ type redisConn struct {
 // any outage, while connectLater tries again in the background. A Redis
 // that is there and refuses the connection (a password, TLS) stops it
 // with its error, as does a configuration that does not load.
-func (s *Server) openStore(c policy.StoreConfig) (*storeHandle, error) {
+func (s *Server) openStore(ctx context.Context, c policy.StoreConfig) (*storeHandle, error) {
 	h := &storeHandle{cfg: c, close: func() {}}
 	// The local store decides while Redis is down, for the policies whose
 	// on_store_error is local.
@@ -93,7 +93,10 @@ func (s *Server) openStore(c policy.StoreConfig) (*storeHandle, error) {
 	if err != nil {
 		return nil, err
 	}
-	client, err := rueidis.NewClient(co)
+	client, err := dialRedis(ctx, co)
+	if errors.Is(err, ErrStopped) {
+		return nil, err
+	}
 	if err != nil && !unreachable(err) {
 		return nil, fmt.Errorf("store: connect to Redis (%s): %w%s", where, err, tlsHint(co.TLSConfig, err))
 	}
@@ -172,6 +175,34 @@ func (s *Server) openStore(c policy.StoreConfig) (*storeHandle, error) {
 		_, _ = h.breaker.Decide(context.Background(), readyProbe(nil))
 	}
 	return h, nil
+}
+
+// dialRedis connects a client with co, as rueidis.NewClient does, or
+// returns an error wrapping ErrStopped as soon as ctx ends: NewClient
+// takes no context, and a Redis that accepts the connection and answers
+// nothing would hold a signal at start for its whole dial timeout. A
+// client that connects after ctx ended is closed.
+func dialRedis(ctx context.Context, co rueidis.ClientOption) (rueidis.Client, error) {
+	type dialed struct {
+		client rueidis.Client
+		err    error
+	}
+	done := make(chan dialed, 1)
+	go func() {
+		c, err := rueidis.NewClient(co)
+		done <- dialed{c, err}
+	}()
+	select {
+	case d := <-done:
+		return d.client, d.err
+	case <-ctx.Done():
+		go func() {
+			if d := <-done; d.client != nil {
+				d.client.Close()
+			}
+		}()
+		return nil, stopped(ctx)
+	}
 }
 
 // redisClientOption returns the options of the Redis client for c, a
