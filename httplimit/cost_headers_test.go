@@ -58,3 +58,28 @@ func TestHeadersCountRequestsOfCost(t *testing.T) {
 		}
 	}
 }
+
+// TestHeadersFewestRequestsAcrossCosts: with policies of different costs
+// on one request, the fields report the limit with the fewest requests
+// left, not the fewest units: 9 units at cost 1 are 9 requests, 20 at
+// cost 4 are 5, and 5 is what passes.
+func TestHeadersFewestRequestsAcrossCosts(t *testing.T) {
+	e := newEnv(t, `policies:
+  - {name: cheap, limits: ["fixed_window 10 per 1m"]}
+  - {name: dear, cost: 4, limits: ["fixed_window 24 per 1m"]}
+`, Options{}, nil)
+	w := e.do(req{})
+	if got := w.Header().Get("RateLimit"); got != `"dear";r=5;t=60` {
+		t.Errorf("RateLimit %q, want the dear policy's 5 requests", got)
+	}
+	if got := w.Header().Get("X-RateLimit-Remaining"); got != "5" {
+		t.Errorf("X-RateLimit-Remaining %s, want 5", got)
+	}
+	passed := 0
+	for e.do(req{}).Code == http.StatusOK {
+		passed++
+	}
+	if passed != 5 {
+		t.Errorf("%d more passed, want the 5 the headers said", passed)
+	}
+}

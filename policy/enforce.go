@@ -59,7 +59,9 @@ type Outcome struct {
 	Verdict Verdict
 	// Decision combines the decisions of the enforcing limits (see
 	// rate.Combine): its Limit, Remaining and ResetAfter are those of the
-	// most restrictive one. It is meaningful only when Limit is not nil.
+	// most restrictive one, which, of policies of different costs, is the
+	// one with the fewest requests left (its Remaining units over its
+	// policy's cost). It is meaningful only when Limit is not nil.
 	Decision rate.Decision
 	// Limit is the most restrictive limit that decided the request, the
 	// one rate limit headers report; nil when no enforcing limit did
@@ -894,6 +896,32 @@ func (e *Enforcer) decideAll(ctx context.Context, reqs []rate.Request, decs []ra
 	return e.store.DecideAll(ctx, reqs, decs)
 }
 
+// mixedCosts reports whether lims belong to policies of more than one
+// cost.
+func mixedCosts(lims []*Limit) bool {
+	for _, l := range lims[1:] {
+		if l.Policy.Cost != lims[0].Policy.Cost {
+			return true
+		}
+	}
+	return false
+}
+
+// fewestRequests returns the index of the decision, of decs all allowed,
+// that leaves the fewest requests of its policy's cost (its Remaining
+// over the cost, rounded down), and of those the one whose reset is
+// furthest, as rate.MostRestrictive picks among units.
+func fewestRequests(decs []rate.Decision, lims []*Limit) int {
+	best := 0
+	for j := 1; j < len(decs); j++ {
+		rj, rb := decs[j].Remaining/lims[j].Policy.Cost, decs[best].Remaining/lims[best].Policy.Cost
+		if rj < rb || rj == rb && decs[j].ResetAfter > decs[best].ResetAfter {
+			best = j
+		}
+	}
+	return best
+}
+
 // mayWait reports whether every refusing limit's policy lets a request
 // wait for wait. A bucket never does: a leaky_bucket already waits for
 // its turn (its Delay) up to max_delay, a gcra or token_bucket for its
@@ -910,6 +938,15 @@ func (e *Enforcer) mayWait(st *state, decs []rate.Decision, wait time.Duration) 
 // conclude turns the combined decision d of decs, made by lims, into out.
 func conclude(d rate.Decision, decs []rate.Decision, lims []*Limit, out *Outcome) {
 	i := rate.MostRestrictive(decs)
+	if d.Allowed && mixedCosts(lims) {
+		// The headers count requests (see Limit.HeaderRemaining): of
+		// policies of different costs, the limit with the fewest units
+		// left may not be the one with the fewest requests (9 at cost 1
+		// against 20 at cost 4, 5 requests). Report that one, with its
+		// own units, which its header divides by its cost.
+		i = fewestRequests(decs, lims)
+		d.Remaining, d.ResetAfter = decs[i].Remaining, decs[i].ResetAfter
+	}
 	out.Decision, out.Limit = d, lims[i]
 	if d.Allowed {
 		out.Verdict = Allow
