@@ -121,7 +121,8 @@
 // separately, with the same limits (a login must pass both). global has
 // one value for every request: key: global is one counter for all the
 // requests the policy matches, whoever sends them (/search at most
-// 1000/s in total), stored as {prefix:policy:global=}:tag. One client
+// 1000/s in total), stored as {prefix:policy:global=}:tag (with limits
+// per plan, a total per plan: global=pro). One client
 // can then spend the total for everyone: pair it with a per-client key,
 // keys: [global, ip], a total and a counter per address that a request
 // must both pass. On Redis every request of the policy meets that one

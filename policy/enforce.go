@@ -556,7 +556,16 @@ func (e *Enforcer) collect(st *state, p *Policy, r *Request, plan string) {
 			st.parts = append(st.parts, key[i].label...)
 			st.parts = append(st.parts, '=')
 			start := len(st.parts)
-			st.parts, ok = appendPart(st.parts, &key[i], r, pathVals)
+			if key[i].kind == partGlobal {
+				// A total per plan whose limits apply: every plan's
+				// limit of one window would otherwise share its state,
+				// one plan's traffic spending another's total.
+				if _, own := p.plans[plan]; own && plan != "" {
+					st.parts = appendValue(st.parts, plan)
+				}
+			} else {
+				st.parts, ok = appendPart(st.parts, &key[i], r, pathVals)
+			}
 			if !ok {
 				break
 			}

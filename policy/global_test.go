@@ -232,3 +232,37 @@ policies:
 		}
 	}
 }
+
+// A global key of a policy with limits per plan is a total per plan: the
+// pro plan's traffic spends none of the free plan's total, whatever the
+// algorithm (a window's stored state would otherwise be shared by every
+// plan's limit of its period).
+func TestGlobalKeyPerPlan(t *testing.T) {
+	for _, alg := range []string{"fixed_window", "sliding_window", "gcra"} {
+		e, st := globalEnforcer(t, `
+plans: {names: [free, pro], default: free}
+policies:
+  - name: api
+    key: global
+    plans:
+      free: ["`+alg+` 3 per 1m"]
+      pro: ["`+alg+` 100 per 1m"]
+`)
+		req := func(plan string) *Request {
+			r := httptest.NewRequest("GET", "/", nil)
+			return &Request{HTTP: r, Header: r.Header, Client: netip.MustParsePrefix("192.0.2.1/32"), Plan: plan}
+		}
+		for range 5 {
+			out := e.Enforce(context.Background(), req("pro"))
+			out.Done()
+		}
+		out := e.Enforce(context.Background(), req("free"))
+		out.Done()
+		if out.Verdict != Allow {
+			t.Errorf("%s: the free plan's first request after 5 of pro: %v, want Allow; keys %q", alg, out.Verdict, st.keys)
+		}
+		if last := st.keys[len(st.keys)-1]; last != "sluice:api:global=free" {
+			t.Errorf("%s: the free plan's key %q, want sluice:api:global=free", alg, last)
+		}
+	}
+}

@@ -30,7 +30,9 @@ import (
 // global is a key alone: combined with other parts it would add nothing
 // to the key they make, and load refuses it there (see loader.key). Its
 // stored key, {prefix:policy:global=}:tag, is the one key whose parts
-// begin with that label, so it meets no other part's key.
+// begin with that label, so it meets no other part's key. Of a policy
+// with limits per plan, its value is the plan whose limits apply
+// (global=pro; see Enforcer.collect), a total per plan.
 //
 // The stored key is {prefix:policy:part=value|part=value}:tag, where tag
 // changes when what the limit's state means changes (see stateTag), so a
