@@ -132,7 +132,7 @@ func CheckRedisURL(s string) error {
 	}
 	for _, a := range u.Query()["addr"] {
 		if _, _, err := net.SplitHostPort(a); err != nil {
-			return fmt.Errorf("%q: addr=%q needs a port, as in addr=%s", u.Redacted(), a, net.JoinHostPort(a, "6379"))
+			return fmt.Errorf("%q: addr=%q needs a port, as in addr=%s", u.Redacted(), a, net.JoinHostPort(strings.Trim(a, "[]"), "6379"))
 		}
 	}
 	return nil

@@ -54,6 +54,7 @@ func TestStoreSectionErrors(t *testing.T) {
 		// 6379: the seed written would never be dialled.
 		{"store: {redis: \"redis://a:7000?addr=c\"}\n", 1, 16, `addr="c" needs a port`},
 		{"store: {redis: \"redis://a:7000?addr=c:7001&addr=d\"}\n", 1, 16, `addr="d" needs a port`},
+		{"store: {redis: \"redis://a:7000?addr=[::1]\"}\n", 1, 16, `as in addr=[::1]:6379`},
 		{"store: {redis: \"redis://x\", cluster: [\"a:1\"]}\n", 1, 1, "more than one"},
 		{"store: {cluster: [\"10.0.0.1\"]}\n", 1, 19, `"10.0.0.1" is not host:port`},
 		{"store: {sentinel: {master: m}}\n", 1, 19, "needs master"},
