@@ -474,7 +474,7 @@ func NewContext(ctx context.Context, o Options) (_ *Server, err error) {
 	if err := stopped(ctx); err != nil {
 		return nil, err
 	}
-	s.st, err = s.openStore(s.storeConfig(gen))
+	s.st, err = s.openStore(ctx, s.storeConfig(gen))
 	if err != nil {
 		return nil, err
 	}
