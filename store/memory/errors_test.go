@@ -3,70 +3,25 @@ package memory_test
 import (
 	"context"
 	"errors"
-	"strings"
 	"testing"
 	"time"
 
 	"github.com/sluicehq/sluice/rate"
 	"github.com/sluicehq/sluice/rate/ratetest"
 	"github.com/sluicehq/sluice/store/memory"
+	"github.com/sluicehq/sluice/store/storetest"
 )
 
-// The memory store says a bad call in the Redis store's words, under its
-// own prefix (TestErrorTexts in store/redis has the same rows): a caller
-// that moves from one store to the other, or reads the logs of both, sees
-// one message for one mistake. Each row gives the whole text where it is
-// short, or the start of it, and the sentinel errors.Is must still find.
+// The memory store says a bad call in the words every store uses, under
+// its own prefix (storetest.ErrorTexts), DecideKey too, which only it
+// has; and no bad call stores a key.
 func TestErrorTexts(t *testing.T) {
-	ctx := context.Background()
 	s := memory.New(memory.Options{Clock: ratetest.NewClock(start)})
+	storetest.ErrorTexts(t, s, "memory store: ")
 	l := rate.Limit{Algorithm: rate.GCRA, Count: 10, Period: time.Second}
-	ok := rate.Request{Key: "k", Limit: l, Cost: 1}
-	negative := rate.Request{Key: "k", Limit: l, Cost: -1}
-	tests := []struct {
-		name   string
-		call   func() error
-		text   string // the whole error text, or its start if prefix
-		prefix bool
-		is     error // what errors.Is must find, if not nil
-	}{
-		{"Decide, negative cost", func() error {
-			_, err := s.Decide(ctx, negative)
-			return err
-		}, `memory store: key "k": negative cost -1`, false, rate.ErrNegativeCost},
-		{"DecideKey, negative cost", func() error {
-			_, err := s.DecideKey(ctx, "k", &l, -1)
-			return err
-		}, `memory store: key "k": negative cost -1`, false, rate.ErrNegativeCost},
-		{"DecideAll, negative cost", func() error {
-			_, err := s.DecideAll(ctx, []rate.Request{ok, negative}, make([]rate.Decision, 2))
-			return err
-		}, `memory store: key "k": negative cost -1`, false, rate.ErrNegativeCost},
-		{"Decide, cost over capacity", func() error {
-			_, err := s.Decide(ctx, rate.Request{Key: "k", Limit: l, Cost: 11})
-			return err
-		}, `memory store: key "k": cost exceeds the limit's capacity: cost 11, capacity 10 `, true, rate.ErrCostExceedsCapacity},
-		{"Decide, invalid limit", func() error {
-			_, err := s.Decide(ctx, rate.Request{Key: "k", Limit: rate.Limit{Count: 1}, Cost: 1})
-			return err
-		}, `memory store: key "k": invalid limit `, true, nil},
-		{"DecideAll, out too short", func() error {
-			_, err := s.DecideAll(ctx, []rate.Request{ok, ok}, make([]rate.Decision, 1))
-			return err
-		}, `memory store: out is shorter than reqs (1 < 2)`, false, nil},
-	}
-	for _, tt := range tests {
-		err := tt.call()
-		if err == nil {
-			t.Errorf("%s: no error, want %q", tt.name, tt.text)
-			continue
-		}
-		if got := err.Error(); tt.prefix && !strings.HasPrefix(got, tt.text) || !tt.prefix && got != tt.text {
-			t.Errorf("%s:\n got %q\nwant %q", tt.name, got, tt.text)
-		}
-		if tt.is != nil && !errors.Is(err, tt.is) {
-			t.Errorf("%s: %v is not %v", tt.name, err, tt.is)
-		}
+	_, err := s.DecideKey(context.Background(), "k", &l, -1)
+	if want := `memory store: key "k": negative cost -1`; err == nil || err.Error() != want || !errors.Is(err, rate.ErrNegativeCost) {
+		t.Errorf("DecideKey, negative cost: %v, want %q wrapping ErrNegativeCost", err, want)
 	}
 	if n := s.Len(); n != 0 {
 		t.Errorf("bad calls stored %d keys, want 0", n)

@@ -15,6 +15,9 @@
 //		})
 //	}
 //
+// [ErrorTexts] checks apart, with the store's own prefix, that a bad call
+// reads the same in every store.
+//
 // The suite has two parts. Seed cases are short sequences whose outcome a
 // reader can check by hand (a token bucket of 5 refilled at 1/s; a burst
 // at the edge of a minute under each window algorithm; calendar months;
