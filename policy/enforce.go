@@ -542,6 +542,12 @@ func (e *Enforcer) collect(st *state, p *Policy, r *Request, plan string) {
 		clear(pathVals)
 		p.match.pathValues(r.routed, names, pathVals)
 	}
+	// The plan whose limits the keys' counters hold, "" for the
+	// policy's defaults: a global key's value (see appendPart).
+	limitsPlan := ""
+	if _, own := p.plans[plan]; own {
+		limitsPlan = plan
+	}
 	for ki, key := range p.keys {
 		// The parts, once, then one key per limit.
 		st.parts = st.parts[:0]
@@ -556,16 +562,7 @@ func (e *Enforcer) collect(st *state, p *Policy, r *Request, plan string) {
 			st.parts = append(st.parts, key[i].label...)
 			st.parts = append(st.parts, '=')
 			start := len(st.parts)
-			if key[i].kind == partGlobal {
-				// A total per plan whose limits apply: every plan's
-				// limit of one window would otherwise share its state,
-				// one plan's traffic spending another's total.
-				if _, own := p.plans[plan]; own && plan != "" {
-					st.parts = appendValue(st.parts, plan)
-				}
-			} else {
-				st.parts, ok = appendPart(st.parts, &key[i], r, pathVals)
-			}
+			st.parts, ok = appendPart(st.parts, &key[i], r, pathVals, limitsPlan)
 			if !ok {
 				break
 			}

@@ -32,7 +32,7 @@ import (
 // stored key, {prefix:policy:global=}:tag, is the one key whose parts
 // begin with that label, so it meets no other part's key. Of a policy
 // with limits per plan, its value is the plan whose limits apply
-// (global=pro; see Enforcer.collect), a total per plan.
+// (global=pro; see appendPart), a total per plan.
 //
 // The stored key is {prefix:policy:part=value|part=value}:tag, where tag
 // changes when what the limit's state means changes (see stateTag), so a
@@ -206,9 +206,13 @@ func shortHash(s string) string {
 }
 
 // appendPart appends the value of p for r, and reports whether r has one.
+// plan is the plan whose limits the key's counters hold, "" for the
+// policy's defaults: a global part's value, so that a policy with limits
+// per plan keeps a total per plan (every plan's limit of one window would
+// otherwise share its state, one plan's traffic spending another's).
 // A key whose part is missing (no such header, an anonymous user) does
 // not apply to the request.
-func appendPart(dst []byte, p *part, r *Request, pathVals []string) ([]byte, bool) {
+func appendPart(dst []byte, p *part, r *Request, pathVals []string, plan string) ([]byte, bool) {
 	switch p.kind {
 	case partIP:
 		if !r.Client.IsValid() {
@@ -226,7 +230,7 @@ func appendPart(dst []byte, p *part, r *Request, pathVals []string) ([]byte, boo
 		}
 		return appendValue(dst, keyMethod(r.HTTP.Method)), true
 	case partGlobal:
-		return dst, true // every request has it, with no value
+		return appendValue(dst, plan), true // every request has it
 	case partHeader:
 		vs := r.header(p.name, p.lower)
 		switch {

@@ -103,14 +103,17 @@ func CleanURL(u *url.URL, o Options) *url.URL {
 	return &out
 }
 
-// decodeSlash returns p with every %2F or %2f a slash, and p itself when
-// it has none.
+// decodeSlash returns p with every %2F or %2f a slash, and p itself,
+// without allocating, when it has none.
 func decodeSlash(p string) string {
 	if !strings.Contains(p, "%2F") && !strings.Contains(p, "%2f") {
 		return p
 	}
-	return strings.NewReplacer("%2F", "/", "%2f", "/").Replace(p)
+	return slashes.Replace(p)
 }
+
+// slashes decodes escaped slashes; made once, not per path.
+var slashes = strings.NewReplacer("%2F", "/", "%2f", "/")
 
 // decodeUnreserved returns p with every percent-encoded unreserved
 // character decoded, and p itself when it has none.
