@@ -6,6 +6,8 @@ import (
 	"net/url"
 	"slices"
 	"strings"
+
+	"github.com/sluicehq/sluice/internal/urlpath"
 )
 
 // Response is the file's response section: what `sluice serve` tells the
@@ -123,7 +125,11 @@ func checkProblemType(s string) error {
 		case c >= 0x80:
 			return fmt.Errorf("is not ASCII, as a URI must be (RFC 3986); percent-encode its UTF-8, as in %q", percentEncode(s))
 		case c == '%':
-			if i+2 >= len(s) || !isHex(s[i+1]) || !isHex(s[i+2]) {
+			ok := i+2 < len(s)
+			if ok {
+				_, ok = urlpath.Unhex(s[i+1], s[i+2])
+			}
+			if !ok {
 				return errors.New("has a % not followed by two hexadecimal digits; write a % itself as %25")
 			}
 		case !uriChar(c):
@@ -179,10 +185,6 @@ func validScheme(s string) bool {
 		}
 	}
 	return s != ""
-}
-
-func isHex(c byte) bool {
-	return '0' <= c && c <= '9' || 'a' <= c|0x20 && c|0x20 <= 'f'
 }
 
 // percentEncode returns s with each byte outside ASCII percent-encoded:
